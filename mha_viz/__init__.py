@@ -1,0 +1,19 @@
+"""mha-viz: see inside multi-head attention.
+
+    from mha_viz import load_model
+    model = load_model("minilm")            # bundled; or "gpt2", or a checkpoint folder
+    trace = model.trace("The cat sat on the mat.")
+    trace.attentions                        # float32 [layers, heads, T, T]
+"""
+
+from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError, LoadError,
+                     MhaVizError, NotAllowedError, OfflineError, TraceFileError,
+                     UnsupportedModelError)
+from .model import Model, ModelInfo, load_model
+from .trace import AttentionTrace
+
+__all__ = [
+    "load_model", "Model", "ModelInfo", "AttentionTrace", "MhaVizError", "InputError",
+    "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
+    "OfflineError", "NotAllowedError", "TraceFileError",
+]

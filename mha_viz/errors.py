@@ -1,0 +1,42 @@
+"""The exceptions mha_viz raises on bad input, one type per kind of problem.
+
+Every message says what went wrong and what to do about it, so the app can show it to a
+person as it is. All of them derive from MhaVizError; the loading problems also derive
+from LoadError, so ``except LoadError`` catches any failed ``load_model``.
+"""
+
+
+class MhaVizError(Exception):
+    """Base class of every error mha_viz raises on purpose."""
+
+
+class InputError(MhaVizError, ValueError):
+    """The text (or token ids, or head mask) cannot be run: empty, no tokens, wrong shape."""
+
+
+class LoadError(MhaVizError):
+    """A model could not be loaded. The subclasses say why."""
+
+
+class CheckpointNotFoundError(LoadError):
+    """The name is neither a bundled model, nor a checkpoint folder, nor a hub id in the cache."""
+
+
+class UnsupportedModelError(LoadError):
+    """The checkpoint is of an architecture the engine does not implement (t5, llama, ...)."""
+
+
+class CorruptCheckpointError(LoadError):
+    """config.json or the weights file is unreadable, truncated, or does not match the config."""
+
+
+class OfflineError(LoadError):
+    """A hub id that is not in the local cache was asked for, and the hub cannot be reached."""
+
+
+class NotAllowedError(LoadError):
+    """A local folder outside the allow-list (MHA_VIZ_ALLOWED_DIRS) was asked for."""
+
+
+class TraceFileError(MhaVizError, ValueError):
+    """A saved trace (.npz) is unreadable, too large, or not a trace written by mha_viz."""

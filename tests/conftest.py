@@ -1,0 +1,56 @@
+"""Shared fixtures: random-weight GPT-2 / BERT checkpoints in Hugging Face format, built once
+per test session, and the bundled MiniLM."""
+
+import os
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The tests never reach the hub: fail fast instead of trying.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture(scope="session")
+def checkpoint_factory(tmp_path_factory):
+    """factory(kind, **shape) -> folder; the same arguments give the same (cached) folder."""
+    from mha_viz.testing import make_bert_checkpoint, make_gpt2_checkpoint
+
+    built = {}
+
+    def factory(kind, **kwargs):
+        key = (kind, tuple(sorted(kwargs.items())))
+        if key not in built:
+            folder = tmp_path_factory.mktemp(f"{kind}_ckpt")
+            maker = make_gpt2_checkpoint if kind == "gpt2" else make_bert_checkpoint
+            built[key] = maker(folder, **kwargs)
+        return built[key]
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def gpt2_folder(checkpoint_factory):
+    return checkpoint_factory("gpt2", n_layer=2, n_head=4, d_model=64)
+
+
+@pytest.fixture(scope="session")
+def bert_folder(checkpoint_factory):
+    return checkpoint_factory("bert", n_layer=2, n_head=4, d_model=64)
+
+
+@pytest.fixture(scope="session")
+def gpt2_model(gpt2_folder):
+    from mha_viz import load_model
+    return load_model(gpt2_folder)
+
+
+@pytest.fixture(scope="session")
+def bert_model(bert_folder):
+    from mha_viz import load_model
+    return load_model(bert_folder)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from mha_viz import load_model
+    return load_model("minilm")

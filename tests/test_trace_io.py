@@ -1,0 +1,78 @@
+"""Traces save to .npz and load back without pickle; the command line prints a summary."""
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+from mha_viz import AttentionTrace, TraceFileError
+from mha_viz.__main__ import main
+
+
+def test_roundtrip_file_and_bytes(tmp_path, bert_model):
+    trace = bert_model.trace("Where is it?", text_pair="It is here.")
+    trace.save(tmp_path / "t.npz")
+    for loaded in (AttentionTrace.load(tmp_path / "t.npz"), AttentionTrace.load(trace.to_bytes())):
+        assert np.array_equal(loaded.attentions, trace.attentions)
+        assert loaded.tokens == trace.tokens and loaded.token_ids == trace.token_ids
+        assert loaded.display_tokens == trace.display_tokens
+        assert np.array_equal(loaded.segment_ids, trace.segment_ids)
+        assert loaded.special_positions == trace.special_positions
+        assert loaded.text_pair == "It is here." and loaded.causal is False
+    # numpy alone, with pickling refused, can read it
+    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:
+        assert data["attentions"].shape == trace.attentions.shape
+
+
+def test_truncation_flag_survives(tmp_path, gpt2_model):
+    trace = gpt2_model.trace("word " * 500)
+    loaded = AttentionTrace.load(trace.to_bytes())
+    assert loaded.truncated and loaded.n_tokens_before_truncation > loaded.n_tokens
+    assert loaded.causal
+
+
+def test_refuses_pickles_foreign_files_and_oversized(tmp_path, bert_model):
+    evil = tmp_path / "evil.npz"
+    np.savez(evil, attentions=np.array([object()], dtype=object))
+    with pytest.raises(TraceFileError):
+        AttentionTrace.load(evil)
+    with pytest.raises(TraceFileError):
+        AttentionTrace.load(b"not a zip at all")
+    other = io.BytesIO()
+    np.savez(other, x=np.zeros(3))
+    with pytest.raises(TraceFileError, match="not written by mha_viz"):
+        AttentionTrace.load(other.getvalue())
+    data = bert_model.trace("hello there").to_bytes()
+    with pytest.raises(TraceFileError, match="over the limit"):
+        AttentionTrace.load(data, max_bytes=1000)
+    # a zip bomb-like header: declared size far over the limit, refused before unpacking
+    with zipfile.ZipFile(tmp_path / "big.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("attentions.npy", b"\0" * 5_000_000)
+    with pytest.raises(TraceFileError, match="unpacks"):
+        AttentionTrace.load(tmp_path / "big.npz", max_bytes=1_000_000)
+
+
+def test_inconsistent_trace_is_refused():
+    with pytest.raises(TraceFileError):
+        AttentionTrace(tokens=["a"], token_ids=[1, 2], attentions=np.zeros((1, 1, 2, 2)),
+                       display_tokens=["a", "b"], special_mask=[0, 0], segment_ids=[0, 0],
+                       causal=False)
+
+
+def test_cli_trace_prints_summary_and_saves(tmp_path, capsys, gpt2_folder):
+    out = tmp_path / "cli.npz"
+    code = main(["trace", "--model", str(gpt2_folder), "--text", "The cat sat on the mat.",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "L0 " in printed and "L1 " in printed and "mean entropy" in printed
+    assert AttentionTrace.load(out).n_layers == 2
+
+
+def test_cli_reports_errors_without_traceback(tmp_path, capsys):
+    code = main(["trace", "--model", str(tmp_path), "--text", "hi"])
+    assert code == 2
+    assert "no config.json" in capsys.readouterr().err
+    code = main(["trace", "--model", "minilm", "--text", "   "])
+    assert code == 2 and "empty" in capsys.readouterr().err
