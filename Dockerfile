@@ -1,0 +1,33 @@
+# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM.
+# Works with no network at run time for the bundled model.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    STREAMLIT_BROWSER_GATHER_USAGE_STATS=false \
+    PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+
+WORKDIR /app
+
+# README's install step. PIP_EXTRA_INDEX_URL (above) points pip at PyTorch's CPU wheels, so
+# torch==2.13.0 comes without GBs of CUDA libraries; everything else comes from PyPI.
+COPY requirements.txt .
+RUN python -m pip install -r requirements.txt
+
+COPY app.py ./
+COPY pages/ pages/
+COPY mha_viz/ mha_viz/
+COPY .streamlit/ .streamlit/
+
+RUN useradd --create-home --uid 1000 viz && chown -R viz /app
+USER viz
+ENV HF_HOME=/home/viz/.cache/huggingface
+
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
+
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
