@@ -83,25 +83,32 @@ def compare(label, model, folder, n_tokens, repeats):
 
 
 MEMORY_PROBE = r"""
-import json, resource, sys, numpy as np, torch
+import gc, json, sys, numpy as np, torch
 sys.path.insert(0, sys.argv[1])
 side, folder, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024  # kB -> MB
+
 from mha_viz import load_model
 model = load_model(folder)
-ids = list(np.random.default_rng(0).integers(0, model.info.vocab_size - 1, n))
+ids = [int(i) for i in np.random.default_rng(0).integers(0, model.info.vocab_size - 1, n)]
 if side == "reference":
     from transformers import AutoModel
     ref = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     del model.network
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gc.collect()
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS
+before = status("VmRSS:")
+if side == "reference":
     with torch.inference_mode():
         out = ref(torch.tensor([ids]), output_attentions=True)
     attentions = np.stack([a[0].numpy() for a in out.attentions])
 else:
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     attentions = model.trace_ids(ids).attentions
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"before_mb": before / 1024, "peak_mb": after / 1024,
+print(json.dumps({"before_mb": before, "peak_mb": status("VmHWM:"),
                   "attentions_mb": attentions.nbytes / 2**20}))
 """
 

@@ -148,23 +148,36 @@ class Model:
 
     # --- tracing -------------------------------------------------------------------------
 
-    def _run_capture(self, ids: list[int], types: list[int] | None):
+    def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
+                     ablation: str = "zero"):
         """One forward that writes every layer's weights into a single [L, H, T, T] buffer,
         so the numpy array handed out is that buffer itself (no per-layer copies)."""
         n = len(ids)
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        if mask is not None and mask.dim() != 2:
+            raise InputError("a trace takes one head mask of shape [layers, heads]")
         buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n, dtype=torch.float32)
         with torch.inference_mode():
             input_ids = torch.tensor([ids], dtype=torch.long)
             token_types = None if types is None else torch.tensor([types], dtype=torch.long)
-            last_hidden, _ = self.network(input_ids, token_types, attentions_out=buffer)
+            last_hidden, _ = self.network(input_ids, token_types, head_mask=mask,
+                                          ablation=ablation, attentions_out=buffer)
         return buffer.numpy(), last_hidden[0].numpy()
 
-    def trace(self, text: str, text_pair: str | None = None,
-              max_tokens: int | None = None) -> AttentionTrace:
-        """Every head's attention map for the text (and sentence B, for BERT)."""
+    def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+              head_mask=None, ablation: str = "zero") -> AttentionTrace:
+        """Every head's attention map for the text (and sentence B, for BERT).
+
+        head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
+        switching heads off changes the maps of the layers above them; a masked head's own
+        map is still what its softmax computed."""
         enc = self.encode(text, text_pair, max_tokens)
-        attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids)
-        return self._make_trace(enc, attentions, text, text_pair)
+        attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation)
+        trace = self._make_trace(enc, attentions, text, text_pair)
+        if head_mask is not None:
+            trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
+            trace.extra["ablation"] = ablation
+        return trace
 
     def trace_ids(self, ids, token_type_ids=None) -> AttentionTrace:
         """Trace pre-tokenized input (no special tokens are added)."""

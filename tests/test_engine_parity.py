@@ -194,3 +194,14 @@ def test_mean_ablation_differs_from_zero_ablation(gpt2_model):
     assert zero != pytest.approx(mean, abs=1e-6)
     assert gpt2_model.score(TEXTS[0], np.ones_like(mask), ablation="mean") == pytest.approx(
         gpt2_model.score(TEXTS[0]), abs=1e-6)
+
+
+def test_trace_with_head_mask_changes_only_the_layers_above(gpt2_model):
+    text = TEXTS[0]
+    plain = gpt2_model.trace(text)
+    mask = np.ones((gpt2_model.info.n_layer, gpt2_model.info.n_head))
+    mask[0, 2] = 0
+    masked = gpt2_model.trace(text, head_mask=mask)
+    assert np.array_equal(masked.attentions[0], plain.attentions[0])  # its own layer: unchanged
+    assert np.abs(masked.attentions[1] - plain.attentions[1]).max() > 1e-4
+    assert masked.extra["head_mask"][0][2] == 0
