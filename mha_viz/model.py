@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,9 @@ class Model:
         self.tokenizer = tokenizer
         self.info = info
         self._special_ids = set(tokenizer.all_special_ids)
+        # A fast tokenizer is not safe to call from two threads at once ("Already borrowed"),
+        # and truncation is a setting on it: app sessions share one Model, so they take turns.
+        self._tokenizer_lock = threading.Lock()
 
     def __repr__(self) -> str:
         i = self.info
@@ -119,13 +123,14 @@ class Model:
             int(max_tokens), self.info.max_positions)
         if limit < 2:
             raise InputError("max_tokens must be at least 2")
-        full = self.tokenizer(text, text_pair, add_special_tokens=True, truncation=False,
-                              verbose=False)
-        n_before = len(full["input_ids"])
-        encoded = full
-        if n_before > limit:
-            encoded = self.tokenizer(text, text_pair, add_special_tokens=True, truncation=True,
-                                     max_length=limit)
+        with self._tokenizer_lock:
+            full = self.tokenizer(text, text_pair, add_special_tokens=True, truncation=False,
+                                  verbose=False)
+            n_before = len(full["input_ids"])
+            encoded = full
+            if n_before > limit:
+                encoded = self.tokenizer(text, text_pair, add_special_tokens=True,
+                                         truncation=True, max_length=limit)
         ids = list(encoded["input_ids"])
         types = list(encoded.get("token_type_ids") or [0] * len(ids))
         special = [i in self._special_ids for i in ids]
@@ -136,12 +141,13 @@ class Model:
 
     def display_tokens(self, ids: list[int]) -> list[str]:
         """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵."""
-        tokens = self.tokenizer.convert_ids_to_tokens(ids)
-        if self.info.arch == "bert":
-            return list(tokens)
+        with self._tokenizer_lock:
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            if self.info.arch == "bert":
+                return list(tokens)
+            strings = [self.tokenizer.convert_tokens_to_string([token]) for token in tokens]
         labels = []
-        for token in tokens:
-            text = self.tokenizer.convert_tokens_to_string([token])
+        for token, text in zip(tokens, strings):
             text = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
             labels.append(text or token)
         return labels
@@ -201,8 +207,10 @@ class Model:
         return ids
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair) -> AttentionTrace:
+        with self._tokenizer_lock:
+            tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
         return AttentionTrace(
-            tokens=list(self.tokenizer.convert_ids_to_tokens(enc.input_ids)),
+            tokens=tokens,
             token_ids=enc.input_ids, attentions=attentions,
             display_tokens=self.display_tokens(enc.input_ids),
             special_mask=np.array(enc.special_mask, dtype=bool),

@@ -237,3 +237,16 @@ def test_every_error_is_documented_and_exported():
                  "CorruptCheckpointError", "OfflineError", "NotAllowedError", "TraceFileError"):
         error = getattr(mha_viz, name)
         assert issubclass(error, mha_viz.MhaVizError) and error.__doc__
+
+
+def test_concurrent_traces_from_threads_are_correct(bert_model):
+    """App sessions share one Model: threads must not corrupt each other's tokenization."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"sentence number {i} " * (1 + i % 7) + "the end" for i in range(24)]
+    expected = {t: bert_model.trace(t, max_tokens=16 + i % 5).token_ids
+                for i, t in enumerate(texts)}
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda it: bert_model.trace(it[1], max_tokens=16 + it[0] % 5),
+                             enumerate(texts)))
+    assert [g.token_ids for g in got] == [expected[t] for t in texts]
