@@ -1,0 +1,93 @@
+"""What can be checked of the packaging without a Docker engine: the Dockerfile, README and
+CI script agree with each other and with the repository; security rules hold in the code."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_command(heading: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"## {heading}", 1)[1]
+    return re.search(r"```bash\n(.+?)\n```", section, re.S).group(1).strip()
+
+
+def test_readme_has_the_two_commands():
+    run = readme_command("Run the app")
+    test = readme_command("Run the tests")
+    assert run == "python -m pip install -r requirements.txt && streamlit run app.py"
+    assert "pytest" in test and "requirements-dev.txt" in test
+
+
+def test_ci_runs_readme_test_command_exactly():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert readme_command("Run the tests") in [line.strip() for line in ci]
+    assert any("chromium" in line and "apt-get install" in line for line in ci)
+
+
+def dockerfile_instructions():
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if line.strip()
+            and not line.strip().startswith("#")]
+
+
+def test_dockerfile_copies_files_that_exist():
+    for line in dockerfile_instructions():
+        if line.startswith("COPY"):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+
+
+def test_dockerfile_install_and_command_are_the_readmes():
+    lines = dockerfile_instructions()
+    install, run = readme_command("Run the app").split(" && ")
+    assert lines[0].startswith("FROM python:3.11-slim")
+    assert f"RUN {install}" in lines
+    cmd = next(line for line in lines if line.startswith("CMD"))
+    assert run.split() == re.findall(r'"([^"]+)"', cmd)[: len(run.split())]
+    assert "--server.address=0.0.0.0" in cmd
+    assert any(line.startswith("USER ") and "root" not in line for line in lines)
+    assert "EXPOSE 8501" in lines
+    assert any(line.startswith("HEALTHCHECK") and "/_stcore/health" in line for line in lines)
+    assert (ROOT / ".dockerignore").exists()
+
+
+def test_requirements_pin_cpu_torch_and_everything_else():
+    reqs = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text()
+            .splitlines()]
+    reqs = [r for r in reqs if r]
+    assert "torch==2.13.0" in reqs
+    assert all("==" in r for r in reqs), reqs
+
+
+def python_sources():
+    for folder in ("mha_viz", "pages"):
+        yield from (ROOT / folder).rglob("*.py")
+    yield ROOT / "app.py"
+
+
+def calls(text: str, name: str):
+    """The full text of every call `name(...)`, nested parentheses included."""
+    for match in re.finditer(re.escape(name) + r"\(", text):
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        yield text[match.start():end + 1]
+
+
+def test_no_remote_code_and_only_safe_unpickling():
+    checked = 0
+    for path in python_sources():
+        text = path.read_text()
+        assert not re.search(r"trust_remote_code\s*=\s*True", text), path
+        for call in calls(text, "torch.load"):
+            assert "weights_only=True" in call, (path, call)
+            checked += 1
+        for call in calls(text, "np.load"):
+            assert "allow_pickle=False" in call, (path, call)
+            checked += 1
+        assert "pickle.load" not in text, path
+    assert checked >= 2  # the checkpoint loader and the trace reader were seen
