@@ -1,0 +1,30 @@
+"""Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
+
+Definitions follow docs ANALYSES.md; layers and heads are numbered from 0. Most functions take
+attentions [L, H, T, T] (rows are queries, columns keys, rows sum to 1), an AttentionTrace, or
+a list of them (several texts: the mean over them).
+"""
+
+from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
+from .roles import (duplicate_token_scores, induction_pattern_scores, induction_scores,
+                    next_token_scores, previous_token_scores)
+from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
+                      gradient_importance, pruning_curve)
+from .rollout import head_max, head_mean, rollout
+from .similarity import cluster_linkage, cluster_order, head_distances, head_labels, mds_2d
+from .special import drop_positions, special_keep_mask
+from .token_classes import (TOKEN_CLASSES, is_punctuation, strip_token_markers,
+                            token_class_mass, token_class_masks)
+
+__all__ = [
+    "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
+    "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
+    "strip_token_markers",
+    "previous_token_scores", "next_token_scores", "duplicate_token_scores",
+    "induction_pattern_scores", "induction_scores",
+    "head_distances", "cluster_order", "cluster_linkage", "mds_2d", "head_labels",
+    "rollout", "head_mean", "head_max",
+    "drop_positions", "special_keep_mask",
+    "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
+    "embedding_jacobian_norms",
+]

@@ -1,0 +1,215 @@
+"""Head importance: exact ablation effects, gradient importance, and the pruning curve.
+
+ANALYSES.md section 5. The score is model.score (model.info.score_name says which: GPT-2's
+next-token loss, BERT's masked-LM loss, or the embedding shift of a sentence-embedding BERT).
+A head mask xi [L, H] gates each head's output before the output projection; 1 keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch.nn import functional as F
+
+from ..errors import InputError
+
+
+def _texts(text) -> list[str]:
+    texts = [text] if isinstance(text, str) else list(text)
+    if not texts:
+        raise InputError("no texts given")
+    return texts
+
+
+def _base_mask(model, head_mask) -> torch.Tensor:
+    if head_mask is None:
+        return torch.ones(model.info.n_layer, model.info.n_head)
+    return model.check_head_mask(head_mask).detach().clone()
+
+
+def _one_hot_masks(base: torch.Tensor, heads: list[tuple[int, int]], value: float = 0.0):
+    """[len(heads), L, H]: base with one head set to value in each row."""
+    masks = base.expand(len(heads), *base.shape).clone()
+    for row, (layer, head) in enumerate(heads):
+        masks[row, layer, head] = value
+    return masks
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _default_batch(model, n_tokens: int) -> int:
+    # Keep one chunk's attention scores around 256 MB: [B, H, T, T] float32.
+    per_item = model.info.n_head * n_tokens * n_tokens * 4
+    return int(max(1, min(model.info.n_head, (256 << 20) // max(per_item, 1))))
+
+
+@torch.no_grad()
+def _ablation_one(model, text, mode, base, batch_size, progress=None):
+    net = model.network
+    inputs = model.score_inputs(text)
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    ids, types = inputs.input_ids, inputs.token_type_ids
+    bias = net.attention_bias(ids.shape[1])
+    layer_inputs = []
+    h, _ = net.run_layers(net.embed(ids, types), 0, None, bias, base, mode,
+                          layer_inputs=layer_inputs)
+    baseline = float(model.score_from_last_hidden(net.finish(h), inputs)[0])
+    effects = np.zeros((n_layer, n_head))
+    batch = batch_size or _default_batch(model, ids.shape[1])
+    for layer in range(n_layer):
+        # Ablating a head of this layer changes nothing below it: start from the hidden state
+        # entering the layer, and run this layer's heads as one batch.
+        heads = [(layer, head) for head in range(n_head) if base[layer, head] != 0]
+        for chunk in _chunks(heads, batch):
+            masks = _one_hot_masks(base, chunk)
+            start = layer_inputs[layer].expand(len(chunk), -1, -1)
+            out, _ = net.run_layers(start, layer, None, bias, masks, mode)
+            scores = model.score_from_last_hidden(net.finish(out), inputs)
+            for (l, hd), score in zip(chunk, scores.tolist()):
+                effects[l, hd] = score - baseline
+        if progress is not None:
+            progress(layer + 1, n_layer)
+    return effects, baseline
+
+
+def ablation_effects(model, text, mode: str = "zero", head_mask=None,
+                     batch_size: int | None = None, progress=None) -> np.ndarray:
+    """[L, H]: score(with head (l, h) removed) - score(), exactly (one forward per head).
+
+    mode="zero" removes the head's output; mode="mean" replaces it by its mean over positions.
+    head_mask: heads already removed (the sweep is then relative to that mask; heads already
+    at 0 get effect 0). A list of texts gives the mean over texts. Hidden states below each
+    layer are computed once and reused, and a layer's ablations run as one batch.
+    progress(done, total), if given, is called after each layer of each text.
+    """
+    base = _base_mask(model, head_mask)
+    texts = _texts(text)
+    total = len(texts) * model.info.n_layer
+    per_text = []
+    for index, one in enumerate(texts):
+        report = None if progress is None else (
+            lambda done, _total, index=index: progress(index * model.info.n_layer + done, total))
+        per_text.append(_ablation_one(model, one, mode, base, batch_size, report)[0])
+    return np.mean(per_text, axis=0)
+
+
+def _gradient_one(model, text, base):
+    inputs = model.score_inputs(text)
+    gates = base.clone().requires_grad_(True)
+    score = model.score_tensor(inputs, gates)
+    (grad,) = torch.autograd.grad(score, gates)
+    return grad.abs().numpy()
+
+
+def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None):
+    """[L, H]: || d e / d xi_lh || where e is the normalised mean-pooled last hidden state,
+    by forward-mode differentiation (a batch of one-hot tangents, chunked)."""
+    base = _base_mask(model, head_mask)
+    net = model.network
+    inputs = model.score_inputs(text)
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    heads = [(l, h) for l in range(n_layer) for h in range(n_head)]
+    norms = np.zeros((n_layer, n_head))
+    batch = batch_size or _default_batch(model, inputs.input_ids.shape[1])
+    with torch.no_grad(), fwAD.dual_level():
+        for chunk in _chunks(heads, batch):
+            tangent = torch.zeros(len(chunk), n_layer, n_head)
+            for row, (l, h) in enumerate(chunk):
+                tangent[row, l, h] = 1.0
+            gates = fwAD.make_dual(base.expand(len(chunk), -1, -1).clone(), tangent)
+            ids = inputs.input_ids.expand(len(chunk), -1)
+            types = inputs.token_type_ids.expand(len(chunk), -1)
+            last, _ = net(ids, types, head_mask=gates)
+            embedding = F.normalize(last.mean(1), dim=-1)
+            jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
+            for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):
+                norms[l, h] = value
+    return norms
+
+
+def gradient_importance(model, text, normalize: bool | str = False, head_mask=None
+                        ) -> np.ndarray:
+    """[L, H] head importance from derivatives of the score with respect to the head gates
+    (Michel, Levy, Neubig 2019): I_lh = E_x |d score(x) / d xi_lh| at xi = head_mask (all
+    ones by default), one backward pass per text.
+
+    The embedding-shift score (BERT without an MLM head) is at its minimum, 0, when nothing
+    is masked, so its gradient there is exactly 0. For that score we return the second-order
+    Taylor estimate of the score change when the head is removed instead:
+    1 - cos(e(xi - 1_lh), e(xi)) ~= 0.5 || d e / d xi_lh ||^2, with e the normalised
+    embedding (computed by forward-mode differentiation; it costs about one forward per head).
+
+    normalize="layer" divides each layer's row by its l2 norm (Michel et al.'s variant).
+    """
+    base = _base_mask(model, head_mask)
+    if model.info.score_kind == "embedding_shift":
+        per_text = [0.5 * embedding_jacobian_norms(model, t, base) ** 2 for t in _texts(text)]
+    else:
+        per_text = [_gradient_one(model, t, base) for t in _texts(text)]
+    importance = np.mean(per_text, axis=0)
+    if normalize == "layer":
+        norms = np.linalg.norm(importance, axis=1, keepdims=True)
+        importance = importance / np.where(norms > 0, norms, 1.0)
+    elif normalize not in (False, None):
+        raise InputError(f"normalize must be False or 'layer', got {normalize!r}")
+    return importance
+
+
+@dataclass
+class PruningCurve:
+    fractions: np.ndarray  # fraction of heads removed after each step (starts at 0)
+    scores: np.ndarray  # the score after each step (mean over texts)
+    removed: list[list[tuple[int, int]]] = field(default_factory=list)  # heads removed per step
+    by: str = "gradient"
+    masks: list[np.ndarray] = field(default_factory=list)  # the head mask after each step
+
+
+def _mean_score(model, texts, mask) -> float:
+    return float(np.mean([model.score(t, head_mask=mask) for t in texts]))
+
+
+def pruning_curve(model, text, step: float = 0.1, by: str = "gradient",
+                  mode: str = "zero", progress=None) -> PruningCurve:
+    """Remove the least important remaining heads, step * (L*H) at a time, re-estimating
+    importance after each step, and record the score: Michel et al.'s iterative pruning.
+
+    by="gradient": gradient_importance at the current mask (least |derivative| first);
+    by="ablation": exact ablation_effects at the current mask (smallest score increase first,
+    so heads whose removal helps go first). progress(done, total), if given, is called after
+    each step.
+    """
+    if by not in ("gradient", "ablation"):
+        raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
+    if not 0 < step <= 1:
+        raise InputError("step must be a fraction in (0, 1]")
+    texts = _texts(text)
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    total = n_layer * n_head
+    per_step = max(1, int(round(step * total)))
+    mask = np.ones((n_layer, n_head), dtype=np.float32)
+    fractions, scores, removed, masks = [0.0], [_mean_score(model, texts, mask)], [[]], [mask.copy()]
+    n_steps = -(-total // per_step)
+    while mask.sum() > 0:
+        if by == "gradient":
+            importance = gradient_importance(model, texts, head_mask=mask)
+        else:
+            importance = np.mean([ablation_effects(model, t, mode, head_mask=mask) for t in texts],
+                                 axis=0)
+        remaining = [(l, h) for l in range(n_layer) for h in range(n_head) if mask[l, h]]
+        remaining.sort(key=lambda lh: importance[lh])
+        chosen = remaining[:per_step]
+        for l, h in chosen:
+            mask[l, h] = 0
+        fractions.append(1 - mask.sum() / total)
+        scores.append(_mean_score(model, texts, mask))
+        removed.append(chosen)
+        masks.append(mask.copy())
+        if progress is not None:
+            progress(len(fractions) - 1, n_steps)
+    return PruningCurve(np.array(fractions), np.array(scores), removed, by, masks)

@@ -1,0 +1,43 @@
+"""Hiding positions (special tokens, the attention sink) from the maps, for the
+"hide special tokens" toggle (ANALYSES.md section 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ._inputs import as_array, check_mask
+
+__all__ = ["drop_positions", "special_keep_mask"]
+
+
+def drop_positions(attentions, keep_mask) -> tuple[np.ndarray, np.ndarray]:
+    """Restrict maps to the kept positions and renormalise rows.
+
+    attentions: [..., T, T] (or a trace). keep_mask: bool [T], True = keep.
+    Returns (restricted [..., K, K], kept indices [K] into the original positions).
+    Each kept row is divided by the mass it puts on kept keys, so it sums to 1 again; a row
+    whose kept mass is 0 (it attended only to dropped positions) stays all 0 instead.
+    The dtype of the input is kept.
+    """
+    array = as_array(attentions)
+    mask = check_mask(keep_mask, array.shape[-1], name="keep_mask")
+    if mask is None:
+        raise InputError("keep_mask is required (bool [T], True = keep)")
+    kept = np.flatnonzero(mask)
+    restricted = np.take(np.take(array, kept, axis=-1), kept, axis=-2)  # a new array
+    sums = restricted.sum(axis=-1, keepdims=True, dtype=np.float64)
+    scale = np.where(sums > 0, 1.0 / np.where(sums > 0, sums, 1.0), 0.0)
+    restricted *= scale.astype(restricted.dtype)
+    return restricted, kept
+
+
+def special_keep_mask(trace, drop_first: bool = False) -> np.ndarray:
+    """bool [T]: True for the positions to keep when hiding special tokens ([CLS], [SEP],
+    <|endoftext|>, ... from trace.special_mask); ``drop_first`` also hides position 0
+    (GPT-2's first token, the attention sink, even when it is not a special token)."""
+    keep = ~np.asarray(trace.special_mask, dtype=bool)
+    if drop_first and keep.size:
+        keep = keep.copy()
+        keep[0] = False
+    return keep

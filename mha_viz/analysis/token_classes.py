@@ -1,0 +1,118 @@
+"""Attention mass on classes of keys (ANALYSES.md section 3; Clark et al. 2019).
+
+For one head with map A over n tokens and a key set S(i) per query i:
+
+    a(S) = (1/n) sum_i sum_{j in S(i)} A_ij
+
+i.e. the mean over all n query rows of the mass the row puts on S(i). Rows for which S(i) is
+empty contribute 0 (so "previous" counts row 0 as 0 and "next" counts the last row as 0; the
+head-role scores in roles.py instead average over the rows that have such a key).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+
+from ..errors import InputError
+from ._inputs import as_array, is_many
+
+__all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
+           "strip_token_markers"]
+
+TOKEN_CLASSES = ("[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next")
+
+# Word-boundary / continuation markers of the tokenizers we meet: GPT-2 byte-level ("Ġ" for a
+# leading space), SentencePiece ("▁"), our display tokens ("␣" for a space), WordPiece ("##").
+_MARKER_CHARS = ("Ġ", "▁", "␣")
+
+
+def strip_token_markers(token: str) -> str:
+    """The token's text without "Ġ" / "▁" / "␣" markers, a leading "##", and whitespace."""
+    text = str(token)
+    for marker in _MARKER_CHARS:
+        text = text.replace(marker, "")
+    if text.startswith("##") and len(text) > 2:
+        text = text[2:]
+    return text.strip()
+
+
+def is_punctuation(token: str) -> bool:
+    """True when the stripped token is non-empty and every character is unicode punctuation
+    (general category P*: . , ; : ! ? ' " ( ) - ... but not symbols such as $ + =)."""
+    text = strip_token_markers(token)
+    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
+
+
+def token_class_masks(trace) -> dict[str, np.ndarray]:
+    """bool [T, T] per class: entry [i, j] says key j is in S(i) for query i."""
+    tokens = list(trace.tokens)
+    n = len(tokens)
+    display = list(getattr(trace, "display_tokens", None) or tokens)
+    if len(display) != n:
+        raise InputError(f"display_tokens has {len(display)} entries, tokens {n}")
+    if n == 0:
+        raise InputError("the trace has no tokens")
+    cls_keys = np.array([t == "[CLS]" for t in tokens])
+    sep_keys = np.array([t == "[SEP]" for t in tokens])
+    punct_keys = np.array([is_punctuation(d) or is_punctuation(t)
+                           for d, t in zip(display, tokens)])
+    first_keys = np.zeros(n, dtype=bool)
+    first_keys[0] = True
+    every_row = np.ones((n, 1), dtype=bool)
+    return {
+        "[CLS]": every_row & cls_keys[None, :],
+        "[SEP]": every_row & sep_keys[None, :],
+        "punctuation": every_row & punct_keys[None, :],
+        "first token": every_row & first_keys[None, :],
+        "self": np.eye(n, dtype=bool),
+        "previous": np.eye(n, k=-1, dtype=bool),
+        "next": np.eye(n, k=1, dtype=bool),
+    }
+
+
+def _key_sets(trace) -> dict[str, np.ndarray]:
+    """bool [T] per class whose key set is the same for every query."""
+    masks = token_class_masks(trace)
+    return {name: masks[name][0] for name in ("[CLS]", "[SEP]", "punctuation", "first token")}
+
+
+def _mass_one(trace) -> dict[str, np.ndarray]:
+    if not hasattr(trace, "tokens"):
+        raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
+                         f"got {type(trace).__name__}")
+    attentions = as_array(trace, min_ndim=2)
+    n = attentions.shape[-1]
+    if len(trace.tokens) != n:
+        raise InputError(f"the trace has {len(trace.tokens)} tokens but maps of size {n}")
+    # Classes with fixed keys: sum_i sum_{j in S} A_ij = sum_{j in S} (column sum j).
+    received = attentions.sum(axis=-2, dtype=np.float64)  # [..., T] mass each key receives
+    result = {name: received[..., keys].sum(axis=-1) / n
+              for name, keys in _key_sets(trace).items()}
+    # Classes relative to the query: sums along a diagonal.
+    for name, offset in (("self", 0), ("previous", -1), ("next", 1)):
+        diagonal = np.diagonal(attentions, offset=offset, axis1=-2, axis2=-1)
+        result[name] = diagonal.sum(axis=-1, dtype=np.float64) / n
+    return result
+
+
+def token_class_mass(trace) -> dict[str, np.ndarray]:
+    """Mass a(S) = (1/n) sum_i sum_{j in S(i)} A_ij per head for each class. -> {name: [L, H]}
+
+    Keys (TOKEN_CLASSES): "[CLS]", "[SEP]" (positions whose token is literally "[CLS]" /
+    "[SEP]"; all zero for GPT-2), "punctuation" (display token or token, markers "Ġ", "##",
+    "▁", "␣" and whitespace stripped, non-empty and all unicode category P*), "first token"
+    (position 0: [CLS] for BERT, the attention sink for GPT-2), "self" (j = i), "previous"
+    (j = i - 1) and "next" (j = i + 1).
+
+    trace: an AttentionTrace, or a list of traces (the mean over them).
+    """
+    traces = list(trace) if is_many(trace) else [trace]
+    if not traces:
+        raise InputError("token_class_mass: an empty list was given; pass at least one trace")
+    results = [_mass_one(t) for t in traces]
+    shapes = {r["self"].shape for r in results}
+    if len(shapes) > 1:
+        raise InputError(f"token_class_mass: traces have different layer/head shapes {shapes}")
+    return {name: np.mean([r[name] for r in results], axis=0) for name in TOKEN_CLASSES}

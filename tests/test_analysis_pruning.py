@@ -1,0 +1,137 @@
+"""ablation_effects, gradient_importance and pruning_curve against direct score() calls."""
+
+import numpy as np
+import pytest
+
+from mha_viz import InputError
+from mha_viz.analysis.pruning import (ablation_effects, embedding_jacobian_norms,
+                                      gradient_importance, pruning_curve)
+
+TEXT = "The animal didn't cross the street because it was too tired. Mary gave John a drink."
+SHORT = "The animal didn't cross the street."  # for the real MiniLM, whose 72 heads cost more
+
+
+def direct_effects(model, text, mode="zero", base=None):
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    base = np.ones((n_layer, n_head)) if base is None else base
+    reference = model.score(text, base, ablation=mode)
+    effects = np.zeros((n_layer, n_head))
+    for layer in range(n_layer):
+        for head in range(n_head):
+            if base[layer, head]:
+                mask = base.copy()
+                mask[layer, head] = 0
+                effects[layer, head] = model.score(text, mask, ablation=mode) - reference
+    return effects
+
+
+@pytest.mark.parametrize("fixture", ["gpt2_model", "bert_model", "minilm"])
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_ablation_effects_equal_direct_score_differences(request, fixture, mode):
+    model = request.getfixturevalue(fixture)
+    text = SHORT if fixture == "minilm" else TEXT
+    effects = ablation_effects(model, text, mode=mode)
+    expected = direct_effects(model, text, mode)
+    assert effects.shape == (model.info.n_layer, model.info.n_head)
+    assert np.abs(effects - expected).max() < 1e-4
+    assert np.abs(expected).max() > 1e-3  # heads matter: the comparison is not 0 == 0
+
+
+def test_ablation_relative_to_a_mask_and_small_batches(gpt2_model):
+    base = np.ones((gpt2_model.info.n_layer, gpt2_model.info.n_head))
+    base[0, 1] = 0
+    effects = ablation_effects(gpt2_model, TEXT, head_mask=base, batch_size=1)
+    assert np.abs(effects - direct_effects(gpt2_model, TEXT, base=base)).max() < 1e-4
+    assert effects[0, 1] == 0
+
+
+def test_ablation_over_several_texts_is_the_mean(bert_model):
+    texts = [TEXT, "Where is the cat? It sat on the mat."]
+    both = ablation_effects(bert_model, texts)
+    each = [ablation_effects(bert_model, t) for t in texts]
+    assert np.allclose(both, np.mean(each, axis=0))
+
+
+@pytest.mark.parametrize("fixture", ["gpt2_model", "bert_model"])
+def test_gradient_importance_equals_finite_differences(request, fixture):
+    model = request.getfixturevalue(fixture)
+    importance = gradient_importance(model, TEXT)
+    base = model.score(TEXT)
+    eps = 1e-2
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    fd = np.zeros((n_layer, n_head))
+    for layer in range(n_layer):
+        for head in range(n_head):
+            up, down = np.ones((n_layer, n_head)), np.ones((n_layer, n_head))
+            up[layer, head], down[layer, head] = 1 + eps, 1 - eps
+            fd[layer, head] = abs(model.score(TEXT, up) - model.score(TEXT, down)) / (2 * eps)
+    assert base > 0
+    np.testing.assert_allclose(importance, fd, rtol=0.05, atol=1e-3 * fd.max())
+
+
+def test_embedding_shift_importance_is_the_second_order_taylor_estimate(minilm):
+    importance = gradient_importance(minilm, SHORT)
+    eps = 0.05
+    n_layer, n_head = minilm.info.n_layer, minilm.info.n_head
+    second_order = np.zeros((n_layer, n_head))
+    for layer in range(n_layer):
+        for head in range(n_head):
+            mask = np.ones((n_layer, n_head))
+            mask[layer, head] = 1 - eps
+            second_order[layer, head] = minilm.score(SHORT, mask) / eps ** 2
+    np.testing.assert_allclose(importance, second_order, rtol=0.05, atol=0.02 * second_order.max())
+    # and it ranks heads as the exact ablation does
+    effects = ablation_effects(minilm, SHORT)
+    assert np.corrcoef(importance.ravel(), effects.ravel())[0, 1] > 0.8
+
+
+def test_layer_normalisation(gpt2_model):
+    raw = gradient_importance(gpt2_model, TEXT)
+    normalised = gradient_importance(gpt2_model, TEXT, normalize="layer")
+    np.testing.assert_allclose(np.linalg.norm(normalised, axis=1), 1, rtol=1e-6)
+    np.testing.assert_allclose(normalised * np.linalg.norm(raw, axis=1, keepdims=True), raw,
+                               rtol=1e-5)
+    with pytest.raises(InputError):
+        gradient_importance(gpt2_model, TEXT, normalize="global")
+
+
+def test_jacobian_norm_matches_finite_difference_of_embedding(minilm):
+    norms = embedding_jacobian_norms(minilm, SHORT)
+    eps = 0.02
+    mask = np.ones((minilm.info.n_layer, minilm.info.n_head))
+    mask[2, 3] = 1 - eps
+    shifted = minilm.score(SHORT, mask)  # 1 - cos ~= 0.5 (eps * norm)^2
+    assert np.sqrt(2 * shifted) / eps == pytest.approx(norms[2, 3], rel=0.1)
+
+
+@pytest.mark.parametrize("by", ["gradient", "ablation"])
+def test_pruning_curve(bert_model, by):
+    curve = pruning_curve(bert_model, TEXT, step=0.25, by=by)
+    total = bert_model.info.n_layer * bert_model.info.n_head
+    assert curve.fractions[0] == 0 and curve.fractions[-1] == 1
+    assert np.all(np.diff(curve.fractions) > 0)
+    assert curve.scores[0] == pytest.approx(bert_model.score(TEXT))
+    for mask, score in zip(curve.masks, curve.scores):
+        assert score == pytest.approx(bert_model.score(TEXT, mask), abs=1e-5)
+    removed = [lh for step in curve.removed for lh in step]
+    assert len(removed) == total == len(set(removed))
+    if by == "ablation":  # the first step removes the heads whose exact effect is smallest
+        effects = ablation_effects(bert_model, TEXT)
+        first = curve.removed[1]
+        threshold = np.sort(effects.ravel())[len(first) - 1]
+        assert all(effects[lh] <= threshold + 1e-6 for lh in first)
+
+
+def test_pruning_curve_rejects_bad_arguments(bert_model):
+    with pytest.raises(InputError):
+        pruning_curve(bert_model, TEXT, by="magic")
+    with pytest.raises(InputError):
+        pruning_curve(bert_model, TEXT, step=0)
+
+
+def test_ablation_progress_reports_every_layer(gpt2_model):
+    calls = []
+    ablation_effects(gpt2_model, [TEXT, "The cat sat on the mat."],
+                     progress=lambda done, total: calls.append((done, total)))
+    n = gpt2_model.info.n_layer
+    assert calls == [(i, 2 * n) for i in range(1, 2 * n + 1)]
