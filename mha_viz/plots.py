@@ -365,7 +365,9 @@ def model_view_grid(
                 symbol="square", size=max(8, int(cell_px * 0.8)),
                 color="rgba(0,0,0,0)", line=dict(width=0),
             ),
-            customdata=np.stack([layers, heads], axis=1),
+            # plain lists: a numpy array would travel as a typed array and come back from a
+            # click as {"0": l, "1": h}
+            customdata=np.stack([layers, heads], axis=1).tolist(),
             hovertext=[head_name(l, h) for l, h in zip(layers, heads)],
             hovertemplate="%{hovertext}<extra></extra>",
             name="heads",
@@ -431,7 +433,9 @@ def grid_point_to_head(point: Mapping, n_heads: int) -> tuple[int, int] | None:
     Returns None for points of another trace.
     """
     custom = point.get("customdata")
-    if custom is not None and len(custom) >= 2:
+    if isinstance(custom, Mapping):  # a typed array from the browser: {"0": l, "1": h}
+        custom = [custom.get("0", custom.get(0)), custom.get("1", custom.get(1))]
+    if custom is not None and len(custom) >= 2 and None not in custom[:2]:
         return int(custom[0]), int(custom[1])
     curve = point.get("curve_number", point.get("curveNumber"))
     index = point.get("point_index", point.get("pointIndex", point.get("point_number")))
@@ -997,12 +1001,121 @@ def matrix_figure(
     return fig
 
 
+# --------------------------------------------------------------------------- maps side by side
+
+
+def head_heatmap_row(
+    maps: Sequence[np.ndarray],
+    labels: Sequence[str],
+    titles: Sequence[str],
+    causal: bool = False,
+    zmax: float | None = None,
+    max_size: int = 128,
+    max_ticks: int = 16,
+    height: int = 420,
+    title: str = "",
+) -> go.Figure:
+    """Several [T, T] maps of one input side by side in ONE figure, sharing a colour scale
+    (0 to zmax, default the largest weight shown), e.g. a head and its nearest heads.
+
+    Rows are queries (top to bottom), columns keys; token labels only on the first map's
+    y axis and under every map. Maps larger than max_size are block-averaged. causal draws
+    the masked upper triangle grey (as head_heatmap does).
+    """
+    from plotly.subplots import make_subplots
+
+    arrays = [_square_map(m, "each map") for m in maps]
+    if not arrays:
+        raise InputError("maps is empty: give at least one [T, T] map.")
+    n_tok = arrays[0].shape[0]
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise InputError("every map must have the same shape.")
+    if len(titles) != len(arrays):
+        raise InputError(f"{len(titles)} titles for {len(arrays)} maps.")
+    labels = _check_labels(labels, n_tok)
+    reduced = []
+    f = 1
+    for a in arrays:
+        z, f = block_reduce(a.astype(np.float32, copy=False), max_size)
+        reduced.append(np.array(z, dtype=np.float32))
+    n = reduced[0].shape[0]
+    if causal:
+        ranges = block_ranges(n_tok, f)
+        last_query = np.array([r[1] for r in ranges])
+        first_key = np.array([r[0] for r in ranges])
+        masked = first_key[None, :] > last_query[:, None]
+        for z in reduced:
+            z[masked] = np.nan
+    finite = [float(np.nanmax(z)) for z in reduced if np.isfinite(z).any()]
+    top = float(zmax) if zmax is not None else (max(finite) if finite else 1.0)
+    tick_labels = [_esc(t) for t in (labels if f == 1 else downsampled_labels(labels, f))]
+    tickvals, ticktext = thin_labels(tick_labels, max_ticks)
+    hover_labels = np.array(tick_labels, dtype=object)
+    k = len(arrays)
+    fig = make_subplots(rows=1, cols=k, horizontal_spacing=0.03 if k > 1 else 0.0,
+                        subplot_titles=[_no_dollar(_esc(t)) for t in titles])
+    word = "weight" if f == 1 else "mean weight"
+    for i, z in enumerate(reduced):
+        fig.add_trace(
+            go.Heatmap(
+                z=z, x=np.arange(n), y=np.arange(n), coloraxis="coloraxis",
+                customdata=np.stack(np.broadcast_arrays(hover_labels[:, None],
+                                                        hover_labels[None, :]), axis=-1),
+                hovertemplate=(f"{_esc(titles[i])}<br>query %{{customdata[0]}} → key "
+                               f"%{{customdata[1]}}: %{{z:.3f}}<extra></extra>"),
+                hoverongaps=False, name=_esc(titles[i]),
+            ),
+            row=1, col=i + 1,
+        )
+        suffix = "" if i == 0 else str(i + 1)
+        fig.update_layout({
+            f"xaxis{suffix}": dict(tickmode="array", tickvals=tickvals, ticktext=ticktext,
+                                   tickangle=-90, showgrid=False, zeroline=False,
+                                   range=[-0.5, n - 0.5], constrain="domain",
+                                   title=dict(text="key")),
+            f"yaxis{suffix}": dict(tickmode="array", tickvals=tickvals,
+                                   ticktext=ticktext if i == 0 else [""] * len(tickvals),
+                                   showgrid=False, zeroline=False, range=[n - 0.5, -0.5],
+                                   scaleanchor=f"x{suffix}", constrain="domain",
+                                   title=dict(text="query" if i == 0 else "")),
+        })
+    notes = []
+    if f > 1:
+        notes.append(f"downsampled {f}× for display (block mean over {f}×{f} cells)")
+    if causal:
+        notes.append("grey = masked (causal)")
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)
+    for annotation in layout.get("annotations", []):
+        annotation["font"] = dict(size=13)
+    fig = go.Figure(data=fig.data, layout=layout)
+    return _base_layout(
+        fig,
+        _title(title, "; ".join(notes)) if title or notes else None,
+        height=height,
+        coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
+                       colorbar=dict(title=dict(text=word), thickness=14)),
+        plot_bgcolor=MASK_GREY if causal else "white",
+        margin=dict(l=70, r=30, t=90 if (title or notes) else 50, b=60),
+    )
+
+
+def title_clear_of_top_axis(fig: go.Figure) -> go.Figure:
+    """Move the title to the top of the figure and let it push the plot down, so it never
+    overlaps axis labels drawn on top (``layer_head_heatmap``'s heads, ``matrix_figure``'s
+    columns). Changes fig in place and returns it."""
+    fig.update_layout(title=dict(automargin=True, yref="container", y=1.0, yanchor="top",
+                                 pad=dict(t=10, b=6)))
+    return fig
+
+
 __all__ = [
     "FIGURE_CONFIG",
     "class_mass_by_layer",
     "distance_heatmap",
     "grid_point_to_head",
     "head_heatmap",
+    "head_heatmap_row",
     "head_name",
     "head_scatter",
     "layer_head_heatmap",
@@ -1011,4 +1124,5 @@ __all__ = [
     "model_view_grid",
     "per_query_line",
     "pruning_curve_figure",
+    "title_clear_of_top_axis",
 ]

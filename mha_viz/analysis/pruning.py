@@ -109,27 +109,32 @@ def _gradient_one(model, text, base):
 
 def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None):
     """[L, H]: || d e / d xi_lh || where e is the normalised mean-pooled last hidden state,
-    by forward-mode differentiation (a batch of one-hot tangents, chunked)."""
+    by forward-mode differentiation: one-hot tangents, a layer's heads as one batch, each
+    started from the (reused) hidden state entering that layer, below which the tangent is 0."""
     base = _base_mask(model, head_mask)
     net = model.network
     inputs = model.score_inputs(text)
     n_layer, n_head = model.info.n_layer, model.info.n_head
-    heads = [(l, h) for l in range(n_layer) for h in range(n_head)]
+    ids, types = inputs.input_ids, inputs.token_type_ids
+    bias = net.attention_bias(ids.shape[1])
     norms = np.zeros((n_layer, n_head))
-    batch = batch_size or _default_batch(model, inputs.input_ids.shape[1])
-    with torch.no_grad(), fwAD.dual_level():
-        for chunk in _chunks(heads, batch):
-            tangent = torch.zeros(len(chunk), n_layer, n_head)
-            for row, (l, h) in enumerate(chunk):
-                tangent[row, l, h] = 1.0
-            gates = fwAD.make_dual(base.expand(len(chunk), -1, -1).clone(), tangent)
-            ids = inputs.input_ids.expand(len(chunk), -1)
-            types = inputs.token_type_ids.expand(len(chunk), -1)
-            last, _ = net(ids, types, head_mask=gates)
-            embedding = F.normalize(last.mean(1), dim=-1)
-            jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
-            for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):
-                norms[l, h] = value
+    batch = batch_size or _default_batch(model, ids.shape[1])
+    with torch.no_grad():
+        layer_inputs = []
+        net.run_layers(net.embed(ids, types), 0, None, bias, base, layer_inputs=layer_inputs)
+        with fwAD.dual_level():
+            for layer in range(n_layer):
+                for chunk in _chunks([(layer, h) for h in range(n_head)], batch):
+                    tangent = torch.zeros(len(chunk), n_layer, n_head)
+                    for row, (l, h) in enumerate(chunk):
+                        tangent[row, l, h] = 1.0
+                    gates = fwAD.make_dual(base.expand(len(chunk), -1, -1).clone(), tangent)
+                    start = layer_inputs[layer].expand(len(chunk), -1, -1)
+                    out, _ = net.run_layers(start, layer, None, bias, gates)
+                    embedding = F.normalize(net.finish(out).mean(1), dim=-1)
+                    jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
+                    for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):
+                        norms[l, h] = value
     return norms
 
 
