@@ -318,9 +318,15 @@ def load_model(name: str | os.PathLike = "minilm") -> Model:
     return Model(network, tokenizer, info)
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
 def load_tokenizer(folder: Path):
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    # transformers resolves its names lazily, and two threads importing them for the first
+    # time at once can see "cannot import name 'AutoTokenizer'": app sessions load in threads.
+    with _IMPORT_LOCK:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # "sequence longer than max length" noise; we truncate
     logging.getLogger("transformers").setLevel(logging.ERROR)

@@ -1,6 +1,7 @@
 """Bad input: one documented exception type per kind, with a message a person can act on."""
 
 import json
+from pathlib import Path
 import shutil
 import socket
 import time
@@ -250,3 +251,25 @@ def test_concurrent_traces_from_threads_are_correct(bert_model):
         got = list(pool.map(lambda it: bert_model.trace(it[1], max_tokens=16 + it[0] % 5),
                              enumerate(texts)))
     assert [g.token_ids for g in got] == [expected[t] for t in texts]
+
+
+def test_models_load_concurrently_in_fresh_interpreter(gpt2_folder, bert_folder):
+    """The app loads models from several session threads at once; transformers' lazy names
+    must not race (a fresh process, so nothing is imported yet)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from concurrent.futures import ThreadPoolExecutor
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from mha_viz import load_model
+folders = [{str(gpt2_folder)!r}, {str(bert_folder)!r}] * 3
+with ThreadPoolExecutor(6) as pool:
+    models = list(pool.map(load_model, folders))
+print(sorted(m.info.arch for m in models))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(["bert"] * 3 + ["gpt2"] * 3)
