@@ -113,7 +113,8 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def _base_layout(fig: go.Figure, title: dict | None = None, **kw) -> go.Figure:
-    """A new figure with fig's traces and shapes and the shared layout (plus kw).
+    """A NEW figure with fig's traces and shapes and the shared layout (plus kw): write
+    ``fig = _base_layout(fig, ...)``, the figure passed in is left as it was.
 
     Built as go.Figure(data=..., layout=...) in one go: fig.update_layout on a live figure
     runs Plotly's relayout machinery and cost ~30 ms per figure, this ~5 ms.
@@ -1089,9 +1090,15 @@ def head_heatmap_row(
     for annotation in layout.get("annotations", []):
         annotation["font"] = dict(size=13)
     fig = go.Figure(data=fig.data, layout=layout)
+    if title:
+        head = _title(title, "; ".join(notes))
+    elif notes:  # a note alone stays small
+        head = dict(text=f"<sup>{_no_dollar('; '.join(notes))}</sup>", x=0.0, xanchor="left")
+    else:
+        head = None
     return _base_layout(
         fig,
-        _title(title, "; ".join(notes)) if title or notes else None,
+        head,
         height=height,
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
                        colorbar=dict(title=dict(text=word), thickness=14)),
@@ -1101,12 +1108,89 @@ def head_heatmap_row(
 
 
 def title_clear_of_top_axis(fig: go.Figure) -> go.Figure:
-    """Move the title to the top of the figure and let it push the plot down, so it never
-    overlaps axis labels drawn on top (``layer_head_heatmap``'s heads, ``matrix_figure``'s
-    columns). Changes fig in place and returns it."""
+    """Keep the title clear of an x axis drawn on top (``layer_head_heatmap``'s heads,
+    ``matrix_figure``'s columns): the title moves to the top of the figure and pushes the
+    plot down, and the top axis loses its own title (Plotly places it in the same strip;
+    the tick labels, "H0 H1 …", say what the columns are). Changes fig in place."""
     fig.update_layout(title=dict(automargin=True, yref="container", y=1.0, yanchor="top",
                                  pad=dict(t=10, b=6)))
+    if fig.layout.xaxis.side == "top":
+        fig.update_layout(xaxis_title_text="")
     return fig
+
+
+def tensor_figure(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    title: str,
+    show_values: bool = True,
+    diverging: bool = True,
+    colorscale: str | list | None = None,
+    fmt: str = ".2f",
+    row_title: str = "",
+    col_title: str = "",
+    max_ticks: int = 48,
+    height: int | None = None,
+) -> go.Figure:
+    """One step's tensor (X, Q, K, V, scores, weights, ...) as a heatmap, cheap at any size.
+
+    Like ``matrix_figure`` but without a per-cell hover-text array: rows and columns are
+    category axes whose (unique) names carry the labels, so the hover reads
+    "row → column: value" from the axes and a 64 x 768 tensor costs the browser the numbers
+    only. show_values writes each value in its cell (use it for small tensors). Non-finite
+    entries (-inf scores under a causal mask) are gaps on a grey background.
+    diverging centres a red-blue scale on 0 (signed values); otherwise ``colorscale``
+    (default Viridis) from the smallest to the largest value.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2:
+        raise InputError(f"matrix must be 2-D, got shape {m.shape}.")
+    n_row, n_col = m.shape
+    rows = [_esc(t) for t in _check_labels(row_labels, n_row, "row_labels")]
+    cols = [_esc(t) for t in _check_labels(col_labels, n_col, "col_labels")]
+    # Category names must be unique or Plotly merges rows: number repeated ones.
+    if len(set(rows)) < n_row:
+        rows = [f"{i} {t}" for i, t in enumerate(rows)]
+    if len(set(cols)) < n_col:
+        cols = [f"{j} {t}" for j, t in enumerate(cols)]
+    z = np.where(np.isfinite(m), m, np.nan).astype(np.float32)
+    trace = dict(z=z, x=cols, y=rows, hoverongaps=False,
+                 hovertemplate=f"%{{y}} → %{{x}}: %{{z:{fmt}}}<extra></extra>",
+                 colorbar=dict(thickness=14), name=_esc(title))
+    if show_values:
+        trace.update(texttemplate=f"%{{z:{fmt}}}", textfont=dict(size=10), xgap=1, ygap=1)
+    finite = z[np.isfinite(z)]
+    if diverging:
+        span = float(np.abs(finite).max()) if finite.size else 1.0
+        span = span if span > 0 else 1.0
+        trace.update(colorscale=colorscale or DIVERGING_SCALE, zmid=0.0, zmin=-span, zmax=span)
+    else:
+        trace.update(colorscale=colorscale or "Viridis")
+    has_gaps = bool(np.isnan(z).any())
+    xv, xt = thin_labels(cols, max_ticks)
+    yv, yt = thin_labels(rows, max_ticks)
+    fig = go.Figure(go.Heatmap(**trace))
+    notes = []
+    if row_title or col_title:
+        notes.append(" · ".join(part for part in (
+            f"rows: {_esc(row_title)}" if row_title else "",
+            f"columns: {_esc(col_title)}" if col_title else "") if part))
+    if has_gaps:
+        notes.append("grey = masked (−∞)")
+    fig = _base_layout(
+        fig,
+        _title(title, "; ".join(notes)),
+        height=height or int(min(900, max(300, (28 if show_values else 18) * n_row + 180))),
+        plot_bgcolor=MASK_GREY if has_gaps else "white",
+        xaxis=dict(type="category", tickmode="array",
+                   tickvals=[cols[i] for i in xv], ticktext=xt, showgrid=False,
+                   zeroline=False, side="top"),
+        yaxis=dict(title=dict(text=_esc(row_title)), type="category", tickmode="array",
+                   tickvals=[rows[i] for i in yv], ticktext=yt, showgrid=False,
+                   zeroline=False, autorange="reversed"),
+    )
+    return title_clear_of_top_axis(fig)
 
 
 __all__ = [
@@ -1124,5 +1208,6 @@ __all__ = [
     "model_view_grid",
     "per_query_line",
     "pruning_curve_figure",
+    "tensor_figure",
     "title_clear_of_top_axis",
 ]

@@ -1,0 +1,55 @@
+"""mha-viz home page: what the app is, the model card, the tokens of the current text.
+
+Run: streamlit run app.py
+"""
+
+import streamlit as st
+
+from mha_viz import ui
+
+ui.page_setup(
+    "mha-viz: look inside multi-head attention",
+    "This app runs real GPT-2 and BERT checkpoints through our own multi-head-attention code "
+    "and records, for every layer and head, how much each token attends to every other "
+    "token. Pick a model and a text in the sidebar, then explore the maps on the pages "
+    "listed there.",
+)
+selection = ui.sidebar()
+
+with ui.guard():
+    st.subheader("Pages")
+    pages = [page for page in ui.page_files() if page.path != "app.py"]
+    columns = st.columns(min(3, len(pages)) or 1)
+    for k, page in enumerate(pages):
+        with columns[k % len(columns)]:
+            st.page_link(page.path, label=f"**{page.label}**")
+            # "Entropy: how broad ..." -> "How broad ..." (the label is just above)
+            text = page.description.split(":", 1)[-1].strip() if ":" in page.description[:40] \
+                else page.description
+            st.caption(ui.md_escape(text[:1].upper() + text[1:]))
+
+    st.subheader("Model card")
+    if selection.model is None:
+        ui.show_error(selection.model_error)
+        st.stop()
+    ui.model_card(selection.model)
+
+    st.subheader("The text, as the model reads it")
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+    st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
+            language=None, wrap_lines=True)
+    st.caption("Each box is one token with its position. ␣ marks a leading space (GPT-2); "
+               "## marks a word piece that continues a word (BERT).")
+    ui.download_trace(selection, trace)
+
+    st.subheader("How to read the maps")
+    st.markdown(
+        "- A **head** turns each token (a *query*) into a probability distribution over the "
+        "tokens it can see (the *keys*); each row of a map sums to 1.\n"
+        "- GPT-2 is **causal**: a token sees only itself and earlier tokens, so the upper "
+        "triangle of its maps is empty. BERT sees the whole text in both directions.\n"
+        "- Many heads park attention on [CLS], [SEP] or GPT-2's first token when they have "
+        "nothing better to do; hide them with the *Special tokens* option to see the rest.\n"
+        f"- {ui.NUMBERING}")
+    st.info(ui.CAVEAT)

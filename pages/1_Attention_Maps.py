@@ -1,0 +1,177 @@
+"""Attention maps: every head at a glance, one head as a heatmap with the tokens on both
+axes and as lines between tokens, and the head mean and attention rollout."""
+
+from functools import partial
+
+import streamlit as st
+
+from mha_viz import analysis as A
+from mha_viz import export, plots, ui
+
+HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
+GRID_THUMB = 32  # thumbnail size of each head in the grid
+LINE_WINDOW = 40  # the line view draws at most this many consecutive tokens
+
+ui.page_setup(
+    "Attention maps",
+    "Each head spreads every token's attention (a row, the *query*) over the tokens it can "
+    "see (the columns, the *keys*). Pick a head in the grid or with the selectors, then read "
+    "its map as a heatmap or as lines between tokens.",
+)
+selection = ui.sidebar()
+
+
+@ui.callback
+def pick_from_grid(n_heads: int) -> None:
+    """Grid click -> the shared layer/head choice."""
+    state = st.session_state.get("grid") or {}
+    points = (state.get("selection") or {}).get("points") or []
+    for point in points:
+        picked = plots.grid_point_to_head(point, n_heads)
+        if picked is not None:
+            ui.set_value("layer", picked[0])
+            ui.set_value("head", picked[1])
+            return
+
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+
+    pick, options = st.columns([2, 3])
+    with pick:
+        layer, head = ui.head_picker(trace)
+    with options:
+        hide_col, toggle_col = st.columns(2)
+        keep = ui.hide_special_toggle(trace, hide_col)
+        grey = outline = False
+        with toggle_col:
+            if trace.causal:
+                grey = ui.synced(st.toggle, "grey", "Grey out the causal mask", True,
+                                 help="GPT-2 cannot look at later tokens: those cells are "
+                                      "drawn grey rather than as weight 0.")
+            if trace.is_pair:
+                outline = ui.synced(st.toggle, "blocks", "Outline sentence-pair blocks", True,
+                                    help="A→A, A→B, B→A and B→B: attention within and "
+                                         "across the two sentences.")
+    maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    ui.hidden_note(trace, keep)
+    n_shown = len(kept)
+    segment = trace.segment_ids[kept]
+    pair_boundary = None
+    if outline and segment.any() and not segment.all():
+        pair_boundary = int(segment.argmax())  # first shown token of sentence B
+    # Long inputs: fewer axis labels and a height that fits the square plot in its column.
+    long_input = n_shown > 40
+    if n_shown > HEATMAP_MAX:
+        st.caption(f"Long input ({n_shown} tokens): heatmaps are block-averaged to at most "
+                   f"{HEATMAP_MAX}×{HEATMAP_MAX} cells and axis labels thinned; the grid uses "
+                   f"{GRID_THUMB}×{GRID_THUMB} thumbnails. The CSV downloads keep every cell.")
+    elif long_input:
+        st.caption(f"Long input ({n_shown} tokens): only some axis labels are shown; hover a "
+                   f"cell for its tokens. The CSV downloads keep every cell.")
+    name = plots.head_name(layer, head)
+    stem = selection.file_stem
+    heat_size = dict(max_size=HEATMAP_MAX, max_ticks=24 if long_input else 40,
+                     height=760 if long_input else (None if n_shown <= 24 else 720))
+
+    def side_by_side():
+        """Figure beside its controls; a long input's map gets the whole width instead."""
+        if long_input:
+            return st.container(), st.container()
+        return st.columns([3, 2], gap="medium")
+
+    # ---------------------------------------------------------------- all heads
+    st.subheader("All heads at a glance (the model view)")
+    st.caption("One thumbnail per head: rows are layers (L0 at the top), columns are heads. "
+               "Click a thumbnail to open that head below. Each thumbnail has its own colour "
+               "scale, so a sharp head and a broad head are both visible.")
+    cell_px = int(min(110, max(40, 720 // trace.n_heads)))  # few heads: bigger thumbnails
+    grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
+                                 cell_px=cell_px, title="All heads")
+    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_heads),
+                   alt="Grid of every head's attention map")
+
+    # ---------------------------------------------------------------- one head
+    st.subheader(f"One head: {name} (layer {layer}, head {head})")
+    heat_col, line_col = side_by_side()
+    with heat_col:
+        st.caption("Row = query (the token that reads), column = key (the token read from). "
+                   "Hover a cell for *query → key: weight*.")
+        heat = plots.head_heatmap(
+            maps[layer, head], labels, title=f"{name}: who attends to whom",
+            causal=trace.causal, grey_causal_mask=grey, pair_boundary=pair_boundary,
+            **heat_size)
+        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}")
+        ui.download_csv(
+            partial(export.matrix_csv, maps[layer, head], export.position_labels(labels, kept),
+                    export.position_labels(labels, kept)),
+            export.safe_filename(stem, name, suffix=".csv"), f"{name} as CSV",
+            key="dl_head", help="Every weight of this head (row = query, column = key).")
+    with line_col:
+        st.caption("The same weights as lines from each query (left) to each key (right); "
+                   "thicker and darker = more attention.")
+        which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
+                          format_func={"one": f"head {name} only",
+                                       "all": f"all heads of layer {layer}"}.get,
+                          horizontal=True)
+        start = 0
+        if n_shown > LINE_WINDOW:
+            start = ui.synced(st.slider, "from", "First token in the line view", 0,
+                              min_value=0, max_value=n_shown - LINE_WINDOW,
+                              valid=lambda v: 0 <= v <= n_shown - LINE_WINDOW)
+            st.caption(f"Long input: the line view shows {LINE_WINDOW} tokens at a time "
+                       f"(positions {start}–{start + LINE_WINDOW - 1}); lines to keys outside "
+                       f"the window are not drawn.")
+        stop = min(n_shown, start + LINE_WINDOW)
+        window = maps[layer, :, start:stop, start:stop]
+        lines = plots.line_view(
+            window, labels[start:stop], heads=None if which == "all" else [head],
+            layer=layer, offset=start, width=600 if long_input else None,
+            title=f"Layer {layer}: query → key")
+        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
+                       width="content" if long_input else "stretch")
+
+    # ---------------------------------------------------------------- aggregates
+    st.subheader("Aggregates over heads and layers")
+    through = f"layer {layer}" if layer == 0 else f"layers 0–{layer}"
+    kind = ui.synced(st.radio, "agg", "Show", "mean", options=["mean", "rollout"],
+                     format_func={"mean": f"Head mean of layer {layer}",
+                                  "rollout": f"Attention rollout through {through}"}.get,
+                     horizontal=True)
+    agg_col, text_col = side_by_side()
+    if kind == "mean":
+        full = ui.memo(A.head_mean, trace.attentions, key=selection.key, large=True)[layer]
+        explanation = ("The average of the layer's heads: what the layer as a whole reads "
+                       "from. Rows still sum to 1.")
+        agg_name = f"L{layer} head mean"
+    else:
+        full = ui.memo(A.rollout, trace.attentions, key=selection.key, large=True,
+                       return_all=True)[layer]
+        explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head mean "
+                       "plus the residual connection (0.5·A + 0.5·I, rows renormalised) and "
+                       "multiply the layers together. Row i estimates how much of token i at "
+                       f"the output of layer {layer} comes from each input token. Pick the "
+                       f"last layer (L{trace.n_layers - 1}) for the full rollout.")
+        agg_name = f"rollout to L{layer}"
+    if keep is not None:
+        full = ui.memo(A.drop_positions, full, key=(selection.key, kind, layer),
+                       keep_mask=keep)[0]
+        explanation += (" Computed on every token; then the hidden tokens were removed and "
+                        "rows renormalised.")
+    with agg_col:
+        agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
+                                 grey_causal_mask=grey, pair_boundary=pair_boundary,
+                                 **heat_size)
+        ui.show_figure(agg, key="aggregate", alt=agg_name)
+    with text_col:
+        st.markdown(explanation)
+        ui.download_csv(
+            partial(export.matrix_csv, full, export.position_labels(labels, kept),
+                    export.position_labels(labels, kept)),
+            export.safe_filename(stem, agg_name, suffix=".csv"), f"{agg_name} as CSV",
+            key="dl_agg")
+
+    st.divider()
+    ui.download_trace(selection, trace)
+    ui.caveat()

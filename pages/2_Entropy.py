@@ -1,0 +1,152 @@
+"""Entropy: how broad or focused each head is, per head and per query token, and how much
+attention goes to [CLS], [SEP], punctuation and neighbouring tokens."""
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import analysis as A
+from mha_viz import export, plots, ui
+
+TOP = 5  # broadest / most focused heads listed
+SMOOTHING = 1e-4  # Clark et al. 2019: A' = 0.9999 A + 0.0001 / n
+
+ui.page_setup(
+    "Entropy",
+    "The entropy of a row, H = −Σ a·ln a (in nats), measures how spread out one token's "
+    "attention is: 0 when it all goes to one token, ln n when it is spread evenly over n "
+    "tokens. A head's entropy is the mean over its query tokens.",
+)
+selection = ui.sidebar()
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalised"],
+                          format_func={"raw": "raw (nats)",
+                                       "normalised": "normalised (÷ maximum)"}.get,
+                          horizontal=True,
+                          help="Normalised divides each row by the largest entropy it could "
+                               "have, ln(number of keys it sees): ln(i+1) for GPT-2's row i, "
+                               "ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
+                               "single key are left out.")
+    with c2:
+        smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
+                           help="Mix a little uniform attention in before the log, "
+                                "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
+    keep = ui.hide_special_toggle(trace, c3)
+    normalized = scale == "normalised"
+    smoothing = SMOOTHING if smooth else 0.0
+    maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    ui.hidden_note(trace, keep)
+    n = len(kept)
+    memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
+    stem = selection.file_stem
+
+    ent = ui.memo(A.entropy, maps, key=memo_key, normalized=normalized, smoothing=smoothing,
+                  causal=trace.causal)
+    row_max = A.max_row_entropy(n, causal=trace.causal)  # ln(keys row i sees)
+    if normalized:
+        reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"
+    else:
+        # uniform attention over the keys each row sees, averaged like the heads are
+        reference, reference_name, unit = float(np.nanmean(row_max)), "uniform attention", "nats"
+
+    # ---------------------------------------------------------------- layer x head
+    st.subheader("Mean entropy of every head")
+    what = "normalised entropy" if normalized else "entropy (nats)"
+    uniform_text = ("1.0" if normalized else
+                    (f"ln {n} = {reference:.2f} nats" if not trace.causal else
+                     f"{reference:.2f} nats, the mean of ln(i+1) over the rows"))
+    st.caption(f"Dark = focused heads, bright = broad heads; the colour scale ends at "
+               f"uniform attention, {uniform_text}. Hover a cell for its value.")
+    fig = plots.layer_head_heatmap(ent, f"Mean {what} per head", unit, reference=reference,
+                                   reference_name=reference_name, fmt=".2f", zmin=0.0,
+                                   zmax=reference)
+    ui.show_figure(fig, key="entropy", alt="Mean entropy per head")
+    ui.download_csv(partial(export.layer_head_csv, ent, "normalised_entropy" if normalized
+                            else "entropy_nats"),
+                    export.safe_filename(stem, "entropy", suffix=".csv"), "Entropy as CSV",
+                    key="dl_entropy")
+
+    # ---------------------------------------------------------------- broad / focused
+    flat = np.where(np.isfinite(ent), ent, np.nan).ravel()
+    order = np.argsort(flat)  # NaN last
+    order = order[np.isfinite(flat[order])]
+    rows = [(int(i) // trace.n_heads, int(i) % trace.n_heads) for i in order]
+
+    def table(picked):
+        return {"head": [plots.head_name(l, h) for l, h in picked],
+                what: [round(float(ent[l, h]), 3) for l, h in picked]}
+
+    broad_col, focus_col = st.columns(2)
+    with broad_col:
+        st.markdown(f"**Broadest heads** (highest {what})")
+        st.dataframe(table(rows[::-1][:TOP]), hide_index=True, width="stretch")
+    with focus_col:
+        st.markdown(f"**Most focused heads** (lowest {what})")
+        st.dataframe(table(rows[:TOP]), hide_index=True, width="stretch")
+    if not normalized and not trace.causal:
+        st.caption("Clark et al. (2019) call a BERT-base head *broad* when its entropy is above "
+                   "3.8 nats on inputs of about 128 tokens; raw entropy grows with the length "
+                   f"(this input has {n} tokens), so compare lengths with the normalised view.")
+
+    # ---------------------------------------------------------------- per query
+    st.subheader("Entropy of each query token in one head")
+    layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
+    name = plots.head_name(layer, head)
+    per_row = ui.memo(A.row_entropy, maps[layer, head], key=(memo_key, layer, head),
+                      normalized=normalized, smoothing=smoothing, causal=trace.causal)
+    row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))
+    fig = plots.per_query_line(per_row, labels, f"{name}: entropy of each query's attention",
+                               reference=row_ref, reference_name="uniform attention",
+                               y_title=unit)
+    ui.show_figure(fig, key="per_query", alt=f"Entropy per query token for {name}")
+    st.caption("Low bars: the token reads mostly from one place. The dashed line is the "
+               "entropy of uniform attention over the tokens that query can see"
+               + (" (it grows along the text, as GPT-2's row i sees i+1 tokens)."
+                  if trace.causal and not normalized else ".")
+               + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover a "
+                  f"bar for its token." if n > 60 else ""))
+    ui.download_csv(partial(export.per_query_csv,
+                            {unit: per_row, "uniform attention": np.broadcast_to(
+                                np.asarray(row_ref, dtype=float), per_row.shape)},
+                            labels, kept),
+                    export.safe_filename(stem, name, "entropy", suffix=".csv"),
+                    f"{name} per query as CSV", key="dl_per_query")
+
+    # ---------------------------------------------------------------- token classes
+    st.subheader("Where the attention goes: mass on kinds of tokens")
+    mass = ui.memo(A.token_class_mass, trace, key=selection.key)
+    classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
+    if trace.causal:
+        classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]
+        note = ("GPT-2 has no [CLS] or [SEP]; its first token often acts as an *attention "
+                "sink* that idle heads attend to.")
+    else:
+        classes = [c for c in classes if c != "first token"]
+        note = "For BERT the first token is [CLS], so it has no line of its own."
+    shown_mass = {c: mass[c] for c in classes}
+    st.caption("The fraction of each head's attention (averaged over query tokens) that lands "
+               "on [CLS], [SEP], punctuation, the first token, the token itself, the previous "
+               "token and the next token. Always computed on every token, whatever is hidden "
+               "above. Clark et al. (2019) found BERT's middle layers pile attention on [SEP]. "
+               + note)
+    fig = plots.class_mass_by_layer(shown_mass)
+    ui.show_figure(fig, key="class_mass", alt="Attention mass by token class and layer")
+    cls = ui.synced(st.columns([1, 2])[0].selectbox, "cls", "Per head: mass on", "previous",
+                    options=classes)
+    fig = plots.layer_head_heatmap(mass[cls], f"Mass on {cls} per head",
+                                   "fraction of attention", fmt=".2f", zmin=0.0, zmax=1.0)
+    ui.show_figure(fig, key="class_heads", alt=f"Attention mass on {cls} per head")
+    ui.download_csv(partial(export.class_mass_csv, shown_mass),
+                    export.safe_filename(stem, "token_class_mass", suffix=".csv"),
+                    "Token-class mass as CSV", key="dl_mass")
+
+    st.divider()
+    ui.download_trace(selection, trace)
+    ui.caveat()

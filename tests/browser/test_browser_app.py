@@ -1,0 +1,192 @@
+"""The app in headless chromium: every page draws its Plotly charts without an exception,
+bad input shows a message, a grid click picks a head, choices survive page switches and the
+URL, downloads work, and the browser talks to no host but the app's own server.
+
+Screenshots land in artifacts/screenshots/ (look at them).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from urllib.parse import quote, urlparse
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PAGES = [("", 0), ("Attention_Maps", 4), ("Entropy", 4)]
+
+# The script run is over (Streamlit marks it on the app root) and n charts are drawn.
+READY = """(n) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"]')) return false;
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main || !main.querySelector('h1')) return false;
+    const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+    return plots.length >= n && plots.every(p => p._fullLayout);
+}"""
+
+
+ENTROPY_OF_L1_H2 = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
+    p => p.layout && p.layout.title && String(p.layout.title.text).startsWith('L1.H2: entropy'))"""
+
+
+def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
+    page.goto(f"{server.url}/{path}{query}")
+    if n_charts == 0:  # the home page: its last element is the token list
+        page.wait_for_selector('[data-testid="stCode"]')
+    settle(page, n_charts)
+
+
+def settle(page, n_charts: int) -> None:
+    """Wait until the script run is over and n_charts Plotly charts are drawn."""
+    page.wait_for_function(READY, arg=n_charts, polling=200)
+    page.wait_for_timeout(400)  # let a rerun triggered by the URL hand-over start, if any
+    page.wait_for_function(READY, arg=n_charts, polling=200)
+
+
+def assert_no_exception(page, server) -> None:
+    exceptions = page.locator('[data-testid="stException"]')
+    assert exceptions.count() == 0, f"{exceptions.first.inner_text()}\n{server.log_tail()}"
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    assert not any("Something went wrong" in a for a in alerts), server.log_tail()
+
+
+def error_texts(page) -> list[str]:
+    return page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
+
+
+def assert_only_own_host(page, server) -> None:
+    for url in page.requests:
+        scheme = urlparse(url).scheme
+        if scheme in ("data", "blob", "about"):
+            continue
+        assert urlparse(url).netloc == server.host, f"request to another host: {url}"
+
+
+def shoot(page, screenshots, name: str) -> None:
+    page.screenshot(path=str(screenshots / f"{name}.png"))
+
+
+@pytest.mark.parametrize("model", ["minilm", "gpt2"])
+def test_every_page_renders(page, app_server, screenshots, model, gpt2_folder):
+    query = "" if model == "minilm" else f"?model=folder&folder={quote(str(gpt2_folder))}"
+    for path, n_charts in PAGES:
+        open_page(page, app_server, path, n_charts, query)
+        assert_no_exception(page, app_server)
+        assert not error_texts(page)
+        if n_charts == 0:
+            assert page.locator('[data-testid="stCode"]').count() == 1  # the tokens
+        else:
+            assert page.locator(".js-plotly-plot").count() == n_charts
+            # every figure shows this run's input
+            ids = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                                ".map(p => p.layout.meta && p.layout.meta.input)")
+            assert len(set(ids)) == 1 and ids[0]
+        shoot(page, screenshots, f"{model}_{path or 'Home'}")
+    assert_only_own_host(page, app_server)
+
+
+def test_sentence_pair_and_hidden_special_tokens(page, app_server, screenshots):
+    query = ("?text=" + quote("Where did the cat sleep last night?") + "&pair="
+             + quote("The cat slept on the warm mat by the kitchen door.") + "&hide=special")
+    open_page(page, app_server, "Attention_Maps", 4, query)
+    assert_no_exception(page, app_server)
+    assert "renormalised" in page.locator('[data-testid="stAlert"]').first.inner_text()
+    shoot(page, screenshots, "minilm_pair_Attention_Maps")
+    open_page(page, app_server, "Entropy", 4, query)
+    assert_no_exception(page, app_server)
+    shoot(page, screenshots, "minilm_pair_Entropy")
+    assert_only_own_host(page, app_server)
+
+
+def test_long_input_is_thinned(page, app_server, screenshots):
+    text = " ".join(["The animal didn't cross the street because it was too tired."] * 45)
+    open_page(page, app_server, "Attention_Maps", 4, "?text=" + quote(text))
+    assert_no_exception(page, app_server)
+    main = page.locator('[data-testid="stMain"]').inner_text()
+    assert "Long input (512 tokens)" in main and "block-averaged" in main
+    assert "only the first 512 are traced" in main
+    shoot(page, screenshots, "minilm_long_Attention_Maps")
+
+
+@pytest.mark.parametrize("case,query,message", [
+    ("empty_text", "?text=", "The text is empty"),
+    ("not_a_checkpoint", "?model=folder&folder=/usr/share", "no config.json"),
+])
+def test_bad_input_shows_a_message(page, app_server, screenshots, case, query, message):
+    for path, _ in PAGES:
+        page.goto(f"{app_server.url}/{path}{query}")
+        page.wait_for_selector('[data-testid="stAlertContentError"]')
+        settle(page, 0)
+        assert_no_exception(page, app_server)
+        errors = error_texts(page)
+        assert errors and message in errors[0], errors
+        shoot(page, screenshots, f"bad_{case}_{path or 'Home'}")
+
+
+def test_grid_click_picks_a_head_and_the_choice_follows_to_other_pages(
+        page, app_server, screenshots):
+    open_page(page, app_server, "Attention_Maps", 4)
+    box = page.get_by_label("Text", exact=True)
+    box.fill("Students read about attention heads in a quiet classroom.")
+    box.press("Control+Enter")
+    page.wait_for_function("() => location.search.includes('text=')")
+    settle(page, 4)
+    # click the centre of thumbnail L1.H2 in the grid (trace 1 holds one point per head)
+    x, y = page.evaluate("""() => {
+        const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
+            .find(p => p._fullData.some(t => t.name === 'thumbnails'));
+        const heads = gd._fullData.find(t => t.name === 'heads');
+        const n = Array.from(heads.hovertext).indexOf('L1.H2');
+        const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+        return [box.left + fl.xaxis._offset + fl.xaxis.l2p(heads.x[n]),
+                box.top + fl.yaxis._offset + fl.yaxis.l2p(heads.y[n])];
+    }""")
+    page.mouse.click(x, y)
+    page.get_by_text("One head: L1.H2").wait_for()
+    settle(page, 4)
+    assert "layer=1" in page.url and "head=2" in page.url
+    shoot(page, screenshots, "grid_click_L1.H2")
+
+    page.locator('[data-testid="stSidebar"]').get_by_text("Entropy", exact=True).click()
+    page.wait_for_function("() => location.pathname.endsWith('/Entropy')")
+    page.wait_for_function(ENTROPY_OF_L1_H2, polling=200)  # the per-query chart of L1.H2
+    settle(page, 4)
+    assert_no_exception(page, app_server)
+    assert page.get_by_label("Text", exact=True).input_value().startswith("Students read")
+    assert "layer=1" in page.url and "head=2" in page.url and "text=" in page.url
+    shoot(page, screenshots, "entropy_after_page_switch")
+
+    # the copied link reproduces the view in a new session
+    link = page.url
+    other = page.context.new_page()
+    other.goto(link)
+    other.wait_for_function(ENTROPY_OF_L1_H2, polling=200)
+    settle(other, 4)
+    assert other.get_by_label("Text", exact=True).input_value().startswith("Students read")
+    other.close()
+    assert_only_own_host(page, app_server)
+
+
+def test_downloads(page, app_server):
+    from mha_viz import AttentionTrace
+
+    open_page(page, app_server, "Attention_Maps", 4, "?layer=2&head=5")
+    with page.expect_download() as info:
+        page.get_by_role("button", name=re.compile("L2.H5 as CSV")).click()
+    csv = info.value.path().read_text(encoding="utf-8").splitlines()
+    assert csv[0].startswith("query \\ key,0 [CLS],1 the,2 animal")
+    assert len(csv) == 17 and csv[1].startswith("0 [CLS],")
+    row = [float(v) for v in csv[3].split(",")[1:]]
+    assert abs(sum(row) - 1) < 1e-4
+    with page.expect_download() as info:
+        page.get_by_role("button", name=re.compile("Trace")).click()
+    trace = AttentionTrace.load(io.BytesIO(info.value.path().read_bytes()))
+    assert trace.attentions.shape == (6, 12, 16, 16) and trace.model_name == "minilm"
+    # the camera button is Plotly's own, configured to save PNG (the sidebar switches to SVG)
+    config = page.evaluate("document.querySelector('.js-plotly-plot')._context"
+                           ".toImageButtonOptions")
+    assert config["format"] == "png"

@@ -1,0 +1,277 @@
+"""The Streamlit app, page by page, through Streamlit's AppTest (no browser).
+
+Every page renders for the bundled MiniLM and for random-weight GPT-2 and BERT checkpoints,
+and each kind of bad input shows a clear message on every page, never a traceback. The
+model and the text reach the app through the URL's query parameters, as a copied link does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py"]
+CHARTS = {"app.py": 0, "pages/1_Attention_Maps.py": 4, "pages/2_Entropy.py": 4}
+TIMEOUT = 180  # the first run loads a model
+
+
+@pytest.fixture(autouse=True)
+def _quiet_env(monkeypatch):
+    # A failure inside a page must fail the test, not turn into the friendly message.
+    monkeypatch.setenv("MHA_VIZ_RAISE", "1")
+
+
+def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(params or {})
+    for key, value in (session or {}).items():
+        at.session_state[key] = value
+    if page != "app.py":
+        at.run()  # AppTest wants one run of the main script before switching
+        at.switch_page(page)
+    return at.run()
+
+
+def texts(elements) -> list[str]:
+    """Element texts as shown: markdown escapes removed."""
+    return [str(e.value).replace("\\", "") for e in elements]
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+def assert_clean(at: AppTest, page: str) -> None:
+    assert not at.exception, texts(at.exception)
+    assert not at.error, texts(at.error)
+    assert len(at.get("plotly_chart")) == CHARTS[page]
+
+
+def folder_params(folder) -> dict:
+    return {"model": "folder", "folder": str(folder)}
+
+
+# --------------------------------------------------------------------------- good input
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_minilm_pages_render(page):
+    at = run_page(page)
+    assert_clean(at, page)
+    if page == "app.py":
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Layers"] == "6" and metrics["Heads per layer"] == "12"
+        assert metrics["d_model"] == "384" and metrics["d_head"] == "32"
+        assert metrics["Attention weights per layer"] == f"{4 * 384 ** 2:,}"
+        assert any("all-MiniLM-L6-v2" in m for m in texts(at.markdown))
+    for spec in charts(at):  # every figure is tagged with the input it shows
+        assert spec["layout"]["meta"]["input"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_gpt2_checkpoint_pages_render(page, gpt2_folder):
+    at = run_page(page, folder_params(gpt2_folder) | {"hide": "first"})
+    assert_clean(at, page)
+    assert at.sidebar.text_input[0].value == str(gpt2_folder)
+    assert not [t for t in at.sidebar.text_area if t.label.startswith("Sentence B")]
+    if page == "pages/1_Attention_Maps.py":
+        assert [t.label for t in at.toggle] == ["Grey out the causal mask"]
+        assert any("Hidden 1 token" in t for t in texts(at.info))
+        heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
+        assert "grey = masked (causal)" in heat["layout"]["title"]["text"]
+    if page == "pages/2_Entropy.py":
+        names = {t["name"] for c in charts(at) for t in c["data"] if t.get("mode")}
+        assert "first token" in names and "[CLS]" not in names
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_bert_checkpoint_sentence_pair_pages_render(page, bert_folder):
+    params = folder_params(bert_folder) | {"text": "Where is the cat?",
+                                           "pair": "The cat is on the mat.", "hide": "special"}
+    at = run_page(page, params)
+    assert_clean(at, page)
+    pair_box = [t for t in at.sidebar.text_area if t.label.startswith("Sentence B")]
+    assert pair_box and pair_box[0].value == "The cat is on the mat."
+    if page == "pages/1_Attention_Maps.py":
+        assert "Outline sentence-pair blocks" in [t.label for t in at.toggle]
+        heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
+        assert {s["name"] for s in heat["layout"]["shapes"]} >= {"A→A", "A→B", "B→A", "B→B"}
+        assert any("renormalised" in t for t in texts(at.info))
+
+
+def test_layer_head_choice_survives_page_switch_and_lives_in_the_url():
+    at = run_page("pages/1_Attention_Maps.py", {"layer": "3", "head": "7", "agg": "rollout"})
+    assert_clean(at, "pages/1_Attention_Maps.py")
+    assert [s.value for s in at.selectbox if s.label in ("Layer", "Head")] == [3, 7]
+    assert any("One head: L3.H7" in h for h in texts(at.subheader))
+    assert at.query_params["layer"] == "3" and at.query_params["agg"] == "rollout"
+    at.selectbox(key="_mv_w_head").set_value(2).run()
+    assert at.query_params["head"] == "2"
+    at.switch_page("pages/2_Entropy.py").run()
+    assert_clean(at, "pages/2_Entropy.py")
+    assert [s.value for s in at.selectbox if s.label in ("Layer", "Head")] == [3, 2]
+    assert at.query_params["layer"] == "3" and at.query_params["head"] == "2"
+    # back to the default: the parameter leaves the URL
+    at.selectbox(key="_mv_w_layer").set_value(0).run()
+    assert "layer" not in at.query_params
+
+
+def test_example_buttons_fill_the_text(gpt2_folder):
+    at = run_page("app.py", folder_params(gpt2_folder))
+    at.button(key="_mv_example_induction").click().run()
+    text = at.sidebar.text_area[0].value
+    assert text.count("Privet Drive") == 2
+    at.button(key="_mv_example_pair").click().run()  # GPT-2: the pair becomes one text
+    assert "Where did the cat sleep" in at.sidebar.text_area[0].value
+    assert "warm mat" in at.sidebar.text_area[0].value
+    assert not at.exception and not at.error
+
+
+def test_text_change_reaches_every_figure():
+    at = run_page("pages/1_Attention_Maps.py")
+    before = {c["layout"]["meta"]["input"] for c in charts(at)}
+    at.sidebar.text_area[0].set_value("Students read about attention heads.").run()
+    after = {c["layout"]["meta"]["input"] for c in charts(at)}
+    assert len(before) == len(after) == 1 and before != after
+    assert at.query_params["text"] == "Students read about attention heads."
+
+
+def test_long_input_is_downsampled_and_says_so():
+    text = " ".join(["the animal did not cross the street because it was too tired"] * 40)
+    at = run_page("pages/1_Attention_Maps.py", {"text": text, "max_tokens": "300"})
+    assert_clean(at, "pages/1_Attention_Maps.py")
+    notes = texts(at.caption)
+    assert any("Long input (300 tokens)" in c and "block-averaged" in c for c in notes)
+    assert any("line view shows 40 tokens at a time" in c for c in notes)
+    assert any("truncated" in c.lower() or "only the first 300" in c for c in texts(at.warning))
+    grid = [c for c in charts(at) if c["data"][0].get("name") == "thumbnails"][0]
+    assert "downsampled" in grid["layout"]["title"]["text"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+BAD_TEXTS = {
+    "empty": ("", "The text is empty"),
+    "whitespace": ("  \n\t  ", "The text is empty"),
+    "control characters only": ("\x00\x01\x02", "no tokens"),
+}
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("case", list(BAD_TEXTS))
+def test_bad_text_shows_a_clear_error(page, case):
+    text, message = BAD_TEXTS[case]
+    at = run_page(page, session={"_mv_state_text": text})
+    assert not at.exception, texts(at.exception)
+    errors = texts(at.error)
+    assert len(errors) == 1 and message in errors[0], errors
+    assert "Change the text" in errors[0]
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("text", ["emoji 🙂👍🏽 ZWJ 👨‍👩‍👧 and RTL שלום مرحبا",
+                                  "lone surrogate \ud800 and combining e\u0301 a\u0308",
+                                  "\u200b\u200bzero width, NUL \x00 inside, $x$ <b>tags</b> *md*"])
+def test_odd_unicode_renders(page, text, gpt2_folder):
+    at = run_page(page, folder_params(gpt2_folder), session={"_mv_state_text": text})
+    assert_clean(at, page)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_over_long_text_is_cut_with_a_warning(page, bert_folder):
+    text = "the cat sat on the mat and " * 200  # far beyond the checkpoint's 128 positions
+    at = run_page(page, folder_params(bert_folder), session={"_mv_state_text": text})
+    assert_clean(at, page)
+    warnings = texts(at.warning)
+    assert any("only the first 128 are traced" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_folder_that_is_not_a_checkpoint(page, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    at = run_page(page, folder_params(tmp_path))
+    assert not at.exception, texts(at.exception)
+    errors = texts(at.error)
+    assert errors and all("no config.json" in e for e in errors), errors
+    assert "The model could not be loaded" in errors[0]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_missing_folder_and_empty_folder_field(page, tmp_path):
+    at = run_page(page, folder_params(tmp_path / "does-not-exist"))
+    assert not at.exception
+    assert at.error and "not a folder" in texts(at.error)[0]
+    at = run_page(page, {"model": "folder"})
+    assert not at.exception
+    assert at.error and "No folder given" in texts(at.error)[0]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hub_id_while_offline(page, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hub_constants
+
+    cache = tmp_path / "hf"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache / "hub"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache / "hub"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    at = run_page(page, {"model": "distilgpt2"})
+    assert not at.exception, texts(at.exception)
+    errors = texts(at.error)
+    assert errors and "hub cannot be reached" in errors[0], errors
+    assert "MiniLM" in errors[0]  # what to do instead
+
+
+def test_unexpected_error_shows_a_generic_message(monkeypatch):
+    """Anything that is not a MhaVizError: a friendly message, the traceback only in the log."""
+    from mha_viz import plots
+
+    monkeypatch.delenv("MHA_VIZ_RAISE")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(plots, "model_view_grid", broken)
+    at = run_page("pages/1_Attention_Maps.py")
+    assert not at.exception
+    errors = texts(at.error)
+    assert len(errors) == 1 and "Something went wrong" in errors[0]
+    assert "secret internal detail" not in errors[0]
+
+
+def test_figures_download_as_png_or_svg_and_matrices_as_csv():
+    at = run_page("pages/1_Attention_Maps.py")
+    configs = [json.loads(e.proto.config) for e in at.get("plotly_chart")]
+    assert all(c["toImageButtonOptions"]["format"] == "png" for c in configs)
+    assert all(c["displaylogo"] is False and c["typesetMath"] is False for c in configs)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "⬇ L0.H0 as CSV" in labels and "⬇ L0 head mean as CSV" in labels
+    assert "⬇ Trace (.npz)" in labels
+    at.radio(key="_mv_w_img").set_value("svg").run()
+    configs = [json.loads(e.proto.config) for e in at.get("plotly_chart")]
+    assert all(c["toImageButtonOptions"]["format"] == "svg" for c in configs)
+    assert at.query_params["img"] == "svg"
+    at.switch_page("pages/2_Entropy.py").run()
+    configs = [json.loads(e.proto.config) for e in at.get("plotly_chart")]
+    assert configs and all(c["toImageButtonOptions"]["format"] == "svg" for c in configs)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert {"⬇ Entropy as CSV", "⬇ L0.H0 per query as CSV", "⬇ Token-class mass as CSV",
+            "⬇ Trace (.npz)"} <= set(labels)
+
+
+def test_streamlit_config_keeps_the_browser_on_this_server():
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["browser"]["gatherUsageStats"] is False
+    assert config["client"]["showErrorDetails"] == "none"
+    assert config["client"]["toolbarMode"] == "minimal"
