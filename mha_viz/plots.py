@@ -20,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
+from mha_viz.analysis.heads import head_name
 from mha_viz.errors import InputError
 
 TEMPLATE = "mha_viz"  # plotly_white's look, registered below; see _register_template
@@ -90,8 +91,6 @@ def _no_dollar(text: str) -> str:
     return str(text).replace("$", "&#36;")
 
 
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}.H{head}"
 
 
 def _title(main: str, note: str = "") -> dict:
@@ -1107,15 +1106,13 @@ def head_heatmap_row(
     )
 
 
-def title_clear_of_top_axis(fig: go.Figure) -> go.Figure:
-    """Keep the title clear of an x axis drawn on top (``layer_head_heatmap``'s heads,
-    ``matrix_figure``'s columns): the title moves to the top of the figure and pushes the
-    plot down, and the top axis loses its own title (Plotly places it in the same strip;
-    the tick labels, "H0 H1 …", say what the columns are). Changes fig in place."""
-    fig.update_layout(title=dict(automargin=True, yref="container", y=1.0, yanchor="top",
-                                 pad=dict(t=10, b=6)))
+def columns_at_bottom(fig: go.Figure) -> go.Figure:
+    """Move an x axis drawn on top (``layer_head_heatmap``'s heads, ``matrix_figure``'s
+    columns) to the bottom, so a long or two-line title cannot collide with its tick labels
+    or axis title (Plotly lays the title and a top axis out in the same strip). Changes fig
+    in place and returns it."""
     if fig.layout.xaxis.side == "top":
-        fig.update_layout(xaxis_title_text="")
+        fig.update_layout(xaxis_side="bottom")
     return fig
 
 
@@ -1171,26 +1168,19 @@ def tensor_figure(
     xv, xt = thin_labels(cols, max_ticks)
     yv, yt = thin_labels(rows, max_ticks)
     fig = go.Figure(go.Heatmap(**trace))
-    notes = []
-    if row_title or col_title:
-        notes.append(" · ".join(part for part in (
-            f"rows: {_esc(row_title)}" if row_title else "",
-            f"columns: {_esc(col_title)}" if col_title else "") if part))
-    if has_gaps:
-        notes.append("grey = masked (−∞)")
     fig = _base_layout(
         fig,
-        _title(title, "; ".join(notes)),
+        _title(title, "grey = masked (−∞)" if has_gaps else ""),
         height=height or int(min(900, max(300, (28 if show_values else 18) * n_row + 180))),
         plot_bgcolor=MASK_GREY if has_gaps else "white",
-        xaxis=dict(type="category", tickmode="array",
+        xaxis=dict(title=dict(text=_esc(col_title)), type="category", tickmode="array",
                    tickvals=[cols[i] for i in xv], ticktext=xt, showgrid=False,
-                   zeroline=False, side="top"),
+                   zeroline=False),
         yaxis=dict(title=dict(text=_esc(row_title)), type="category", tickmode="array",
                    tickvals=[rows[i] for i in yv], ticktext=yt, showgrid=False,
                    zeroline=False, autorange="reversed"),
     )
-    return title_clear_of_top_axis(fig)
+    return fig
 
 
 __all__ = [
@@ -1209,5 +1199,5 @@ __all__ = [
     "per_query_line",
     "pruning_curve_figure",
     "tensor_figure",
-    "title_clear_of_top_axis",
+    "columns_at_bottom",
 ]

@@ -44,14 +44,17 @@ Cached objects (models, traces, memo results) are shared between sessions: never
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
+import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 import streamlit as st
@@ -773,3 +776,113 @@ __all__ = [
     "image_format", "show_error", "guard", "callback", "model_card", "trace_notes", "caveat",
     "md_escape", "EXAMPLES", "CAVEAT", "NUMBERING", "GENERIC_ERROR",
 ]
+
+
+# --------------------------------------------------------------------------- results with progress
+# Long computations (the ablation sweep, gradient importance, pruning curves) shared between
+# sessions, with a progress bar while they run: memo() has no progress, st.cache_* none either.
+
+
+class _Store:
+    """A small LRU shared by every session; one computation per key at a time."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self.data: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+        self.key_locks: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key):
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return True, self.data[key]
+        return False, None
+
+    def get_or_compute(self, key, compute: Callable[[], Any]):
+        found, value = self.get(key)
+        if found:
+            return value
+        with self.lock:
+            key_lock = self.key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # a second session asking for the same key waits for the first
+            found, value = self.get(key)
+            if found:
+                return value
+            value = compute()
+            with self.lock:
+                self.data[key] = value
+                while len(self.data) > self.max_entries:
+                    self.data.popitem(last=False)
+                self.key_locks.pop(key, None)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def _small_store() -> _Store:
+    return _Store(64)
+
+
+@st.cache_resource(show_spinner=False)
+def _large_store() -> _Store:
+    return _Store(4)
+
+
+def clear() -> None:
+    """Forget every stored result (tests; a fresh start)."""
+    for store in (_small_store(), _large_store()):
+        with store.lock:
+            store.data.clear()
+
+
+def accepts_progress(fn: Callable) -> bool:
+    """Whether fn takes a ``progress`` keyword (a callback(done, total))."""
+    try:
+        return "progress" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+def peek(key: Hashable, large: bool = False):
+    """The result stored under key (by ``computed``), or None."""
+    return (_large_store() if large else _small_store()).get(key)[1]
+
+
+def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False,
+             where=None, **kwargs):
+    """``fn(*args, **kwargs)`` computed once per ``key`` (shared by all sessions; args are
+    not hashed, so key must identify them). While it runs the page shows ``label`` with a
+    progress bar (when fn takes ``progress``) or a spinner with the elapsed time; the
+    indicator disappears when the result is ready. large=True keeps only 4 such results."""
+    store = _large_store() if large else _small_store()
+    found, value = store.get(key)
+    if found:
+        return value
+
+    def compute():
+        slot = (where or st).empty()
+        try:
+            if accepts_progress(fn):
+                bar = slot.progress(0.0, text=f"{label} (starting…)")
+
+                def progress(done: int, total: int) -> None:
+                    fraction = min(1.0, done / total) if total else 1.0
+                    bar.progress(fraction, text=f"{label} ({done} of {total})")
+
+                return fn(*args, progress=progress, **kwargs)
+            with slot.container(), st.spinner(label, show_time=True):
+                return fn(*args, **kwargs)
+        finally:
+            slot.empty()
+
+    return store.get_or_compute(key, compute)
+
+
+def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
+    """The selection's trace with the heads where mask == 0 switched off (cached per mask)."""
+    mask = np.asarray(mask, dtype=np.float32)
+    key = ("masked_trace", selection.key, mask.tobytes(), mask.shape, ablation)
+    model = get_model(selection.model_name)
+    return computed(key, model.trace, selection.text, text_pair=selection.text_pair,
+                    max_tokens=selection.max_tokens, head_mask=mask, ablation=ablation,
+                    label="Running the model with those heads switched off…", large=True)

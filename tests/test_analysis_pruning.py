@@ -135,3 +135,13 @@ def test_ablation_progress_reports_every_layer(gpt2_model):
                      progress=lambda done, total: calls.append((done, total)))
     n = gpt2_model.info.n_layer
     assert calls == [(i, 2 * n) for i in range(1, 2 * n + 1)]
+
+
+def test_gradient_importance_progress(minilm, gpt2_model):
+    calls = []
+    gradient_importance(minilm, SHORT, progress=lambda done, total: calls.append((done, total)))
+    n = minilm.info.n_layer
+    assert calls == [(i, n) for i in range(1, n + 1)]
+    calls.clear()
+    gradient_importance(gpt2_model, [TEXT, SHORT], progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 2), (2, 2)]

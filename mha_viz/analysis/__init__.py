@@ -8,6 +8,7 @@ a list of them (several texts: the mean over them).
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (duplicate_token_scores, induction_pattern_scores, induction_scores,
                     next_token_scores, previous_token_scores)
+from .heads import attention_change, head_name, head_names, mask_to_names, names_to_mask
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
 from .rollout import head_max, head_mean, rollout
@@ -27,4 +28,5 @@ __all__ = [
     "drop_positions", "special_keep_mask",
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
+    "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
 ]

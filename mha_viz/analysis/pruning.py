@@ -107,7 +107,8 @@ def _gradient_one(model, text, base):
     return grad.abs().numpy()
 
 
-def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None):
+def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None,
+                             progress=None):
     """[L, H]: || d e / d xi_lh || where e is the normalised mean-pooled last hidden state,
     by forward-mode differentiation: one-hot tangents, a layer's heads as one batch, each
     started from the (reused) hidden state entering that layer, below which the tangent is 0."""
@@ -135,11 +136,13 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
                     jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
                     for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):
                         norms[l, h] = value
+                if progress is not None:
+                    progress(layer + 1, n_layer)
     return norms
 
 
-def gradient_importance(model, text, normalize: bool | str = False, head_mask=None
-                        ) -> np.ndarray:
+def gradient_importance(model, text, normalize: bool | str = False, head_mask=None,
+                        progress=None) -> np.ndarray:
     """[L, H] head importance from derivatives of the score with respect to the head gates
     (Michel, Levy, Neubig 2019): I_lh = E_x |d score(x) / d xi_lh| at xi = head_mask (all
     ones by default), one backward pass per text.
@@ -151,12 +154,22 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
     embedding (computed by forward-mode differentiation; it costs about one forward per head).
 
     normalize="layer" divides each layer's row by its l2 norm (Michel et al.'s variant).
+    progress(done, total), if given, is called as the work advances.
     """
     base = _base_mask(model, head_mask)
-    if model.info.score_kind == "embedding_shift":
-        per_text = [0.5 * embedding_jacobian_norms(model, t, base) ** 2 for t in _texts(text)]
-    else:
-        per_text = [_gradient_one(model, t, base) for t in _texts(text)]
+    texts = _texts(text)
+    per_text = []
+    for index, one in enumerate(texts):
+        if model.info.score_kind == "embedding_shift":
+            n = model.info.n_layer
+            report = None if progress is None else (
+                lambda done, _total, index=index: progress(index * n + done, len(texts) * n))
+            per_text.append(0.5 * embedding_jacobian_norms(model, one, base,
+                                                           progress=report) ** 2)
+        else:
+            per_text.append(_gradient_one(model, one, base))
+            if progress is not None:
+                progress(index + 1, len(texts))
     importance = np.mean(per_text, axis=0)
     if normalize == "layer":
         norms = np.linalg.norm(importance, axis=1, keepdims=True)

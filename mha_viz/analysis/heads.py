@@ -1,0 +1,52 @@
+"""Head names and head masks, and how far switching heads off moved each head's map.
+
+Pure numpy: the pruning page and notebooks share these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def head_name(layer: int, head: int) -> str:
+    """"L5.H1": layer 5, head 1, both counted from 0."""
+    return f"L{layer}.H{head}"
+
+
+def head_names(n_layer: int, n_head: int) -> list[str]:
+    """["L0.H0", "L0.H1", ...] in layer-major order (index l * n_head + h)."""
+    return [head_name(l, h) for l in range(n_layer) for h in range(n_head)]
+
+
+def names_to_mask(names, n_layer: int, n_head: int) -> np.ndarray:
+    """Head names ("L3.H7") -> mask [L, H] of float32 with 0 at the named heads, 1 elsewhere."""
+    mask = np.ones((n_layer, n_head), dtype=np.float32)
+    for name in names:
+        try:
+            layer_text, head_text = str(name).strip().upper().split(".")
+            layer, head = int(layer_text.lstrip("L")), int(head_text.lstrip("H"))
+        except ValueError:
+            raise InputError(f"'{name}' is not a head name like L3.H7") from None
+        if not (0 <= layer < n_layer and 0 <= head < n_head):
+            raise InputError(f"{name} is outside the model ({n_layer} layers × {n_head} heads, "
+                             f"counted from 0)")
+        mask[layer, head] = 0.0
+    return mask
+
+
+def mask_to_names(mask) -> list[str]:
+    """The heads a mask switches off, as names."""
+    mask = np.asarray(mask)
+    return [head_name(int(l), int(h)) for l, h in zip(*np.nonzero(mask == 0))]
+
+
+def attention_change(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """[L, H]: for each head, the mean over query rows of the total-variation distance
+    0.5 * sum_j |after[i, j] - before[i, j]| between its two maps (0 = unchanged, 1 = the
+    rows share no mass). Pure numpy; before/after are [L, H, T, T]."""
+    a, b = np.asarray(before, dtype=np.float32), np.asarray(after, dtype=np.float32)
+    if a.shape != b.shape or a.ndim != 4:
+        raise InputError(f"need two [L, H, T, T] arrays of one shape, got {a.shape}, {b.shape}")
+    return (0.5 * np.abs(b - a).sum(-1, dtype=np.float64)).mean(-1)

@@ -1,0 +1,252 @@
+"""Inside one head: every intermediate tensor of one attention head, step by step.
+
+For a layer l, a head h and a text, ``inside_one_head`` runs the model up to layer l with the
+engine's own modules and then walks through that head's computation, keeping each step
+(notation as in attention.py and on the "Inside one head" page; T tokens, d = d_model,
+d_k = d_model / heads):
+
+    X                  [T, d]    the attention input of layer l (GPT-2: ln_1(h), BERT: h)
+    Q = X W_Q^h + b_Q^h [T, d_k]  this head's slice of the query projection (same for K, V)
+    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k)
+    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i)
+    weights = softmax(masked)    [T, T]   rows sum to 1: the head's attention map
+    context = weights V          [T, d_k]
+    W_O^h                        [d_k, d] the rows of W_O^T this head feeds
+    contribution = context W_O^h [T, d]   what this head adds to the layer's output
+
+The layer's output is the sum of every head's contribution plus the output bias b_O.
+Pure library code (torch + numpy, no Streamlit); nothing here re-derives the maths the
+engine does: projections, masks and softmax are the engine's own functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .attention import scaled_dot_product_attention
+from .errors import InputError
+
+__all__ = ["HeadInternals", "Step", "inside_one_head", "head_weight_slices", "summarise"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the computation, as the page shows it."""
+    key: str  # attribute of HeadInternals holding the array
+    symbol: str  # "Q", "softmax(...)" ...
+    shape_text: str  # "T × d_k = 12 × 32"
+    formula: str  # LaTeX (KaTeX) for the step
+    explanation: str  # one or two plain sentences
+    rows: str  # what the rows are: "token" | "d_k" | ...
+    cols: str  # what the columns are
+
+
+@dataclass
+class HeadInternals:
+    """Every intermediate array of one head on one input (numpy float32, batch removed)."""
+
+    layer: int
+    head: int
+    tokens: list[str]  # display labels, length T
+    causal: bool
+    pre_ln: bool  # GPT-2: X = ln_1(h); BERT: X = h
+    scale: float  # the factor applied to Q K^T (1 / sqrt(d_k) unless the checkpoint says else)
+    d_model: int
+    d_k: int
+    n_head: int
+    hidden: np.ndarray  # [T, d]   the residual stream entering the layer (h)
+    X: np.ndarray  # [T, d]        the attention input (after ln_1 for GPT-2)
+    W_Q: np.ndarray  # [d, d_k]    this head's columns of the query projection (x @ W_Q)
+    W_K: np.ndarray  # [d, d_k]
+    W_V: np.ndarray  # [d, d_k]
+    b_Q: np.ndarray | None  # [d_k]
+    b_K: np.ndarray | None
+    b_V: np.ndarray | None
+    Q: np.ndarray  # [T, d_k]
+    K: np.ndarray  # [T, d_k]
+    V: np.ndarray  # [T, d_k]
+    scores: np.ndarray  # [T, T]   Q K^T * scale
+    mask: np.ndarray  # [T, T]     the additive mask: 0 or -inf
+    masked_scores: np.ndarray  # [T, T]   scores + mask
+    weights: np.ndarray  # [T, T]   softmax(masked_scores): trace.attentions[layer, head]
+    context: np.ndarray  # [T, d_k]  weights @ V
+    W_O: np.ndarray  # [d_k, d]   out.weight[:, h*d_k:(h+1)*d_k].T
+    contribution: np.ndarray  # [T, d]  context @ W_O
+    output_bias: np.ndarray | None  # [d]  b_O, added once for all heads
+    layer_output: np.ndarray  # [T, d]   the attention layer's output (all heads + b_O)
+    text: str = ""
+    text_pair: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def share_of_output(self) -> float:
+        """||contribution|| / ||sum of every head's contribution|| (Frobenius norms): how large
+        this head's part of the layer output is, next to all heads together (bias excluded)."""
+        total = self.layer_output
+        if self.output_bias is not None:
+            total = total - self.output_bias
+        norm = float(np.linalg.norm(total))
+        return float(np.linalg.norm(self.contribution)) / norm if norm > 0 else float("nan")
+
+    def steps(self) -> list[Step]:
+        """The steps in order, with shapes written in the page's notation."""
+        t, d, dk = self.n_tokens, self.d_model, self.d_k
+        x_note = ("GPT-2 is pre-LN: the head reads the residual stream after the layer's "
+                  "first LayerNorm, X = LN₁(h)." if self.pre_ln else
+                  "BERT is post-LN: the head reads the hidden state h entering the layer as it "
+                  "is (the LayerNorm comes after the residual addition).")
+        where = "the embeddings" if self.layer == 0 else f"layer {self.layer - 1}"
+        scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(self.scale - dk ** -0.5) < 1e-9
+                      else f"{self.scale:.4g}")
+        mask_text = ("GPT-2 is causal: query i may only see keys j ≤ i, so every score above "
+                     "the diagonal becomes −∞ (its weight will be exactly 0)."
+                     if self.causal else
+                     "BERT is bidirectional: nothing is masked (the mask is all zeros); with "
+                     "padding, padded keys would get −∞.")
+        return [
+            Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
+                 f"The input of layer {self.layer}'s attention, one row per token, coming from "
+                 f"{where}. " + x_note, "token", "dimension of d_model"),
+            Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
+                 f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
+                 f"is this head's slice of the query projection.", "token", "dimension of d_k"),
+            Step("K", "K", f"T × d_k = {t} × {dk}", r"K = X\,W_K^{h} + b_K^{h}",
+                 "Keys: what each token offers to be found by.", "token", "dimension of d_k"),
+            Step("V", "V", f"T × d_k = {t} × {dk}", r"V = X\,W_V^{h} + b_V^{h}",
+                 "Values: what each token passes on when it is attended to.", "token",
+                 "dimension of d_k"),
+            Step("scores", "Q Kᵀ / √d_k", f"T × T = {t} × {t}",
+                 r"S = Q\,K^{\top} \cdot " + scale_text,
+                 f"How well query i matches key j, scaled by {self.scale:.4g} so the scores do "
+                 f"not grow with d_k = {dk}.", "query token", "key token"),
+            Step("masked_scores", "mask", f"T × T = {t} × {t}", r"S' = S + M",
+                 mask_text, "query token", "key token"),
+            Step("weights", "softmax", f"T × T = {t} × {t}",
+                 r"A = \operatorname{softmax}_{\text{row}}(S')",
+                 "Each row becomes a probability distribution over the keys (it sums to 1): "
+                 "this is the attention map the other pages show.", "query token", "key token"),
+            Step("context", "weights × V", f"T × d_k = {t} × {dk}", r"C = A\,V",
+                 "Each token's output from this head: the attention-weighted average of the "
+                 "value vectors.", "token", "dimension of d_k"),
+            Step("W_O", "W_O slice", f"d_k × d_model = {dk} × {d}", r"W_O^{h}",
+                 f"This head's slice of the output projection: the {dk} rows of W_O (d_model × "
+                 f"d_model = {d} × {d}) that multiply this head's part of the concatenated "
+                 f"heads.", "dimension of d_k", "dimension of d_model"),
+            Step("contribution", "contribution", f"T × d_model = {t} × {d}",
+                 r"C\,W_O^{h}",
+                 f"What this head adds to the layer's output. The attention output is the sum "
+                 f"over all {self.n_head} heads of C W_O^h, plus the output bias b_O; it is "
+                 f"then added to the residual stream.", "token", "dimension of d_model"),
+        ]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The named arrays (for downloads): X, W_Q, ..., contribution."""
+        names = ["X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "mask", "masked_scores",
+                 "weights", "context", "W_O", "contribution", "layer_output"]
+        out = {name: getattr(self, name) for name in names}
+        for name in ("b_Q", "b_K", "b_V", "output_bias"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+def head_weight_slices(attn, head: int) -> dict[str, torch.Tensor | None]:
+    """The weights of one head in ``x @ W`` form: W_Q, W_K, W_V [d, d_k], b_Q, b_K, b_V
+    [d_k], W_O [d_k, d] (the rows of W_O^T that this head's context multiplies)."""
+    d, dk = attn.d_model, attn.d_head
+    cols = slice(head * dk, (head + 1) * dk)
+    if attn.fused_qkv:
+        weight, bias = attn.qkv.weight, attn.qkv.bias  # [3d, d]: Q, K, V blocks of rows
+        parts = [(weight[i * d:(i + 1) * d][cols], None if bias is None else
+                  bias[i * d:(i + 1) * d][cols]) for i in range(3)]
+    else:
+        parts = [(lin.weight[cols], None if lin.bias is None else lin.bias[cols])
+                 for lin in (attn.query, attn.key, attn.value)]
+    (wq, bq), (wk, bk), (wv, bv) = parts
+    return {"W_Q": wq.T, "W_K": wk.T, "W_V": wv.T, "b_Q": bq, "b_K": bk, "b_V": bv,
+            "W_O": attn.out.weight[:, cols].T}
+
+
+def _np(t: torch.Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.detach().to(torch.float32).numpy().copy()
+
+
+def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | None = None,
+                    max_tokens: int | None = None) -> HeadInternals:
+    """Run ``text`` up to layer ``layer`` and return every intermediate array of ``head``.
+
+    The weights equal ``model.trace(text, text_pair).attentions[layer, head]`` and the sum of
+    every head's contribution plus the output bias equals the attention layer's output.
+    """
+    info = model.info
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
+            or not 0 <= layer < info.n_layer:
+        raise InputError(f"layer must be 0..{info.n_layer - 1} (counted from 0), got {layer!r}")
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
+            or not 0 <= head < info.n_head:
+        raise InputError(f"head must be 0..{info.n_head - 1} (counted from 0), got {head!r}")
+    layer, head = int(layer), int(head)
+    enc = model.encode(text, text_pair, max_tokens)
+    net = model.network
+    block = net.blocks[layer]
+    attn = block.attn
+    with torch.no_grad():
+        ids = torch.tensor([enc.input_ids], dtype=torch.long)
+        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        n = ids.shape[1]
+        bias = net.attention_bias(n)
+        hidden, _ = net.run_layers(net.embed(ids, types), 0, layer, bias)
+        x = block.ln_1(hidden) if block.pre_ln else hidden
+        q, k, v = attn.project_qkv(x)  # [1, H, T, d_k]
+        # The engine's own attention, for every head at once: its weights are the trace's.
+        context, weights = scaled_dot_product_attention(q, k, v, bias, attn.scale)
+        output, _ = attn(x, bias)
+        # The steps before the softmax, kept for display (the same two operations the
+        # engine applies inside scaled_dot_product_attention).
+        scores = torch.matmul(q[0, head], k[0, head].transpose(-1, -2))
+        scores.mul_(attn.scale)
+        mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
+        masked = scores + mask
+        slices = head_weight_slices(attn, head)
+        contribution = context[0, head] @ slices["W_O"]
+    return HeadInternals(
+        layer=layer, head=head, tokens=model.display_tokens(enc.input_ids),
+        causal=info.causal, pre_ln=bool(block.pre_ln), scale=float(attn.scale),
+        d_model=info.d_model, d_k=attn.d_head, n_head=attn.n_head,
+        hidden=_np(hidden[0]), X=_np(x[0]),
+        W_Q=_np(slices["W_Q"]), W_K=_np(slices["W_K"]), W_V=_np(slices["W_V"]),
+        b_Q=_np(slices["b_Q"]), b_K=_np(slices["b_K"]), b_V=_np(slices["b_V"]),
+        Q=_np(q[0, head]), K=_np(k[0, head]), V=_np(v[0, head]),
+        scores=_np(scores), mask=_np(mask), masked_scores=_np(masked),
+        weights=_np(weights[0, head]), context=_np(context[0, head]),
+        W_O=_np(slices["W_O"]), contribution=_np(contribution),
+        output_bias=_np(attn.out.bias), layer_output=_np(output[0]),
+        text=text, text_pair=text_pair,
+        extra={"truncated": enc.truncated,
+               "n_tokens_before_truncation": enc.n_tokens_before_truncation})
+
+
+def summarise(array: np.ndarray) -> dict[str, float]:
+    """Shape-independent summary of a (large) array: finite min / max / mean / std, the
+    mean row norm, and the count of -inf entries (masked scores)."""
+    a = np.asarray(array, dtype=np.float64)
+    finite = a[np.isfinite(a)]
+    out = {
+        "min": float(finite.min()) if finite.size else float("nan"),
+        "max": float(finite.max()) if finite.size else float("nan"),
+        "mean": float(finite.mean()) if finite.size else float("nan"),
+        "std": float(finite.std()) if finite.size else float("nan"),
+    }
+    if a.ndim == 2 and np.isfinite(a).all():
+        out["mean row norm"] = float(np.linalg.norm(a, axis=1).mean())
+    masked = int(np.isneginf(a).sum())
+    if masked:
+        out["−∞ entries"] = float(masked)
+    return out

@@ -1,0 +1,170 @@
+"""Head similarity: which heads attend alike? Distance matrix, clustering, a 2-D map of heads,
+and the nearest heads of a chosen head."""
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import analysis as A
+from mha_viz import export, plots, ui
+
+ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
+NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
+SIDE_BY_SIDE_MAX = 128  # maps beside each other are block-averaged above this many tokens
+
+ui.page_setup(
+    "Head similarity",
+    "Two heads are alike when they spread each token's attention the same way. The distance "
+    "between heads a and b is the Jensen-Shannon (JS) divergence between their rows, averaged "
+    "over the query tokens: 0 for identical maps, at most ln 2 ≈ 0.693. Clustering and a 2-D "
+    "map then show which heads form families.",
+)
+selection = ui.sidebar()
+
+
+def pick_from_scatter(n_layers: int) -> None:
+    """Click on the head map -> the shared layer/head choice. Each layer is one trace of the
+    scatter (trace l = layer l, point h = head h); the ring trace after them is ignored."""
+    state = st.session_state.get("mds") or {}
+    for point in (state.get("selection") or {}).get("points") or []:
+        curve = point.get("curve_number")
+        index = point.get("point_index", point.get("point_number"))
+        if curve is not None and index is not None and 0 <= int(curve) < n_layers:
+            ui.set_value("layer", int(curve))
+            ui.set_value("head", int(index))
+            return
+
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+    n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
+    stem = selection.file_stem
+
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        kind = ui.synced(st.radio, "dist", "Distance", "js", options=["js", "js_distance"],
+                         format_func={"js": "JS divergence (nats)",
+                                      "js_distance": "JS distance (√ divergence)"}.get,
+                         horizontal=True,
+                         help="JS divergence is what Clark et al. (2019) use. Its square root, "
+                              "the JS distance, is a true metric (it obeys the triangle "
+                              "inequality), which suits the 2-D map better.")
+    with c2:
+        order_by = ui.synced(st.radio, "order", "Order the matrix by", "cluster",
+                             options=["cluster", "layer"],
+                             format_func={"cluster": "clustering", "layer": "layer"}.get,
+                             horizontal=True,
+                             help="Clustering (average linkage) puts similar heads next to "
+                                  "each other; the coloured strips then show each head's layer.")
+    with c3:
+        all_rows = False
+        if n > ROW_LIMIT:
+            all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
+                                 help=f"By default long inputs are compared on {ROW_LIMIT} "
+                                      f"evenly spaced query rows; the cost grows with the "
+                                      f"number of rows.")
+    max_rows = None if all_rows or n <= ROW_LIMIT else ROW_LIMIT
+    pick_col, k_col, _ = st.columns([2, 1, 1])
+    with pick_col:
+        layer, head = ui.head_picker(trace)
+    with k_col:
+        k_near = ui.synced(st.selectbox, "near", "Nearest heads shown", 3,
+                           options=NEIGHBOUR_CHOICES,
+                           help="How many of the chosen head's nearest heads to ring on the "
+                                "map and show below.")
+    kind_text = ("Jensen-Shannon divergence (nats, 0 to ln 2)" if kind == "js"
+                 else "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)")
+    st.info(f"**The figures show the {kind_text}**, averaged over "
+            + (f"all {n} query rows." if max_rows is None else
+               f"{ROW_LIMIT} evenly spaced query rows out of {n} (first and last included): an "
+               f"approximation that keeps long inputs fast. Switch on *Compare every query "
+               f"row* for the exact value.")
+            + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
+
+    dist = ui.memo(A.head_distances, trace.attentions, key=(selection.key, "dist"), kind=kind,
+                   max_rows=max_rows)
+    order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", kind, max_rows))
+    coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", kind, max_rows))
+    names = [plots.head_name(l, h) for l in range(n_layer) for h in range(n_head)]
+    chosen = layer * n_head + head
+    row = dist[chosen].copy()
+    row[chosen] = np.inf
+    nearest = [int(i) for i in np.argsort(row, kind="stable")[:min(k_near, len(row) - 1)]]
+
+    # ---------------------------------------------------------------- matrix + map
+    st.subheader("All heads against all heads")
+    matrix_col, map_col = st.columns(2, gap="medium")
+    with matrix_col:
+        if order_by == "cluster":
+            st.caption("Reordered by average-linkage clustering: blocks of dark cells along the "
+                       "diagonal are families of heads that attend alike. The coloured strips "
+                       "give each head's layer (same colours as the map on the right).")
+        else:
+            st.caption("Heads in layer order (L0.H0, L0.H1, …); white lines mark the layer "
+                       "boundaries.")
+        fig = plots.distance_heatmap(dist, n_head, order=order if order_by == "cluster" else None,
+                                     kind=kind)
+        ui.show_figure(fig, key="distances", alt="Head-to-head distance matrix")
+        ui.download_csv(partial(export.matrix_csv, dist, names, names, corner="head \\ head"),
+                        export.safe_filename(stem, "head_distances", kind, suffix=".csv"),
+                        "Distance matrix as CSV", key="dl_dist",
+                        help="Heads in layer order; the clustering order is in the map's CSV.")
+    with map_col:
+        st.caption("Metric MDS places the heads in 2-D so that distances on the map match the "
+                   "matrix as well as possible. Colour = layer; hover names the head; click a "
+                   "head to choose it below. The chosen head and its nearest heads are ringed.")
+        fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
+        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
+                       alt="2-D map of the heads (MDS)")
+        rank = np.empty(len(order), dtype=int)
+        rank[order] = np.arange(len(order))
+        ui.download_csv(partial(export.table_csv, {
+            "layer": [i // n_head for i in range(len(names))],
+            "head": [i % n_head for i in range(len(names))], "name": names,
+            "mds_1": coords[:, 0], "mds_2": coords[:, 1], "cluster_order_position": rank}),
+            export.safe_filename(stem, "head_map", kind, suffix=".csv"),
+            "Map coordinates as CSV", key="dl_mds")
+    with st.expander("Published results to compare with", expanded=True):
+        st.markdown(
+            "- **Clark, Khandelwal, Levy & Manning 2019** (*What Does BERT Look At?*) embedded "
+            "BERT-base's 144 heads this way (JS divergence, multidimensional scaling, averaged "
+            "over many inputs): heads of the same layer tend to sit together, and heads with "
+            "one behaviour form clusters: broad heads, heads attending to the next or the "
+            "previous token, to [CLS], to [SEP]. Over half of the attention in BERT-base's "
+            "layers 6–10 goes to [SEP]; they count layers from 1, so that is **L5–L9** here.\n"
+            "- **Olsson et al. 2022** (*In-context Learning and Induction Heads*): on repeated "
+            "text, induction heads attend from a token to the one that followed its previous "
+            "occurrence. In GPT-2 small the heads found by the repeated-random-token probe are "
+            "L5.H1, L5.H5, L6.H9, L7.H2 and L7.H10 (Wang et al. 2023; ARENA), counted from 0. "
+            "Try the *Repeated text* example with `gpt2`: they should sit close together.\n"
+            "- This page uses one input, so expect more noise than an average over a corpus; a "
+            "label such as *induction head* depends on the probe text that revealed it.")
+
+    # ---------------------------------------------------------------- nearest heads
+    st.subheader(f"{plots.head_name(layer, head)} and its nearest heads")
+    name = plots.head_name(layer, head)
+    unit = "nats" if kind == "js" else ""
+    st.dataframe(
+        {"rank": list(range(1, len(nearest) + 1)),
+         "head": [names[i] for i in nearest],
+         f"{'JS divergence' if kind == 'js' else 'JS distance'} to {name}":
+             [round(float(dist[chosen, i]), 4) for i in nearest],
+         "same layer": ["yes" if i // n_head == layer else "" for i in nearest]},
+        hide_index=True, width="content")
+    shown = [chosen, *nearest]
+    titles = [f"{names[i]} (chosen)" if i == chosen else
+              f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
+    fig = plots.head_heatmap_row([trace.attentions[i // n_head, i % n_head] for i in shown],
+                                 trace.display_tokens, titles, causal=trace.causal,
+                                 max_size=SIDE_BY_SIDE_MAX,
+                                 height=int(min(560, max(380, 1300 / len(shown) + 100))))
+    ui.show_figure(fig, key="nearest", alt=f"Attention maps of {name} and its nearest heads")
+    st.caption(f"Each map: rows are queries, columns keys (as on the Attention maps page); "
+               f"all share one colour scale. "
+               f"{ui.NUMBERING} Clark et al. count layers from 1, so their layer 6 is L5 here.")
+
+    st.divider()
+    ui.download_trace(selection, trace)
+    ui.caveat()

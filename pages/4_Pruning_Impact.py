@@ -1,0 +1,322 @@
+"""Pruning impact: what happens to the model's score when heads are switched off."""
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import export, plots, ui
+from mha_viz.analysis import heads
+from mha_viz.analysis import pruning as P
+
+AUTO_TOKENS = 256  # longer texts wait for a button before the L x H forward passes
+TOP = 5
+SHORT_SCORE = {
+    "next_token_loss": "next-token loss (nats/token)",
+    "mlm_loss": "masked-LM loss (nats/token)",
+    "embedding_shift": "embedding shift (1 − cos)",
+}
+SCORE_EXPLAINED = {
+    "next_token_loss": "GPT-2's mean cross-entropy of predicting each next token of the text, "
+                       "in nats per token. Lower is better; a head that matters makes it rise "
+                       "when it is switched off.",
+    "mlm_loss": "BERT's masked-LM cross-entropy: a fixed, seeded 15% of the tokens (at least "
+                "one) are replaced by [MASK] and the model must recover them; nats per token, "
+                "lower is better.",
+    "embedding_shift": "This checkpoint has no language-model head (a sentence-embedding BERT "
+                       "such as all-MiniLM-L6-v2), so the score is how far the sentence "
+                       "embedding moves: 1 − cosine between the mean-pooled last hidden state "
+                       "with heads switched off and the one with every head on. It is 0 with "
+                       "all heads on; bigger means the head mattered more for the embedding.",
+}
+MODES = {"zero": "zero (remove the head's output)",
+         "mean": "mean (replace it by its mean over positions)"}
+
+
+def fmt(value: float) -> str:
+    """A score as the page shows it (and the tests read it): 6 significant digits; float
+    noise around 0 (1 − cos of an embedding with itself is ~1e-8, not 0) shows as 0."""
+    return "0" if abs(value) < 5e-7 else f"{value:.6g}"
+
+
+ui.page_setup(
+    "Pruning impact",
+    "Which heads does the model actually need? Switch a head off (its output is removed "
+    "before the output projection W_O) and measure how much the model's score changes. "
+    "Three views: the exact effect of removing each head alone, a one-pass gradient estimate "
+    "(Michel et al. 2019), and the score as more and more heads are removed.",
+)
+selection = ui.sidebar()
+
+
+def set_off(names: list[str]) -> None:
+    ui.set_value("off", list(names))
+
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    model = selection.model
+    info = model.info
+    text = selection.text
+    n_layer, n_head = info.n_layer, info.n_head
+    stem = selection.file_stem
+    ui.trace_notes(trace)
+    score_tokens = len(model.encode(text).input_ids)
+    score_unit = SHORT_SCORE[info.score_kind]
+
+    st.markdown(f"**Score used on this page:** {ui.md_escape(info.score_name)}. "
+                f"{SCORE_EXPLAINED[info.score_kind]}")
+    notes = []
+    if trace.is_pair:
+        notes.append("The scores read sentence A only (the model's score takes one text); the "
+                     "attention maps below show the sentence pair.")
+    if score_tokens != trace.n_tokens and not trace.is_pair:
+        notes.append(f"The scores use {score_tokens} tokens (up to the model's context), the "
+                     f"maps the first {trace.n_tokens} (*Max tokens* in the sidebar).")
+    for note in notes:
+        st.caption(note)
+
+    mode = ui.synced(st.radio, "ablation", "Switching a head off means", "zero",
+                     options=list(MODES), format_func=MODES.get, horizontal=True,
+                     help="Zero ablation removes the head's output (Michel et al. 2019). Mean "
+                          "ablation replaces it by its average over the text's positions, "
+                          "which keeps the typical offset the head adds and so disturbs the "
+                          "layers above less.")
+    baseline = ui.computed(("score", selection.model_name, text), model.score, text,
+                           label="Scoring the text…")
+    cheap = score_tokens <= AUTO_TOKENS
+
+    def run_or_wait(key, fn, *args, label, auto, button, **kwargs):
+        """The cached result, or compute it now (auto, or when the button is pressed)."""
+        found = ui.peek(key)
+        if found is not None:
+            return found
+        if auto or st.button(button, key=f"run_{key[0]}"):
+            return ui.computed(key, fn, *args, label=label, **kwargs)
+        return None
+
+    # ---------------------------------------------------------------- ablation
+    st.subheader("Ablation effect: the score change when one head is switched off")
+    sweep_label = (f"Ablation sweep: each of the {n_layer * n_head} heads switched off in "
+                   f"turn on {score_tokens} tokens, layer by layer")
+    effects = run_or_wait(("ablation", selection.model_name, text, mode), P.ablation_effects,
+                          model, text, mode=mode, label=sweep_label, auto=cheap,
+                          button=f"Run the ablation sweep ({n_layer * n_head} heads × "
+                                 f"{score_tokens} tokens)")
+    if effects is None:
+        st.info(f"This text has {score_tokens} tokens: the sweep runs the upper layers once per "
+                f"head, so it waits for the button above.")
+    else:
+        signed = bool((effects < 0).any())
+        st.caption(f"Each cell: score with that head switched off − score with every head on "
+                   f"({fmt(baseline)}). Red = the score got worse without the head (it "
+                   f"mattered)" + (", blue = it got better" if signed else "") + ". Exact: one "
+                   f"forward pass per head, reusing the layers below each head.")
+        fig = plots.layer_head_heatmap(
+            effects, f"Δ {score_unit} when a head is switched off ({mode} ablation)",
+            f"Δ {score_unit}", fmt=".3f" if info.score_kind != "embedding_shift" else ".2g",
+            diverging=signed, colorscale=None if signed else "Reds", zmin=0.0)
+        plots.columns_at_bottom(fig)
+        ui.show_figure(fig, key="ablation", alt="Ablation effect of each head")
+        flat = effects.ravel()
+        order = np.argsort(-flat, kind="stable")
+        top_col, help_col = st.columns(2)
+        names = heads.head_names(n_layer, n_head)
+        with top_col:
+            st.markdown("**Heads that matter most** (largest increase)")
+            st.dataframe({"head": [names[i] for i in order[:TOP]],
+                          f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in order[:TOP]]},
+                         hide_index=True, width="stretch")
+        with help_col:
+            helps = [i for i in order[::-1] if flat[i] < 0][:TOP]
+            st.markdown("**Heads whose removal lowers the score**")
+            if helps:
+                st.dataframe({"head": [names[i] for i in helps],
+                              f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in helps]},
+                             hide_index=True, width="stretch")
+            else:
+                st.caption("None: switching off any single head raises the score (or leaves it "
+                           "unchanged).")
+        ui.download_csv(partial(export.layer_head_csv, {f"delta_{info.score_kind}": effects}),
+                        export.safe_filename(stem, "ablation", mode, suffix=".csv"),
+                        "Ablation effects as CSV", key="dl_ablation",
+                        help=f"Score with all heads on: {fmt(baseline)}.")
+
+    # ---------------------------------------------------------------- switch heads off
+    st.subheader("Switch heads off")
+    st.caption("Pick heads to remove together. The score and every later layer's attention "
+               "maps are recomputed with those heads switched off. A switched-off head's own map "
+               "is unchanged (the gate sits after its softmax); the layers above it read a "
+               "different input, so their maps move.")
+    all_names = heads.head_names(n_layer, n_head)
+    off = ui.synced(st.multiselect, "off", "Heads switched off", [], options=all_names,
+                    placeholder="Choose heads, e.g. L0.H1", help=ui.NUMBERING)
+    presets = st.columns([1, 1, 1, 3], gap="small")
+    if effects is not None:
+        ranked = [all_names[i] for i in np.argsort(-effects.ravel(), kind="stable")]
+        presets[0].button("Top 3 heads", key="preset_top", on_click=set_off, args=(ranked[:3],),
+                          help="The 3 heads with the largest ablation effect.", width="stretch")
+        presets[1].button("Least useful half", key="preset_half", on_click=set_off,
+                          args=(ranked[len(ranked) // 2:],), width="stretch",
+                          help="The half of the heads with the smallest ablation effect.")
+    presets[2].button("Clear", key="preset_clear", on_click=set_off, args=([],),
+                      width="stretch")
+    mask = heads.names_to_mask(off, n_layer, n_head)
+    masked_score = baseline if not off else ui.computed(
+        ("score", selection.model_name, text, mask.tobytes(), mode), model.score, text,
+        head_mask=mask, ablation=mode, label="Scoring with those heads switched off…")
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Score with every head on", fmt(baseline), help=info.score_name)
+    m2.metric("Score with those heads off", fmt(masked_score),
+              delta=None if not off else f"{masked_score - baseline:+.4g}",
+              delta_color="inverse", help=f"{info.score_name}; {mode} ablation")
+    m3.metric("Heads switched off", f"{len(off)} of {n_layer * n_head}")
+    if not off:
+        st.info("No head is switched off yet: choose some above (or a preset) to see the score "
+                "and the maps of later layers change.")
+    else:
+        masked = ui.masked_trace(selection, mask, mode)
+        change = heads.attention_change(trace.attentions, masked.attentions)
+        lowest = min(int(name[1:].split(".")[0]) for name in off)
+        st.markdown(f"**How much each head's map moved** with {len(off)} head(s) off: the mean "
+                    f"over query tokens of the total-variation distance between the two maps "
+                    f"(0 = unchanged, 1 = no overlap). Layers up to L{lowest} cannot change.")
+        fig = plots.layer_head_heatmap(change, "Change of each head's attention map",
+                                       "mean TV distance", fmt=".3f", zmin=0.0,
+                                       zmax=max(float(change.max()), 1e-6))
+        plots.columns_at_bottom(fig)
+        ui.show_figure(fig, key="change", alt="Change of each head's attention map")
+        layer, head = ui.head_picker(trace, st.columns([2, 1])[0])
+        picked = plots.head_name(layer, head)
+        note = ""
+        if layer <= lowest and lowest == n_layer - 1:
+            note = (f"Every switched-off head is in the last layer (L{lowest}): no attention "
+                    f"map can change, only the score. ")
+        elif layer <= lowest:
+            layer, head = (int(v) for v in np.unravel_index(int(np.argmax(change)),
+                                                             change.shape))
+            note = (f"{picked} sits at or below the lowest switched-off layer (L{lowest}), so its "
+                    f"map cannot change: showing {plots.head_name(layer, head)}, the head whose "
+                    f"map moved most. Pick a layer above L{lowest} to choose another. ")
+        name = plots.head_name(layer, head)
+        fig = plots.head_heatmap_row(
+            [trace.attentions[layer, head], masked.attentions[layer, head]],
+            trace.display_tokens, [f"{name} with every head on",
+                                   f"{name} with {len(off)} head(s) off"],
+            causal=trace.causal, max_size=192, max_ticks=30, height=560,
+            title=f"{name}: before and after (mean TV distance {change[layer, head]:.3f})")
+        ui.show_figure(fig, key="before_after", alt=f"{name} before and after")
+        difference = masked.attentions[layer, head] - trace.attentions[layer, head]
+        small = trace.n_tokens <= 24
+        fig = plots.tensor_figure(difference, trace.display_tokens, trace.display_tokens,
+                                  f"{name}: after − before (red = more attention with the "
+                                  f"heads off)", show_values=small, fmt=".2f",
+                                  row_title="query", col_title="key")
+        ui.show_figure(fig, key="difference", alt=f"{name}: change of each weight")
+        if name in off:
+            note += ("This head is switched off itself: its map is what its softmax computed, "
+                     "but its output no longer reaches the layers above.")
+        if note:
+            st.caption(note)
+        ui.download_csv(partial(export.layer_head_csv, {"mean_tv_distance": change}),
+                        export.safe_filename(stem, "map_change", suffix=".csv"),
+                        "Map changes as CSV", key="dl_change")
+        ui.download_bytes(masked.to_bytes, f"{stem}_trace_heads_off.npz",
+                          "⬇ Trace with those heads off (.npz)", key="dl_masked_trace")
+
+    # ---------------------------------------------------------------- gradient
+    st.subheader("Gradient importance (Michel, Levy & Neubig 2019)")
+    if info.score_kind == "embedding_shift":
+        st.caption("The embedding shift is at its minimum (0) with every head on, so its "
+                   "gradient there is exactly 0. Shown instead: the second-order estimate of the "
+                   "shift when a head is removed, ½‖∂e/∂ξ‖² (e = the normalised embedding, ξ the "
+                   "head's gate), one forward-mode pass per head; compare it with the exact "
+                   "ablation effect above.")
+        grad_auto = False
+        grad_cost = f"{n_layer * n_head} forward-mode passes"
+    else:
+        st.caption("I = |∂ score / ∂ξ| for each head's gate ξ at ξ = 1: one backward pass "
+                   "estimates every head's importance at once (a first-order estimate of the "
+                   "ablation effect).")
+        grad_auto = cheap
+        grad_cost = "one backward pass"
+    normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
+                          help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
+                               "before comparing heads across layers.")
+    gradient = run_or_wait(("gradient", selection.model_name, text), P.gradient_importance,
+                           model, text, label=f"Gradient importance ({grad_cost})…",
+                           auto=grad_auto, button=f"Compute gradient importance ({grad_cost})")
+    if gradient is not None:
+        shown_gradient = gradient
+        if normalise:
+            norms = np.linalg.norm(gradient, axis=1, keepdims=True)
+            shown_gradient = gradient / np.where(norms > 0, norms, 1.0)
+        what = ("½‖∂e/∂ξ‖²" if info.score_kind == "embedding_shift" else "|∂ score/∂ξ|") \
+            + (" (÷ layer norm)" if normalise else "")
+        fig = plots.layer_head_heatmap(shown_gradient, f"Gradient importance {what}", what,
+                                       fmt=".2g", zmin=0.0)
+        plots.columns_at_bottom(fig)
+        ui.show_figure(fig, key="gradient", alt="Gradient importance of each head")
+        if effects is not None:
+            r = np.corrcoef(shown_gradient.ravel(), np.abs(effects).ravel())[0, 1]
+            if np.isfinite(r):
+                st.caption(f"Correlation with the size of the exact ablation effect: r = {r:.2f}.")
+        ui.download_csv(partial(export.layer_head_csv, {"gradient_importance": gradient}),
+                        export.safe_filename(stem, "gradient_importance", suffix=".csv"),
+                        "Gradient importance as CSV", key="dl_gradient")
+
+    # ---------------------------------------------------------------- pruning curve
+    st.subheader("Pruning curve: the score as more heads are removed")
+    c1, c2 = st.columns(2)
+    default_by = "ablation" if info.score_kind == "embedding_shift" else "gradient"
+    with c1:
+        by = ui.synced(st.radio, "by", "Remove first the heads with the smallest",
+                       default_by, options=["gradient", "ablation"],
+                       format_func={"gradient": "gradient importance",
+                                    "ablation": "ablation effect"}.get, horizontal=True,
+                       help="After each step the importance of the remaining heads is estimated "
+                            "again (Michel et al.'s iterative pruning).")
+    with c2:
+        step = ui.synced(st.radio, "step", "Heads removed per step", 0.1,
+                         options=[0.1, 0.05], format_func=lambda s: f"{s:.0%}",
+                         horizontal=True)
+    per_step = max(1, int(round(step * n_layer * n_head)))  # as pruning_curve counts
+    steps = -(-n_layer * n_head // per_step)
+    curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
+    curve_auto = cheap and by == "gradient" and info.score_kind != "embedding_shift"
+    curve = run_or_wait(("curve", selection.model_name, text, by, step, mode), P.pruning_curve,
+                        model, text, step=step, by=by, mode=mode,
+                        label=f"Pruning curve: one {curve_cost} per step", auto=curve_auto,
+                        button=f"Run the pruning curve ({steps} steps of {per_step} "
+                               f"head{'s' if per_step > 1 else ''}, one "
+                               f"{curve_cost} each)")
+    if curve is None:
+        st.info("The curve re-estimates importance after every step; press the button to run "
+                "it. A bar shows its progress.")
+    else:
+        ranking = "gradient importance" if by == "gradient" else "ablation effect"
+        fig = plots.pruning_curve_figure(curve.fractions, curve.scores, baseline=baseline,
+                                         score_name=score_unit,
+                                         title=f"{score_unit} as heads are removed "
+                                               f"(by {ranking})")
+        ui.show_figure(fig, key="curve", alt="Pruning curve")
+        ui.download_csv(partial(export.table_csv, {
+            "fraction_removed": curve.fractions, "score": curve.scores,
+            "heads_removed_this_step": [" ".join(plots.head_name(l, h) for l, h in step_heads)
+                                        for step_heads in curve.removed]}),
+            export.safe_filename(stem, "pruning_curve", by, suffix=".csv"),
+            "Pruning curve as CSV", key="dl_curve")
+    st.markdown(
+        "**Published results.** Michel, Levy & Neubig (2019, *Are Sixteen Heads Really Better "
+        "than One?*) pruned heads by this gradient importance: BERT fine-tuned on MNLI kept its "
+        "accuracy with about 40% of its heads removed (WMT translation: about 20%), and many "
+        "layers could be cut to a single head. Voita et al. (2019, *Analyzing Multi-Head "
+        "Self-Attention: Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned*) removed "
+        "38 of the 48 encoder heads of an English-Russian translation model for a drop of 0.15 "
+        "BLEU. Those are task accuracies averaged over a test set; here the score is measured on "
+        "one text, so expect a noisier curve.")
+    st.caption(ui.NUMBERING)
+
+    st.divider()
+    ui.download_trace(selection, trace)
+    ui.caveat()

@@ -1,0 +1,208 @@
+"""Inside one head, for the classroom: every step of one head's computation with the real
+tensors of the chosen layer, head and text."""
+
+import io
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import export, plots, ui
+from mha_viz.inside import inside_one_head, summarise
+
+VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
+VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
+VIEW_COLS = 768  # ... and this many columns; the CSV has everything
+SHORT_TEXT = 40  # the page suggests texts up to about this many tokens
+
+ui.page_setup(
+    "Inside one head",
+    "What one attention head computes, step by step, with the real numbers of the chosen "
+    "layer, head and text. Notation: T tokens, d_model the width of the model, d_k = d_model ÷ "
+    "heads the width of one head. Every shape below is written as rows × columns.",
+)
+selection = ui.sidebar()
+
+
+def dims(n: int, prefix: str) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
+                diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
+                row_title: str = "", col_title: str = "") -> None:
+    """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
+    without values, plus a one-line summary of the whole array."""
+    n_rows, n_cols = array.shape
+    small = n_rows <= VALUES_MAX and n_cols <= VALUES_MAX
+    shown = array[:VIEW_ROWS, :VIEW_COLS]
+    cut = shown.shape != array.shape
+    if small and n_cols > 20:
+        fmt = ".1f"  # wide rows: one decimal fits the cells
+    fig = plots.tensor_figure(shown, rows[:shown.shape[0]], cols[:shown.shape[1]], title,
+                              show_values=small, diverging=diverging, colorscale=colorscale,
+                              fmt=fmt, row_title=row_title, col_title=col_title)
+    ui.show_figure(fig, key=key, alt=title)
+    if not small:
+        stats = summarise(array)
+        parts = [f"{name} {value:.4g}" if not name.startswith("−") else f"{int(value)} {name}"
+                 for name, value in stats.items()]
+        st.caption(f"{n_rows} × {n_cols} = {n_rows * n_cols:,} numbers, too many to print: "
+                   + ("showing the first "
+                      f"{shown.shape[0]} rows and {shown.shape[1]} columns; " if cut else "")
+                   + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    model = selection.model
+    ui.trace_notes(trace)
+    t = trace.n_tokens
+    if t > SHORT_TEXT:
+        st.info(f"This text has {t} tokens. The page is easiest to read with a short sentence "
+                f"(up to about {SHORT_TEXT} tokens): then every small matrix prints its "
+                f"numbers. Larger matrices are summarised.")
+    pick_col, query_col = st.columns([2, 1])
+    with pick_col:
+        layer, head = ui.head_picker(trace)
+    labels = list(trace.display_tokens)
+    with query_col:
+        query = ui.synced(st.selectbox, "query", "Follow one query token", t // 2,
+                          options=list(range(t)), valid=lambda q: 0 <= int(q) < t,
+                          format_func=lambda i: f"{i}: {labels[i]}",
+                          help="Step 7 spells out this token's row: its scores, its weights "
+                               "and the value vectors they mix.")
+    inside = ui.memo(inside_one_head, model, selection.text, key=(selection.key, "inside"),
+                     large=True, layer=layer, head=head, text_pair=selection.text_pair,
+                     max_tokens=selection.max_tokens)
+    name = plots.head_name(layer, head)
+    d, dk = inside.d_model, inside.d_k
+    stem = export.safe_filename(selection.file_stem, name)
+    tok = export.position_labels(labels)
+    d_cols, k_cols = dims(d, "d"), dims(dk, "k")
+    steps = {s.key: s for s in inside.steps()}
+
+    # ---------------------------------------------------------------- overview
+    st.subheader(f"Head {name}: layer {layer}, head {head} of {inside.n_head}")
+    st.markdown(
+        f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × {dk} "
+        f"each) → **scores** Q Kᵀ / √d_k ({t} × {t}) → **mask** → **softmax** = the weights "
+        f"({t} × {t}) → **weights × V** ({t} × {dk}) → × this head's slice of the output "
+        f"projection **W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
+    st.latex(r"\mathrm{head}_h(X) = \operatorname{softmax}\!\left(\frac{(XW_Q^h)(XW_K^h)^{\top}}"
+             r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
+    st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
+               f"You Need*). d_k = {d} ÷ {inside.n_head} = {dk}; √d_k = {dk ** 0.5:.3f}. "
+               "Rows are tokens throughout (row i = token i), as in the library's code; biases "
+               "are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
+
+    def step_header(number: int, key: str) -> None:
+        step = steps[key]
+        st.markdown(f"#### {number}. {step.symbol}: {step.shape_text}")
+        st.latex(step.formula)
+        st.markdown(step.explanation)
+
+    def csv_button(array, rows, cols, what, key):
+        ui.download_csv(partial(export.matrix_csv, array, rows, cols, corner=""),
+                        export.safe_filename(stem, what, suffix=".csv"), f"{what} as CSV",
+                        key=f"dl_{key}")
+
+    # 1. X
+    step_header(1, "X")
+    show_matrix(inside.X, tok, d_cols, f"X: {t} × {d}", "X", row_title="token",
+                col_title="d_model")
+    csv_button(inside.X, tok, d_cols, "X", "X")
+
+    # 2-4. Q, K, V
+    st.markdown(f"#### 2–4. Q, K, V: T × d_k = {t} × {dk} each")
+    st.latex(r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h \qquad V = XW_V^h + b_V^h")
+    st.markdown(f"{steps['Q'].explanation} {steps['K'].explanation} {steps['V'].explanation} "
+                f"Each W^h is d_model × d_k = {d} × {dk}: the {dk} columns of the layer's "
+                f"projection that belong to head {head}.")
+    for letter in "QKV":
+        array = getattr(inside, letter)
+        show_matrix(array, tok, k_cols, f"{letter} of {name}: {t} × {dk}",
+                    letter, row_title="token", col_title="d_k")
+        csv_button(array, tok, k_cols, letter, letter)
+
+    # 5-6. scores and mask
+    step_header(5, "scores")
+    show_matrix(inside.scores, tok, tok, f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {t}",
+                "scores", row_title="query", col_title="key")
+    csv_button(inside.scores, tok, tok, "scores", "scores")
+    step_header(6, "masked_scores")
+    if inside.causal:
+        show_matrix(inside.masked_scores, tok, tok, f"scores + mask: {t} × {t}", "masked",
+                    row_title="query", col_title="key")
+        csv_button(inside.masked_scores, tok, tok, "masked scores", "masked")
+    else:
+        st.caption("Here S' = S: the matrix is the one above.")
+
+    # 7. softmax
+    step_header(7, "weights")
+    show_matrix(inside.weights, tok, tok, f"softmax: the attention weights, {t} × {t}",
+                "weights", diverging=False, colorscale=plots.WEIGHT_SCALE,
+                row_title="query", col_title="key")
+    difference = float(np.abs(inside.weights - trace.attentions[layer, head]).max())
+    st.caption(f"These are exactly the weights of {name} on the Attention maps page (largest "
+               f"difference {difference:.1e}). Every row sums to 1.")
+    csv_button(inside.weights, tok, tok, "weights", "weights")
+    with st.expander(f"Follow query {query} '{labels[query]}' through steps 5–8", expanded=True):
+        row = {"key": tok,
+               "score q·k × scale": np.round(inside.scores[query], 4),
+               "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
+                                  for v in inside.masked_scores[query]],
+               "weight": np.round(inside.weights[query], 4)}
+        st.dataframe(row, hide_index=True, width="stretch", height=min(420, 38 + 35 * t))
+        top = np.argsort(-inside.weights[query], kind="stable")[:3]
+        st.markdown(
+            f"Token {query} '{ui.md_escape(labels[query])}' puts "
+            + ", ".join(f"{inside.weights[query, j]:.0%} on {j} '{ui.md_escape(labels[j])}'"
+                        for j in top)
+            + f". Its output from this head (row {query} of step 8) is the weighted average "
+              f"of the value rows: Σⱼ weightⱼ · Vⱼ.")
+
+    # 8. context
+    step_header(8, "context")
+    show_matrix(inside.context, tok, k_cols, f"weights × V: {t} × {dk}", "context",
+                row_title="token", col_title="d_k")
+    csv_button(inside.context, tok, k_cols, "context", "context")
+
+    # 9-10. W_O slice and contribution
+    step_header(9, "W_O")
+    show_matrix(inside.W_O, k_cols, d_cols, f"W_O slice of {name}: {dk} × {d}", "W_O",
+                row_title="d_k", col_title="d_model")
+    csv_button(inside.W_O, k_cols, d_cols, "W_O slice", "W_O")
+    step_header(10, "contribution")
+    show_matrix(inside.contribution, tok, d_cols, f"contribution of {name}: {t} × {d}",
+                "contribution", row_title="token", col_title="d_model")
+    csv_button(inside.contribution, tok, d_cols, "contribution", "contribution")
+    st.markdown(
+        f"**Putting the heads together.** The attention output of layer {layer} is the sum of "
+        f"the {inside.n_head} heads' contributions plus the output bias b_O (this is the same as "
+        f"concatenating the heads' outputs, T × d_model, and multiplying by the full W_O). "
+        f"{name}'s contribution has {inside.share_of_output:.0%} of the size (Frobenius norm) of "
+        f"all heads' contributions together. "
+        + ("GPT-2 then adds it to the residual stream: h ← h + attention output."
+           if inside.pre_ln else
+           "BERT then adds it to the residual stream and normalises: h ← LN(h + attention "
+           "output).")
+        + " Because of that residual path a token keeps much of its own information whatever "
+          "its heads attend to; attention rollout (Abnar & Zuidema 2020, on the Attention maps "
+          "page) models it as 0.5·A + 0.5·I per layer.")
+
+    def all_arrays() -> bytes:
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, tokens=np.array(labels), **inside.arrays())
+        return buffer.getvalue()
+
+    st.divider()
+    ui.download_bytes(all_arrays, f"{stem}_inside.npz", "⬇ Every array of this head (.npz)",
+                      key="dl_inside_all",
+                      help="X, W_Q, W_K, W_V, Q, K, V, scores, mask, masked_scores, weights, "
+                           "context, W_O, contribution, layer_output and the biases; "
+                           "numpy.load() reads it.")
+    st.caption("In code: `from mha_viz.inside import inside_one_head; "
+               f"inside_one_head(model, text, layer={layer}, head={head})` returns every array "
+               "shown here.")
+    ui.caveat()
