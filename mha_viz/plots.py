@@ -13,7 +13,6 @@ builders:
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 import numpy as np
