@@ -361,9 +361,14 @@ class Selection:
     max_tokens: int | None
     model: Model | None = field(default=None, compare=False, repr=False)
     model_error: MhaVizError | None = field(default=None, compare=False)
+    # a saved trace the person opened (pages that only read maps show it instead)
+    uploaded: AttentionTrace | None = field(default=None, compare=False, repr=False)
+    upload_digest: str | None = None
 
     @property
     def key(self) -> tuple:
+        if self.upload_digest is not None:
+            return ("uploaded trace", self.upload_digest)
         return (self.model_name, self.text, self.text_pair, self.max_tokens)
 
     @property
@@ -377,7 +382,14 @@ class Selection:
 
 def get_trace(selection: Selection) -> AttentionTrace:
     """The trace for the selection (computed once per (model, text, pair, max_tokens) and
-    cached). On bad input it shows the error on the page and stops the page."""
+    cached), or the saved trace the person opened in the sidebar. On bad input it shows the
+    error on the page and stops the page."""
+    if selection.uploaded is not None:
+        st.info(f"Showing the saved trace **{md_escape(selection.uploaded.model_name)}** "
+                f"({selection.uploaded.n_tokens} tokens) opened in the sidebar; close it "
+                f"there to trace the text again.")
+        set_figure_meta(selection)
+        return selection.uploaded
     try:
         if selection.model_error is not None:
             raise selection.model_error
@@ -507,8 +519,10 @@ def _apply_example(name: str) -> None:
     set_value("pair", pair)
 
 
-def sidebar() -> Selection:
-    """The shared sidebar: model, text, sentence B (BERT), examples, options, caveat."""
+def sidebar(shows_saved_traces: bool = True) -> Selection:
+    """The shared sidebar: model, text, sentence B (BERT), examples, options, a saved trace
+    to open, caveat. Pages that run the model themselves (not only read maps) pass
+    shows_saved_traces=False: their Selection never carries an opened trace."""
     bar = st.sidebar
     navigation(bar)
     bar.header("Model")
@@ -565,12 +579,61 @@ def sidebar() -> Selection:
         synced(st.radio, "img", "Figure download format", "png", options=list(IMAGE_FORMATS),
                format_func=str.upper, horizontal=True,
                help="What the camera button above each figure saves.")
+    uploaded, digest = saved_trace_picker(bar)
+    if uploaded is not None and not shows_saved_traces:
+        st.info("A saved trace is open in the sidebar, but this page runs the model itself: "
+                "it shows the sidebar's model and text.")
+        uploaded, digest = None, None
     bar.divider()
     bar.caption(NUMBERING)
     caveat(bar)
     return Selection(model_name=name, text=_clean_str(text),
                      text_pair=_clean_str(pair) if pair and pair.strip() else None,
-                     max_tokens=int(max_tokens), model=model, model_error=model_error)
+                     max_tokens=int(max_tokens), model=model, model_error=model_error,
+                     uploaded=uploaded, upload_digest=digest)
+
+
+MAX_UPLOAD_BYTES = 200 * 2**20  # also server.maxUploadSize in .streamlit/config.toml
+
+
+def _close_saved_trace() -> None:
+    st.session_state.pop("_mv_uploaded", None)
+    st.session_state["_mv_upload_generation"] = st.session_state.get(
+        "_mv_upload_generation", 0) + 1  # a new uploader widget: the old file is dropped
+
+
+def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
+    """An uploader for a trace saved as .npz (by this app or AttentionTrace.save). It is read
+    with allow_pickle=False and refused over MAX_UPLOAD_BYTES (unpacked); it stays open in
+    this session (only) until closed."""
+    import hashlib
+
+    where = where or st.sidebar
+    with where.expander("Open a saved trace (.npz)",
+                        expanded="_mv_uploaded" in st.session_state):
+        generation = st.session_state.get("_mv_upload_generation", 0)
+        file = st.file_uploader("Trace file", type=["npz"], key=f"_mv_upload_{generation}",
+                                help="A trace downloaded from this app, or written by "
+                                     "AttentionTrace.save(). Never unpickled.")
+        if file is not None:
+            data = file.getvalue()
+            digest = hashlib.sha256(data).hexdigest()[:16]
+            current = st.session_state.get("_mv_uploaded")
+            if current is None or current[0] != digest:
+                try:
+                    trace = AttentionTrace.load(data, max_bytes=MAX_UPLOAD_BYTES)
+                except MhaVizError as error:
+                    st.error(f"This file cannot be opened: {md_escape(_sentence(str(error)))}")
+                    return None, None
+                st.session_state["_mv_uploaded"] = (digest, trace)
+        current = st.session_state.get("_mv_uploaded")
+        if current is None:
+            return None, None
+        st.caption(f"Open: {md_escape(current[1].model_name or 'a trace')}, "
+                   f"{current[1].n_tokens} tokens.")
+        st.button("Close the saved trace", on_click=callback(_close_saved_trace),
+                  key="_mv_close_upload")
+        return current[1], current[0]
 
 
 def image_format() -> str:

@@ -46,7 +46,7 @@ ui.page_setup(
     "Three views: the exact effect of removing each head alone, a one-pass gradient estimate "
     "(Michel et al. 2019), and the score as more and more heads are removed.",
 )
-selection = ui.sidebar()
+selection = ui.sidebar(shows_saved_traces=False)
 
 
 def set_off(names: list[str]) -> None:

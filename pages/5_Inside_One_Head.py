@@ -21,7 +21,7 @@ ui.page_setup(
     "layer, head and text. Notation: T tokens, d_model the width of the model, d_k = d_model ÷ "
     "heads the width of one head. Every shape below is written as rows × columns.",
 )
-selection = ui.sidebar()
+selection = ui.sidebar(shows_saved_traces=False)
 
 
 def dims(n: int, prefix: str) -> list[str]:
