@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from test_app_pages import BAD_TEXTS  # the same bad inputs as pages 1-2
+
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
@@ -351,13 +353,6 @@ def test_inside_long_text_cuts_the_display(gpt2_folder):
 
 
 # --------------------------------------------------------------------------- bad input
-
-BAD_TEXTS = {
-    "empty": ("", "The text is empty"),
-    "whitespace": ("  \n\t  ", "The text is empty"),
-    "control characters only": ("\x00\x01\x02", "no tokens"),
-}
-
 
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("case", list(BAD_TEXTS))

@@ -14,21 +14,14 @@ from urllib.parse import quote, urlparse
 import numpy as np
 import pytest
 
+from test_browser_app import READY  # noqa: E402
+
 pytestmark = pytest.mark.browser
 
 TEXT = "The animal didn't cross the street because it was too tired."
 # (path, charts for MiniLM, charts for GPT-2) with nothing switched off and no button pressed
 PAGES = [("Head_Similarity", 3, 3), ("Pruning_Impact", 1, 3), ("Inside_One_Head", 9, 10)]
 
-READY = """(n) => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-    if (document.querySelector('[data-stale="true"]')) return false;
-    const main = document.querySelector('[data-testid="stMain"]');
-    if (!main || !main.querySelector('h1')) return false;
-    const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-    return plots.length >= n && plots.every(p => p._fullLayout);
-}"""
 TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .map(p => (p.layout.title && p.layout.title.text) || '')"""
 
