@@ -60,3 +60,11 @@ def text_of(tokenizer, n_tokens: int, trial: int) -> str:
     while len(tokenizer(" ".join(words))["input_ids"]) > n_tokens:
         words.pop()
     return " ".join(words)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()

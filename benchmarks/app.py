@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 CHARTS_ON_PAGE = 4  # grid, head heatmap, line view, aggregate
 TARGETS = {30: 1.5, 500: 5.0}
-from _browser import free_port, minilm_tokenizer, start_server, text_of  # noqa: E402
+from _browser import free_port, minilm_tokenizer, start_server, stop_server, text_of  # noqa: E402
 
 
 CHART_STATE = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
@@ -108,11 +107,7 @@ def main(argv=None) -> int:
                       f" (all-heads grid: {statistics.median(grid_bytes):,.0f})")
             browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _browser import free_port, minilm_tokenizer, start_server, text_of  # noqa: E402
+from _browser import free_port, minilm_tokenizer, start_server, stop_server, text_of  # noqa: E402
 ALL_NEW = """([old, n]) => {
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -98,11 +97,7 @@ def main(argv=None) -> int:
                   f"({os.cpu_count()} CPUs)")
             browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
     return 0
 
 

@@ -9,13 +9,12 @@ entries of head_distances, and the inside-one-head weights are the trace's.
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from test_app_pages import BAD_TEXTS  # the same bad inputs as pages 1-2
+from test_app_pages import BAD_TEXTS, charts, texts  # shared with the tests of pages 1-2
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -50,14 +49,6 @@ def run_page(page: str, params: dict | None = None, session: dict | None = None)
     at.run()
     at.switch_page(page)
     return at.run()
-
-
-def texts(elements) -> list[str]:
-    return [str(e.value).replace("\\", "") for e in elements]
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
 
 
 def chart(at: AppTest, title_part: str) -> dict:
