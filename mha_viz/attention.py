@@ -1,8 +1,11 @@
 """Multi-head attention, written out step by step so every head's weights can be kept.
 
-Notation (shared with the "Inside one head" page): B batch, T tokens, d = d_model, H heads,
-d_k = d / H. X [B, T, d] -> Q, K, V [B, H, T, d_k] -> scores Q K^T / sqrt(d_k) + mask ->
-softmax -> weights [B, H, T, T] -> weights V [B, H, T, d_k] -> combine -> [B, T, d] -> W_O.
+Notation (shared with the "Inside one head" page): B batch, T tokens, d = d_model, H query
+heads, H_kv key/value heads (H_kv = H: multi-head; 1: multi-query; in between: grouped-query
+attention, where query head h reads key/value head h // (H / H_kv)), d_k the head width.
+X [B, T, d] -> Q [B, H, T, d_k], K, V [B, H_kv, T, d_k] -> (rotary positions on Q and K) ->
+scores Q K^T * scale + mask -> softmax -> weights [B, H, T, T] -> weights V -> combine ->
+[B, T, H d_k] -> W_O -> [B, T, d].
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from torch import nn
 
 
 def split_heads(x: torch.Tensor, n_head: int) -> torch.Tensor:
-    """[B, T, d] -> [B, H, T, d_k]."""
+    """[B, T, n_head * d_k] -> [B, n_head, T, d_k]."""
     batch, length, width = x.shape
     return x.view(batch, length, n_head, width // n_head).transpose(1, 2)
 
@@ -23,6 +26,13 @@ def combine_heads(x: torch.Tensor) -> torch.Tensor:
     """[B, H, T, d_k] -> [B, T, H * d_k]; the inverse of split_heads."""
     batch, n_head, length, d_k = x.shape
     return x.transpose(1, 2).reshape(batch, length, n_head * d_k)
+
+
+def kv_head_of(n_head: int, n_kv_head: int) -> list[int]:
+    """The key/value head each query head reads: consecutive query heads share one
+    (Hugging Face's repeat_kv and llama.cpp order them so)."""
+    group = n_head // n_kv_head
+    return [h // group for h in range(n_head)]
 
 
 def causal_mask_bias(length: int, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -41,6 +51,48 @@ def padding_mask_bias(attention_mask: torch.Tensor, dtype=torch.float32) -> torc
     return hidden[:, None, None, :]
 
 
+# --- rotary position embeddings (RoPE) ----------------------------------------------------
+
+
+def rotary_tables(length: int, rotary_dim: int, theta: float,
+                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [T, rotary_dim] for positions 0..T-1 (Su et al. 2021, "RoFormer").
+
+    Frequency i (of rotary_dim / 2) is theta^(-2i / rotary_dim); the tables repeat the
+    frequencies twice, [f_0..f_{r/2-1}, f_0..f_{r/2-1}], for the rotate-half layout: dimension
+    j is paired with j + r/2. Computed in float32 as Hugging Face's Llama does, so the numbers
+    match it exactly.
+    """
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).float()
+    inv_freq = 1.0 / (theta ** (exponents / rotary_dim))
+    angles = torch.outer(torch.arange(length, device=device, dtype=torch.float32), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """[x1, x2] -> [-x2, x1] on the last dimension (split in two halves)."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each (j, j + r/2) pair of x [B, H, T, d_k] by its position's angle.
+
+    Only the first r = cos.shape[-1] dimensions rotate (partial rotary, as GPT-NeoX and Phi
+    use); the rest pass through unchanged. Rotating q and k by their positions makes
+    q_i . k_j depend on i - j only: positions enter the scores, never the values.
+    """
+    rotary_dim = cos.shape[-1]
+    if rotary_dim == x.shape[-1]:
+        return x * cos + rotate_half(x) * sin
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    return torch.cat((rotated * cos + rotate_half(rotated) * sin, rest), dim=-1)
+
+
+# --- attention ------------------------------------------------------------------------------
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -51,14 +103,22 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T * scale + bias) V with the softmax written out and its weights returned.
 
-    q, k, v: [B, H, T, d_k]; bias broadcastable to [B, H, T, T] (additive: 0 or -inf/min).
-    weights_out, when given, is a [B, H, T, T] tensor the weights are written into, so a
+    q [B, H, T, d_k]; k, v [B, H_kv, S, d_k] with H a multiple of H_kv (grouped-query: each
+    group of H / H_kv consecutive query heads shares one key/value head; every query head
+    still gets its own map). bias broadcastable to [B, H, T, S] (additive: 0 or -inf/min).
+    weights_out, when given, is a [B, H, T, S] tensor the weights are written into, so a
     caller collecting every layer's maps (a trace) needs no copy afterwards.
-    Returns (context [B, H, T, d_k], weights [B, H, T, T]).
+    Returns (context [B, H, T, d_k], weights [B, H, T, S]).
     """
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = torch.matmul(q, k.transpose(-1, -2))
+    batch, n_head, length, d_k = q.shape
+    n_kv, keys = k.shape[1], k.shape[2]
+    group = n_head // n_kv
+    # One matmul per key/value head for its whole group of query heads, without copying K
+    # or V for every query head: [B, H_kv, group*T, d_k] @ [B, H_kv, d_k, S].
+    scores = torch.matmul(q.reshape(batch, n_kv, group * length, d_k), k.transpose(-1, -2))
+    scores = scores.view(batch, n_head, length, keys)
     scores.mul_(scale)
     if bias is not None:
         scores.add_(bias)
@@ -66,7 +126,8 @@ def scaled_dot_product_attention(
         weights = torch.softmax(scores, dim=-1)
     else:
         weights = torch.softmax(scores, dim=-1, out=weights_out)
-    return torch.matmul(weights, v), weights
+    context = torch.matmul(weights.reshape(batch, n_kv, group * length, keys), v)
+    return context.view(batch, n_head, length, d_k), weights
 
 
 def gate_heads(context: torch.Tensor, head_mask: torch.Tensor, mode: str = "zero",
@@ -95,32 +156,46 @@ def gate_heads(context: torch.Tensor, head_mask: torch.Tensor, mode: str = "zero
 
 
 class MultiHeadAttention(nn.Module):
-    """Self-attention with either one fused QKV projection (GPT-2's c_attn) or three separate
-    ones (BERT's query/key/value), an output projection, optional masks and a per-head gate."""
+    """Self-attention with one fused QKV projection (GPT-2's c_attn; BERT's and Llama's three
+    projections are concatenated at load) or three separate ones, key/value heads shared by
+    groups of query heads, optional rotary positions, masks and a per-head gate."""
 
     def __init__(self, d_model: int, n_head: int, fused_qkv: bool = True, bias: bool = True,
-                 scale: float | None = None):
+                 scale: float | None = None, n_kv_head: int | None = None,
+                 d_head: int | None = None, out_bias: bool | None = None):
         super().__init__()
-        if d_model % n_head:
-            raise ValueError(f"d_model {d_model} is not divisible by {n_head} heads")
-        self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
+        n_kv_head = n_head if n_kv_head is None else n_kv_head
+        if d_head is None:
+            if d_model % n_head:
+                raise ValueError(f"d_model {d_model} is not divisible by {n_head} heads")
+            d_head = d_model // n_head
+        if n_head % n_kv_head:
+            raise ValueError(f"{n_head} query heads cannot share {n_kv_head} key/value heads")
+        self.d_model, self.n_head, self.n_kv_head, self.d_head = d_model, n_head, n_kv_head, d_head
         self.fused_qkv = fused_qkv
         self.scale = scale if scale is not None else 1.0 / math.sqrt(self.d_head)
+        q_width, kv_width = n_head * d_head, n_kv_head * d_head
         if fused_qkv:
-            self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+            self.qkv = nn.Linear(d_model, q_width + 2 * kv_width, bias=bias)
         else:
-            self.query = nn.Linear(d_model, d_model, bias=bias)
-            self.key = nn.Linear(d_model, d_model, bias=bias)
-            self.value = nn.Linear(d_model, d_model, bias=bias)
-        self.out = nn.Linear(d_model, d_model, bias=bias)
+            self.query = nn.Linear(d_model, q_width, bias=bias)
+            self.key = nn.Linear(d_model, kv_width, bias=bias)
+            self.value = nn.Linear(d_model, kv_width, bias=bias)
+        self.out = nn.Linear(q_width, d_model, bias=bias if out_bias is None else out_bias)
+
+    @property
+    def kv_heads(self) -> list[int]:
+        return kv_head_of(self.n_head, self.n_kv_head)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """X [B, T, d] -> Q, K, V, each [B, H, T, d_k]."""
+        """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation)."""
         if self.fused_qkv:
-            q, k, v = self.qkv(x).split(self.d_model, dim=-1)
+            kv_width = self.n_kv_head * self.d_head
+            q, k, v = self.qkv(x).split([self.n_head * self.d_head, kv_width, kv_width], dim=-1)
         else:
             q, k, v = self.query(x), self.key(x), self.value(x)
-        return split_heads(q, self.n_head), split_heads(k, self.n_head), split_heads(v, self.n_head)
+        return (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
+                split_heads(v, self.n_kv_head))
 
     def forward(
         self,
@@ -130,13 +205,17 @@ class MultiHeadAttention(nn.Module):
         ablation: str = "zero",
         attention_mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
-        bias: additive attention mask (causal and/or padding). head_mask: see gate_heads; the
-        returned weights are the softmax's, untouched by the gate.
+        bias: additive attention mask (causal and/or padding). rotary: (cos, sin) tables of
+        rotary_tables, applied to Q and K after the heads are split. head_mask: see
+        gate_heads; the returned weights are the softmax's, untouched by the gate.
         """
         q, k, v = self.project_qkv(x)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale, weights_out)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
@@ -146,7 +225,8 @@ class MultiHeadAttention(nn.Module):
         """Turn separate Q/K/V projections into one fused projection (same numbers, one GEMM)."""
         if self.fused_qkv:
             return self
-        fused = nn.Linear(self.d_model, 3 * self.d_model, bias=self.query.bias is not None)
+        fused = nn.Linear(self.d_model, self.query.out_features + 2 * self.key.out_features,
+                          bias=self.query.bias is not None)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([self.query.weight, self.key.weight, self.value.weight]))
             if fused.bias is not None:

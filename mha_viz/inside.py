@@ -5,9 +5,12 @@ engine's own modules and then walks through that head's computation, keeping eac
 (notation as in attention.py and on the "Inside one head" page; T tokens, d = d_model,
 d_k = d_model / heads):
 
-    X                  [T, d]    the attention input of layer l (GPT-2: ln_1(h), BERT: h)
-    Q = X W_Q^h + b_Q^h [T, d_k]  this head's slice of the query projection (same for K, V)
-    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k)
+    X                  [T, d]    the attention input of layer l (pre-norm: norm(h); post-norm: h)
+    Q = X W_Q^h + b_Q^h [T, d_k]  this head's slice of the query projection (same for K, V;
+                                  under grouped-query attention K and V are those of the
+                                  key/value head this query head shares)
+    Q_rot, K_rot       [T, d_k]  rotary models: Q and K rotated by each token's position (RoPE)
+    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE)
     masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i)
     weights = softmax(masked)    [T, T]   rows sum to 1: the head's attention map
     context = weights V          [T, d_k]
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .attention import scaled_dot_product_attention
+from .attention import apply_rotary, scaled_dot_product_attention
 from .errors import InputError
 
 __all__ = ["HeadInternals", "Step", "inside_one_head", "head_weight_slices", "summarise"]
@@ -52,7 +55,7 @@ class HeadInternals:
     head: int
     tokens: list[str]  # display labels, length T
     causal: bool
-    pre_ln: bool  # GPT-2: X = ln_1(h); BERT: X = h
+    pre_ln: bool  # pre-norm (GPT-2, Llama): X = norm(h); post-norm (BERT): X = h
     scale: float  # the factor applied to Q K^T (1 / sqrt(d_k) unless the checkpoint says else)
     d_model: int
     d_k: int
@@ -80,6 +83,18 @@ class HeadInternals:
     text: str = ""
     text_pair: str | None = None
     extra: dict = field(default_factory=dict)
+    norm_name: str = "LayerNorm"  # the norm that makes X (pre-norm models)
+    n_kv_head: int = 0  # key/value heads of the layer (0: one per query head)
+    kv_head: int = 0  # the key/value head this query head reads
+    sharing: list[int] = field(default_factory=list)  # query heads reading the same K and V
+    Q_rot: np.ndarray | None = None  # [T, d_k] Q after the rotary step (RoPE models)
+    K_rot: np.ndarray | None = None
+    rope_theta: float = 0.0
+    rotary_dim: int = 0
+
+    @property
+    def rotary(self) -> bool:
+        return self.Q_rot is not None
 
     @property
     def n_tokens(self) -> int:
@@ -98,18 +113,37 @@ class HeadInternals:
     def steps(self) -> list[Step]:
         """The steps in order, with shapes written in the page's notation."""
         t, d, dk = self.n_tokens, self.d_model, self.d_k
-        x_note = ("GPT-2 is pre-LN: the head reads the residual stream after the layer's "
-                  "first LayerNorm, X = LN₁(h)." if self.pre_ln else
-                  "BERT is post-LN: the head reads the hidden state h entering the layer as it "
+        symbol = "LN" if self.norm_name == "LayerNorm" else self.norm_name
+        x_note = (f"Pre-norm: the head reads the residual stream after the layer's first "
+                  f"{self.norm_name}, X = {symbol}₁(h)." if self.pre_ln else
+                  "Post-norm (BERT): the head reads the hidden state h entering the layer as it "
                   "is (the LayerNorm comes after the residual addition).")
+        shared = ""
+        if self.n_kv_head and self.n_kv_head < self.n_head:
+            others = [h for h in self.sharing if h != self.head]
+            shared = (f" This model shares key/value heads: query heads "
+                      f"{', '.join(f'H{h}' for h in self.sharing)} all read key/value head "
+                      f"{self.kv_head}, so their K and V are identical"
+                      + (f" (H{others[0]} has this K too)." if others else "."))
         where = "the embeddings" if self.layer == 0 else f"layer {self.layer - 1}"
         scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(self.scale - dk ** -0.5) < 1e-9
                       else f"{self.scale:.4g}")
-        mask_text = ("GPT-2 is causal: query i may only see keys j ≤ i, so every score above "
+        mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
                      "the diagonal becomes −∞ (its weight will be exactly 0)."
                      if self.causal else
-                     "BERT is bidirectional: nothing is masked (the mask is all zeros); with "
+                     "Bidirectional: nothing is masked (the mask is all zeros); with "
                      "padding, padded keys would get −∞.")
+        rotary_steps = []
+        if self.rotary:
+            rotary_steps = [
+                Step("Q_rot", "RoPE", f"T × d_k = {t} × {dk} (Q and K)",
+                     r"q'_i = R_{\theta, i}\, q_i \qquad k'_j = R_{\theta, j}\, k_j",
+                     f"Rotary positions (Su et al. 2021): each pair of dimensions (j, j + "
+                     f"{self.rotary_dim // 2}) of a query and a key is rotated by an angle "
+                     f"i · θ^(−2j/{self.rotary_dim}) proportional to the token's position i "
+                     f"(θ = {self.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
+                     f"positions enter the scores, never the values (V is not rotated).",
+                     "token", "dimension of d_k")]
         return [
             Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
                  f"The input of layer {self.layer}'s attention, one row per token, coming from "
@@ -118,10 +152,12 @@ class HeadInternals:
                  f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
                  f"is this head's slice of the query projection.", "token", "dimension of d_k"),
             Step("K", "K", f"T × d_k = {t} × {dk}", r"K = X\,W_K^{h} + b_K^{h}",
-                 "Keys: what each token offers to be found by.", "token", "dimension of d_k"),
+                 "Keys: what each token offers to be found by." + shared, "token",
+                 "dimension of d_k"),
             Step("V", "V", f"T × d_k = {t} × {dk}", r"V = X\,W_V^{h} + b_V^{h}",
                  "Values: what each token passes on when it is attended to.", "token",
                  "dimension of d_k"),
+            *rotary_steps,
             Step("scores", "Q Kᵀ / √d_k", f"T × T = {t} × {t}",
                  r"S = Q\,K^{\top} \cdot " + scale_text,
                  f"How well query i matches key j, scaled by {self.scale:.4g} so the scores do "
@@ -151,27 +187,32 @@ class HeadInternals:
         names = ["X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "mask", "masked_scores",
                  "weights", "context", "W_O", "contribution", "layer_output"]
         out = {name: getattr(self, name) for name in names}
-        for name in ("b_Q", "b_K", "b_V", "output_bias"):
+        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_rot", "K_rot"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
 
 
 def head_weight_slices(attn, head: int) -> dict[str, torch.Tensor | None]:
-    """The weights of one head in ``x @ W`` form: W_Q, W_K, W_V [d, d_k], b_Q, b_K, b_V
-    [d_k], W_O [d_k, d] (the rows of W_O^T that this head's context multiplies)."""
-    d, dk = attn.d_model, attn.d_head
-    cols = slice(head * dk, (head + 1) * dk)
+    """The weights of one query head in ``x @ W`` form: W_Q, W_K, W_V [d, d_k], b_Q, b_K, b_V
+    [d_k], W_O [d_k, d] (the rows of W_O^T that this head's context multiplies). K and V are
+    those of the key/value head this query head reads."""
+    dk = attn.d_head
+    kv = attn.kv_heads[head]
+    q_width, kv_width = attn.n_head * dk, attn.n_kv_head * dk
     if attn.fused_qkv:
-        weight, bias = attn.qkv.weight, attn.qkv.bias  # [3d, d]: Q, K, V blocks of rows
-        parts = [(weight[i * d:(i + 1) * d][cols], None if bias is None else
-                  bias[i * d:(i + 1) * d][cols]) for i in range(3)]
+        weight, bias = attn.qkv.weight, attn.qkv.bias  # rows: Q block, K block, V block
+        blocks = [(0, head), (q_width, kv), (q_width + kv_width, kv)]
+        parts = [(weight[start + i * dk:start + (i + 1) * dk],
+                  None if bias is None else bias[start + i * dk:start + (i + 1) * dk])
+                 for start, i in blocks]
     else:
-        parts = [(lin.weight[cols], None if lin.bias is None else lin.bias[cols])
-                 for lin in (attn.query, attn.key, attn.value)]
+        parts = [(lin.weight[i * dk:(i + 1) * dk],
+                  None if lin.bias is None else lin.bias[i * dk:(i + 1) * dk])
+                 for lin, i in ((attn.query, head), (attn.key, kv), (attn.value, kv))]
     (wq, bq), (wk, bk), (wv, bv) = parts
     return {"W_Q": wq.T, "W_K": wk.T, "W_V": wv.T, "b_Q": bq, "b_K": bk, "b_V": bv,
-            "W_O": attn.out.weight[:, cols].T}
+            "W_O": attn.out.weight[:, head * dk:(head + 1) * dk].T}
 
 
 def _np(t: torch.Tensor | None) -> np.ndarray | None:
@@ -202,15 +243,21 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         types = torch.tensor([enc.token_type_ids], dtype=torch.long)
         n = ids.shape[1]
         bias = net.attention_bias(n)
+        rotary = net.rotary(n)
         hidden, _ = net.run_layers(net.embed(ids, types), 0, layer, bias)
-        x = block.ln_1(hidden) if block.pre_ln else hidden
-        q, k, v = attn.project_qkv(x)  # [1, H, T, d_k]
+        x = block.attention_input(hidden)
+        q, k, v = attn.project_qkv(x)  # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]
+        q_rot = k_rot = None
+        if rotary is not None:
+            q_rot, k_rot = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        q_used, k_used = (q, k) if rotary is None else (q_rot, k_rot)
         # The engine's own attention, for every head at once: its weights are the trace's.
-        context, weights = scaled_dot_product_attention(q, k, v, bias, attn.scale)
-        output, _ = attn(x, bias)
+        context, weights = scaled_dot_product_attention(q_used, k_used, v, bias, attn.scale)
+        output, _ = attn(x, bias, rotary=rotary)
+        kv = attn.kv_heads[head]
         # The steps before the softmax, kept for display (the same two operations the
         # engine applies inside scaled_dot_product_attention).
-        scores = torch.matmul(q[0, head], k[0, head].transpose(-1, -2))
+        scores = torch.matmul(q_used[0, head], k_used[0, kv].transpose(-1, -2))
         scores.mul_(attn.scale)
         mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
         masked = scores + mask
@@ -223,14 +270,21 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         hidden=_np(hidden[0]), X=_np(x[0]),
         W_Q=_np(slices["W_Q"]), W_K=_np(slices["W_K"]), W_V=_np(slices["W_V"]),
         b_Q=_np(slices["b_Q"]), b_K=_np(slices["b_K"]), b_V=_np(slices["b_V"]),
-        Q=_np(q[0, head]), K=_np(k[0, head]), V=_np(v[0, head]),
+        Q=_np(q[0, head]), K=_np(k[0, kv]), V=_np(v[0, kv]),
         scores=_np(scores), mask=_np(mask), masked_scores=_np(masked),
         weights=_np(weights[0, head]), context=_np(context[0, head]),
         W_O=_np(slices["W_O"]), contribution=_np(contribution),
         output_bias=_np(attn.out.bias), layer_output=_np(output[0]),
         text=text, text_pair=text_pair,
         extra={"truncated": enc.truncated,
-               "n_tokens_before_truncation": enc.n_tokens_before_truncation})
+               "n_tokens_before_truncation": enc.n_tokens_before_truncation},
+        norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
+        n_kv_head=attn.n_kv_head, kv_head=kv,
+        sharing=[h for h, other in enumerate(attn.kv_heads) if other == kv],
+        Q_rot=None if q_rot is None else _np(q_rot[0, head]),
+        K_rot=None if k_rot is None else _np(k_rot[0, kv]),
+        rope_theta=net.config.rope_theta if rotary is not None else 0.0,
+        rotary_dim=net.config.rotary_dim if rotary is not None else 0)
 
 
 def summarise(array: np.ndarray) -> dict[str, float]:

@@ -6,7 +6,6 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,7 +30,7 @@ SCORE_NAMES = {
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
-    arch: str  # "gpt2" | "bert"
+    arch: str  # the family: "gpt2", "bert", "llama", "mistral", "qwen2"
     n_layer: int
     n_head: int
     d_model: int
@@ -40,10 +39,19 @@ class ModelInfo:
     vocab_size: int
     source: str  # where the weights came from
     score_kind: str  # "next_token_loss" | "mlm_loss" | "embedding_shift"
+    causal: bool  # query i sees keys 0..i only
+    n_kv_head: int  # key/value heads: n_head (MHA), 1 (MQA), in between (GQA)
+    kv_heads: tuple[int, ...]  # for each query head, the key/value head it reads
+    description: str  # the architecture in words: norm, positions, MLP, attention kind
+    has_lm_head: bool  # token predictions are possible (logits, predict)
 
     @property
-    def causal(self) -> bool:
-        return self.arch == "gpt2"
+    def attention_kind(self) -> str:
+        if self.n_kv_head == self.n_head:
+            return "multi-head"
+        if self.n_kv_head == 1:
+            return "multi-query"
+        return "grouped-query"
 
     @property
     def score_name(self) -> str:
@@ -51,8 +59,10 @@ class ModelInfo:
 
     @property
     def attention_params_per_layer(self) -> int:
-        """W_Q, W_K, W_V, W_O: 4 d_model^2 weights (biases not counted)."""
-        return 4 * self.d_model ** 2
+        """W_Q, W_K, W_V, W_O weights (biases not counted): 4 d_model^2 for plain multi-head
+        attention; fewer when key/value heads are shared."""
+        q_width, kv_width = self.n_head * self.d_head, self.n_kv_head * self.d_head
+        return self.d_model * (2 * q_width + 2 * kv_width)
 
 
 @dataclass
@@ -97,6 +107,10 @@ class Model:
         self.tokenizer = tokenizer
         self.info = info
         self._special_ids = set(tokenizer.all_special_ids)
+        # WordPiece tokens ("##ing") read as they are; byte-level BPE tokens ("Ġthe") need
+        # decoding to be readable.
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._wordpiece = type(getattr(backend, "model", None)).__name__ == "WordPiece"
         # A fast tokenizer is not safe to call from two threads at once ("Already borrowed"),
         # and truncation is a setting on it: app sessions share one Model, so they take turns.
         self._tokenizer_lock = threading.Lock()
@@ -117,7 +131,8 @@ class Model:
             text_pair = None
         if text_pair is not None:
             if self.info.causal:
-                raise InputError("sentence pairs are a BERT feature; GPT-2 reads one text")
+                raise InputError("sentence pairs are a BERT feature; a causal model reads one "
+                                 "text")
             text_pair = clean_text(text_pair)
         limit = self.info.max_positions if max_tokens is None else min(
             int(max_tokens), self.info.max_positions)
@@ -143,7 +158,7 @@ class Model:
         """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵."""
         with self._tokenizer_lock:
             tokens = self.tokenizer.convert_ids_to_tokens(ids)
-            if self.info.arch == "bert":
+            if self._wordpiece:
                 return list(tokens)
             strings = [self.tokenizer.convert_tokens_to_string([token]) for token in tokens]
         labels = []
@@ -217,12 +232,28 @@ class Model:
             segment_ids=np.array(enc.token_type_ids, dtype=np.int64),
             causal=self.info.causal, truncated=enc.truncated,
             n_tokens_before_truncation=enc.n_tokens_before_truncation,
-            model_name=self.info.name, arch=self.info.arch, text=text, text_pair=text_pair)
+            model_name=self.info.name, arch=self.info.arch, text=text, text_pair=text_pair,
+            kv_heads=list(self.info.kv_heads))
 
     def last_hidden_state(self, text: str, text_pair: str | None = None) -> np.ndarray:
-        """[T, d_model]: the last hidden state (after GPT-2's final LayerNorm)."""
+        """[T, d_model]: the last hidden state (after the final norm, where there is one)."""
         enc = self.encode(text, text_pair)
         return self._run_capture(enc.input_ids, enc.token_type_ids)[1]
+
+    def logits(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+               head_mask=None) -> np.ndarray:
+        """[T, vocab] float32: the LM head's logits at every position (next-token logits for
+        causal models, masked-LM logits for BERT with an MLM head)."""
+        if not self.info.has_lm_head:
+            raise InputError(f"'{self.info.name}' has no language-model head: it gives "
+                             f"embeddings, not token predictions")
+        enc = self.encode(text, text_pair, max_tokens)
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        with torch.inference_mode():
+            ids = torch.tensor([enc.input_ids], dtype=torch.long)
+            types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+            last_hidden, _ = self.network(ids, types, head_mask=mask)
+            return self.network.lm_logits(last_hidden)[0].numpy()
 
     def embed(self, text: str) -> np.ndarray:
         """Mean-pooled, L2-normalised last hidden state: the sentence-transformers embedding
@@ -295,15 +326,42 @@ class Model:
             return float(self.score_tensor(self.score_inputs(text), head_mask, ablation))
 
 
+def describe(config) -> str:
+    """The architecture in words, for the model card."""
+    norm = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[config.norm]
+    where = "pre-norm" if config.pre_norm else "post-norm"
+    if config.positions == "rotary":
+        fraction = "" if config.rotary_fraction == 1 else f" on {config.rotary_fraction:.0%} of each head"
+        positions = f"rotary positions (RoPE, theta {config.rope_theta:g}{fraction})"
+    else:
+        positions = "learned absolute positions"
+    mlp = f"gated MLP ({config.activation})" if config.gated_mlp else f"MLP ({config.activation})"
+    n_kv = config.n_kv
+    if n_kv == config.n_head:
+        heads = f"{config.n_head} heads"
+    elif n_kv == 1:
+        heads = f"multi-query attention: {config.n_head} query heads share 1 key/value head"
+    else:
+        heads = (f"grouped-query attention: {config.n_head} query heads share {n_kv} key/value "
+                 f"heads ({config.n_head // n_kv} each)")
+    lm = {"tied": "LM head tied to the embedding", "separate": "separate LM head",
+          "mlm": "masked-LM head", "none": "no LM head"}[config.lm_head]
+    order = "causal" if config.causal else "bidirectional"
+    return f"{order}; {where} {norm}; {positions}; {mlp}; {heads}; {lm}"
+
+
 def load_model(name: str | os.PathLike = "minilm") -> Model:
-    """A bundled name ("minilm"), a local checkpoint folder, or a hub id ("gpt2")."""
+    """A bundled name ("minilm", "smollm2"), a local checkpoint folder or .gguf file, or a
+    hub id ("gpt2")."""
     resolved = checkpoints.resolve(name)
-    network = checkpoints.load_stack(resolved.folder)
-    tokenizer = load_tokenizer(resolved.folder)
+    network, tokenizer = checkpoints.load(resolved)
+    # transformers' own notion of the context is not the model's here: we truncate ourselves
+    tokenizer.model_max_length = int(1e9)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
     config = network.config
-    if config.arch == "gpt2":
+    if config.causal and config.has_lm_head:
         score_kind = "next_token_loss"
-    elif config.has_lm_head and tokenizer.mask_token_id is not None:
+    elif config.lm_head == "mlm" and tokenizer.mask_token_id is not None:
         score_kind = "mlm_loss"
     else:
         score_kind = "embedding_shift"
@@ -314,27 +372,7 @@ def load_model(name: str | os.PathLike = "minilm") -> Model:
     info = ModelInfo(name=resolved.name, arch=config.arch, n_layer=config.n_layer,
                      n_head=config.n_head, d_model=config.d_model, d_head=config.d_head,
                      max_positions=config.max_positions, vocab_size=config.vocab_size,
-                     source=resolved.source, score_kind=score_kind)
+                     source=resolved.source, score_kind=score_kind, causal=config.causal,
+                     n_kv_head=config.n_kv, kv_heads=tuple(config.kv_heads),
+                     description=describe(config), has_lm_head=config.has_lm_head)
     return Model(network, tokenizer, info)
-
-
-_IMPORT_LOCK = threading.Lock()
-
-
-def load_tokenizer(folder: Path):
-    # transformers resolves its names lazily, and two threads importing them for the first
-    # time at once can see "cannot import name 'AutoTokenizer'": app sessions load in threads.
-    with _IMPORT_LOCK:
-        from transformers import AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()  # "sequence longer than max length" noise; we truncate
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
-    except Exception as error:
-        raise CorruptCheckpointError(
-            f"the tokenizer files in '{folder}' could not be read ({type(error).__name__}: "
-            f"{error}); a checkpoint folder needs tokenizer.json or vocab files") from error
-    tokenizer.model_max_length = int(1e9)  # we truncate ourselves, to the model's context
-    return tokenizer

@@ -104,3 +104,239 @@ def _perturb_layer_norms(model, seed):
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.add_(0.1 * torch.randn(module.weight.shape, generator=generator))
                 module.bias.add_(0.1 * torch.randn(module.bias.shape, generator=generator))
+
+
+# --- Llama-family checkpoints (Llama, Qwen2, Mistral) and their GGUF conversion -----------
+
+# model_type -> (config class, model class) in transformers; all three are the same decoder
+# (RoPE, RMSNorm, SwiGLU, grouped-query attention) up to Qwen2's q/k/v biases.
+_LLAMA_FAMILY = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+}
+
+
+def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, d_model=64,
+                          d_ff: int | None = None, head_dim: int | None = None,
+                          model_type="llama", tie_word_embeddings=False, rope_theta=10000.0,
+                          n_positions=256, seed=0, init_std=0.2) -> Path:
+    """Save a random LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM + tokenizer to
+    folder (safetensors); return the folder.
+
+    n_kv_head < n_head gives grouped-query attention (1: multi-query); head_dim defaults to
+    d_model // n_head but may differ (o_proj then maps n_head * head_dim back to d_model).
+    As for GPT-2, init_std far above the usual 0.02 makes the attention maps sharp, so parity
+    tests compare varied patterns rather than near-uniform ones. Mistral gets no sliding
+    window (it would only differ from Llama past the window); Qwen2 keeps its q/k/v biases,
+    set to random non-zero values so that dropping them shows.
+    """
+    import torch
+    import transformers
+
+    if model_type not in _LLAMA_FAMILY:
+        raise ValueError(f"model_type must be one of {sorted(_LLAMA_FAMILY)}, got {model_type!r}")
+    if n_head % n_kv_head:
+        raise ValueError(f"n_head ({n_head}) must be a multiple of n_kv_head ({n_kv_head})")
+    if head_dim is None:
+        if d_model % n_head:
+            raise ValueError(f"d_model ({d_model}) is not a multiple of n_head ({n_head}): "
+                             "give head_dim")
+        head_dim = d_model // n_head
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_gpt2_tokenizer(folder)
+    config_name, model_name = _LLAMA_FAMILY[model_type]
+    extra = {}
+    if model_type == "mistral":
+        extra["sliding_window"] = None
+    elif model_type == "qwen2":
+        extra["use_sliding_window"] = False
+    config = getattr(transformers, config_name)(
+        vocab_size=len(tokenizer), hidden_size=d_model, intermediate_size=d_ff or 3 * d_model,
+        num_hidden_layers=n_layer, num_attention_heads=n_head, num_key_value_heads=n_kv_head,
+        head_dim=head_dim, hidden_act="silu", max_position_embeddings=n_positions,
+        rms_norm_eps=1e-5, rope_theta=rope_theta, initializer_range=init_std,
+        tie_word_embeddings=tie_word_embeddings, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, attn_implementation="eager", **extra)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config)
+    _perturb_rms_norms_and_biases(model, seed)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return folder
+
+
+def _perturb_rms_norms_and_biases(model, seed):
+    """Fresh RMSNorms are all ones and fresh biases all zeros: perturb them so that a mix-up of
+    two norms (attention vs MLP, or the final one), a norm left out, or a bias dropped shows in
+    the parity tests. Biases get a spread comparable to the projections' outputs."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for module in model.modules():
+            if type(module).__name__.endswith("RMSNorm") or isinstance(module, torch.nn.RMSNorm):
+                module.weight.add_(0.1 * torch.randn(module.weight.shape, generator=generator))
+            elif isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.copy_(torch.randn(module.bias.shape, generator=generator))
+
+
+# tensor_type -> llama.cpp's general.file_type for a file "mostly" of that type
+_GGUF_FILE_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0",
+                    "Q4_1": "MOSTLY_Q4_1"}
+
+
+def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
+                     name: str = "mha-viz random llama") -> Path:
+    """Convert a Hugging Face Llama folder (config.json, model.safetensors, tokenizer.json of a
+    byte-level BPE) to a GGUF file as llama.cpp's convert_hf_to_gguf.py does; return path.
+
+    tensor_type "F32", "F16", "Q8_0" or "Q4_1": the 2-D matrices are stored in that type (a
+    matrix whose rows do not split into whole quantization blocks falls back to F16, as in
+    llama.cpp); the RMSNorm weights always stay F32. attn_q / attn_k rows are permuted within
+    each head the way llama.cpp stores them (see _llama_cpp_permute); readers undo it.
+    Mistral folders without a sliding window are written as "llama", as llama.cpp does.
+    Keep "mistral" out of name: transformers' GGUF loader reads a file named so as Mistral.
+    """
+    import json
+
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    folder, path = Path(folder), Path(path)
+    if tensor_type not in _GGUF_FILE_TYPES:
+        raise ValueError(f"tensor_type must be one of {sorted(_GGUF_FILE_TYPES)}, "
+                         f"got {tensor_type!r}")
+    config = json.loads((folder / "config.json").read_text())
+    model_type = config.get("model_type")
+    if model_type not in ("llama", "mistral") or config.get("attention_bias") \
+            or config.get("mlp_bias") or config.get("sliding_window"):
+        # Qwen2's biases (and a sliding window) have no place in the "llama" architecture
+        raise ValueError(f"'{folder}' is not a plain Llama checkpoint (model_type "
+                         f"{model_type!r}); only llama / mistral without biases or sliding "
+                         "window convert to GGUF 'llama'")
+    rope = config.get("rope_parameters") or {}
+    if rope.get("rope_type", "default") != "default" or config.get("rope_scaling"):
+        raise ValueError("RoPE scaling is not supported by this writer")
+    rope_theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    d_model = config["hidden_size"]
+    n_head = config["num_attention_heads"]
+    n_kv_head = config.get("num_key_value_heads") or n_head
+    head_dim = config.get("head_dim") or d_model // n_head
+    n_layer = config["num_hidden_layers"]
+    weights = load_file(str(folder / "model.safetensors"))
+    tokens, token_types, merges, vocab_size = _gguf_vocab(folder, config["vocab_size"])
+
+    qtype = gguf.GGMLQuantizationType[tensor_type]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(name)
+    writer.add_file_type(gguf.LlamaFileType[_GGUF_FILE_TYPES[tensor_type]])
+    writer.add_block_count(n_layer)
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(d_model)
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_kv_head)
+    writer.add_rope_freq_base(rope_theta)
+    writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    # transformers reads the head size from here (llama.cpp's Llama writes head_dim into it)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_vocab_size(vocab_size)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(token_types)
+    writer.add_token_merges(merges)
+    if config.get("bos_token_id") is not None:
+        writer.add_bos_token_id(int(config["bos_token_id"]))
+    if config.get("eos_token_id") is not None:
+        writer.add_eos_token_id(int(config["eos_token_id"]))
+    writer.add_add_bos_token(False)  # GPT-2's byte-level BPE adds no BOS
+
+    def add(gguf_name, hf_name, permute_heads=None):
+        array = np.ascontiguousarray(weights[hf_name], dtype=np.float32)
+        if permute_heads:
+            array = _llama_cpp_permute(array, permute_heads)
+        data, data_type = _gguf_tensor_data(array, qtype)
+        writer.add_tensor(gguf_name, data, raw_dtype=data_type)
+
+    add("token_embd.weight", "model.embed_tokens.weight")
+    for i in range(n_layer):
+        hf = f"model.layers.{i}."
+        add(f"blk.{i}.attn_norm.weight", hf + "input_layernorm.weight")
+        add(f"blk.{i}.attn_q.weight", hf + "self_attn.q_proj.weight", permute_heads=n_head)
+        add(f"blk.{i}.attn_k.weight", hf + "self_attn.k_proj.weight", permute_heads=n_kv_head)
+        add(f"blk.{i}.attn_v.weight", hf + "self_attn.v_proj.weight")
+        add(f"blk.{i}.attn_output.weight", hf + "self_attn.o_proj.weight")
+        add(f"blk.{i}.ffn_norm.weight", hf + "post_attention_layernorm.weight")
+        add(f"blk.{i}.ffn_gate.weight", hf + "mlp.gate_proj.weight")
+        add(f"blk.{i}.ffn_up.weight", hf + "mlp.up_proj.weight")
+        add(f"blk.{i}.ffn_down.weight", hf + "mlp.down_proj.weight")
+    add("output_norm.weight", "model.norm.weight")
+    # llama.cpp writes no output.weight when the LM head is the embedding matrix; readers
+    # (and transformers) take a missing output.weight to mean tied embeddings
+    if not config.get("tie_word_embeddings", False) and "lm_head.weight" in weights:
+        add("output.weight", "lm_head.weight")
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _llama_cpp_permute(weight, n_heads):
+    """llama.cpp's row order for W_Q / W_K: within each head, the two halves that HF's
+    rotate_half pairs up are interleaved, so GGUF row h*d + 2j + s is HF row h*d + (d/2)*s + j
+    (RoPE on adjacent pairs there, on half-split pairs in HF)."""
+    rows = weight.shape[0]
+    return (weight.reshape(n_heads, 2, rows // n_heads // 2, *weight.shape[1:])
+            .swapaxes(1, 2).reshape(weight.shape))
+
+
+def _gguf_tensor_data(array, qtype):
+    """(data, type) to store: 1-D tensors (norms) stay F32, as in llama.cpp; a matrix whose
+    row length is not a whole number of quantization blocks falls back to F16, as there."""
+    import gguf
+    import numpy as np
+
+    types = gguf.GGMLQuantizationType
+    if array.ndim < 2 or qtype == types.F32:
+        return array.astype(np.float32), types.F32
+    if qtype == types.F16:
+        return array.astype(np.float16), types.F16
+    block_size = gguf.GGML_QUANT_SIZES[qtype][0]
+    if array.shape[-1] % block_size:
+        return array.astype(np.float16), types.F16
+    return gguf.quants.quantize(array, qtype), qtype
+
+
+def _gguf_vocab(folder: Path, vocab_size: int):
+    """The tokenizer.json of a byte-level BPE as llama.cpp stores it: tokens in id order (as
+    their byte-level spelling, "Ġthe"), token types (special added tokens are CONTROL, other
+    added ones USER_DEFINED), merges as "a b" strings. Ids the tokenizer lacks up to the
+    model's vocab_size are padded as "[PAD<id>]" (UNUSED), as convert_hf_to_gguf.py does."""
+    import json
+
+    import gguf
+
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    if data["model"]["type"] != "BPE":
+        raise ValueError(f"'{folder}' has a {data['model']['type']} tokenizer, not a BPE")
+    by_id = {index: (token, gguf.TokenType.NORMAL) for token, index in
+             data["model"]["vocab"].items()}
+    for added in data.get("added_tokens", []):
+        by_id[added["id"]] = (added["content"], gguf.TokenType.CONTROL if added["special"]
+                              else gguf.TokenType.USER_DEFINED)
+    size = max(vocab_size, max(by_id) + 1)
+    tokens, types = [], []
+    for index in range(size):
+        token, token_type = by_id.get(index, (f"[PAD{index}]", gguf.TokenType.UNUSED))
+        tokens.append(token)
+        types.append(token_type)
+    merges = [merge if isinstance(merge, str) else " ".join(merge)
+              for merge in data["model"]["merges"]]
+    return tokens, types, merges, size

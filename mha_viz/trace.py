@@ -33,7 +33,7 @@ class AttentionTrace:
     display_tokens: list[str]  # readable labels: the token's own text, spaces shown as "␣"
     special_mask: np.ndarray  # bool [T]: [CLS], [SEP], <|endoftext|>, ... positions
     segment_ids: np.ndarray  # int [T]: 0 for sentence A, 1 for sentence B (BERT pairs)
-    causal: bool  # True for GPT-2: query i only sees keys 0..i
+    causal: bool  # True for causal models (GPT-2, Llama): query i only sees keys 0..i
     truncated: bool = False  # the text was longer than the model's context
     n_tokens_before_truncation: int = 0  # token count the full text would have had
     model_name: str = ""
@@ -41,6 +41,9 @@ class AttentionTrace:
     text: str = ""
     text_pair: str | None = None
     extra: dict = field(default_factory=dict)
+    # kv_heads[h]: the key/value head query head h reads. Heads that share one read the same
+    # keys and values (grouped- or multi-query attention); None means every head has its own.
+    kv_heads: list[int] | None = None
 
     def __post_init__(self):
         self.attentions = np.asarray(self.attentions, dtype=np.float32)
@@ -53,6 +56,12 @@ class AttentionTrace:
                 f"attentions must have shape [L, H, {self.n_tokens}, {self.n_tokens}], "
                 f"got {list(self.attentions.shape)}"
             )
+        if self.kv_heads is None:
+            self.kv_heads = list(range(self.attentions.shape[1]))
+        self.kv_heads = [int(k) for k in self.kv_heads]
+        if len(self.kv_heads) != self.attentions.shape[1]:
+            raise TraceFileError(f"kv_heads has {len(self.kv_heads)} entries, expected one per "
+                                 f"head ({self.attentions.shape[1]})")
         for name in ("tokens", "display_tokens", "special_mask", "segment_ids"):
             if len(getattr(self, name)) != self.n_tokens:
                 raise TraceFileError(f"{name} has {len(getattr(self, name))} entries, "
@@ -78,6 +87,14 @@ class AttentionTrace:
     def is_pair(self) -> bool:
         return bool(self.segment_ids.any())
 
+    @property
+    def n_kv_heads(self) -> int:
+        return len(set(self.kv_heads))
+
+    def heads_sharing_kv(self, head: int) -> list[int]:
+        """The query heads (this one included) that read the same keys and values."""
+        return [h for h, kv in enumerate(self.kv_heads) if kv == self.kv_heads[head]]
+
     def head(self, layer: int, head: int) -> np.ndarray:
         """One head's map, [T, T]."""
         return self.attentions[layer, head]
@@ -96,6 +113,7 @@ class AttentionTrace:
             "text": self.text,
             "text_pair": self.text_pair,
             "extra": self.extra,
+            "kv_heads": self.kv_heads,
         }
 
     def save(self, path_or_file) -> None:
@@ -155,6 +173,7 @@ class AttentionTrace:
                     text=metadata.get("text", ""),
                     text_pair=metadata.get("text_pair"),
                     extra=metadata.get("extra", {}),
+                    kv_heads=metadata.get("kv_heads"),
                 )
         except TraceFileError:
             raise

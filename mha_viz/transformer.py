@@ -1,10 +1,13 @@
-"""The GPT-2 and BERT stacks, built on attention.MultiHeadAttention.
+"""One transformer stack for every family, built on attention.MultiHeadAttention.
 
-Both are one class, TransformerStack, parameterised by StackConfig: GPT-2 is pre-LN, causal,
-with learned positions, a final LayerNorm and an LM head tied to the token embedding; BERT is
-post-LN, bidirectional, with token-type embeddings, an embedding LayerNorm and (when the
-checkpoint carries one) the masked-LM head. The forward is split into embed / run_layers /
-finish so analyses can restart from the hidden state entering any layer.
+StackConfig describes an architecture by what varies between families, never by its name:
+normalisation (LayerNorm or RMSNorm, before or after each sub-layer), positions (learned
+absolute or rotary, with theta and the rotary fraction), the MLP (plain or gated), the number
+of key/value heads (= heads: MHA; 1: MQA; in between: GQA), the head width, which
+projections carry biases, token-type embeddings, the LM head (tied, separate, BERT's MLM
+head, or none) and causal or bidirectional attention. GPT-2, BERT and Llama are settings of
+it, made by the family modules in checkpoints/families/. The forward is split into embed /
+run_layers / finish so analyses can restart from the hidden state entering any layer.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .attention import MultiHeadAttention, causal_mask_bias, padding_mask_bias
+from .attention import (MultiHeadAttention, causal_mask_bias, kv_head_of, padding_mask_bias,
+                        rotary_tables)
 
 # Activation names as they appear in config.json. "gelu_new", "gelu_fast" and
 # "gelu_pytorch_tanh" are all the tanh approximation that GPT-2 was trained with.
@@ -28,11 +32,15 @@ ACTIVATIONS = {
     "silu": F.silu,
     "swish": F.silu,
 }
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rotary")
+LM_HEADS = ("tied", "separate", "mlm", "none")
 
 
 @dataclass(frozen=True)
 class StackConfig:
-    arch: str  # "gpt2" (pre-LN, causal) or "bert" (post-LN, bidirectional)
+    arch: str  # the family's name, for people to read ("gpt2", "bert", "llama"); nothing
+    #            in the engine branches on it
     n_layer: int
     n_head: int
     d_model: int
@@ -41,19 +49,46 @@ class StackConfig:
     max_positions: int
     layer_norm_eps: float
     activation: str
-    type_vocab_size: int = 0
-    has_lm_head: bool = False
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+    pre_norm: bool = True  # normalise each sub-layer's input (GPT-2, Llama) or its sum (BERT)
+    causal: bool = True
+    positions: str = "learned"  # "learned" (absolute, added to the embeddings) | "rotary"
+    rope_theta: float = 10000.0
+    rotary_fraction: float = 1.0  # the share of each head's dimensions that rotates
+    gated_mlp: bool = False  # act(x W_gate) * (x W_up), then W_down (SwiGLU for silu)
+    n_kv_head: int = 0  # 0: as many as query heads
+    head_dim: int = 0  # 0: d_model / n_head
+    qkv_bias: bool = True
+    out_bias: bool = True
+    mlp_bias: bool = True
+    type_vocab_size: int = 0  # > 0: token-type (segment) embeddings, BERT's sentence A / B
+    embedding_norm: bool = False  # a norm right after the embeddings (BERT)
+    final_norm: bool = True  # a norm after the last layer (pre-norm stacks)
+    lm_head: str = "tied"  # "tied" to the token embedding | "separate" | "mlm" (BERT) | "none"
     # GPT-2 variants (scale_attn_weights, scale_attn_by_inverse_layer_idx) change the scale
     scale_attn_weights: bool = True
     scale_attn_by_inverse_layer_idx: bool = False
 
     @property
-    def causal(self) -> bool:
-        return self.arch == "gpt2"
+    def d_head(self) -> int:
+        return self.head_dim or self.d_model // self.n_head
 
     @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_head
+    def n_kv(self) -> int:
+        return self.n_kv_head or self.n_head
+
+    @property
+    def kv_heads(self) -> list[int]:
+        """For each query head, the key/value head it reads."""
+        return kv_head_of(self.n_head, self.n_kv)
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.d_head * self.rotary_fraction) // 2 * 2
+
+    @property
+    def has_lm_head(self) -> bool:
+        return self.lm_head != "none"
 
     def attention_scale(self, layer: int) -> float:
         scale = self.d_head ** -0.5 if self.scale_attn_weights else 1.0
@@ -61,32 +96,72 @@ class StackConfig:
             scale /= float(layer + 1)
         return scale
 
+    def problems(self) -> list[str]:
+        """What makes this configuration impossible to build (empty when it is fine)."""
+        found = []
+        for name in ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_positions"):
+            if getattr(self, name) < 1:
+                found.append(f"{name} is {getattr(self, name)}")
+        if self.n_head >= 1 and not self.head_dim and self.d_model % self.n_head:
+            found.append(f"d_model {self.d_model} is not divisible by {self.n_head} heads")
+        if self.n_head >= 1 and self.n_kv >= 1 and self.n_head % self.n_kv:
+            found.append(f"{self.n_head} query heads cannot share {self.n_kv} key/value heads")
+        if self.norm not in NORMS:
+            found.append(f"normalisation '{self.norm}' is not one of {', '.join(NORMS)}")
+        if self.positions not in POSITIONS:
+            found.append(f"positions '{self.positions}' are not one of {', '.join(POSITIONS)}")
+        if self.lm_head not in LM_HEADS:
+            found.append(f"LM head '{self.lm_head}' is not one of {', '.join(LM_HEADS)}")
+        if self.positions == "rotary" and not (0 < self.rotary_fraction <= 1
+                                               and self.rotary_dim >= 2 and self.rope_theta > 0):
+            found.append("the rotary settings (theta, fraction) are out of range")
+        if self.activation not in ACTIVATIONS:
+            found.append(f"activation '{self.activation}' is not supported")
+        return found
+
+
+def make_norm(config: StackConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return nn.RMSNorm(config.d_model, eps=config.layer_norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
 
 class Block(nn.Module):
-    """One transformer layer: attention + MLP with residuals, pre-LN (GPT-2) or post-LN (BERT)."""
+    """One transformer layer: attention + MLP with residuals, pre-norm or post-norm."""
 
     def __init__(self, config: StackConfig, layer: int):
         super().__init__()
-        self.pre_ln = config.arch == "gpt2"
-        self.attn = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=self.pre_ln,
-                                       scale=config.attention_scale(layer))
-        self.ln_1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ln_2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.mlp_in = nn.Linear(config.d_model, config.d_ff)
-        self.mlp_out = nn.Linear(config.d_ff, config.d_model)
+        self.pre_ln = config.pre_norm
+        self.attn = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=True,
+                                       bias=config.qkv_bias, scale=config.attention_scale(layer),
+                                       n_kv_head=config.n_kv, d_head=config.d_head,
+                                       out_bias=config.out_bias)
+        self.ln_1 = make_norm(config)
+        self.ln_2 = make_norm(config)
+        self.gated = config.gated_mlp
+        # A gated MLP's gate and up projections are one matrix [gate; up]: one GEMM.
+        width = 2 * config.d_ff if self.gated else config.d_ff
+        self.mlp_in = nn.Linear(config.d_model, width, bias=config.mlp_bias)
+        self.mlp_out = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
         self.act = ACTIVATIONS[config.activation]
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            gate, up = self.mlp_in(x).chunk(2, dim=-1)
+            return self.mlp_out(self.act(gate) * up)
         return self.mlp_out(self.act(self.mlp_in(x)))
 
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        """What the heads read: the normalised residual stream (pre-norm) or h itself."""
+        return self.ln_1(h) if self.pre_ln else h
+
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None):
+                weights_out=None, rotary=None):
+        attended, weights = self.attn(self.attention_input(h), bias, head_mask, ablation,
+                                      attention_mask, weights_out, rotary)
         if self.pre_ln:
-            attended, weights = self.attn(self.ln_1(h), bias, head_mask, ablation,
-                                          attention_mask, weights_out)
             h = h + attended
             return h + self.mlp(self.ln_2(h)), weights
-        attended, weights = self.attn(h, bias, head_mask, ablation, attention_mask, weights_out)
         h = self.ln_1(h + attended)
         return self.ln_2(h + self.mlp(h)), weights
 
@@ -96,39 +171,63 @@ class TransformerStack(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
-        self.pos_emb = nn.Embedding(config.max_positions, config.d_model)
-        if config.arch == "bert":
-            self.type_emb = nn.Embedding(max(config.type_vocab_size, 1), config.d_model)
-            self.emb_ln = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        if config.positions == "learned":
+            self.pos_emb = nn.Embedding(config.max_positions, config.d_model)
+        if config.type_vocab_size:
+            self.type_emb = nn.Embedding(config.type_vocab_size, config.d_model)
+        if config.embedding_norm:
+            self.emb_ln = make_norm(config)
         self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
-        if config.arch == "gpt2":
-            self.final_ln = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        if config.arch == "bert" and config.has_lm_head:
+        if config.final_norm:
+            self.final_ln = make_norm(config)
+        if config.lm_head == "separate":
+            self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        elif config.lm_head == "mlm":
             # BERT's MLM head: dense -> activation -> LayerNorm -> decoder tied to tok_emb
             self.mlm_dense = nn.Linear(config.d_model, config.d_model)
             self.mlm_ln = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
             self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self._rotary_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     # --- the forward, in pieces ---------------------------------------------------------
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
         """[B, T] ids -> hidden state entering layer 0, [B, T, d]."""
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        h = self.tok_emb(input_ids) + self.pos_emb(positions)
-        if self.config.arch == "bert":
+        h = self.tok_emb(input_ids)
+        if self.config.positions == "learned":
+            h = h + self.pos_emb(torch.arange(input_ids.shape[1], device=input_ids.device))
+        if self.config.type_vocab_size:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
-            h = self.emb_ln(h + self.type_emb(token_type_ids))
+            h = h + self.type_emb(token_type_ids)
+        if self.config.embedding_norm:
+            h = self.emb_ln(h)
         return h
 
     def attention_bias(self, length: int, attention_mask: torch.Tensor | None = None,
                        dtype=torch.float32):
-        """The additive mask every layer shares: causal for GPT-2, padding when given."""
+        """The additive mask every layer shares: causal for causal models, padding when given."""
         bias = causal_mask_bias(length, dtype) if self.config.causal else None
         if attention_mask is not None and not bool(attention_mask.all()):
             padding = padding_mask_bias(attention_mask, dtype)
             bias = padding if bias is None else bias + padding
         return bias
+
+    def rotary(self, length: int):
+        """(cos, sin) [T, rotary_dim] for rotary models, else None. Kept per length: every
+        layer, and every call on the same text, shares them."""
+        if self.config.positions != "rotary":
+            return None
+        tables = self._rotary_cache.get(length)
+        if tables is None:
+            # Ordinary tensors even when the first caller runs under inference_mode: gradient
+            # analyses reuse them, and autograd cannot save inference tensors.
+            with torch.inference_mode(False):
+                tables = rotary_tables(length, self.config.rotary_dim, self.config.rope_theta)
+            if len(self._rotary_cache) > 8:
+                self._rotary_cache.clear()
+            self._rotary_cache[length] = tables
+        return tables
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
@@ -141,6 +240,7 @@ class TransformerStack(nn.Module):
         layer_inputs: a list that receives the hidden state entering each layer.
         """
         stop = self.config.n_layer if stop is None else stop
+        rotary = self.rotary(h.shape[1])
         kept = []
         for layer in range(start, stop):
             if layer_inputs is not None:
@@ -149,23 +249,34 @@ class TransformerStack(nn.Module):
             if head_mask is not None:
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
-            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out)
+            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary)
             if keep_attentions:
                 kept.append(weights)
         return h, kept
 
     def finish(self, h):
         """Hidden state after the last layer -> the model's last hidden state."""
-        return self.final_ln(h) if self.config.arch == "gpt2" else h
+        return self.final_ln(h) if self.config.final_norm else h
 
     def lm_logits(self, last_hidden):
-        """Vocabulary logits from the last hidden state (GPT-2 LM head / BERT MLM head)."""
-        if self.config.arch == "gpt2":
+        """Vocabulary logits from the last hidden state."""
+        head = self.config.lm_head
+        if head == "tied":
             return last_hidden @ self.tok_emb.weight.T
-        if not self.config.has_lm_head:
-            raise RuntimeError("this BERT checkpoint has no masked-LM head")
-        x = self.mlm_ln(ACTIVATIONS[self.config.activation](self.mlm_dense(last_hidden)))
-        return x @ self.tok_emb.weight.T + self.mlm_bias
+        if head == "separate":
+            return self.lm_head(last_hidden)
+        if head == "mlm":
+            x = self.mlm_ln(ACTIVATIONS[self.config.activation](self.mlm_dense(last_hidden)))
+            return x @ self.tok_emb.weight.T + self.mlm_bias
+        raise RuntimeError("this checkpoint has no language-model head")
+
+    def unembedding(self) -> torch.Tensor:
+        """[vocab, d] W_U as the logits use it (tied or separate), for attribution."""
+        if self.config.lm_head == "tied":
+            return self.tok_emb.weight
+        if self.config.lm_head == "separate":
+            return self.lm_head.weight
+        raise RuntimeError("this checkpoint has no plain unembedding")
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
                 ablation="zero", attentions_out=None, keep_attentions=False):

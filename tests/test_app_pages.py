@@ -207,7 +207,7 @@ def test_folder_that_is_not_a_checkpoint(page, tmp_path):
 def test_missing_folder_and_empty_folder_field(page, tmp_path):
     at = run_page(page, folder_params(tmp_path / "does-not-exist"))
     assert not at.exception
-    assert at.error and "not a folder" in texts(at.error)[0]
+    assert at.error and "neither a checkpoint folder nor a .gguf file" in texts(at.error)[0]
     at = run_page(page, {"model": "folder"})
     assert not at.exception
     assert at.error and "No folder given" in texts(at.error)[0]

@@ -95,3 +95,69 @@ def test_mean_ablation_replaces_output_by_its_mean_over_positions():
 def test_head_count_must_divide_width():
     with pytest.raises(ValueError):
         MultiHeadAttention(10, 3)
+
+
+# --- grouped-query attention and rotary positions ---------------------------------------------
+
+
+@pytest.mark.parametrize("n_head,n_kv", [(6, 6), (6, 2), (6, 1), (9, 3)])
+def test_grouped_query_attention_equals_repeating_keys_and_values(n_head, n_kv):
+    """Every query head keeps its own map; query head h reads key/value head h // (H / H_kv),
+    as if K and V were repeated for each query head (transformers' repeat_kv)."""
+    from mha_viz.attention import kv_head_of
+
+    torch.manual_seed(0)
+    q = torch.randn(2, n_head, 7, 4, dtype=torch.float64)
+    k, v = (torch.randn(2, n_kv, 7, 4, dtype=torch.float64) for _ in range(2))
+    context, weights = scaled_dot_product_attention(q, k, v, causal_mask_bias(7, torch.float64))
+    owner = kv_head_of(n_head, n_kv)
+    assert owner == [h * n_kv // n_head for h in range(n_head)]
+    k_rep, v_rep = k[:, owner], v[:, owner]
+    scores = q @ k_rep.transpose(-1, -2) / 2.0 + causal_mask_bias(7, torch.float64)
+    expected = torch.softmax(scores, -1)
+    assert weights.shape == (2, n_head, 7, 7)
+    assert torch.allclose(weights, expected) and torch.allclose(context, expected @ v_rep)
+
+
+def test_rotary_rotates_each_pair_by_its_positions_angle():
+    """Independent formula: dimensions (j, j + r/2) form a complex number rotated by
+    position * theta^(-2j / r)."""
+    from mha_viz.attention import apply_rotary, rotary_tables
+
+    torch.manual_seed(0)
+    length, dim, theta = 6, 8, 100.0
+    x = torch.randn(1, 2, length, dim)
+    cos, sin = rotary_tables(length, dim, theta)
+    rotated = apply_rotary(x, cos, sin)
+    half = dim // 2
+    z = torch.complex(x[..., :half].double(), x[..., half:].double())
+    freqs = theta ** (-torch.arange(half, dtype=torch.float64) * 2 / dim)
+    angle = torch.arange(length, dtype=torch.float64)[:, None] * freqs[None, :]
+    expected = z * torch.polar(torch.ones_like(angle), angle)
+    assert torch.allclose(rotated[..., :half].double(), expected.real, atol=1e-5)
+    assert torch.allclose(rotated[..., half:].double(), expected.imag, atol=1e-5)
+    assert torch.allclose(rotated[:, :, 0], x[:, :, 0])  # position 0 does not turn
+
+
+def test_rotary_scores_depend_on_relative_position_only():
+    from mha_viz.attention import apply_rotary, rotary_tables
+
+    torch.manual_seed(1)
+    q, k = torch.randn(4), torch.randn(4)
+    cos, sin = rotary_tables(12, 4, 10000.0)
+    qs = apply_rotary(q.expand(1, 1, 12, 4), cos, sin)[0, 0]
+    ks = apply_rotary(k.expand(1, 1, 12, 4), cos, sin)[0, 0]
+    assert torch.allclose(qs[5] @ ks[3], qs[9] @ ks[7], atol=1e-5)  # both i - j = 2
+    assert not torch.allclose(qs[5] @ ks[3], qs[5] @ ks[4], atol=1e-3)
+
+
+def test_partial_rotary_leaves_the_other_dimensions_alone():
+    from mha_viz.attention import apply_rotary, rotary_tables
+
+    torch.manual_seed(2)
+    x = torch.randn(1, 1, 5, 8)
+    cos, sin = rotary_tables(5, 4, 10000.0)
+    rotated = apply_rotary(x, cos, sin)
+    assert torch.equal(rotated[..., 4:], x[..., 4:])
+    assert torch.allclose(rotated[..., :4], apply_rotary(x[..., :4], cos, sin))
+    assert not torch.allclose(rotated[..., :4], x[..., :4])

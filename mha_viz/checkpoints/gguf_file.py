@@ -1,0 +1,137 @@
+"""Reading a GGUF file (llama.cpp's format) with the gguf package: metadata, tensors
+dequantized to float32, and the tokenizer its metadata describes.
+
+Never transformers' GGUF model loader (slow: it builds a transformers model first); only its
+tokenizer converter, which reads the vocabulary and merges we hand it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import CorruptCheckpointError, UnsupportedModelError
+
+# Quantisation types the gguf package dequantizes in numpy (gguf.quants); others are refused
+# with a message rather than a traceback.
+DEQUANTIZED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
+                     "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+# llama.cpp's pre-tokenizer names whose splitting differs from GPT-2's regex in a way
+# transformers' converter does not know: SmolLM splits every digit on its own first.
+_DIGIT_SPLITTING_PRE = ("smollm",)
+
+
+def _reader_class():
+    from gguf import GGUFReader
+
+    class PlainArrayReader(GGUFReader):
+        """GGUFReader over a plain ndarray view of its memory map: slicing an np.memmap runs
+        Python code for every slice, and a vocabulary is ~100k slices (3 s -> under 1 s)."""
+
+        @property
+        def data(self):
+            return self._plain
+
+        @data.setter
+        def data(self, value):
+            self._plain = np.asarray(value)
+
+    return PlainArrayReader
+
+
+class GGUFFile:
+    """An opened GGUF: .metadata (key -> Python value) and .tensor_types (name -> type name)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.reader = _reader_class()(str(self.path), "r")
+            self.metadata = {name: field.contents() for name, field in self.reader.fields.items()
+                             if not name.startswith("GGUF.")}
+            self.tensor_types = {t.name: t.tensor_type.name for t in self.reader.tensors}
+        except ImportError as error:
+            raise CorruptCheckpointError("reading a .gguf needs the gguf package: "
+                                         "pip install -r requirements.txt") from error
+        except Exception as error:  # truncated or garbage: numpy, struct and value errors
+            raise CorruptCheckpointError(
+                f"'{self.path.name}' is not a readable GGUF file ({type(error).__name__}: "
+                f"{error}). It may be truncated or damaged: download it again.") from error
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", "unknown"))
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor as float32, in Hugging Face's [out, in] orientation."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        unsupported = sorted({kind for kind in self.tensor_types.values()
+                              if kind not in DEQUANTIZED_TYPES})
+        if unsupported:
+            raise UnsupportedModelError(
+                f"'{self.path.name}' stores tensors as {', '.join(unsupported)}, a quantisation "
+                f"mha-viz does not dequantize; supported: {', '.join(DEQUANTIZED_TYPES)}. "
+                f"Convert it with llama.cpp to Q8_0, Q4_K or F16.")
+        out = {}
+        try:
+            for tensor in self.reader.tensors:
+                shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dims innermost first
+                kind = tensor.tensor_type
+                if kind == GGMLQuantizationType.F32:
+                    values = np.array(tensor.data, dtype=np.float32)
+                elif kind == GGMLQuantizationType.F16:
+                    values = np.asarray(tensor.data).astype(np.float32)
+                else:
+                    values = dequantize(tensor.data, kind)
+                out[tensor.name] = torch.from_numpy(np.ascontiguousarray(values.reshape(shape),
+                                                                         dtype=np.float32))
+        except Exception as error:  # short data (a truncated file) fails to reshape
+            raise CorruptCheckpointError(
+                f"the tensors of '{self.path.name}' could not be read ({type(error).__name__}: "
+                f"{error}). The file may be truncated or damaged: download it again.") from error
+        return out
+
+    def tokenizer(self):
+        """A fast tokenizer built from the file's vocabulary, merges and special tokens."""
+        from tokenizers import pre_tokenizers, processors
+        from transformers import PreTrainedTokenizerFast
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+            GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer)
+
+        meta = self.metadata
+        if "tokenizer.ggml.tokens" not in meta:
+            raise CorruptCheckpointError(f"'{self.path.name}' holds no tokenizer (no "
+                                         f"tokenizer.ggml.tokens in its metadata)")
+        tokens = meta["tokenizer.ggml.tokens"]
+        spec = {name: meta[f"tokenizer.{key}"] for key, name in
+                GGUF_TOKENIZER_MAPPING["tokenizer"].items() if f"tokenizer.{key}" in meta}
+        try:
+            backend, _ = convert_gguf_tokenizer(self.architecture, spec)
+        except Exception as error:
+            raise UnsupportedModelError(
+                f"the tokenizer of '{self.path.name}' ({spec.get('tokenizer_type')!r}) cannot be "
+                f"built: {error}") from error
+        if spec.get("pre_tokenizer_type") in _DIGIT_SPLITTING_PRE:
+            backend.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+
+        def token(key):
+            index = meta.get(f"tokenizer.ggml.{key}")
+            return tokens[index] if isinstance(index, int) and 0 <= index < len(tokens) else None
+
+        bos = token("bos_token_id")
+        if meta.get("tokenizer.ggml.add_bos_token", spec.get("tokenizer_type") == "llama") and bos:
+            backend.post_processor = processors.TemplateProcessing(
+                single=f"{bos} $A", pair=f"{bos} $A $B:1",
+                special_tokens=[(bos, int(meta["tokenizer.ggml.bos_token_id"]))])
+        control = [t for t, kind in zip(tokens, meta.get("tokenizer.ggml.token_type") or ())
+                   if kind == 3 and backend.token_to_id(t) is not None and t not in (bos, token("eos_token_id"), token("unknown_token_id"),
+                                              token("padding_token_id"))]
+        return PreTrainedTokenizerFast(
+            tokenizer_object=backend, bos_token=bos, eos_token=token("eos_token_id"),
+            unk_token=token("unknown_token_id"), pad_token=token("padding_token_id"),
+            additional_special_tokens=control)
