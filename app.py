@@ -9,7 +9,8 @@ from mha_viz import ui
 
 ui.page_setup(
     "mha-viz: look inside multi-head attention",
-    "This app runs real GPT-2 and BERT checkpoints through our own multi-head-attention code "
+    "This app runs real checkpoints (BERT, GPT-2 and Llama-family models such as the bundled "
+    "SmolLM2) through our own multi-head-attention code "
     "and records, for every layer and head, how much each token attends to every other "
     "token. Pick a model and a text in the sidebar, then explore the maps on the pages "
     "listed there.",
@@ -39,17 +40,18 @@ with ui.guard():
     ui.trace_notes(trace)
     st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
             language=None, wrap_lines=True)
-    st.caption("Each box is one token with its position. ␣ marks a leading space (GPT-2); "
-               "## marks a word piece that continues a word (BERT).")
+    st.caption("Each box is one token with its position. ␣ marks a leading space (byte-level "
+               "BPE: GPT-2, SmolLM2); ## marks a word piece that continues a word (BERT).")
     ui.download_trace(selection, trace)
 
     st.subheader("How to read the maps")
     st.markdown(
         "- A **head** turns each token (a *query*) into a probability distribution over the "
         "tokens it can see (the *keys*); each row of a map sums to 1.\n"
-        "- GPT-2 is **causal**: a token sees only itself and earlier tokens, so the upper "
-        "triangle of its maps is empty. BERT sees the whole text in both directions.\n"
-        "- Many heads park attention on [CLS], [SEP] or GPT-2's first token when they have "
+        "- GPT-2 and SmolLM2 are **causal**: a token sees only itself and earlier tokens, so "
+        "the upper triangle of their maps is empty. BERT sees the whole text in both "
+        "directions.\n"
+        "- Many heads park attention on [CLS], [SEP] or a causal model's first token when they have "
         "nothing better to do; hide them with the *Special tokens* option to see the rest.\n"
         f"- {ui.NUMBERING}")
     st.info(ui.CAVEAT)

@@ -75,6 +75,7 @@ FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
 MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
 MODEL_LABELS = {
     "minilm": "MiniLM (bundled, offline)",
+    "smollm2": "SmolLM2-135M (bundled, causal LM)",
     "gpt2": "gpt2: GPT-2 small (hub)",
     "distilgpt2": "distilgpt2 (hub)",
     "gpt2-medium": "gpt2-medium (hub)",
@@ -93,7 +94,8 @@ EXAMPLES = {
     "induction": {
         "label": "Repeated text (induction)",
         "help": "A sequence seen twice: induction heads attend from a token to the token "
-                "that followed its previous occurrence (clearest in GPT-2).",
+                "that followed its previous occurrence (clearest in causal models: SmolLM2, "
+                "GPT-2).",
         "text": ("Mr and Mrs Dursley of number four Privet Drive were proud to say that they "
                  "were perfectly normal. Mr and Mrs Dursley of number four Privet Drive were "
                  "proud to say that they were perfectly normal."),
@@ -102,7 +104,7 @@ EXAMPLES = {
     "pair": {
         "label": "Sentence pair (BERT)",
         "help": "A question and an answer as BERT's sentences A and B ([SEP] between them). "
-                "GPT-2 reads them as one text.",
+                "A causal model reads them as one text.",
         "text": "Where did the cat sleep last night?",
         "pair": "The cat slept on the warm mat by the kitchen door.",
     },
@@ -403,10 +405,11 @@ def get_trace(selection: Selection) -> AttentionTrace:
 
 
 _HINTS = [
-    (OfflineError, "Pick **MiniLM** (bundled, works offline), or a local checkpoint folder."),
+    (OfflineError, "Pick **SmolLM2** or **MiniLM** (bundled, work offline), or a local "
+                   "checkpoint folder."),
     (NotAllowedError, ""),
-    (CheckpointNotFoundError, "Pick **MiniLM** (bundled), a hub id, or a folder saved with "
-                              "`save_pretrained()`."),
+    (CheckpointNotFoundError, "Pick **SmolLM2** or **MiniLM** (bundled), a hub id, a folder "
+                              "saved with `save_pretrained()`, or a .gguf file."),
     (InputError, "Change the text in the sidebar."),
 ]
 
@@ -528,15 +531,19 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     bar.header("Model")
     choice = synced(bar.selectbox, "model", "Model", DEFAULT_MODEL, options=MODEL_CHOICES,
                     format_func=lambda c: MODEL_LABELS.get(c, c),
-                    help="MiniLM is bundled and works offline. Hub models need network the "
-                         "first time (then they are cached). A local folder holds config.json, "
-                         "model.safetensors and the tokenizer files of a GPT-2 or BERT model.")
+                    help="MiniLM (a BERT sentence encoder) and SmolLM2-135M (a Llama-family "
+                         "causal language model with grouped-query attention) are bundled and "
+                         "work offline. Hub models need network the first time (then they are "
+                         "cached). A local checkpoint is a folder (config.json, "
+                         "model.safetensors, tokenizer files) of a GPT-2, BERT, Llama, Mistral "
+                         "or Qwen2 model, or one Llama .gguf file.")
     name = choice
     if choice == FOLDER_CHOICE:
-        name = synced(bar.text_input, "folder", "Checkpoint folder", "",
+        name = synced(bar.text_input, "folder", "Checkpoint folder or .gguf file", "",
                       placeholder="/path/to/checkpoint",
                       help="A folder saved with save_pretrained(): config.json, "
-                           "model.safetensors (or pytorch_model.bin), tokenizer files.").strip()
+                           "model.safetensors (or pytorch_model.bin), tokenizer files; or a "
+                           "Llama-architecture .gguf file.").strip()
     model, model_error = None, None
     if choice == FOLDER_CHOICE and not name:
         model_error = CheckpointNotFoundError(
@@ -548,7 +555,9 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
             model_error = error
     if model is not None:
         info = model.info
-        bar.caption(f"{info.arch.upper()} · {info.n_layer} layers × {info.n_head} heads · "
+        heads = f"{info.n_head} heads" + (f" ({info.n_kv_head} key/value)"
+                                          if info.n_kv_head != info.n_head else "")
+        bar.caption(f"{info.arch.upper()} · {info.n_layer} layers × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
     else:
@@ -654,14 +663,25 @@ def model_card(model: Model) -> None:
     columns[2].metric("d_model", info.d_model)
     columns[3].metric("d_head", info.d_head, help="d_model / heads")
     columns[4].metric("Attention weights per layer", f"{info.attention_params_per_layer:,}",
-                      help="W_Q, W_K, W_V and W_O: 4 × d_model² (biases not counted)")
-    kind = ("GPT-2 style: causal (each token sees only itself and earlier tokens)"
-            if info.causal else "BERT style: bidirectional (each token sees every token)")
+                      help="W_Q, W_K, W_V and W_O (biases not counted): 4 × d_model² for plain "
+                           "multi-head attention, less when key/value heads are shared")
+    kind = ("causal: each token sees only itself and earlier tokens" if info.causal
+            else "bidirectional: each token sees every token")
+    sharing = ""
+    if info.n_kv_head != info.n_head:
+        groups = {}
+        for head, kv in enumerate(info.kv_heads):
+            groups.setdefault(kv, []).append(f"H{head}")
+        sharing = ("\n- **Heads that share keys and values** (" + info.attention_kind + "): "
+                   + "; ".join(f"{', '.join(heads)} (K/V head {kv})"
+                               for kv, heads in groups.items())
+                   + ". Every query head still has its own attention map.")
     st.markdown(
-        f"- **Architecture:** {md_escape(kind)}\n"
-        f"- **Context:** {info.max_positions} tokens; vocabulary {info.vocab_size:,} tokens\n"
-        f"- **Attention weights in all layers:** {info.n_layer * info.attention_params_per_layer:,}"
-        f" (4 × {info.d_model}² × {info.n_layer})\n"
+        f"- **Attention:** {md_escape(kind)}\n"
+        f"- **Architecture ({md_escape(info.arch)}):** {md_escape(info.description)}\n"
+        f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
+        f"- **Attention weights in all layers:** "
+        f"{info.n_layer * info.attention_params_per_layer:,}{sharing}\n"
         f"- **Weights from:** {md_escape(info.source)}\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
 
@@ -680,6 +700,25 @@ def trace_notes(trace: AttentionTrace) -> None:
                f"heads · {NUMBERING}")
 
 
+def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | None:
+    """Which query heads share keys and values (grouped- or multi-query attention), in words:
+    for every group, or for one head's group. None when every head has its own."""
+    if trace.n_kv_heads == trace.n_heads:
+        return None
+    if head is not None:
+        others = [f"H{h}" for h in trace.heads_sharing_kv(head) if h != head]
+        return (f"H{head} shares its keys and values with {', '.join(others)} (key/value head "
+                f"{trace.kv_heads[head]}): the same K and V, its own queries and map.")
+    groups = {}
+    for h, kv in enumerate(trace.kv_heads):
+        groups.setdefault(kv, []).append(h)
+    spans = "; ".join(f"H{hs[0]}–H{hs[-1]}" if hs == list(range(hs[0], hs[-1] + 1))
+                      else ", ".join(f"H{h}" for h in hs) for hs in groups.values())
+    kind = "multi-query" if trace.n_kv_heads == 1 else "grouped-query"
+    return (f"{kind.capitalize()} attention: {trace.n_heads} query heads read {trace.n_kv_heads} "
+            f"key/value head(s); these share one each: {spans}.")
+
+
 def head_picker(trace: AttentionTrace, where=None) -> tuple[int, int]:
     """Layer and head selectors (shared by all pages, kept in the URL as layer/head)."""
     where = where or st
@@ -693,13 +732,14 @@ def head_picker(trace: AttentionTrace, where=None) -> tuple[int, int]:
 
 def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
     """The "hide special tokens" choice: the keep mask [T] (True = shown), or None when
-    nothing is hidden. GPT-2 also offers hiding its first token (the attention sink)."""
+    nothing is hidden. Causal models also offer hiding their first token (the attention
+    sink)."""
     where = where or st
     if trace.causal:
         options = ["none", "first", "special", "both"]
         labels = {"none": "Show every token",
-                  "first": "Hide the first token (GPT-2's attention sink)",
-                  "special": "Hide special tokens (<|endoftext|>)",
+                  "first": "Hide the first token (the attention sink of causal models)",
+                  "special": "Hide special tokens (<|endoftext|>, <|im_start|>, ...)",
                   "both": "Hide the first token and special tokens"}
     else:
         options = ["none", "special"]

@@ -48,7 +48,7 @@ with ui.guard():
         with toggle_col:
             if trace.causal:
                 grey = ui.synced(st.toggle, "grey", "Grey out the causal mask", True,
-                                 help="GPT-2 cannot look at later tokens: those cells are "
+                                 help="A causal model cannot look at later tokens: those cells are "
                                       "drawn grey rather than as weight 0.")
             if trace.is_pair:
                 outline = ui.synced(st.toggle, "blocks", "Outline sentence-pair blocks", True,
@@ -86,6 +86,9 @@ with ui.guard():
     st.caption("One thumbnail per head: rows are layers (L0 at the top), columns are heads. "
                "Click a thumbnail to open that head below. Each thumbnail has its own colour "
                "scale, so a sharp head and a broad head are both visible.")
+    sharing = ui.kv_sharing_note(trace)
+    if sharing:
+        st.caption(sharing)
     cell_px = int(min(110, max(40, 720 // trace.n_heads)))  # few heads: bigger thumbnails
     grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
                                  cell_px=cell_px, title="All heads")
@@ -94,6 +97,9 @@ with ui.guard():
 
     # ---------------------------------------------------------------- one head
     st.subheader(f"One head: {name} (layer {layer}, head {head})")
+    sharing = ui.kv_sharing_note(trace, head)
+    if sharing:
+        st.caption(sharing)
     heat_col, line_col = side_by_side()
     with heat_col:
         st.caption("Row = query (the token that reads), column = key (the token read from). "

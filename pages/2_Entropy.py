@@ -31,8 +31,8 @@ with ui.guard():
                                        "normalised": "normalised (÷ maximum)"}.get,
                           horizontal=True,
                           help="Normalised divides each row by the largest entropy it could "
-                               "have, ln(number of keys it sees): ln(i+1) for GPT-2's row i, "
-                               "ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
+                               "have, ln(number of keys it sees): ln(i+1) for a causal model's "
+                               "row i, ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
                                "single key are left out.")
     with c2:
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
@@ -108,7 +108,7 @@ with ui.guard():
     ui.show_figure(fig, key="per_query", alt=f"Entropy per query token for {name}")
     st.caption("Low bars: the token reads mostly from one place. The dashed line is the "
                "entropy of uniform attention over the tokens that query can see"
-               + (" (it grows along the text, as GPT-2's row i sees i+1 tokens)."
+               + (" (it grows along the text, as a causal model's row i sees i+1 tokens)."
                   if trace.causal and not normalized else ".")
                + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover a "
                   f"bar for its token." if n > 60 else ""))
@@ -125,8 +125,8 @@ with ui.guard():
     classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
     if trace.causal:
         classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]
-        note = ("GPT-2 has no [CLS] or [SEP]; its first token often acts as an *attention "
-                "sink* that idle heads attend to.")
+        note = ("Causal models have no [CLS] or [SEP]; their first token often acts as an "
+                "*attention sink* that idle heads attend to.")
     else:
         classes = [c for c in classes if c != "first token"]
         note = "For BERT the first token is [CLS], so it has no line of its own."

@@ -17,7 +17,7 @@ SHORT_SCORE = {
     "embedding_shift": "embedding shift (1 − cos)",
 }
 SCORE_EXPLAINED = {
-    "next_token_loss": "GPT-2's mean cross-entropy of predicting each next token of the text, "
+    "next_token_loss": "The causal LM's mean cross-entropy of predicting each next token of the text, "
                        "in nats per token. Lower is better; a head that matters makes it rise "
                        "when it is switched off.",
     "mlm_loss": "BERT's masked-LM cross-entropy: a fixed, seeded 15% of the tokens (at least "

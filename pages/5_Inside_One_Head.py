@@ -92,7 +92,13 @@ with ui.guard():
     st.latex(r"\mathrm{head}_h(X) = \operatorname{softmax}\!\left(\frac{(XW_Q^h)(XW_K^h)^{\top}}"
              r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
     st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
-               f"You Need*). d_k = {d} ÷ {inside.n_head} = {dk}; √d_k = {dk ** 0.5:.3f}. "
+               f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}. "
+               + (f"Q and K are rotated by position (RoPE, step 4b) before the scores. "
+                  if inside.rotary else "")
+               + (f"Key/value heads are shared: query heads "
+                  f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
+                  f"(key/value head {inside.kv_head}). "
+                  if inside.n_kv_head and inside.n_kv_head < inside.n_head else "") +
                "Rows are tokens throughout (row i = token i), as in the library's code; biases "
                "are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
 
@@ -124,6 +130,17 @@ with ui.guard():
         show_matrix(array, tok, k_cols, f"{letter} of {name}: {t} × {dk}",
                     letter, row_title="token", col_title="d_k")
         csv_button(array, tok, k_cols, letter, letter)
+
+    if inside.rotary:  # RoPE: a step of its own, between the projections and the scores
+        step = steps["Q_rot"]
+        st.markdown(f"#### 4b. Rotary positions (RoPE): {step.shape_text}")
+        st.latex(step.formula)
+        st.markdown(step.explanation)
+        for letter in ("Q", "K"):
+            array = getattr(inside, f"{letter}_rot")
+            show_matrix(array, tok, k_cols, f"{letter} rotated, {letter}': {t} × {dk}",
+                        f"{letter}_rot", row_title="token", col_title="d_k")
+            csv_button(array, tok, k_cols, f"{letter} rotated", f"{letter}_rot")
 
     # 5-6. scores and mask
     step_header(5, "scores")
@@ -183,10 +200,10 @@ with ui.guard():
         f"concatenating the heads' outputs, T × d_model, and multiplying by the full W_O). "
         f"{name}'s contribution has {inside.share_of_output:.0%} of the size (Frobenius norm) of "
         f"all heads' contributions together. "
-        + ("GPT-2 then adds it to the residual stream: h ← h + attention output."
+        + ("A pre-norm model then adds it to the residual stream: h ← h + attention output."
            if inside.pre_ln else
-           "BERT then adds it to the residual stream and normalises: h ← LN(h + attention "
-           "output).")
+           "A post-norm model (BERT) then adds it to the residual stream and normalises: "
+           "h ← LN(h + attention output).")
         + " Because of that residual path a token keeps much of its own information whatever "
           "its heads attend to; attention rollout (Abnar & Zuidema 2020, on the Attention maps "
           "page) models it as 0.5·A + 0.5·I per layer.")
@@ -199,8 +216,9 @@ with ui.guard():
     st.divider()
     ui.download_bytes(all_arrays, f"{stem}_inside.npz", "⬇ Every array of this head (.npz)",
                       key="dl_inside_all",
-                      help="X, W_Q, W_K, W_V, Q, K, V, scores, mask, masked_scores, weights, "
-                           "context, W_O, contribution, layer_output and the biases; "
+                      help="X, W_Q, W_K, W_V, Q, K, V, (Q_rot, K_rot under RoPE), scores, "
+                           "mask, masked_scores, weights, context, W_O, contribution, "
+                           "layer_output and the biases; "
                            "numpy.load() reads it.")
     st.caption("In code: `from mha_viz.inside import inside_one_head; "
                f"inside_one_head(model, text, layer={layer}, head={head})` returns every array "

@@ -12,7 +12,11 @@ pytestmark = pytest.mark.browser
 
 
 def upload(page, path) -> None:
-    page.get_by_text("Open a saved trace (.npz)").click()
+    # Open the expander if it is closed; a click on an open one would close it (it stays
+    # open in the browser after "Close the saved trace"), hiding the message to be read.
+    details = page.locator("details").filter(has_text="Open a saved trace (.npz)")
+    if details.get_attribute("open") is None:
+        page.get_by_text("Open a saved trace (.npz)").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
 
 

@@ -1,0 +1,40 @@
+"""The bundled causal model, SmolLM2-135M, on every page in headless chromium, at desktop,
+projector (1280x720) and phone (400 px) sizes. Screenshots land in artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
+                              open_page, shoot)
+
+pytestmark = pytest.mark.browser
+
+QUERY = "?model=smollm2&text=The%20cat%20sat%20on%20the%20mat%20because%20it%20was%20warm."
+PAGES = [("", 0), ("Attention_Maps", 4), ("Entropy", 4), ("Head_Similarity", 3),
+         ("Pruning_Impact", 1), ("Inside_One_Head", 9)]
+SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_smollm2_every_page(browser, app_server, screenshots, size):
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    tab = context.new_page()
+    tab.requests = []
+    tab.on("request", lambda request: tab.requests.append(request.url))
+    tab.set_default_timeout(180_000)
+    try:
+        for path, n_charts in PAGES:
+            open_page(tab, app_server, path, n_charts, QUERY)
+            assert_no_exception(tab, app_server)
+            assert not error_texts(tab)
+            body = tab.locator('[data-testid="stMain"]').inner_text()
+            if path == "":
+                assert "share keys and values" in body and "SmolLM2" in body
+            if path == "Inside_One_Head":
+                assert "Rotary positions (RoPE)" in body
+            shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
+        assert_only_own_host(tab, app_server)
+    finally:
+        context.close()

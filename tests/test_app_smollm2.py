@@ -1,0 +1,43 @@
+"""Every page with the bundled real causal model, SmolLM2-135M (Llama family, grouped-query
+attention, RoPE), through Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit")
+
+from test_app_pages import run_page, texts  # noqa: E402
+
+PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
+         "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"]
+TEXT = "The cat sat on the mat because it was warm."
+
+
+@pytest.fixture(autouse=True)
+def _raise_in_pages(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_RAISE", "1")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_smollm2_pages_render(page):
+    at = run_page(page, {"model": "smollm2", "text": TEXT})
+    assert not at.exception, texts(at.exception)
+    assert not at.error, texts(at.error)
+    shown = " ".join(texts(at.markdown) + texts(at.caption))
+    if page == "app.py":
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Layers"] == "30" and metrics["Heads per layer"] == "9"
+        assert metrics["d_head"] == "64"
+        # W_Q, W_O: 576 x 576; W_K, W_V: 576 x 192 (3 key/value heads of 64)
+        assert metrics["Attention weights per layer"] == f"{576 * (2 * 576 + 2 * 192):,}"
+        assert "Heads that share keys and values" in shown and "H0, H1, H2 (K/V head 0)" in shown
+        assert "rotary positions (RoPE, theta 100000)" in shown
+    else:
+        assert at.get("plotly_chart"), "no figure"
+    if page == "pages/1_Attention_Maps.py":
+        assert "Grouped-query attention: 9 query heads read 3 key/value head(s)" in shown
+    if page == "pages/4_Pruning_Impact.py":
+        assert "next-token cross-entropy" in shown
+    if page == "pages/5_Inside_One_Head.py":
+        assert any("Rotary positions (RoPE)" in t for t in texts(at.markdown))
