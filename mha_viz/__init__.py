@@ -9,11 +9,11 @@
 from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError, LoadError,
                      MhaVizError, NotAllowedError, OfflineError, TraceFileError,
                      UnsupportedModelError)
-from .model import Model, ModelInfo, load_model
+from .model import Model, ModelInfo, Predictions, TargetMetric, load_model
 from .trace import AttentionTrace
 
 __all__ = [
-    "load_model", "Model", "ModelInfo", "AttentionTrace", "MhaVizError", "InputError",
+    "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError",
 ]

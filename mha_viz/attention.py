@@ -206,12 +206,15 @@ class MultiHeadAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        record: dict | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
         bias: additive attention mask (causal and/or padding). rotary: (cos, sin) tables of
         rotary_tables, applied to Q and K after the heads are split. head_mask: see
         gate_heads; the returned weights are the softmax's, untouched by the gate.
+        record, when given, receives "context" (each head's output before W_O, after the
+        gate, [B, H, T, d_k]) and "attn_out" (the output), for attribution.
         """
         q, k, v = self.project_qkv(x)
         if rotary is not None:
@@ -219,7 +222,10 @@ class MultiHeadAttention(nn.Module):
         context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale, weights_out)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
-        return self.out(combine_heads(context)), weights
+        output = self.out(combine_heads(context))
+        if record is not None:
+            record["context"], record["attn_out"] = context, output
+        return output, weights
 
     def fuse(self) -> "MultiHeadAttention":
         """Turn separate Q/K/V projections into one fused projection (same numbers, one GEMM)."""

@@ -84,7 +84,62 @@ class ScoreInputs:
     targets: torch.Tensor | None  # next tokens, or the original ids at masked positions
     positions: torch.Tensor | None  # masked positions (MLM)
     reference: torch.Tensor | None  # unmasked mean-pooled embedding (embedding shift)
+    metric: "ResolvedMetric | None" = None  # a target metric instead of the model's score
 
+
+METRIC_KINDS = {
+    "logit_diff": "logit difference: logit(target) - logit(contrast)",
+    "logit": "logit of the target",
+    "logprob": "log-probability of the target (nats)",
+}
+
+
+@dataclass(frozen=True)
+class TargetMetric:
+    """What to measure instead of the whole-text score: at token position ``position`` (the
+    prediction made there, i.e. of the token that follows; for a masked-LM model, the filler
+    of that position, which is masked), the target's log-probability, its logit, or the
+    logit difference target - contrast (Wang et al. 2023 measure " Mary" vs " John").
+    target / contrast: a token id, or a string that is one token (" Paris")."""
+    position: int
+    target: int | str
+    contrast: int | str | None = None
+    kind: str = "logit_diff"  # "logit_diff" | "logit" | "logprob"
+
+
+@dataclass(frozen=True)
+class ResolvedMetric:
+    position: int  # non-negative
+    target: int
+    contrast: int | None
+    kind: str
+    description: str  # in words, for figure titles and captions
+
+    @property
+    def higher_is_better(self) -> bool:
+        return True
+
+
+@dataclass
+class Predictions:
+    """What the model predicts at each position (ANALYSES.md section 6).
+
+    Causal models: row i is the prediction made at position i, of token i + 1;
+    next_logprob[i] = log p(token i + 1 | tokens 0..i), minus the per-token loss.
+    Masked-LM models: one row per masked position, the fillers of that position."""
+    kind: str  # "next_token" | "masked"
+    tokens: list[str]  # the input's display tokens
+    token_ids: list[int]
+    positions: np.ndarray  # [R] the positions the rows are about
+    top_ids: np.ndarray  # [R, k]
+    top_probs: np.ndarray  # [R, k]
+    top_tokens: list[list[str]]  # [R][k] display text of the top ids
+    next_logprob: np.ndarray | None  # [T - 1] (causal only)
+
+    @property
+    def loss(self) -> np.ndarray | None:
+        """Per-token cross-entropy of the text (nats), [T - 1]; its mean is model.score."""
+        return None if self.next_logprob is None else -self.next_logprob
 
 def clean_text(text) -> str:
     """Reject what cannot be traced; make odd Unicode safe for the tokenizer."""
@@ -263,10 +318,17 @@ class Model:
 
     # --- the pruning score (ANALYSES.md section 5) ----------------------------------------
 
-    def score_inputs(self, text: str, mlm_seed: int = 0) -> ScoreInputs:
+    def score_inputs(self, text: str, mlm_seed: int = 0,
+                     metric: TargetMetric | None = None) -> ScoreInputs:
         enc = self.encode(text)
         ids = torch.tensor([enc.input_ids], dtype=torch.long)
         types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        if metric is not None:
+            resolved = self.resolve_metric(metric, len(enc.input_ids))
+            if not self.info.causal:  # the masked-LM metric reads a masked position
+                ids = ids.clone()
+                ids[0, resolved.position] = self.tokenizer.mask_token_id
+            return ScoreInputs("target", ids, types, None, None, None, resolved)
         kind = self.info.score_kind
         if kind == "next_token_loss":
             if ids.shape[1] < 2:
@@ -286,6 +348,14 @@ class Model:
 
     def score_from_last_hidden(self, last_hidden: torch.Tensor, inputs: ScoreInputs):
         """[B, T, d] last hidden states -> [B] scores."""
+        if inputs.kind == "target":
+            metric = inputs.metric
+            logits = self.network.lm_logits(last_hidden[:, metric.position])  # [B, V]
+            if metric.kind == "logprob":
+                return F.log_softmax(logits, dim=-1)[:, metric.target]
+            if metric.kind == "logit":
+                return logits[:, metric.target]
+            return logits[:, metric.target] - logits[:, metric.contrast]
         if inputs.kind == "next_token_loss":
             logits = self.network.lm_logits(last_hidden[:, :-1])
             targets = inputs.targets.expand(logits.shape[0], -1)
@@ -317,13 +387,113 @@ class Model:
         scores = self.score_from_last_hidden(last_hidden, inputs)
         return scores if mask is not None and mask.dim() == 3 else scores[0]
 
-    def score(self, text: str, head_mask=None, ablation: str = "zero") -> float:
-        """The scalar the pruning page measures (info.score_name says which):
-        GPT-2 next-token loss, BERT MLM loss, or embedding shift for BERT without an MLM head.
-        head_mask [L, H]: 1 keeps a head, 0 removes it (ablation="mean": replaces it by its
-        mean output over positions)."""
+    def score(self, text: str, head_mask=None, ablation: str = "zero",
+              metric: TargetMetric | None = None) -> float:
+        """The scalar the pruning page measures (info.score_name says which): a causal
+        model's next-token loss, BERT's MLM loss, or the embedding shift of an encoder
+        without an LM head; or, with ``metric``, that target metric (higher = the target is
+        more likely). head_mask [L, H]: 1 keeps a head, 0 removes it (ablation="mean":
+        replaces it by its mean output over positions)."""
         with torch.no_grad():
-            return float(self.score_tensor(self.score_inputs(text), head_mask, ablation))
+            return float(self.score_tensor(self.score_inputs(text, metric=metric), head_mask,
+                                           ablation))
+
+    # --- predictions and target metrics (ANALYSES.md section 6) ---------------------------
+
+    def token_id(self, token: int | str) -> int:
+        """A token id from an id or from text that is exactly one token (" Paris", or the
+        vocabulary's own spelling "ĠParis")."""
+        if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
+            if not 0 <= int(token) < self.info.vocab_size:
+                raise InputError(f"token id {token} is outside the vocabulary "
+                                 f"[0, {self.info.vocab_size})")
+            return int(token)
+        if not isinstance(token, str) or not token:
+            raise InputError("a target token is an id or a non-empty string")
+        with self._tokenizer_lock:
+            ids = self.tokenizer(token, add_special_tokens=False)["input_ids"]
+            if len(ids) != 1:
+                vocab_id = self.tokenizer.convert_tokens_to_ids(token)
+                if isinstance(vocab_id, int) and vocab_id != self.tokenizer.unk_token_id:
+                    return vocab_id
+                pieces = self.tokenizer.convert_ids_to_tokens(ids)
+        if len(ids) == 1:
+            return int(ids[0])
+        raise InputError(f"{token!r} is {len(ids)} tokens for this model ({', '.join(pieces)}); "
+                         f"a target must be a single token")
+
+    def resolve_metric(self, metric: TargetMetric, n_tokens: int) -> ResolvedMetric:
+        if not self.info.has_lm_head:
+            raise InputError(f"'{self.info.name}' has no language-model head, so it has no "
+                             f"target metric; its score is the {self.info.score_name}")
+        if metric.kind not in METRIC_KINDS:
+            raise InputError(f"metric kind must be one of {', '.join(METRIC_KINDS)}, got "
+                             f"{metric.kind!r}")
+        position = int(metric.position)
+        position = position + n_tokens if position < 0 else position
+        if not 0 <= position < n_tokens:
+            raise InputError(f"position {metric.position} is outside the text's {n_tokens} tokens")
+        target = self.token_id(metric.target)
+        contrast = None if metric.contrast is None else self.token_id(metric.contrast)
+        if metric.kind == "logit_diff" and contrast is None:
+            raise InputError("the logit difference needs a contrast token")
+        shown = self.display_tokens([target] + ([] if contrast is None else [contrast]))
+        what = {"logit_diff": f"logit('{shown[0]}') − logit('{shown[-1]}')",
+                "logit": f"logit('{shown[0]}')",
+                "logprob": f"log p('{shown[0]}')"}[metric.kind]
+        return ResolvedMetric(position, target, contrast, metric.kind,
+                              f"{what} at position {position}")
+
+    def predict(self, text: str, k: int = 5, masked_positions=None,
+                max_tokens: int | None = None) -> Predictions:
+        """The k most likely tokens at each position, with their probabilities.
+
+        Causal models: every position's next-token prediction, and next_logprob [T - 1].
+        Masked-LM models (BERT with its MLM head): the fillers of masked_positions (each
+        replaced by [MASK] first), or of the [MASK] tokens already in the text."""
+        if not self.info.has_lm_head:
+            raise InputError(f"'{self.info.name}' has no language-model head: it gives "
+                             f"embeddings, not token predictions")
+        k = int(k)
+        if not 1 <= k <= self.info.vocab_size:
+            raise InputError(f"k must be between 1 and {self.info.vocab_size}")
+        enc = self.encode(text, max_tokens=max_tokens)
+        ids = torch.tensor([enc.input_ids], dtype=torch.long)
+        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        n = ids.shape[1]
+        if self.info.causal:
+            positions = np.arange(n)
+        else:
+            mask_id = self.tokenizer.mask_token_id
+            if masked_positions is None:
+                positions = np.flatnonzero(np.array(enc.input_ids) == mask_id)
+            else:
+                positions = np.array(sorted({int(p) + (n if int(p) < 0 else 0)
+                                             for p in masked_positions}), dtype=int)
+            if positions.size == 0:
+                raise InputError("pick the positions to mask (or put [MASK] in the text): a "
+                                 "masked-LM model predicts the tokens it cannot see")
+            if positions.min() < 0 or positions.max() >= n or any(
+                    enc.special_mask[p] for p in positions):
+                raise InputError(f"masked positions must be ordinary tokens of the text "
+                                 f"(0..{n - 1}, not [CLS]/[SEP])")
+            ids = ids.clone()
+            ids[0, positions] = mask_id
+        with torch.inference_mode():
+            last_hidden, _ = self.network(ids, types)
+            logits = self.network.lm_logits(last_hidden[0, torch.as_tensor(positions)])
+            logprobs = F.log_softmax(logits, dim=-1)
+            top = logprobs.topk(k, dim=-1)
+            next_logprob = None
+            if self.info.causal:
+                next_logprob = logprobs[:-1].gather(1, ids[0, 1:, None])[:, 0].numpy()
+        top_ids = top.indices.numpy()
+        return Predictions(
+            kind="next_token" if self.info.causal else "masked",
+            tokens=self.display_tokens(enc.input_ids), token_ids=enc.input_ids,
+            positions=positions, top_ids=top_ids, top_probs=top.values.exp().numpy(),
+            top_tokens=[self.display_tokens(row.tolist()) for row in top_ids],
+            next_logprob=next_logprob)
 
 
 def describe(config) -> str:

@@ -156,14 +156,22 @@ class Block(nn.Module):
         return self.ln_1(h) if self.pre_ln else h
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None, rotary=None):
+                weights_out=None, rotary=None, record=None):
+        """record, when given, receives the attention's "context" and "attn_out" and the
+        MLP's output "mlp_out": the pieces a pre-norm layer adds to the residual stream."""
         attended, weights = self.attn(self.attention_input(h), bias, head_mask, ablation,
-                                      attention_mask, weights_out, rotary)
+                                      attention_mask, weights_out, rotary, record)
         if self.pre_ln:
             h = h + attended
-            return h + self.mlp(self.ln_2(h)), weights
+            mlp_out = self.mlp(self.ln_2(h))
+            if record is not None:
+                record["mlp_out"] = mlp_out
+            return h + mlp_out, weights
         h = self.ln_1(h + attended)
-        return self.ln_2(h + self.mlp(h)), weights
+        mlp_out = self.mlp(h)
+        if record is not None:
+            record["mlp_out"] = mlp_out
+        return self.ln_2(h + mlp_out), weights
 
 
 class TransformerStack(nn.Module):
@@ -231,13 +239,15 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None):
+                   layer_inputs=None, records=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
         layer. attentions_out: [L, H, T, T] buffer the softmax writes into (batch of 1).
         keep_attentions: return a list of every layer's [B, H, T, T] weights.
         layer_inputs: a list that receives the hidden state entering each layer.
+        records: a list that receives, per layer, Block.forward's record (context, attn_out,
+        mlp_out).
         """
         stop = self.config.n_layer if stop is None else stop
         rotary = self.rotary(h.shape[1])
@@ -249,7 +259,11 @@ class TransformerStack(nn.Module):
             if head_mask is not None:
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
-            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary)
+            record = None if records is None else {}
+            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
+                                            record)
+            if records is not None:
+                records.append(record)
             if keep_attentions:
                 kept.append(weights)
         return h, kept

@@ -119,3 +119,36 @@ def test_smollm2_perplexity_on_plain_english(smollm2):
     for paragraph in PARAGRAPHS:
         trace = smollm2.trace(paragraph)
         assert perplexity(trace.token_ids, smollm2.logits(paragraph)) < 40
+
+
+def test_smollm2_predict_matches_transformers(smollm2, reference):
+    ref, tokenizer = reference
+    text = PARAGRAPHS[0][:200]
+    encoded = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        probs = torch.softmax(ref(**encoded).logits[0].double(), -1)
+    pred = smollm2.predict(text, k=5)
+    top = probs.topk(5, dim=-1)
+    assert np.array_equal(pred.top_ids, top.indices.numpy())
+    assert np.abs(pred.top_probs - top.values.numpy()).max() < 1e-4
+
+
+def test_smollm2_direct_logit_attribution_adds_up(smollm2):
+    from mha_viz.analysis import direct_logit_attribution
+
+    text = "When Mary and John went to the store, John gave a drink to"
+    result = direct_logit_attribution(smollm2, text, -1, " Mary", " John")
+    assert result.total > 0  # the model prefers the indirect object
+    assert abs(result.sum_of_components - result.total) < 1e-3
+
+
+def test_smollm2_induction_probe_finds_induction_heads(smollm2):
+    """The repeated-random-token probe (seq_len 50, 5 sequences, seed 0). Measured: five heads
+    above 0.5, L17.H3 0.74, L17.H4 0.73, L17.H5 0.62 (the three query heads of one key/value
+    head), L18.H6 0.89, L18.H7 0.63; the probe must find some, none in the first layers."""
+    from mha_viz.analysis import induction_scores
+
+    scores = induction_scores(smollm2, seq_len=50, n_seqs=5, seed=0)
+    strong = np.argwhere(scores > 0.5)
+    assert 1 <= len(strong) <= 60, scores.max()
+    assert strong[:, 0].min() >= 5  # none in the first layers: induction needs a previous-token head

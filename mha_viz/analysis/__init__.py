@@ -5,6 +5,7 @@ attentions [L, H, T, T] (rows are queries, columns keys, rows sum to 1), an Atte
 a list of them (several texts: the mean over them).
 """
 
+from .attribution import Attribution, direct_logit_attribution
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (duplicate_token_scores, induction_pattern_scores, induction_scores,
                     next_token_scores, previous_token_scores)
@@ -29,4 +30,5 @@ __all__ = [
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
+    "direct_logit_attribution", "Attribution",
 ]

@@ -50,9 +50,9 @@ def _default_batch(model, n_tokens: int) -> int:
 
 
 @torch.no_grad()
-def _ablation_one(model, text, mode, base, batch_size, progress=None):
+def _ablation_one(model, text, mode, base, batch_size, progress=None, metric=None):
     net = model.network
-    inputs = model.score_inputs(text)
+    inputs = model.score_inputs(text, metric=metric)
     n_layer, n_head = model.info.n_layer, model.info.n_head
     ids, types = inputs.input_ids, inputs.token_type_ids
     bias = net.attention_bias(ids.shape[1])
@@ -79,7 +79,7 @@ def _ablation_one(model, text, mode, base, batch_size, progress=None):
 
 
 def ablation_effects(model, text, mode: str = "zero", head_mask=None,
-                     batch_size: int | None = None, progress=None) -> np.ndarray:
+                     batch_size: int | None = None, progress=None, metric=None) -> np.ndarray:
     """[L, H]: score(with head (l, h) removed) - score(), exactly (one forward per head).
 
     mode="zero" removes the head's output; mode="mean" replaces it by its mean over positions.
@@ -87,6 +87,8 @@ def ablation_effects(model, text, mode: str = "zero", head_mask=None,
     at 0 get effect 0). A list of texts gives the mean over texts. Hidden states below each
     layer are computed once and reused, and a layer's ablations run as one batch.
     progress(done, total), if given, is called after each layer of each text.
+    metric: a model.TargetMetric to measure instead of the model's score (then a head that
+    helps the target has a negative effect).
     """
     base = _base_mask(model, head_mask)
     texts = _texts(text)
@@ -95,12 +97,12 @@ def ablation_effects(model, text, mode: str = "zero", head_mask=None,
     for index, one in enumerate(texts):
         report = None if progress is None else (
             lambda done, _total, index=index: progress(index * model.info.n_layer + done, total))
-        per_text.append(_ablation_one(model, one, mode, base, batch_size, report)[0])
+        per_text.append(_ablation_one(model, one, mode, base, batch_size, report, metric)[0])
     return np.mean(per_text, axis=0)
 
 
-def _gradient_one(model, text, base):
-    inputs = model.score_inputs(text)
+def _gradient_one(model, text, base, metric=None):
+    inputs = model.score_inputs(text, metric=metric)
     gates = base.clone().requires_grad_(True)
     score = model.score_tensor(inputs, gates)
     (grad,) = torch.autograd.grad(score, gates)
@@ -142,7 +144,7 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
 
 
 def gradient_importance(model, text, normalize: bool | str = False, head_mask=None,
-                        progress=None) -> np.ndarray:
+                        progress=None, metric=None) -> np.ndarray:
     """[L, H] head importance from derivatives of the score with respect to the head gates
     (Michel, Levy, Neubig 2019): I_lh = E_x |d score(x) / d xi_lh| at xi = head_mask (all
     ones by default), one backward pass per text.
@@ -154,20 +156,21 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
     embedding (computed by forward-mode differentiation; it costs about one forward per head).
 
     normalize="layer" divides each layer's row by its l2 norm (Michel et al.'s variant).
-    progress(done, total), if given, is called as the work advances.
+    progress(done, total), if given, is called as the work advances. metric: a
+    model.TargetMetric to differentiate instead of the model's score.
     """
     base = _base_mask(model, head_mask)
     texts = _texts(text)
     per_text = []
     for index, one in enumerate(texts):
-        if model.info.score_kind == "embedding_shift":
+        if metric is None and model.info.score_kind == "embedding_shift":
             n = model.info.n_layer
             report = None if progress is None else (
                 lambda done, _total, index=index: progress(index * n + done, len(texts) * n))
             per_text.append(0.5 * embedding_jacobian_norms(model, one, base,
                                                            progress=report) ** 2)
         else:
-            per_text.append(_gradient_one(model, one, base))
+            per_text.append(_gradient_one(model, one, base, metric))
             if progress is not None:
                 progress(index + 1, len(texts))
     importance = np.mean(per_text, axis=0)
@@ -188,19 +191,20 @@ class PruningCurve:
     masks: list[np.ndarray] = field(default_factory=list)  # the head mask after each step
 
 
-def _mean_score(model, texts, mask) -> float:
-    return float(np.mean([model.score(t, head_mask=mask) for t in texts]))
+def _mean_score(model, texts, mask, metric=None) -> float:
+    return float(np.mean([model.score(t, head_mask=mask, metric=metric) for t in texts]))
 
 
 def pruning_curve(model, text, step: float = 0.1, by: str = "gradient",
-                  mode: str = "zero", progress=None) -> PruningCurve:
+                  mode: str = "zero", progress=None, metric=None) -> PruningCurve:
     """Remove the least important remaining heads, step * (L*H) at a time, re-estimating
     importance after each step, and record the score: Michel et al.'s iterative pruning.
 
     by="gradient": gradient_importance at the current mask (least |derivative| first);
     by="ablation": exact ablation_effects at the current mask (smallest score increase first,
     so heads whose removal helps go first). progress(done, total), if given, is called after
-    each step.
+    each step. metric: a model.TargetMetric to record instead of the score; by="ablation"
+    then removes first the heads whose removal lowers the metric least (or raises it).
     """
     if by not in ("gradient", "ablation"):
         raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
@@ -211,21 +215,24 @@ def pruning_curve(model, text, step: float = 0.1, by: str = "gradient",
     total = n_layer * n_head
     per_step = max(1, int(round(step * total)))
     mask = np.ones((n_layer, n_head), dtype=np.float32)
-    fractions, scores, removed, masks = [0.0], [_mean_score(model, texts, mask)], [[]], [mask.copy()]
+    fractions, scores = [0.0], [_mean_score(model, texts, mask, metric)]
+    removed, masks = [[]], [mask.copy()]
+    # a loss rises when a head that matters goes; a target metric falls
+    harm = 1.0 if metric is None else -1.0
     n_steps = -(-total // per_step)
     while mask.sum() > 0:
         if by == "gradient":
-            importance = gradient_importance(model, texts, head_mask=mask)
+            importance = gradient_importance(model, texts, head_mask=mask, metric=metric)
         else:
-            importance = np.mean([ablation_effects(model, t, mode, head_mask=mask) for t in texts],
-                                 axis=0)
+            importance = harm * np.mean([ablation_effects(model, t, mode, head_mask=mask,
+                                                          metric=metric) for t in texts], axis=0)
         remaining = [(l, h) for l in range(n_layer) for h in range(n_head) if mask[l, h]]
         remaining.sort(key=lambda lh: importance[lh])
         chosen = remaining[:per_step]
         for l, h in chosen:
             mask[l, h] = 0
         fractions.append(1 - mask.sum() / total)
-        scores.append(_mean_score(model, texts, mask))
+        scores.append(_mean_score(model, texts, mask, metric))
         removed.append(chosen)
         masks.append(mask.copy())
         if progress is not None:
