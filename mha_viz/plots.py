@@ -1200,3 +1200,39 @@ __all__ = [
     "tensor_figure",
     "columns_at_bottom",
 ]
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[str],
+                     per_row: int = 12, title: str = "How surprised the model was by each token",
+                     max_loss: float | None = None) -> go.Figure:
+    """The text as a grid of cells, per_row tokens a row, each coloured by the loss of
+    predicting it (-log p, nats; the first token is predicted by nothing and stays blank).
+    hover[i] is shown over token i (e.g. what the model expected instead)."""
+    tokens = _check_labels(tokens, len(loss), "tokens")
+    hover = _check_labels(hover, len(loss), "hover texts")
+    n = len(tokens)
+    rows = -(-n // per_row)
+    z = np.full((rows, per_row), np.nan)
+    text = np.full((rows, per_row), "", dtype=object)
+    tips = np.full((rows, per_row), "", dtype=object)
+    for i in range(n):
+        z[i // per_row, i % per_row] = loss[i]
+        text[i // per_row, i % per_row] = _esc(tokens[i][:14])
+        tips[i // per_row, i % per_row] = hover[i]
+    finite = np.asarray(loss, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    top = max_loss or (float(finite.max()) if finite.size else 1.0)
+    fig = go.Figure(go.Heatmap(
+        z=z, text=text, customdata=tips, texttemplate="%{text}", textfont=dict(size=13),
+        hovertemplate="%{customdata}<extra></extra>", hoverongaps=False,
+        colorscale="YlOrRd", zmin=0.0, zmax=max(top, 1e-6), xgap=2, ygap=2,
+        colorbar=dict(title=dict(text="loss (nats)", side="right"), thickness=12, len=1.0)))
+    return _base_layout(
+        fig, _title(title, "colour = −log p(token | the tokens before it); hover for the "
+                           "model's top guesses"),
+        height=int(110 + 46 * rows),
+        xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed"),
+        plot_bgcolor="white")

@@ -10,7 +10,8 @@ pytest.importorskip("streamlit")
 from test_app_pages import run_page, texts  # noqa: E402
 
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
-         "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"]
+         "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",
+         "pages/6_Predictions.py"]
 TEXT = "The cat sat on the mat because it was warm."
 
 
@@ -41,3 +42,25 @@ def test_smollm2_pages_render(page):
         assert "next-token cross-entropy" in shown
     if page == "pages/5_Inside_One_Head.py":
         assert any("Rotary positions (RoPE)" in t for t in texts(at.markdown))
+    if page == "pages/6_Predictions.py":
+        assert len(at.get("plotly_chart")) == 3  # loss strip, attribution, ablation
+        assert "perplexity" in shown and "Metric:" in shown
+        assert "the model's logit difference" in shown
+
+
+def test_predictions_page_with_a_chosen_target_and_contrast():
+    text = "When Mary and John went to the store, John gave a drink to"
+    at = run_page("pages/6_Predictions.py", {"model": "smollm2", "text": text,
+                                             "target": " Mary", "contrast": " John"})
+    assert not at.exception and not at.error, texts(at.exception) + texts(at.error)
+    shown = " ".join(texts(at.markdown))
+    assert "logit('␣Mary') − logit('␣John')" in shown
+
+
+def test_predictions_page_for_encoders_and_masked_lms(bert_folder):
+    at = run_page("pages/6_Predictions.py", {"model": "minilm"})
+    assert not at.exception and any("no language-model head" in t for t in texts(at.info))
+    at = run_page("pages/6_Predictions.py", {"model": "folder", "folder": str(bert_folder),
+                                             "text": "The cat sat on the mat."})
+    assert not at.exception and not at.error, texts(at.exception) + texts(at.error)
+    assert at.dataframe and any("pre-norm" in t for t in texts(at.info))

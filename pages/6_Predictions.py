@@ -1,0 +1,168 @@
+"""Predictions: what the model predicts at every token, and which heads write a prediction."""
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import TargetMetric, export, plots, ui
+from mha_viz.analysis import ablation_effects, direct_logit_attribution
+from mha_viz.model import METRIC_KINDS
+
+K = 5
+ATTRIBUTION_TOKENS = 256  # the ablation beside the attribution runs the upper layers per head
+
+ui.page_setup(
+    "Predictions",
+    "What the model predicts at every position, how surprised it was by each token of the "
+    "text, and, for one prediction, which heads write it: each head's direct effect on the "
+    "logit (direct logit attribution) beside the exact effect of switching it off.",
+)
+selection = ui.sidebar(shows_saved_traces=False)
+
+with ui.guard():
+    trace = ui.get_trace(selection)
+    model = selection.model
+    info = model.info
+    text = selection.text
+    ui.trace_notes(trace)
+    if not info.has_lm_head:
+        st.info(f"{ui.md_escape(info.name)} has no language-model head: it turns a text into "
+                f"an embedding and predicts no tokens. Pick **SmolLM2** (bundled) or another "
+                f"causal or masked-LM model in the sidebar.")
+        st.stop()
+
+    # ---------------------------------------------------------------- every position
+    if info.causal:
+        pred = ui.memo(model.predict, text, key=(selection.key, "predict"), k=K,
+                       max_tokens=selection.max_tokens)
+        labels = pred.tokens
+        loss = np.concatenate([[np.nan], pred.loss])
+        guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
+                   for toks, probs in zip(pred.top_tokens, pred.top_probs)]
+        hover = [f"{i}: '{labels[i]}'" + (
+            "" if i == 0 else f"<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
+                              f"<br>expected: {guesses[i - 1]}") for i in range(len(labels))]
+        st.subheader("How surprised the model was by each token")
+        st.caption(f"Mean loss {np.nanmean(loss):.3f} nats/token (perplexity "
+                   f"{np.exp(np.nanmean(loss)):.1f}). Dark cells are tokens the model did not "
+                   f"expect; hover a cell for its probability and the model's top {K} guesses "
+                   f"for that place.")
+        fig = plots.token_loss_strip(labels, loss, hover)
+        ui.show_figure(fig, key="loss_strip", alt="Per-token loss of the text")
+        table = {"position": list(range(len(labels))), "token": labels,
+                 "loss (nats)": [None] + [round(float(v), 3) for v in pred.loss],
+                 f"top {K} next tokens": [", ".join(f"{t} {p:.0%}" for t, p in zip(toks, probs))
+                                          for toks, probs in zip(pred.top_tokens,
+                                                                 pred.top_probs)]}
+        with st.expander("Every position as a table"):
+            st.dataframe(table, hide_index=True, width="stretch")
+            ui.download_csv(partial(export.table_csv, table),
+                            export.safe_filename(selection.file_stem, "predictions",
+                                                 suffix=".csv"), "Predictions as CSV",
+                            key="dl_predictions")
+    else:
+        candidates = [i for i in range(trace.n_tokens) if not trace.special_mask[i]]
+        masked = ui.synced(st.multiselect, "masked", "Positions to mask", candidates[:1],
+                           options=candidates,
+                           valid=lambda v: all(int(p) in candidates for p in v),
+                           format_func=lambda i: f"{i}: {trace.display_tokens[i]}",
+                           help="A masked-LM model predicts the tokens it cannot see: each "
+                                "chosen position is replaced by [MASK].")
+        if not masked:
+            st.info("Pick at least one position to mask.")
+            st.stop()
+        pred = ui.memo(model.predict, text, key=(selection.key, "predict", tuple(masked)), k=K,
+                       masked_positions=list(masked), max_tokens=selection.max_tokens)
+        st.subheader("The model's fillers for the masked positions")
+        st.dataframe({"position": [int(p) for p in pred.positions],
+                      "original": [pred.tokens[p] for p in pred.positions],
+                      f"top {K} fillers": [", ".join(f"{t} {p:.0%}" for t, p in zip(toks, probs))
+                                           for toks, probs in zip(pred.top_tokens,
+                                                                  pred.top_probs)]},
+                     hide_index=True, width="stretch")
+
+    # ---------------------------------------------------------------- one prediction
+    st.subheader("Which heads write one prediction")
+    n = len(pred.tokens)
+    positions = list(range(n)) if info.causal else [int(p) for p in pred.positions]
+    row_of = {int(p): r for r, p in enumerate(pred.positions)}
+    pos_col, target_col, contrast_col, kind_col = st.columns([2, 2, 2, 2])
+    with pos_col:
+        position = ui.synced(st.selectbox, "position", "Prediction at position",
+                             positions[-1], options=positions,
+                             valid=lambda p: int(p) in positions,
+                             format_func=lambda i: f"{i}: {pred.tokens[i]}",
+                             help="Causal models: the prediction made at this token, of the "
+                                  "next one.")
+    top_here = pred.top_ids[row_of[int(position)]]
+    shown_top = model.display_tokens([int(i) for i in top_here[:2]])
+    with target_col:
+        target_text = ui.synced(st.text_input, "target", "Target token", "",
+                                placeholder=shown_top[0].replace("␣", " "),
+                                help="One token, e.g. ' Mary' (a leading space is part of the "
+                                     "token). Empty: the model's top guess.")
+    with contrast_col:
+        contrast_text = ui.synced(st.text_input, "contrast", "Contrast token (optional)", "",
+                                  placeholder=shown_top[1].replace("␣", " "),
+                                  help="Measure logit(target) − logit(contrast), e.g. ' Mary' "
+                                       "vs ' John'. Empty: the model's second guess.")
+    with kind_col:
+        kind = ui.synced(st.radio, "metric", "Metric", "logit_diff",
+                         options=list(METRIC_KINDS),
+                         format_func={"logit_diff": "logit difference", "logit": "logit",
+                                      "logprob": "log-probability"}.get)
+    target = target_text if target_text else int(top_here[0])
+    contrast = contrast_text if contrast_text else int(top_here[1])
+    metric = TargetMetric(int(position), target, contrast if kind == "logit_diff" else None,
+                          kind)
+    value = ui.memo(model.score, text, key=(selection.key, "metric", metric), metric=metric)
+    resolved = model.resolve_metric(metric, n)
+    st.markdown(f"**Metric:** {ui.md_escape(resolved.description)} = **{value:.3f}**. "
+                f"In code: `model.score(text, metric=TargetMetric(...))`; `ablation_effects`, "
+                f"`gradient_importance` and `pruning_curve` take the same `metric=`.")
+
+    dla_col, ablation_col = st.columns(2)
+    with dla_col:
+        if model.network.config.pre_norm:
+            diff_metric = TargetMetric(int(position), target, contrast, "logit_diff")
+            attribution = ui.memo(direct_logit_attribution, model, text,
+                                  key=(selection.key, "dla", diff_metric),
+                                  position=int(position), target=target, contrast=contrast)
+            fig = plots.layer_head_heatmap(
+                attribution.heads, "Direct effect of each head",
+                "direct effect (logits)", fmt=".2f", diverging=True)
+            plots.columns_at_bottom(fig)
+            ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head")
+            heads_total = float(attribution.heads.sum())
+            rest = attribution.rest
+            mlp = sum(v for k, v in rest.items() if "MLP" in k)
+            st.caption(
+                f"Each head's output at position {attribution.position}, through its slice of "
+                f"W_O and the final norm (its scale frozen at {attribution.scale:.3g}), read "
+                f"along W_U[target] − W_U[contrast]. All heads together: {heads_total:.2f}; "
+                f"MLPs {mlp:.2f}; embeddings {rest['embeddings']:.2f}; the rest "
+                f"{attribution.sum_of_components - heads_total - mlp - rest['embeddings']:.2f}. "
+                f"They sum to {attribution.sum_of_components:.3f}, the model's logit difference "
+                f"{attribution.total:.3f}. A direct effect leaves out what a head does through "
+                f"later layers: compare the ablation beside it.")
+        else:
+            st.info("Direct logit attribution needs a pre-norm model (GPT-2, the Llama "
+                    "family): in a post-norm model like BERT the residual stream is "
+                    "renormalised after every layer, so it is not a sum of the heads' outputs.")
+    with ablation_col:
+        if n > ATTRIBUTION_TOKENS:
+            st.info(f"The ablation sweep is not run automatically past {ATTRIBUTION_TOKENS} "
+                    f"tokens; use the Pruning impact page.")
+        else:
+            effects = ui.memo(ablation_effects, model, text, key=(selection.key, "abl", metric),
+                              metric=metric)
+            fig = plots.layer_head_heatmap(
+                effects, "Exact effect of switching each head off",
+                "Δ metric", fmt=".2f", diverging=True)
+            plots.columns_at_bottom(fig)
+            ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric")
+            st.caption("Each cell: the metric with that head switched off − the metric with "
+                       "every head on. Blue = the head was helping the target; it counts "
+                       "every path, direct and through later layers.")
+    ui.caveat()
