@@ -24,7 +24,8 @@ def free_port() -> int:
 
 
 def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+    # The browser benchmarks measure MiniLM pages (the app's default is SmolLM2)
+    env = dict(os.environ, MHA_VIZ_DEFAULT_MODEL="minilm", STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
                TOKENIZERS_PARALLELISM="false")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",

@@ -19,7 +19,7 @@ What lives here:
 - ``page_setup(title, intro)``: first call of every page: page config, the title, and the
   hand-over of the URL's query parameters to the widgets.
 - ``sidebar() -> Selection``: page links (every pages/*.py, found by file name), the model
-  picker (bundled minilm by default, hub ids, a local folder), the text, sentence B for BERT,
+  picker (the bundled smollm2 by default, see default_model(); hub ids, a local folder), the text, sentence B for BERT,
   example texts, max tokens, the PNG/SVG switch and the attention caveat. Everything is kept
   across pages and in the URL. ``Selection.model`` is the loaded Model (or None and
   ``Selection.model_error``); ``Selection.key`` identifies the input.
@@ -70,7 +70,15 @@ log = logging.getLogger("mha_viz.ui")
 # --------------------------------------------------------------------------- settings
 
 APP_NAME = "mha-viz"
-DEFAULT_MODEL = "minilm"
+DEFAULT_MODEL = "smollm2"  # a real causal LM: the first minute shows predictions
+
+
+def default_model() -> str:
+    """The model a visitor starts with: MHA_VIZ_DEFAULT_MODEL when it names a bundled model
+    or a hub suggestion (a classroom may prefer MiniLM), else SmolLM2."""
+    chosen = os.environ.get("MHA_VIZ_DEFAULT_MODEL", "").strip().lower()
+    return chosen if chosen in MODEL_CHOICES and chosen != FOLDER_CHOICE else DEFAULT_MODEL
+
 FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
 MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
 MODEL_LABELS = {
@@ -99,6 +107,14 @@ EXAMPLES = {
         "text": ("Mr and Mrs Dursley of number four Privet Drive were proud to say that they "
                  "were perfectly normal. Mr and Mrs Dursley of number four Privet Drive were "
                  "proud to say that they were perfectly normal."),
+        "pair": "",
+    },
+    "ioi": {
+        "label": "Indirect object (IOI)",
+        "help": "Who gets the drink? A causal model should predict ' Mary', the indirect "
+                "object (Wang et al. 2023). See the Predictions page: target ' Mary', "
+                "contrast ' John'.",
+        "text": "When Mary and John went to the store, John gave a drink to",
         "pair": "",
     },
     "pair": {
@@ -529,7 +545,7 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     bar = st.sidebar
     navigation(bar)
     bar.header("Model")
-    choice = synced(bar.selectbox, "model", "Model", DEFAULT_MODEL, options=MODEL_CHOICES,
+    choice = synced(bar.selectbox, "model", "Model", default_model(), options=MODEL_CHOICES,
                     format_func=lambda c: MODEL_LABELS.get(c, c),
                     help="MiniLM (a BERT sentence encoder) and SmolLM2-135M (a Llama-family "
                          "causal language model with grouped-query attention) are bundled and "

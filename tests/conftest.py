@@ -8,6 +8,10 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tests never reach the hub: fail fast instead of trying.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# The app opens on SmolLM2; the page tests written for MiniLM open on it (AppTest runs in this
+# process, the browser tests' server inherits this environment). Tests of the default itself
+# remove the variable.
+os.environ.setdefault("MHA_VIZ_DEFAULT_MODEL", "minilm")
 
 
 @pytest.fixture(scope="session")

@@ -64,3 +64,15 @@ def test_predictions_page_for_encoders_and_masked_lms(bert_folder):
                                              "text": "The cat sat on the mat."})
     assert not at.exception and not at.error, texts(at.exception) + texts(at.error)
     assert at.dataframe and any("pre-norm" in t for t in texts(at.info))
+
+
+def test_the_app_opens_on_smollm2_with_predictions_one_click_away(monkeypatch):
+    monkeypatch.delenv("MHA_VIZ_DEFAULT_MODEL", raising=False)
+    at = run_page("app.py")
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Layers"] == "30" and metrics["Heads per layer"] == "9"
+    assert [b.label for b in at.button if "IOI" in b.label]  # an example where a role shows
+    monkeypatch.setenv("MHA_VIZ_DEFAULT_MODEL", "no-such-model")  # ignored, not obeyed
+    at = run_page("app.py")
+    assert {m.label: m.value for m in at.metric}["Layers"] == "30"

