@@ -3,6 +3,7 @@ axes and as lines between tokens, and the head mean and attention rollout."""
 
 from functools import partial
 
+import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
@@ -177,6 +178,47 @@ with ui.guard():
                     export.position_labels(labels, kept)),
             export.safe_filename(stem, agg_name, suffix=".csv"), f"{agg_name} as CSV",
             key="dl_agg")
+
+    # ---------------------------------------------------------------- two tokens
+    st.subheader("Which heads link two tokens")
+    st.caption("Pick a query token (the one that reads) and a key token (the one read from): "
+               "each cell is the weight that head gives from the query to the key, "
+               "A[query, key], for every layer and head at once. The coreference example "
+               "asks this of 'it' and 'animal'.")
+    shown_positions = list(range(n_shown))
+    stripped = [t.replace("␣", "").strip().lower() for t in labels]
+    query_default = stripped.index("it") if "it" in stripped else n_shown - 1
+    earlier = maps[:, :, query_default, :].mean(axis=(0, 1)).copy()
+    earlier[query_default] = -1  # the token itself is not the interesting answer
+    if n_shown > 1:
+        earlier[0] = -1 if query_default != 0 else earlier[0]  # nor the attention sink
+    key_default = int(np.argmax(earlier))
+    q_col, k_col = st.columns(2)
+    with q_col:
+        query = ui.synced(st.selectbox, "q", "Query token (reads)", query_default,
+                          options=shown_positions, valid=lambda i: 0 <= int(i) < n_shown,
+                          format_func=lambda i: f"{i}: {labels[i]}")
+    with k_col:
+        key_pos = ui.synced(st.selectbox, "k", "Key token (is read)", key_default,
+                            options=shown_positions, valid=lambda i: 0 <= int(i) < n_shown,
+                            format_func=lambda i: f"{i}: {labels[i]}")
+    link = maps[:, :, query, key_pos]
+    if trace.causal and key_pos > query:
+        st.info("In a causal model a token cannot read a later one: every weight is 0. Pick a "
+                "key at or before the query.")
+    link_fig = plots.layer_head_heatmap(
+        link, f"Weight from '{labels[query]}' to '{labels[key_pos]}' in every head",
+        "weight", fmt=".2f", colorscale="Blues", zmin=0.0, zmax=1.0)
+    plots.columns_at_bottom(link_fig)
+    ui.show_figure(link_fig, key="link", alt="Weight between two tokens in every head")
+    strongest = np.argsort(-link.ravel(), kind="stable")[:3]
+    st.caption("Strongest: " + ", ".join(
+        f"{plots.head_name(*divmod(int(i), trace.n_heads))} {link.ravel()[i]:.0%}"
+        for i in strongest) + (" (rows renormalised over the shown tokens)." if keep is not None
+                               else "."))
+    ui.download_csv(partial(export.layer_head_csv, link, "weight"),
+                    export.safe_filename(stem, "link", suffix=".csv"), "These weights as CSV",
+                    key="dl_link")
 
     st.divider()
     ui.download_trace(selection, trace)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py"]
-CHARTS = {"app.py": 0, "pages/1_Attention_Maps.py": 4, "pages/2_Entropy.py": 4}
+CHARTS = {"app.py": 0, "pages/1_Attention_Maps.py": 5, "pages/2_Entropy.py": 4}
 TIMEOUT = 180  # the first run loads a model
 
 
