@@ -350,12 +350,13 @@ class Model:
         """[B, T, d] last hidden states -> [B] scores."""
         if inputs.kind == "target":
             metric = inputs.metric
-            logits = self.network.lm_logits(last_hidden[:, metric.position])  # [B, V]
-            if metric.kind == "logprob":
-                return F.log_softmax(logits, dim=-1)[:, metric.target]
+            final = last_hidden[:, metric.position]  # [B, d]
+            if metric.kind == "logprob":  # needs every logit, at one position
+                return F.log_softmax(self.network.lm_logits(final), dim=-1)[:, metric.target]
             if metric.kind == "logit":
-                return logits[:, metric.target]
-            return logits[:, metric.target] - logits[:, metric.contrast]
+                return self.network.token_logits(final, [metric.target])[:, 0]
+            both = self.network.token_logits(final, [metric.target, metric.contrast])
+            return both[:, 0] - both[:, 1]
         if inputs.kind == "next_token_loss":
             logits = self.network.lm_logits(last_hidden[:, :-1])
             targets = inputs.targets.expand(logits.shape[0], -1)

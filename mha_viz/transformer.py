@@ -284,6 +284,14 @@ class TransformerStack(nn.Module):
             return x @ self.tok_emb.weight.T + self.mlm_bias
         raise RuntimeError("this checkpoint has no language-model head")
 
+    def token_logits(self, last_hidden, token_ids: list[int]):
+        """The logits of a few tokens only, [..., len(token_ids)]: with a plain unembedding,
+        len(token_ids) dot products instead of the whole vocabulary (a target metric
+        measured for every head of a sweep needs just these)."""
+        if self.config.lm_head in ("tied", "separate"):
+            return last_hidden @ self.unembedding()[token_ids].T
+        return self.lm_logits(last_hidden)[..., token_ids]
+
     def unembedding(self) -> torch.Tensor:
         """[vocab, d] W_U as the logits use it (tied or separate), for attribution."""
         if self.config.lm_head == "tied":

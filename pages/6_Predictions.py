@@ -10,7 +10,7 @@ from mha_viz.analysis import ablation_effects, direct_logit_attribution
 from mha_viz.model import METRIC_KINDS
 
 K = 5
-ATTRIBUTION_TOKENS = 256  # the ablation beside the attribution runs the upper layers per head
+AUTO_ABLATION_TOKENS = 32  # past this the exact sweep (every head, its upper layers) waits for a click
 
 ui.page_setup(
     "Predictions",
@@ -151,12 +151,18 @@ with ui.guard():
                     "family): in a post-norm model like BERT the residual stream is "
                     "renormalised after every layer, so it is not a sum of the heads' outputs.")
     with ablation_col:
-        if n > ATTRIBUTION_TOKENS:
-            st.info(f"The ablation sweep is not run automatically past {ATTRIBUTION_TOKENS} "
-                    f"tokens; use the Pruning impact page.")
+        sweep_key = ("abl", selection.model_name, text, metric)
+        effects = ui.peek(sweep_key)
+        if effects is None and (n <= AUTO_ABLATION_TOKENS or st.button(
+                f"Run the exact ablation ({info.n_layer * info.n_head} heads × {n} tokens)",
+                key="run_abl_metric")):
+            effects = ui.computed(sweep_key, ablation_effects, model, text, metric=metric,
+                                  label="Switching each head off in turn…")
+        if effects is None:
+            st.info(f"The exact sweep runs the layers above each of the "
+                    f"{info.n_layer * info.n_head} heads once; past {AUTO_ABLATION_TOKENS} "
+                    f"tokens it waits for the button above.")
         else:
-            effects = ui.memo(ablation_effects, model, text, key=(selection.key, "abl", metric),
-                              metric=metric)
             fig = plots.layer_head_heatmap(
                 effects, "Exact effect of switching each head off",
                 "Δ metric", fmt=".2f", diverging=True)
