@@ -11,7 +11,7 @@ from test_app_pages import run_page, texts  # noqa: E402
 
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
          "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",
-         "pages/6_Predictions.py"]
+         "pages/6_Predictions.py", "pages/7_Head_Roles.py"]
 TEXT = "The cat sat on the mat because it was warm."
 
 

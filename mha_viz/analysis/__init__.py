@@ -7,8 +7,12 @@ a list of them (several texts: the mean over them).
 
 from .attribution import Attribution, direct_logit_attribution
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
-from .roles import (duplicate_token_scores, induction_pattern_scores, induction_scores,
-                    next_token_scores, previous_token_scores)
+from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
+                    ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
+                    duplicate_token_scores, induction_pattern_scores, induction_probe,
+                    induction_scores, next_token_scores, previous_token_scores,
+                    probe_description, repeated_random_tokens, role_scores, role_support,
+                    shifted_duplicate_scores, strongest_roles)
 from .heads import attention_change, head_name, head_names, mask_to_names, names_to_mask
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
@@ -23,7 +27,10 @@ __all__ = [
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers",
     "previous_token_scores", "next_token_scores", "duplicate_token_scores",
-    "induction_pattern_scores", "induction_scores",
+    "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
+    "repeated_random_tokens", "induction_probe", "InductionProbe", "probe_description",
+    "role_scores", "role_support", "strongest_roles", "HeadRole", "NORMALIZATIONS", "ROLE_KEYS",
+    "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD", "FOCUSED_THRESHOLD",
     "head_distances", "cluster_order", "cluster_linkage", "mds_2d", "head_labels",
     "rollout", "head_mean", "head_max",
     "drop_positions", "special_keep_mask",

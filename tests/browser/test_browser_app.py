@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-PAGES = [("", 0), ("Attention_Maps", 4), ("Entropy", 4)]
+PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 4)]
 
 # The script run is over (Streamlit marks it on the app root) and n charts are drawn.
 READY = """(n) => {

@@ -11,8 +11,8 @@ from test_browser_app import (assert_no_exception, assert_only_own_host, error_t
 pytestmark = pytest.mark.browser
 
 QUERY = "?model=smollm2&text=The%20cat%20sat%20on%20the%20mat%20because%20it%20was%20warm."
-PAGES = [("", 0), ("Attention_Maps", 4), ("Entropy", 4), ("Head_Similarity", 3),
-         ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3)]
+PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 4), ("Head_Similarity", 3),
+         ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3), ("Head_Roles", 1)]
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
 
