@@ -63,10 +63,6 @@ class ResolvedCheckpoint:
     def is_gguf(self) -> bool:
         return self.path.suffix.lower() == ".gguf" and not self.path.is_dir()
 
-    @property
-    def folder(self) -> Path:  # kept for callers that knew only folders
-        return self.path
-
 
 # --- resolving a name -------------------------------------------------------------------
 

@@ -124,3 +124,23 @@ def page(browser, app_server):
 def screenshots():
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS
+
+
+@pytest.fixture
+def sized_tab(browser, app_server):
+    """tab(width, height): a fresh tab (a fresh session) of that viewport that records the
+    URLs it requests; every tab made is closed after the test."""
+    contexts = []
+
+    def make(width: int, height: int):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        tab = context.new_page()
+        tab.requests = []
+        tab.on("request", lambda request: tab.requests.append(request.url))
+        tab.set_default_timeout(180_000)
+        return tab
+
+    yield make
+    for context in contexts:
+        context.close()

@@ -17,78 +17,66 @@ SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_head_roles_page_for_smollm2(browser, app_server, screenshots, size):
+def test_head_roles_page_for_smollm2(sized_tab, app_server, screenshots, size):
     width, height = SIZES[size]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    tab = context.new_page()
-    tab.requests = []
-    tab.on("request", lambda request: tab.requests.append(request.url))
-    tab.set_default_timeout(180_000)
-    try:
-        open_page(tab, app_server, "Head_Roles", N_CHARTS, QUERY)
-        assert_no_exception(tab, app_server)
-        assert not error_texts(tab)
-        body = tab.locator('[data-testid="stMain"]').inner_text()
-        assert "repeated random tokens, seq_len 50, seed 0, 5 sequences" in body
-        assert "Grouped-query attention" in body
-        assert "L18.H6: induction" in body  # the clearest head opens by default
-        titles = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-            .map(p => String((p.layout.title || {}).text || ''))""")
-        assert any(t == "Induction on the probe" for t in titles), titles
-        assert any(t.startswith("L18.H6 on the probe") for t in titles), titles
-        # no figure is wider than its column (nothing clipped at the right edge)
-        overflow = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-            .filter(p => p.getBoundingClientRect().right > window.innerWidth + 1).length""")
-        assert overflow == 0
-        if size == "desktop":
-            # picking a row of the roles table opens that head (L16.H0, second row) below
-            grid = tab.locator('[data-testid="stDataFrame"]').first
-            box = grid.bounding_box()
-            row_height = 35  # Streamlit's default, the header row the same
-            tab.mouse.click(box["x"] + 15, box["y"] + row_height * 1.5 + row_height)
-            tab.wait_for_function(
-                """() => document.querySelector('[data-testid="stMain"]').innerText
-                    .includes('L16.H0: previous token')""", polling=200)
-            settle(tab, N_CHARTS)
-            titles = tab.evaluate("""() => Array.from(document.querySelectorAll(
-                '.js-plotly-plot')).map(p => String((p.layout.title || {}).text || ''))""")
-            assert any(t.startswith("L16.H0 on the probe") for t in titles), titles
-        if width < 600:  # a phone: the sidebar opens over the page; close it as a person would
-            collapse = tab.locator('[data-testid="stSidebarCollapseButton"] button')
-            if collapse.count():
-                collapse.first.click()
-                tab.wait_for_timeout(800)
-        shoot(tab, screenshots, f"head_roles_smollm2_{size}")
-        # The whole page: Streamlit scrolls inside its main block, so grow the window to it.
-        total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
-            '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
-            .map(e => e.scrollHeight))""")
-        tab.set_viewport_size({"width": width, "height": min(int(total) + 100, 16_000)})
-        tab.wait_for_timeout(1500)  # plotly redraws at the new size
-        shoot(tab, screenshots, f"head_roles_smollm2_{size}_full")
-        assert_only_own_host(tab, app_server)
-    finally:
-        context.close()
+    tab = sized_tab(width, height)
+    open_page(tab, app_server, "Head_Roles", N_CHARTS, QUERY)
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    body = tab.locator('[data-testid="stMain"]').inner_text()
+    assert "repeated random tokens, seq_len 50, seed 0, 5 sequences" in body
+    assert "Grouped-query attention" in body
+    assert "L18.H6: induction" in body  # the clearest head opens by default
+    titles = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(p => String((p.layout.title || {}).text || ''))""")
+    assert any(t == "Induction on the probe" for t in titles), titles
+    assert any(t.startswith("L18.H6 on the probe") for t in titles), titles
+    # no figure is wider than its column (nothing clipped at the right edge)
+    overflow = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(p => p.getBoundingClientRect().right > window.innerWidth + 1).length""")
+    assert overflow == 0
+    if size == "desktop":
+        # picking a row of the roles table opens that head (L16.H0, second row) below
+        grid = tab.locator('[data-testid="stDataFrame"]').first
+        box = grid.bounding_box()
+        row_height = 35  # Streamlit's default, the header row the same
+        tab.mouse.click(box["x"] + 15, box["y"] + row_height * 1.5 + row_height)
+        tab.wait_for_function(
+            """() => document.querySelector('[data-testid="stMain"]').innerText
+                .includes('L16.H0: previous token')""", polling=200)
+        settle(tab, N_CHARTS)
+        titles = tab.evaluate("""() => Array.from(document.querySelectorAll(
+            '.js-plotly-plot')).map(p => String((p.layout.title || {}).text || ''))""")
+        assert any(t.startswith("L16.H0 on the probe") for t in titles), titles
+    if width < 600:  # a phone: the sidebar opens over the page; close it as a person would
+        collapse = tab.locator('[data-testid="stSidebarCollapseButton"] button')
+        if collapse.count():
+            collapse.first.click()
+            tab.wait_for_timeout(800)
+    shoot(tab, screenshots, f"head_roles_smollm2_{size}")
+    # The whole page: Streamlit scrolls inside its main block, so grow the window to it.
+    total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
+        .map(e => e.scrollHeight))""")
+    tab.set_viewport_size({"width": width, "height": min(int(total) + 100, 16_000)})
+    tab.wait_for_timeout(1500)  # plotly redraws at the new size
+    shoot(tab, screenshots, f"head_roles_smollm2_{size}_full")
+    assert_only_own_host(tab, app_server)
 
 
-def test_head_roles_page_for_minilm_without_special_tokens(browser, app_server, screenshots):
+def test_head_roles_page_for_minilm_without_special_tokens(sized_tab, app_server, screenshots):
     """A bidirectional model: next-token and [SEP] maps too, values printed in the cells;
     [CLS] and [SEP] left out, TransformerLens's normalisation."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    tab = context.new_page()
-    tab.set_default_timeout(180_000)
-    try:
-        open_page(tab, app_server, "Head_Roles", 10,
-                  "?model=minilm&hide=special&norm=transformer_lens")
-        assert_no_exception(tab, app_server)
-        assert not error_texts(tab)
-        body = tab.locator('[data-testid="stMain"]').inner_text()
-        assert "without [CLS], [SEP]" in body and "TransformerLens" in body
-        total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
-            '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
-            .map(e => e.scrollHeight))""")
-        tab.set_viewport_size({"width": 1400, "height": min(int(total) + 100, 16_000)})
-        tab.wait_for_timeout(1500)
-        shoot(tab, screenshots, "head_roles_minilm_desktop_full")
-    finally:
-        context.close()
+    tab = sized_tab(1400, 1000)
+    open_page(tab, app_server, "Head_Roles", 10,
+              "?model=minilm&hide=special&norm=transformer_lens")
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    body = tab.locator('[data-testid="stMain"]').inner_text()
+    assert "without [CLS], [SEP]" in body and "TransformerLens" in body
+    total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
+        .map(e => e.scrollHeight))""")
+    tab.set_viewport_size({"width": 1400, "height": min(int(total) + 100, 16_000)})
+    tab.wait_for_timeout(1500)
+    shoot(tab, screenshots, "head_roles_minilm_desktop_full")

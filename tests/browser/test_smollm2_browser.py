@@ -17,24 +17,17 @@ SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_smollm2_every_page(browser, app_server, screenshots, size):
+def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
     width, height = SIZES[size]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    tab = context.new_page()
-    tab.requests = []
-    tab.on("request", lambda request: tab.requests.append(request.url))
-    tab.set_default_timeout(180_000)
-    try:
-        for path, n_charts in PAGES:
-            open_page(tab, app_server, path, n_charts, QUERY)
-            assert_no_exception(tab, app_server)
-            assert not error_texts(tab)
-            body = tab.locator('[data-testid="stMain"]').inner_text()
-            if path == "":
-                assert "share keys and values" in body and "SmolLM2" in body
-            if path == "Inside_One_Head":
-                assert "Rotary positions (RoPE)" in body
-            shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
-        assert_only_own_host(tab, app_server)
-    finally:
-        context.close()
+    tab = sized_tab(width, height)
+    for path, n_charts in PAGES:
+        open_page(tab, app_server, path, n_charts, QUERY)
+        assert_no_exception(tab, app_server)
+        assert not error_texts(tab)
+        body = tab.locator('[data-testid="stMain"]').inner_text()
+        if path == "":
+            assert "share keys and values" in body and "SmolLM2" in body
+        if path == "Inside_One_Head":
+            assert "Rotary positions (RoPE)" in body
+        shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
+    assert_only_own_host(tab, app_server)
