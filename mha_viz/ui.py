@@ -505,9 +505,25 @@ def _docstring(path: Path) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+_PAGES_LOCK = threading.Lock()
+_pages: list[PageFile] | None = None
+
+
 def page_files() -> list[PageFile]:
     """The home page and every pages/*.py in order. A new page only needs its file in pages/
-    (its docstring's first paragraph describes it on the home page)."""
+    (its docstring's first paragraph describes it on the home page).
+
+    Read once per process, under a lock: the pages do not change while the server runs, and
+    CPython 3.11's ast.parse is not safe in two threads at once (sessions starting together
+    hit "SystemError: AST constructor recursion depth mismatch", python/cpython#106905)."""
+    global _pages
+    with _PAGES_LOCK:
+        if _pages is None:
+            _pages = _read_page_files()
+        return list(_pages)
+
+
+def _read_page_files() -> list[PageFile]:
     pages = [PageFile("app.py", "Home", "")]
     for path in sorted((APP_DIR / "pages").glob("*.py"),
                        key=lambda p: (int(p.name.split("_", 1)[0]) if p.name[0].isdigit()

@@ -275,3 +275,32 @@ def test_streamlit_config_keeps_the_browser_on_this_server():
     assert config["browser"]["gatherUsageStats"] is False
     assert config["client"]["showErrorDetails"] == "none"
     assert config["client"]["toolbarMode"] == "minimal"
+
+
+def test_page_list_is_read_once_however_many_sessions_start_together(monkeypatch):
+    """Eight sessions starting at once each drew the page links; parsing the page files in
+    every one of them raced in CPython 3.11's ast.parse (a SystemError on the page). The list
+    is read once per process: concurrent first calls parse each page file once."""
+    import ast
+    import threading
+
+    from mha_viz import ui
+
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1) or real_parse(*a, **k))
+    monkeypatch.setattr(ui, "_pages", None)
+    results, start = [], threading.Barrier(8)
+
+    def session():
+        start.wait()
+        results.append(ui.page_files())
+
+    threads = [threading.Thread(target=session) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8 and all(r == results[0] for r in results)
+    assert len(parsed) == len(results[0]) - 1  # every file in pages/, once (Home is app.py)
+    assert [p.label for p in results[0][:3]] == ["Home", "Attention maps", "Entropy"]

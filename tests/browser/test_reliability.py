@@ -27,8 +27,26 @@ def shown_tokens(page) -> list[str]:
     return [item.split(":", 1)[1] for item in code.split() if ":" in item]
 
 
-def wait_home(page) -> None:
-    page.wait_for_selector('[data-testid="stCode"]')
+OUTCOME = ('[data-testid="stCode"], [data-testid="stAlertContentError"], '
+           '[data-testid="stException"]')
+
+
+def wait_home(page, server=None) -> None:
+    """Wait for the home page's token list, or for whatever the page shows instead (an error,
+    a traceback): a failure then says what the visitor saw and what the server logged."""
+    try:
+        page.wait_for_selector(OUTCOME)
+    except Exception:
+        state = page.evaluate(
+            "() => document.querySelector('[data-testid=stApp]')"
+            "?.getAttribute('data-test-script-state')")
+        shows = page.locator('[data-testid="stMain"]').inner_text()[:600]
+        log = server.log_tail() if server else ""
+        raise AssertionError(f"no token list at {page.url[:120]}: script state {state}; "
+                             f"the page shows {shows!r}\n{log}") from None
+    if server is not None:
+        assert_no_exception(page, server)
+    assert not error_texts(page), error_texts(page)
     page.wait_for_function(READY, arg=0, polling=200)
     page.wait_for_timeout(300)
     page.wait_for_function(READY, arg=0, polling=200)
@@ -62,8 +80,7 @@ def test_eight_concurrent_sessions_get_their_own_results(browser, app_server, mi
         sessions.append((context, page, model, text))
     try:
         for context, page, model, text in sessions:
-            wait_home(page)
-            assert_no_exception(page, app_server)
+            wait_home(page, app_server)
             assert shown_tokens(page) == model.trace(text).display_tokens
         assert healthy(app_server)
     finally:
