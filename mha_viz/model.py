@@ -141,6 +141,56 @@ class Predictions:
         """Per-token cross-entropy of the text (nats), [T - 1]; its mean is model.score."""
         return None if self.next_logprob is None else -self.next_logprob
 
+
+@dataclass
+class ForwardRun:
+    """One forward pass, kept: every head's map (the trace), the hidden state the predictions
+    and target metrics read, and the pieces a pre-norm residual stream is the sum of (for
+    direct logit attribution). A page that shows all of them runs the model once.
+
+    Tensors are [1, T, ...] (a batch of one); treat them as read-only."""
+    model: "Model"
+    text: str
+    encoding: Encoding
+    trace: AttentionTrace | None  # None when run(maps=False)
+    embedded: torch.Tensor  # [1, T, d]: the residual stream entering layer 0
+    records: list[dict]  # per layer: "context" [1, H, T, d_k] (heads before W_O), "mlp_out"
+    final_residual: torch.Tensor  # [1, T, d]: after the last layer, before the final norm
+    last_hidden: torch.Tensor  # [1, T, d]: after the final norm, what the LM head reads
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.encoding.input_ids)
+
+    def _require_causal(self, what: str) -> None:
+        if not self.model.info.has_lm_head:
+            raise InputError(f"'{self.model.info.name}' has no language-model head: it gives "
+                             f"embeddings, not token predictions")
+        if not self.model.info.causal:  # a masked-LM reads positions it cannot see: new input
+            raise InputError(f"{what} of a masked-LM model needs the masked text's own forward: "
+                             f"use model.{'predict' if what == 'predictions' else 'score'}()")
+
+    def predict(self, k: int = 5) -> Predictions:
+        """model.predict(text, k) of a causal model, from this pass."""
+        self._require_causal("predictions")
+        return self.model._predictions(self.encoding, self.last_hidden,
+                                       np.arange(self.n_tokens), k)
+
+    def score(self, metric: "TargetMetric") -> float:
+        """model.score(text, metric=metric) of a causal model, from this pass."""
+        self._require_causal("a target metric")
+        resolved = self.model.resolve_metric(metric, self.n_tokens)
+        inputs = ScoreInputs("target", torch.tensor([self.encoding.input_ids]), None, None,
+                             None, None, resolved)
+        with torch.no_grad():
+            return float(self.model.score_from_last_hidden(self.last_hidden, inputs)[0])
+
+    def attribution(self, position: int, target, contrast=None):
+        """direct_logit_attribution(model, text, position, target, contrast), from this pass."""
+        from .analysis.attribution import attribute_run
+
+        return attribute_run(self, position, target, contrast)
+
 def clean_text(text) -> str:
     """Reject what cannot be traced; make odd Unicode safe for the tokenizer."""
     if text is None:
@@ -289,6 +339,37 @@ class Model:
             n_tokens_before_truncation=enc.n_tokens_before_truncation,
             model_name=self.info.name, arch=self.info.arch, text=text, text_pair=text_pair,
             kv_heads=list(self.info.kv_heads))
+
+    def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+            head_mask=None, maps: bool = True) -> ForwardRun:
+        """One forward pass that keeps what the trace, the predictions, the target metrics and
+        direct logit attribution need, so each of them costs no further forward. maps=False
+        skips the [L, H, T, T] maps (run.trace is then None)."""
+        enc = self.encode(text, text_pair, max_tokens)
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        if mask is not None and mask.dim() != 2:
+            raise InputError("a run takes one head mask of shape [layers, heads]")
+        n = len(enc.input_ids)
+        buffer = (torch.empty(self.info.n_layer, self.info.n_head, n, n, dtype=torch.float32)
+                  if maps else None)
+        net = self.network
+        with torch.inference_mode():
+            ids = torch.tensor([enc.input_ids], dtype=torch.long)
+            types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+            embedded = net.embed(ids, types)
+            records: list[dict] = []
+            final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), head_mask=mask,
+                                      attentions_out=buffer, records=records)
+            last_hidden = net.finish(final)
+        # attn_out is the heads' sum, which attribution recomputes per head: not kept
+        records = [{"context": r["context"], "mlp_out": r["mlp_out"]} for r in records]
+        trace = None
+        if maps:
+            trace = self._make_trace(enc, buffer.numpy(), text, text_pair)
+            if head_mask is not None:
+                trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
+                trace.extra["ablation"] = "zero"
+        return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden)
 
     def last_hidden_state(self, text: str, text_pair: str | None = None) -> np.ndarray:
         """[T, d_model]: the last hidden state (after the final norm, where there is one)."""
@@ -455,9 +536,7 @@ class Model:
         if not self.info.has_lm_head:
             raise InputError(f"'{self.info.name}' has no language-model head: it gives "
                              f"embeddings, not token predictions")
-        k = int(k)
-        if not 1 <= k <= self.info.vocab_size:
-            raise InputError(f"k must be between 1 and {self.info.vocab_size}")
+        k = self._check_k(k)
         enc = self.encode(text, max_tokens=max_tokens)
         ids = torch.tensor([enc.input_ids], dtype=torch.long)
         types = torch.tensor([enc.token_type_ids], dtype=torch.long)
@@ -482,12 +561,27 @@ class Model:
             ids[0, positions] = mask_id
         with torch.inference_mode():
             last_hidden, _ = self.network(ids, types)
+        return self._predictions(enc, last_hidden, positions, k)
+
+    def _check_k(self, k) -> int:
+        k = int(k)
+        if not 1 <= k <= self.info.vocab_size:
+            raise InputError(f"k must be between 1 and {self.info.vocab_size}")
+        return k
+
+    def _predictions(self, enc: Encoding, last_hidden: torch.Tensor, positions: np.ndarray,
+                     k: int) -> Predictions:
+        """Top-k at ``positions`` from a [1, T, d] last hidden state (and, for a causal
+        model, the log-probability of every next token)."""
+        k = self._check_k(k)
+        with torch.inference_mode():
             logits = self.network.lm_logits(last_hidden[0, torch.as_tensor(positions)])
             logprobs = F.log_softmax(logits, dim=-1)
             top = logprobs.topk(k, dim=-1)
             next_logprob = None
             if self.info.causal:
-                next_logprob = logprobs[:-1].gather(1, ids[0, 1:, None])[:, 0].numpy()
+                following = torch.tensor(enc.input_ids[1:], dtype=torch.long)
+                next_logprob = logprobs[:-1].gather(1, following[:, None])[:, 0].numpy()
         top_ids = top.indices.numpy()
         return Predictions(
             kind="next_token" if self.info.causal else "masked",

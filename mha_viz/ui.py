@@ -62,7 +62,7 @@ import streamlit as st
 from . import checkpoints, export, plots
 from .errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
                      NotAllowedError, OfflineError)
-from .model import Model, load_model
+from .model import ForwardRun, Model, TargetMetric, load_model
 from .trace import AttentionTrace
 
 log = logging.getLogger("mha_viz.ui")
@@ -398,6 +398,32 @@ class Selection:
         return export.safe_filename(name)
 
 
+@st.cache_resource(max_entries=2, show_spinner="Running the model…")
+def _run_cached(name: str, text: str, pair: str | None, max_tokens: int | None) -> ForwardRun:
+    return get_model(name).run(text, text_pair=pair, max_tokens=max_tokens)
+
+
+def get_run(selection: Selection) -> ForwardRun:
+    """One forward pass kept whole (model.run): its trace, predictions, target metrics and
+    attribution cost nothing more. For pages that show a model's outputs beside its maps; on
+    bad input it shows the error and stops the page, as get_trace does."""
+    return _computed_or_stop(selection, _run_cached)
+
+
+def _computed_or_stop(selection: Selection, compute: Callable):
+    """compute(model name, text, pair, max_tokens), or the error shown and the page stopped."""
+    try:
+        if selection.model_error is not None:
+            raise selection.model_error
+        value = compute(selection.model_name, selection.text, selection.text_pair,
+                        selection.max_tokens)
+        set_figure_meta(selection)
+        return value
+    except MhaVizError as error:
+        show_error(error)
+        st.stop()
+
+
 def get_trace(selection: Selection) -> AttentionTrace:
     """The trace for the selection (computed once per (model, text, pair, max_tokens) and
     cached), or the saved trace the person opened in the sidebar. On bad input it shows the
@@ -408,16 +434,7 @@ def get_trace(selection: Selection) -> AttentionTrace:
                 f"there to trace the text again.")
         set_figure_meta(selection)
         return selection.uploaded
-    try:
-        if selection.model_error is not None:
-            raise selection.model_error
-        trace = _trace_cached(selection.model_name, selection.text, selection.text_pair,
-                              selection.max_tokens)
-        set_figure_meta(selection)
-        return trace
-    except MhaVizError as error:
-        show_error(error)
-        st.stop()
+    return _computed_or_stop(selection, _trace_cached)
 
 
 _HINTS = [
@@ -905,7 +922,7 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
 
 
 __all__ = [
-    "Selection", "page_setup", "sidebar", "get_model", "get_trace", "synced", "set_value",
+    "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced", "set_value",
     "get_value", "head_picker", "hide_special_toggle", "shown_maps", "hidden_note", "memo",
     "show_figure", "set_figure_meta", "download_bytes", "download_csv", "download_trace",
     "image_format", "show_error", "guard", "callback", "model_card", "trace_notes", "caveat",
@@ -1021,3 +1038,41 @@ def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
     return computed(key, model.trace, selection.text, text_pair=selection.text_pair,
                     max_tokens=selection.max_tokens, head_mask=mask, ablation=ablation,
                     label="Running the model with those heads switched off…", large=True)
+
+
+METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",
+                 "logprob": "log-probability"}
+
+
+def target_metric_picker(model: Model, tokens: Sequence[str], positions: Sequence[int],
+                         top_two: Callable[[int], Sequence[int]]) -> TargetMetric:
+    """Controls for a target metric: the position, the target and contrast tokens (empty
+    means the model's first and second guess there, from top_two(position)) and its kind.
+    Their values live in the URL, so a metric chosen on Predictions carries to Pruning
+    impact and back."""
+    positions = [int(p) for p in positions]
+    pos_col, target_col, contrast_col, kind_col = st.columns(4)
+    with pos_col:
+        position = synced(st.selectbox, "position", "Prediction at position", positions[-1],
+                          options=positions, valid=lambda p: int(p) in positions,
+                          format_func=lambda i: f"{i}: {tokens[i]}",
+                          help="Causal models: the prediction made at this token, of the next "
+                               "one. Masked-LM models: the filler of this position, masked.")
+    guesses = [int(i) for i in top_two(int(position))][:2]
+    shown = model.display_tokens(guesses)
+    with target_col:
+        target_text = synced(st.text_input, "target", "Target token", "",
+                             placeholder=shown[0].replace("␣", " "),
+                             help="One token, e.g. ' Mary' (a leading space is part of the "
+                                  "token). Empty: the model's top guess.")
+    with contrast_col:
+        contrast_text = synced(st.text_input, "contrast", "Contrast token (optional)", "",
+                               placeholder=shown[1].replace("␣", " "),
+                               help="Measure logit(target) − logit(contrast), e.g. ' Mary' vs "
+                                    "' John'. Empty: the model's second guess.")
+    with kind_col:
+        kind = synced(st.radio, "metric", "Metric", "logit_diff", options=list(METRIC_LABELS),
+                      format_func=METRIC_LABELS.get)
+    target = target_text if target_text else guesses[0]
+    contrast = contrast_text if contrast_text else guesses[1]
+    return TargetMetric(int(position), target, contrast if kind == "logit_diff" else None, kind)

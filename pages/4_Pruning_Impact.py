@@ -53,6 +53,23 @@ def set_off(names: list[str]) -> None:
     ui.set_value("off", list(names))
 
 
+def target_metric(selection, model, trace):
+    """The target-metric controls, with the model's own top two guesses as defaults."""
+    if model.info.causal:
+        run = ui.get_run(selection)  # shared with the Predictions page: one forward for both
+        pred = ui.memo(run.predict, key=(selection.key, "predict"), k=TOP)
+        return ui.target_metric_picker(model, pred.tokens, range(len(pred.tokens)),
+                                       lambda p: pred.top_ids[p][:2])
+
+    def fillers(position: int):
+        return ui.memo(model.predict, selection.text, key=(selection.key, "predict", (position,)),
+                       k=TOP, masked_positions=[position],
+                       max_tokens=selection.max_tokens).top_ids[0][:2]
+
+    ordinary = [i for i in range(trace.n_tokens) if not trace.special_mask[i]]
+    return ui.target_metric_picker(model, trace.display_tokens, ordinary, fillers)
+
+
 with ui.guard():
     trace = ui.get_trace(selection)
     model = selection.model
@@ -62,10 +79,32 @@ with ui.guard():
     stem = selection.file_stem
     ui.trace_notes(trace)
     score_tokens = len(model.encode(text).input_ids)
-    score_unit = SHORT_SCORE[info.score_kind]
 
-    st.markdown(f"**Score used on this page:** {ui.md_escape(info.score_name)}. "
-                f"{SCORE_EXPLAINED[info.score_kind]}")
+    # What a head's removal is measured by: the model's own score, or (models with an LM
+    # head) one prediction's target metric, chosen as on the Predictions page.
+    measure = "score"
+    if info.has_lm_head:
+        measure = ui.synced(st.radio, "measure", "Measure each head by", "score",
+                            options=["score", "target"], horizontal=True,
+                            format_func={"score": f"the model's score ({SHORT_SCORE[info.score_kind]})",
+                                         "target": "one prediction (a target metric)"}.get,
+                            help="A target metric asks which heads make one prediction, e.g. "
+                                 "logit(' Mary') − logit(' John') at the last token of an "
+                                 "indirect-object sentence (Wang et al. 2023).")
+    metric = None
+    if measure == "target":
+        metric = target_metric(selection, model, trace)
+        resolved = model.resolve_metric(metric, score_tokens)
+        score_unit = resolved.description
+        st.markdown(f"**Measured on this page:** {ui.md_escape(resolved.description)}. Higher "
+                    f"means the target is more likely: a head that helps it makes the metric "
+                    f"fall when it is switched off.")
+    else:
+        score_unit = SHORT_SCORE[info.score_kind]
+        st.markdown(f"**Score used on this page:** {ui.md_escape(info.score_name)}. "
+                    f"{SCORE_EXPLAINED[info.score_kind]}")
+    # a loss rises when a head that matters goes, a target metric falls: harm > 0 = mattered
+    harm = 1.0 if metric is None else -1.0
     notes = []
     if trace.is_pair:
         notes.append("The scores read sentence A only (the model's score takes one text); the "
@@ -82,8 +121,8 @@ with ui.guard():
                           "ablation replaces it by its average over the text's positions, "
                           "which keeps the typical offset the head adds and so disturbs the "
                           "layers above less.")
-    baseline = ui.computed(("score", selection.model_name, text), model.score, text,
-                           label="Scoring the text…")
+    baseline = ui.computed(("score", selection.model_name, text, metric), model.score, text,
+                           metric=metric, label="Scoring the text…")
     cheap = score_tokens <= AUTO_TOKENS
 
     def run_or_wait(key, fn, *args, label, auto, button, **kwargs):
@@ -96,51 +135,65 @@ with ui.guard():
         return None
 
     # ---------------------------------------------------------------- ablation
-    st.subheader("Ablation effect: the score change when one head is switched off")
+    st.subheader(f"Ablation effect: the {'score' if metric is None else 'metric'} change when "
+                 f"one head is switched off")
     sweep_label = (f"Ablation sweep: each of the {n_layer * n_head} heads switched off in "
                    f"turn on {score_tokens} tokens, layer by layer")
-    effects = run_or_wait(("ablation", selection.model_name, text, mode), P.ablation_effects,
-                          model, text, mode=mode, label=sweep_label, auto=cheap,
+    effects = run_or_wait(("ablation", selection.model_name, text, mode, metric),
+                          P.ablation_effects, model, text, mode=mode, metric=metric,
+                          label=sweep_label, auto=cheap,
                           button=f"Run the ablation sweep ({n_layer * n_head} heads × "
                                  f"{score_tokens} tokens)")
     if effects is None:
         st.info(f"This text has {score_tokens} tokens: the sweep runs the upper layers once per "
                 f"head, so it waits for the button above.")
     else:
-        signed = bool((effects < 0).any())
-        st.caption(f"Each cell: score with that head switched off − score with every head on "
-                   f"({fmt(baseline)}). Red = the score got worse without the head (it "
-                   f"mattered)" + (", blue = it got better" if signed else "") + ". Exact: one "
-                   f"forward pass per head, reusing the layers below each head.")
+        signed = bool((harm * effects < 0).any())
+        if metric is None:
+            st.caption(f"Each cell: score with that head switched off − score with every head "
+                       f"on ({fmt(baseline)}). Red = the score got worse without the head (it "
+                       f"mattered)" + (", blue = it got better" if signed else "") + ". Exact: "
+                       f"one forward pass per head, reusing the layers below each head.")
+        else:
+            st.caption(f"Each cell: the metric with that head switched off − the metric with "
+                       f"every head on ({fmt(baseline)}). Blue = the metric fell without the "
+                       f"head (it was helping the target), red = it rose (the head was "
+                       f"working against it). Exact: one forward pass per head.")
+            signed = True
         fig = plots.layer_head_heatmap(
             effects, f"Δ {score_unit} when a head is switched off ({mode} ablation)",
-            f"Δ {score_unit}", fmt=".3f" if info.score_kind != "embedding_shift" else ".2g",
+            "Δ metric" if metric is not None else f"Δ {score_unit}",
+            fmt=".2g" if metric is None and info.score_kind == "embedding_shift" else ".3f",
             diverging=signed, colorscale=None if signed else "Reds", zmin=0.0)
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="ablation", alt="Ablation effect of each head")
         flat = effects.ravel()
-        order = np.argsort(-flat, kind="stable")
+        order = np.argsort(-harm * flat, kind="stable")
         top_col, help_col = st.columns(2)
         names = heads.head_names(n_layer, n_head)
         with top_col:
-            st.markdown("**Heads that matter most** (largest increase)")
+            st.markdown("**Heads that matter most** (largest "
+                        f"{'increase' if metric is None else 'drop'})")
             st.dataframe({"head": [names[i] for i in order[:TOP]],
                           f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in order[:TOP]]},
                          hide_index=True, width="stretch")
         with help_col:
-            helps = [i for i in order[::-1] if flat[i] < 0][:TOP]
-            st.markdown("**Heads whose removal lowers the score**")
+            helps = [i for i in order[::-1] if harm * flat[i] < 0][:TOP]
+            st.markdown("**Heads whose removal lowers the score**" if metric is None else
+                        "**Heads whose removal raises the metric**")
             if helps:
                 st.dataframe({"head": [names[i] for i in helps],
                               f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in helps]},
                              hide_index=True, width="stretch")
             else:
-                st.caption("None: switching off any single head raises the score (or leaves it "
-                           "unchanged).")
-        ui.download_csv(partial(export.layer_head_csv, {f"delta_{info.score_kind}": effects}),
+                st.caption("None: switching off any single head makes the "
+                           f"{'score worse' if metric is None else 'metric lower'} (or leaves "
+                           "it unchanged).")
+        column = "delta_target_metric" if metric is not None else f"delta_{info.score_kind}"
+        ui.download_csv(partial(export.layer_head_csv, {column: effects}),
                         export.safe_filename(stem, "ablation", mode, suffix=".csv"),
                         "Ablation effects as CSV", key="dl_ablation",
-                        help=f"Score with all heads on: {fmt(baseline)}.")
+                        help=f"{score_unit} with all heads on: {fmt(baseline)}.")
 
     # ---------------------------------------------------------------- switch heads off
     st.subheader("Switch heads off")
@@ -153,7 +206,7 @@ with ui.guard():
                     placeholder="Choose heads, e.g. L0.H1", help=ui.NUMBERING)
     presets = st.columns([1, 1, 1, 3], gap="small")
     if effects is not None:
-        ranked = [all_names[i] for i in np.argsort(-effects.ravel(), kind="stable")]
+        ranked = [all_names[i] for i in np.argsort(-harm * effects.ravel(), kind="stable")]
         presets[0].button("Top 3 heads", key="preset_top", on_click=set_off, args=(ranked[:3],),
                           help="The 3 heads with the largest ablation effect.", width="stretch")
         presets[1].button("Least useful half", key="preset_half", on_click=set_off,
@@ -163,13 +216,16 @@ with ui.guard():
                       width="stretch")
     mask = heads.names_to_mask(off, n_layer, n_head)
     masked_score = baseline if not off else ui.computed(
-        ("score", selection.model_name, text, mask.tobytes(), mode), model.score, text,
-        head_mask=mask, ablation=mode, label="Scoring with those heads switched off…")
+        ("score", selection.model_name, text, mask.tobytes(), mode, metric), model.score, text,
+        head_mask=mask, ablation=mode, metric=metric,
+        label="Scoring with those heads switched off…")
     m1, m2, m3 = st.columns(3)
-    m1.metric("Score with every head on", fmt(baseline), help=info.score_name)
-    m2.metric("Score with those heads off", fmt(masked_score),
+    what = "Score" if metric is None else "Metric"
+    m1.metric(f"{what} with every head on", fmt(baseline), help=score_unit)
+    m2.metric(f"{what} with those heads off", fmt(masked_score),
               delta=None if not off else f"{masked_score - baseline:+.4g}",
-              delta_color="inverse", help=f"{info.score_name}; {mode} ablation")
+              delta_color="inverse" if metric is None else "normal",
+              help=f"{score_unit}; {mode} ablation")
     m3.metric("Heads switched off", f"{len(off)} of {n_layer * n_head}")
     if not off:
         st.info("No head is switched off yet: choose some above (or a preset) to see the score "
@@ -226,7 +282,7 @@ with ui.guard():
 
     # ---------------------------------------------------------------- gradient
     st.subheader("Gradient importance (Michel, Levy & Neubig 2019)")
-    if info.score_kind == "embedding_shift":
+    if metric is None and info.score_kind == "embedding_shift":
         st.caption("The embedding shift is at its minimum (0) with every head on, so its "
                    "gradient there is exactly 0. Shown instead: the second-order estimate of the "
                    "shift when a head is removed, ½‖∂e/∂ξ‖² (e = the normalised embedding, ξ the "
@@ -235,7 +291,8 @@ with ui.guard():
         grad_auto = False
         grad_cost = f"{n_layer * n_head} forward-mode passes"
     else:
-        st.caption("I = |∂ score / ∂ξ| for each head's gate ξ at ξ = 1: one backward pass "
+        st.caption(f"I = |∂ {'score' if metric is None else 'metric'} / ∂ξ| for each head's "
+                   "gate ξ at ξ = 1: one backward pass "
                    "estimates every head's importance at once (a first-order estimate of the "
                    "ablation effect).")
         grad_auto = cheap
@@ -243,15 +300,17 @@ with ui.guard():
     normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
                                "before comparing heads across layers.")
-    gradient = run_or_wait(("gradient", selection.model_name, text), P.gradient_importance,
-                           model, text, label=f"Gradient importance ({grad_cost})…",
+    gradient = run_or_wait(("gradient", selection.model_name, text, metric),
+                           P.gradient_importance, model, text, metric=metric,
+                           label=f"Gradient importance ({grad_cost})…",
                            auto=grad_auto, button=f"Compute gradient importance ({grad_cost})")
     if gradient is not None:
         shown_gradient = gradient
         if normalise:
             norms = np.linalg.norm(gradient, axis=1, keepdims=True)
             shown_gradient = gradient / np.where(norms > 0, norms, 1.0)
-        what = ("½‖∂e/∂ξ‖²" if info.score_kind == "embedding_shift" else "|∂ score/∂ξ|") \
+        what = ("½‖∂e/∂ξ‖²" if grad_cost != "one backward pass" else
+                "|∂ score/∂ξ|" if metric is None else "|∂ metric/∂ξ|") \
             + (" (÷ layer norm)" if normalise else "")
         fig = plots.layer_head_heatmap(shown_gradient, f"Gradient importance {what}", what,
                                        fmt=".2g", zmin=0.0)
@@ -268,7 +327,8 @@ with ui.guard():
     # ---------------------------------------------------------------- pruning curve
     st.subheader("Pruning curve: the score as more heads are removed")
     c1, c2 = st.columns(2)
-    default_by = "ablation" if info.score_kind == "embedding_shift" else "gradient"
+    default_by = "ablation" if metric is None and info.score_kind == "embedding_shift" \
+        else "gradient"
     with c1:
         by = ui.synced(st.radio, "by", "Remove first the heads with the smallest",
                        default_by, options=["gradient", "ablation"],
@@ -283,9 +343,9 @@ with ui.guard():
     per_step = max(1, int(round(step * n_layer * n_head)))  # as pruning_curve counts
     steps = -(-n_layer * n_head // per_step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
-    curve_auto = cheap and by == "gradient" and info.score_kind != "embedding_shift"
-    curve = run_or_wait(("curve", selection.model_name, text, by, step, mode), P.pruning_curve,
-                        model, text, step=step, by=by, mode=mode,
+    curve_auto = cheap and by == "gradient" and grad_cost == "one backward pass"
+    curve = run_or_wait(("curve", selection.model_name, text, by, step, mode, metric),
+                        P.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,
                         label=f"Pruning curve: one {curve_cost} per step", auto=curve_auto,
                         button=f"Run the pruning curve ({steps} steps of {per_step} "
                                f"head{'s' if per_step > 1 else ''}, one "
@@ -301,7 +361,8 @@ with ui.guard():
                                                f"(by {ranking})")
         ui.show_figure(fig, key="curve", alt="Pruning curve")
         ui.download_csv(partial(export.table_csv, {
-            "fraction_removed": curve.fractions, "score": curve.scores,
+            "fraction_removed": curve.fractions,
+            "score" if metric is None else "target_metric": curve.scores,
             "heads_removed_this_step": [" ".join(plots.head_name(l, h) for l, h in step_heads)
                                         for step_heads in curve.removed]}),
             export.safe_filename(stem, "pruning_curve", by, suffix=".csv"),

@@ -5,9 +5,8 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from mha_viz import TargetMetric, export, plots, ui
-from mha_viz.analysis import ablation_effects, direct_logit_attribution
-from mha_viz.model import METRIC_KINDS
+from mha_viz import export, plots, ui
+from mha_viz.analysis import ablation_effects
 
 K = 5
 AUTO_ABLATION_TOKENS = 32  # past this the exact sweep (every head, its upper layers) waits for a click
@@ -21,7 +20,11 @@ ui.page_setup(
 selection = ui.sidebar(shows_saved_traces=False)
 
 with ui.guard():
-    trace = ui.get_trace(selection)
+    info = selection.model.info if selection.model is not None else None
+    # A causal model's predictions, metric and attribution all come from one forward pass
+    # (model.run); a masked-LM model predicts from its own masked input, so it traces apart.
+    run = ui.get_run(selection) if info is not None and info.causal else None
+    trace = run.trace if run is not None else ui.get_trace(selection)
     model = selection.model
     info = model.info
     text = selection.text
@@ -34,8 +37,7 @@ with ui.guard():
 
     # ---------------------------------------------------------------- every position
     if info.causal:
-        pred = ui.memo(model.predict, text, key=(selection.key, "predict"), k=K,
-                       max_tokens=selection.max_tokens)
+        pred = ui.memo(run.predict, key=(selection.key, "predict"), k=K)
         labels = pred.tokens
         loss = np.concatenate([[np.nan], pred.loss])
         guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
@@ -87,36 +89,15 @@ with ui.guard():
     n = len(pred.tokens)
     positions = list(range(n)) if info.causal else [int(p) for p in pred.positions]
     row_of = {int(p): r for r, p in enumerate(pred.positions)}
-    pos_col, target_col, contrast_col, kind_col = st.columns([2, 2, 2, 2])
-    with pos_col:
-        position = ui.synced(st.selectbox, "position", "Prediction at position",
-                             positions[-1], options=positions,
-                             valid=lambda p: int(p) in positions,
-                             format_func=lambda i: f"{i}: {pred.tokens[i]}",
-                             help="Causal models: the prediction made at this token, of the "
-                                  "next one.")
-    top_here = pred.top_ids[row_of[int(position)]]
-    shown_top = model.display_tokens([int(i) for i in top_here[:2]])
-    with target_col:
-        target_text = ui.synced(st.text_input, "target", "Target token", "",
-                                placeholder=shown_top[0].replace("␣", " "),
-                                help="One token, e.g. ' Mary' (a leading space is part of the "
-                                     "token). Empty: the model's top guess.")
-    with contrast_col:
-        contrast_text = ui.synced(st.text_input, "contrast", "Contrast token (optional)", "",
-                                  placeholder=shown_top[1].replace("␣", " "),
-                                  help="Measure logit(target) − logit(contrast), e.g. ' Mary' "
-                                       "vs ' John'. Empty: the model's second guess.")
-    with kind_col:
-        kind = ui.synced(st.radio, "metric", "Metric", "logit_diff",
-                         options=list(METRIC_KINDS),
-                         format_func={"logit_diff": "logit difference", "logit": "logit",
-                                      "logprob": "log-probability"}.get)
-    target = target_text if target_text else int(top_here[0])
-    contrast = contrast_text if contrast_text else int(top_here[1])
-    metric = TargetMetric(int(position), target, contrast if kind == "logit_diff" else None,
-                          kind)
-    value = ui.memo(model.score, text, key=(selection.key, "metric", metric), metric=metric)
+    metric = ui.target_metric_picker(model, pred.tokens, positions,
+                                     lambda p: pred.top_ids[row_of[p]][:2])
+    position, target, contrast = metric.position, metric.target, metric.contrast
+    if contrast is None:  # attribution reads a direction: the second guess unless one is given
+        contrast = ui.get_value("contrast") or int(pred.top_ids[row_of[position]][1])
+    if run is not None:
+        value = run.score(metric)  # two rows of W_U at one position: nothing to cache
+    else:
+        value = ui.memo(model.score, text, key=(selection.key, "metric", metric), metric=metric)
     resolved = model.resolve_metric(metric, n)
     st.markdown(f"**Metric:** {ui.md_escape(resolved.description)} = **{value:.3f}**. "
                 f"In code: `model.score(text, metric=TargetMetric(...))`; `ablation_effects`, "
@@ -124,11 +105,8 @@ with ui.guard():
 
     dla_col, ablation_col = st.columns(2)
     with dla_col:
-        if model.network.config.pre_norm:
-            diff_metric = TargetMetric(int(position), target, contrast, "logit_diff")
-            attribution = ui.memo(direct_logit_attribution, model, text,
-                                  key=(selection.key, "dla", diff_metric),
-                                  position=int(position), target=target, contrast=contrast)
+        if run is not None and model.network.config.pre_norm:
+            attribution = run.attribution(int(position), target, contrast)
             fig = plots.layer_head_heatmap(
                 attribution.heads, "Direct effect of each head",
                 "direct effect (logits)", fmt=".2f", diverging=True)

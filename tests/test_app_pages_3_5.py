@@ -266,6 +266,58 @@ def test_ablation_heatmap_is_the_library_result(bert_folder, bert_model):
     np.testing.assert_allclose(z, ablation_effects(bert_model, TEXT), atol=1e-6)
 
 
+IOI = "When Mary and John went to the store, John gave a drink to"
+
+
+def test_pruning_page_measures_a_target_metric(gpt2_folder, gpt2_model):
+    """Every view of the page (ablation, switch heads off, gradient, curve) on one
+    prediction's logit difference: the numbers are the library's with metric=."""
+    from mha_viz import TargetMetric
+    from mha_viz.analysis.pruning import ablation_effects, gradient_importance
+
+    params = folder(gpt2_folder) | {"text": IOI, "measure": "target", "target": " Mary",
+                                    "contrast": " John", "off": "L1.H2"}
+    at = run_page(PRUNE, params)
+    assert_clean(at, 6)  # ablation, map change, before/after, difference, gradient, curve
+    metric = TargetMetric(len(gpt2_model.encode(IOI).input_ids) - 1, " Mary", " John")
+    shown = " ".join(texts(at.markdown))
+    assert "logit('␣Mary') − logit('␣John') at position" in shown
+    z = array(chart(at, "when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(z, ablation_effects(gpt2_model, IOI, metric=metric), atol=1e-5)
+    z = array(chart(at, "Gradient importance")["data"][0]["z"])
+    np.testing.assert_allclose(z, gradient_importance(gpt2_model, IOI, metric=metric),
+                               atol=1e-5)
+    mask = np.ones((2, 4), dtype=np.float32)
+    mask[1, 2] = 0
+    values = metrics(at)
+    assert float(values["Metric with every head on"]) == pytest.approx(
+        gpt2_model.score(IOI, metric=metric), abs=1e-5)
+    assert float(values["Metric with those heads off"]) == pytest.approx(
+        gpt2_model.score(IOI, head_mask=mask, metric=metric), abs=1e-5)
+    curve = chart(at, "as heads are removed")
+    assert array(curve["data"][0]["y"])[0] == pytest.approx(
+        gpt2_model.score(IOI, metric=metric), abs=1e-5)
+
+
+def test_pruning_page_target_metric_of_a_masked_lm(bert_folder, bert_model):
+    from mha_viz import TargetMetric
+    from mha_viz.analysis.pruning import ablation_effects
+
+    at = run_page(PRUNE, folder(bert_folder) | {"text": TEXT, "measure": "target",
+                                                "position": "3", "metric": "logit"})
+    assert_clean(at, 3)
+    fillers = bert_model.predict(TEXT, k=2, masked_positions=[3]).top_ids[0]
+    metric = TargetMetric(3, int(fillers[0]), None, "logit")
+    z = array(chart(at, "when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(z, ablation_effects(bert_model, TEXT, metric=metric), atol=1e-5)
+
+
+def test_encoders_offer_only_their_score():
+    at = run_page(PRUNE, {"measure": "target"})
+    assert_clean(at, 1)
+    assert not [r for r in at.radio if r.label == "Measure each head by"]
+
+
 def test_minilm_gradient_and_curve_buttons():
     at = run_page(PRUNE, {"by": "ablation"})
     assert_clean(at, 1)

@@ -167,3 +167,37 @@ def test_direct_logit_attribution_sums_and_matches_hooked_heads(family, gpt2_fol
 def test_attribution_refuses_post_norm_models(bert_model):
     with pytest.raises(InputError, match="pre-norm"):
         direct_logit_attribution(bert_model, "The cat sat.", 1, "the", "a")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_one_run_gives_what_the_separate_calls_give(family, gpt2_folder, llama_folder):
+    """model.run: the page's single forward pass. Its trace, predictions, metric and
+    attribution must be the numbers each separate call computes with its own forward."""
+    model = load_model(gpt2_folder if family == "gpt2" else llama_folder)
+    run = model.run(TEXT)
+    assert np.array_equal(run.trace.attentions, model.trace(TEXT).attentions)
+    assert run.trace.display_tokens == model.trace(TEXT).display_tokens
+    alone, from_run = model.predict(TEXT, k=4), run.predict(k=4)
+    assert np.array_equal(alone.top_ids, from_run.top_ids)
+    assert np.abs(alone.top_probs - from_run.top_probs).max() < 1e-6
+    assert np.abs(alone.next_logprob - from_run.next_logprob).max() < 1e-6
+    for kind in ("logit_diff", "logit", "logprob"):
+        metric = TargetMetric(-2, " Mary", " John" if kind == "logit_diff" else None, kind)
+        assert abs(run.score(metric) - model.score(TEXT, metric=metric)) < 1e-5, kind
+    alone = direct_logit_attribution(model, TEXT, -1, " Mary", " John")
+    from_run = run.attribution(-1, " Mary", " John")
+    assert np.abs(alone.heads - from_run.heads).max() < 1e-9
+    assert abs(alone.total - from_run.total) < 1e-9
+    # without maps: no trace, the same attribution
+    bare = model.run(TEXT, maps=False)
+    assert bare.trace is None
+    assert np.abs(bare.attribution(-1, " Mary", " John").heads - from_run.heads).max() < 1e-9
+
+
+def test_a_run_of_a_masked_lm_points_to_its_own_forward(bert_model):
+    run = bert_model.run("The cat sat on the mat.")
+    assert run.trace.n_tokens == run.n_tokens
+    with pytest.raises(InputError, match="masked-LM"):
+        run.predict()
+    with pytest.raises(InputError, match="masked-LM"):
+        run.score(TargetMetric(2, "cat", kind="logit"))

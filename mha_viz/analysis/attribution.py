@@ -24,7 +24,7 @@ import torch
 
 from ..errors import InputError
 
-__all__ = ["Attribution", "direct_logit_attribution"]
+__all__ = ["Attribution", "direct_logit_attribution", "attribute_run"]
 
 
 @dataclass
@@ -48,31 +48,36 @@ def direct_logit_attribution(model, text: str, position: int, target, contrast=N
     """Each head's direct effect on logit(target) - logit(contrast) at ``position`` (the
     prediction made there). target / contrast: token ids or single-token strings. Needs a
     pre-norm model with a plain unembedding (GPT-2, the Llama family)."""
-    from ..model import TargetMetric
+    check_attributable(model)
+    return attribute_run(model.run(text, head_mask=head_mask, maps=False), position, target,
+                         contrast)
 
-    net = model.network
-    config = net.config
+
+def check_attributable(model) -> None:
+    config = model.network.config
     if not config.pre_norm or not config.final_norm or config.lm_head not in ("tied", "separate"):
         raise InputError("direct logit attribution needs a pre-norm model whose residual stream "
                          "is a sum of its components, ending in a norm and an unembedding "
                          "(GPT-2, Llama); this model is post-norm or has no such LM head")
+
+
+def attribute_run(run, position: int, target, contrast=None) -> Attribution:
+    """direct_logit_attribution from a model.run() that already happened (no new forward)."""
+    from ..model import TargetMetric
+
+    model = run.model
+    check_attributable(model)
+    net, config = model.network, model.network.config
     kind = "logit" if contrast is None else "logit_diff"
-    inputs = model.score_inputs(text, metric=TargetMetric(position, target, contrast, kind))
-    metric = inputs.metric
+    metric = model.resolve_metric(TargetMetric(position, target, contrast, kind), run.n_tokens)
     p = metric.position
     with torch.no_grad():
-        ids, types = inputs.input_ids, inputs.token_type_ids
-        mask = None if head_mask is None else model.check_head_mask(head_mask)
-        embedded = net.embed(ids, types)
-        records = []
-        final, _ = net.run_layers(embedded, 0, None, net.attention_bias(ids.shape[1]),
-                                  head_mask=mask, records=records)
-        total = float(model.score_from_last_hidden(net.finish(final), inputs)[0])
+        total = run.score(TargetMetric(p, metric.target, metric.contrast, kind))
         unembed = net.unembedding()
         direction = unembed[metric.target] - (0 if metric.contrast is None
                                               else unembed[metric.contrast])
         norm = net.final_ln
-        x = final[0, p]
+        x = run.final_residual[0, p]
         layer_norm = config.norm == "layernorm"
         centre = (lambda c: c - c.mean(-1, keepdim=True)) if layer_norm else (lambda c: c)
         if layer_norm:
@@ -85,8 +90,8 @@ def direct_logit_attribution(model, text: str, position: int, target, contrast=N
             return float(centre(component.to(torch.float64)) @ read.to(torch.float64))
 
         heads = np.zeros((config.n_layer, config.n_head))
-        rest = {"embeddings": term(embedded[0, p])}
-        for layer, (block, record) in enumerate(zip(net.blocks, records)):
+        rest = {"embeddings": term(run.embedded[0, p])}
+        for layer, (block, record) in enumerate(zip(net.blocks, run.records)):
             attn = block.attn
             d_k = attn.d_head
             context = record["context"][0, :, p]  # [H, d_k]

@@ -31,3 +31,23 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
             assert "Rotary positions (RoPE)" in body
         shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
     assert_only_own_host(tab, app_server)
+
+
+IOI_QUERY = ("?model=smollm2&text=When%20Mary%20and%20John%20went%20to%20the%20store%2C%20John"
+             "%20gave%20a%20drink%20to&measure=target&target=%20Mary&contrast=%20John")
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, size):
+    """Pruning impact on the indirect-object sentence, measured by logit(' Mary') −
+    logit(' John'): the sweep's top heads are the ones whose removal lowers it."""
+    tab = sized_tab(*SIZES[size])
+    open_page(tab, app_server, "Pruning_Impact", 2, IOI_QUERY)
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    body = tab.locator('[data-testid="stMain"]').inner_text()
+    assert "logit('␣Mary') − logit('␣John') at position 13" in body
+    assert "Heads that matter most (largest drop)" in body
+    shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric")
+    tab.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+    shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric_sweep")
