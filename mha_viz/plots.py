@@ -443,6 +443,19 @@ def grid_point_to_head(point: Mapping, n_heads: int) -> tuple[int, int] | None:
     return None
 
 
+def strip_point_to_token(point: Mapping) -> int | None:
+    """The token position of one selected point of ``token_loss_strip``, or None."""
+    custom = point.get("customdata")
+    if isinstance(custom, (list, tuple)):
+        custom = custom[0] if custom else None
+    if isinstance(custom, Mapping):
+        custom = custom.get("0", custom.get(0))
+    try:
+        return None if custom is None or isinstance(custom, bool) else int(custom)
+    except (TypeError, ValueError):
+        return None
+
+
 # --------------------------------------------------------------------------- line view
 
 _LINE_BINS = (0.05, 0.1, 0.2, 0.4, 0.7)  # upper edges below 1; min_weight is the first edge
@@ -1199,6 +1212,8 @@ __all__ = [
     "pruning_curve_figure",
     "tensor_figure",
     "columns_at_bottom",
+    "token_loss_strip",
+    "strip_point_to_token",
 ]
 
 
@@ -1230,9 +1245,19 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
         hovertemplate="%{customdata}<extra></extra>", hoverongaps=False,
         colorscale="YlOrRd", zmin=0.0, zmax=max(top, 1e-6), xgap=2, ygap=2,
         colorbar=dict(title=dict(text="loss (nats)", side="right"), thickness=12, len=1.0)))
+    # A heatmap sends no selection events: transparent markers over the cells take the click
+    # (customdata = the token's position; see strip_point_to_token).
+    positions = np.arange(n)
+    fig.add_trace(go.Scatter(
+        x=(positions % per_row).tolist(), y=(positions // per_row).tolist(), mode="markers",
+        marker=dict(symbol="square", size=26, color="rgba(0,0,0,0)", line=dict(width=0)),
+        customdata=positions.tolist(), hovertext=list(hover),
+        hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="tokens"))
     return _base_layout(
         fig, _title(title, "colour = −log p(token | the tokens before it); hover for the "
-                           "model's top guesses"),
-        height=int(110 + 46 * rows),
-        xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed"),
+                           "model's top guesses, click a token to explain its prediction"),
+        # one row of cells ~40 px high: the title and its note take the top 80
+        height=int(90 + 40 * rows), margin=dict(l=10, r=70, t=80, b=10),
+        xaxis=dict(visible=False, range=[-0.5, per_row - 0.5], fixedrange=True),
+        yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True),
         plot_bgcolor="white")

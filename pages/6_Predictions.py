@@ -19,6 +19,19 @@ ui.page_setup(
 )
 selection = ui.sidebar(shows_saved_traces=False)
 
+
+def explain_clicked_token() -> None:
+    """A click on token i of the loss strip -> the prediction of that token (made at i - 1),
+    measured for the model's own top guesses there."""
+    points = ((st.session_state.get("loss_strip") or {}).get("selection") or {}).get("points")
+    for point in points or []:
+        position = plots.strip_point_to_token(point)
+        if position is not None and position >= 1:
+            ui.set_value("position", position - 1)
+            ui.set_value("target", "")
+            ui.set_value("contrast", "")
+            return
+
 with ui.guard():
     info = selection.model.info if selection.model is not None else None
     # A causal model's predictions, metric and attribution all come from one forward pass
@@ -51,7 +64,8 @@ with ui.guard():
                    f"expect; hover a cell for its probability and the model's top {K} guesses "
                    f"for that place.")
         fig = plots.token_loss_strip(labels, loss, hover)
-        ui.show_figure(fig, key="loss_strip", alt="Per-token loss of the text")
+        ui.show_figure(fig, key="loss_strip", on_select=ui.callback(explain_clicked_token),
+                       alt="Per-token loss of the text")
         table = {"position": list(range(len(labels))), "token": labels,
                  "loss (nats)": [None] + [round(float(v), 3) for v in pred.loss],
                  f"top {K} next tokens": [", ".join(f"{t} {p:.0%}" for t, p in zip(toks, probs))
@@ -94,6 +108,16 @@ with ui.guard():
     position, target, contrast = metric.position, metric.target, metric.contrast
     if contrast is None:  # attribution reads a direction: the second guess unless one is given
         contrast = ui.get_value("contrast") or int(pred.top_ids[row_of[position]][1])
+    row = row_of[int(position)]
+    guesses = ", ".join(f"'{ui.md_escape(t)}' {p:.1%}"
+                        for t, p in zip(pred.top_tokens[row], pred.top_probs[row]))
+    if info.causal and int(position) + 1 < n:
+        actual = pred.tokens[int(position) + 1]
+        st.markdown(f"After **'{ui.md_escape(pred.tokens[int(position)])}'** (position "
+                    f"{int(position)}) the model expected {guesses}; the text goes on with "
+                    f"'{ui.md_escape(actual)}' (p = {np.exp(pred.next_logprob[int(position)]):.1%}).")
+    else:
+        st.markdown(f"At position {int(position)} the model's top {K}: {guesses}.")
     if run is not None:
         value = run.score(metric)  # two rows of W_U at one position: nothing to cache
     else:

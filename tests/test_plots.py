@@ -438,3 +438,19 @@ def test_plots_module_does_not_import_streamlit():
     imported |= {n.module.split(".")[0] for n in ast.walk(tree)
                  if isinstance(n, ast.ImportFrom) and n.module}
     assert "streamlit" not in imported
+
+
+def test_loss_strip_cells_take_clicks_that_name_their_token():
+    from mha_viz import plots
+
+    tokens = [f"t{i}" for i in range(15)]
+    loss = np.r_[np.nan, np.linspace(0.5, 3, 14)]
+    fig = plots.token_loss_strip(tokens, loss, [f"tip {i}" for i in range(15)], per_row=12)
+    cells = next(t for t in fig.data if t.name == "tokens")
+    assert list(cells.x) == list(range(12)) + [0, 1, 2] and list(cells.y) == [0] * 12 + [1] * 3
+    point = {"curve_number": 1, "point_index": 13, "customdata": cells.customdata[13],
+             "x": 1, "y": 1}
+    assert plots.strip_point_to_token(point) == 13
+    assert plots.strip_point_to_token({"customdata": {"0": 4}}) == 4  # a typed array
+    assert plots.strip_point_to_token({"x": 1}) is None
+    assert plots.strip_point_to_token({"customdata": "junk"}) is None

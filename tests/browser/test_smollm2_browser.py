@@ -3,10 +3,12 @@ projector (1280x720) and phone (400 px) sizes. Screenshots land in artifacts/scr
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, shoot)
+                              open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 
@@ -51,3 +53,29 @@ def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, siz
     shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric")
     tab.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
     shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric_sweep")
+
+
+def test_click_a_token_to_explain_its_prediction(sized_tab, app_server, screenshots):
+    """Click ' John' (the second one) in the loss strip: the attribution moves to the
+    prediction of that token, made at the token before it."""
+    tab = sized_tab(*SIZES["desktop"])
+    text = "When Mary and John went to the store, John gave a drink to"
+    open_page(tab, app_server, "Predictions", 2, f"?model=smollm2&text={quote(text)}")
+    x, y = tab.evaluate("""() => {
+        const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
+            .find(p => p._fullData.some(t => t.name === 'tokens'));
+        const cells = gd._fullData.find(t => t.name === 'tokens');
+        const n = Array.from(cells.hovertext).findLastIndex(h => h.includes("'␣John'"));
+        const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+        return [box.left + fl.xaxis._offset + fl.xaxis.l2p(cells.x[n]),
+                box.top + fl.yaxis._offset + fl.yaxis.l2p(cells.y[n])];
+    }""")
+    tab.mouse.click(x, y)
+    tab.wait_for_function("() => location.search.includes('position=8')")
+    settle(tab, 2)
+    assert_no_exception(tab, app_server)
+    body = tab.locator('[data-testid="stMain"]').inner_text()
+    assert "After ',' (position 8) the model expected" in body
+    assert "the text goes on with '␣John'" in body
+    tab.get_by_text("Which heads write one prediction").scroll_into_view_if_needed()
+    shoot(tab, screenshots, "smollm2_desktop_predictions_clicked_token")
