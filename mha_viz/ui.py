@@ -44,7 +44,6 @@ Cached objects (models, traces, memo results) are shared between sessions: never
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import sys
@@ -59,7 +58,7 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 import streamlit as st
 
-from . import checkpoints, export, plots
+from . import checkpoints, export, jobs, plots
 from .errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
                      NotAllowedError, OfflineError)
 from .model import ForwardRun, Model, TargetMetric, load_model
@@ -930,19 +929,20 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- results with progress
-# Long computations (the ablation sweep, gradient importance, pruning curves) shared between
-# sessions, with a progress bar while they run: memo() has no progress, st.cache_* none either.
+# --------------------------------------------------------------------------- results and jobs
+# Long computations (the ablation sweep, gradient importance, pruning curves) run as jobs
+# (mha_viz.jobs): in their own thread, so a widget change or a page switch, which stops the
+# script run, does not stop them; the next run finds the job and waits on it again, or takes
+# its result. Results are shared by every session, in a small LRU by key.
 
 
 class _Store:
-    """A small LRU shared by every session; one computation per key at a time."""
+    """A small LRU shared by every session."""
 
     def __init__(self, max_entries: int):
         self.max_entries = max_entries
         self.data: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
-        self.key_locks: dict[Hashable, threading.Lock] = {}
 
     def get(self, key):
         with self.lock:
@@ -951,23 +951,12 @@ class _Store:
                 return True, self.data[key]
         return False, None
 
-    def get_or_compute(self, key, compute: Callable[[], Any]):
-        found, value = self.get(key)
-        if found:
-            return value
+    def put(self, key, value) -> None:
         with self.lock:
-            key_lock = self.key_locks.setdefault(key, threading.Lock())
-        with key_lock:  # a second session asking for the same key waits for the first
-            found, value = self.get(key)
-            if found:
-                return value
-            value = compute()
-            with self.lock:
-                self.data[key] = value
-                while len(self.data) > self.max_entries:
-                    self.data.popitem(last=False)
-                self.key_locks.pop(key, None)
-        return value
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.max_entries:
+                self.data.popitem(last=False)
 
 
 @st.cache_resource(show_spinner=False)
@@ -980,19 +969,26 @@ def _large_store() -> _Store:
     return _Store(4)
 
 
+@st.cache_resource(show_spinner=False)
+def job_runner() -> jobs.JobRunner:
+    """The server's one job runner: at most MHA_VIZ_MAX_JOBS heavy computations at once."""
+    return jobs.JobRunner(jobs.default_max_running())
+
+
 def clear() -> None:
-    """Forget every stored result (tests; a fresh start)."""
+    """Forget every stored result and cancel every job (tests; a fresh start)."""
     for store in (_small_store(), _large_store()):
         with store.lock:
             store.data.clear()
+    runner = job_runner()
+    for key in list(runner._jobs):
+        runner.cancel(key)
+        runner.forget(key)
 
 
-def accepts_progress(fn: Callable) -> bool:
-    """Whether fn takes a ``progress`` keyword (a callback(done, total))."""
-    try:
-        return "progress" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return False
+accepts_progress = jobs.accepts_progress
+
+_CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted by themselves
 
 
 def peek(key: Hashable, large: bool = False):
@@ -1000,34 +996,107 @@ def peek(key: Hashable, large: bool = False):
     return (_large_store() if large else _small_store()).get(key)[1]
 
 
+def cancelled(key: Hashable) -> bool:
+    """Whether this session cancelled the computation under key (and has not restarted it)."""
+    return key in st.session_state.get(_CANCELLED, set())
+
+
+def _cancel(key: Hashable) -> None:
+    st.session_state.setdefault(_CANCELLED, set()).add(key)
+    job_runner().cancel(key)
+
+
+def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner) -> str:
+    if job.state == jobs.QUEUED:
+        ahead = runner.queue_position(job)
+        return (f"{label}: waiting its turn ({ahead} in line; the server runs "
+                f"{runner.max_running} heavy computation(s) at once)")
+    if job.cancelling:
+        return f"{label}: cancelling…"
+    elapsed = f"{job.elapsed:.0f} s"
+    if not job.total:
+        return f"{label}: running, {elapsed}"
+    left = job.seconds_left
+    eta = f", about {left:.0f} s left" if left is not None else ""
+    return f"{label}: {job.done} of {job.total} ({elapsed}{eta})"
+
+
+def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where) -> None:
+    """Draw the job's progress until it ends. A Cancel button stops a job that reports
+    progress; anything else that stops this script run (a widget change, a page switch)
+    leaves the job running."""
+    runner = job_runner()
+    holder = (where or st).empty()
+    with holder.container():
+        if job.reports_progress:
+            bar_col, button_col = st.columns([5, 1], vertical_alignment="center")
+            button_col.button("Cancel", key=f"_mv_cancel_{abs(hash(key))}",
+                              on_click=callback(_cancel), args=(key,),
+                              help="Stop this computation. Changing a widget or switching "
+                                   "pages does not stop it.")
+        else:
+            bar_col = st.container()
+        bar = bar_col.empty()
+    while not job.wait(0.25):
+        if job.reports_progress:
+            bar.progress(job.fraction, text=_progress_text(job, label, runner))
+        else:
+            bar.info(_progress_text(job, label, runner), icon="⏳")
+    holder.empty()
+
+
 def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False,
-             where=None, **kwargs):
+             where=None, restart: bool = False, **kwargs):
     """``fn(*args, **kwargs)`` computed once per ``key`` (shared by all sessions; args are
-    not hashed, so key must identify them). While it runs the page shows ``label`` with a
-    progress bar (when fn takes ``progress``) or a spinner with the elapsed time; the
-    indicator disappears when the result is ready. large=True keeps only 4 such results."""
+    not hashed, so key must identify them), as a job that outlives this script run. While it
+    runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
+    time left and a Cancel button) or the time so far. Returns the result, or None when this
+    session cancelled it (until restart=True: the person asked for it again).
+    large=True keeps only 4 such results."""
     store = _large_store() if large else _small_store()
     found, value = store.get(key)
     if found:
         return value
+    if restart:
+        st.session_state.get(_CANCELLED, set()).discard(key)
+    elif cancelled(key):
+        return None
+    runner = job_runner()
+    job = runner.submit(key, fn, *args, label=label, **kwargs)
+    if not job.finished_state:
+        _wait_showing_progress(job, key, label, where)
+    runner.forget(key, job)
+    if job.state == jobs.DONE:
+        store.put(key, job.result)
+        return job.result
+    if job.state == jobs.FAILED:
+        raise job.error
+    st.session_state.setdefault(_CANCELLED, set()).add(key)
+    return None
 
-    def compute():
-        slot = (where or st).empty()
-        try:
-            if accepts_progress(fn):
-                bar = slot.progress(0.0, text=f"{label} (starting…)")
 
-                def progress(done: int, total: int) -> None:
-                    fraction = min(1.0, done / total) if total else 1.0
-                    bar.progress(fraction, text=f"{label} ({done} of {total})")
-
-                return fn(*args, progress=progress, **kwargs)
-            with slot.container(), st.spinner(label, show_time=True):
-                return fn(*args, **kwargs)
-        finally:
-            slot.empty()
-
-    return store.get_or_compute(key, compute)
+def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, button: str,
+                **kwargs):
+    """The stored result, or compute it now: by itself when ``auto`` (unless the person
+    cancelled it), else when the button is pressed. None while it waits for the button."""
+    found = peek(key)
+    if found is not None:
+        return found
+    was_cancelled = cancelled(key)
+    job = job_runner().get(key)
+    # started earlier (by a click before a widget change or a page switch): wait on it again
+    started = job is not None and not job.cancelling and job.state in (
+        jobs.QUEUED, jobs.RUNNING, jobs.DONE)
+    pressed = False
+    if not started and (was_cancelled or not auto):
+        holder = st.empty()
+        pressed = holder.button(f"{button} (cancelled: run again)" if was_cancelled else button,
+                                key=f"run_{key[0]}")
+        if pressed:
+            holder.empty()  # the progress and its Cancel button take its place
+    if pressed or started or (auto and not was_cancelled):
+        return computed(key, fn, *args, label=label, restart=pressed, **kwargs)
+    return None
 
 
 def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):

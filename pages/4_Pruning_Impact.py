@@ -125,21 +125,12 @@ with ui.guard():
                            metric=metric, label="Scoring the text…")
     cheap = score_tokens <= AUTO_TOKENS
 
-    def run_or_wait(key, fn, *args, label, auto, button, **kwargs):
-        """The cached result, or compute it now (auto, or when the button is pressed)."""
-        found = ui.peek(key)
-        if found is not None:
-            return found
-        if auto or st.button(button, key=f"run_{key[0]}"):
-            return ui.computed(key, fn, *args, label=label, **kwargs)
-        return None
-
     # ---------------------------------------------------------------- ablation
     st.subheader(f"Ablation effect: the {'score' if metric is None else 'metric'} change when "
                  f"one head is switched off")
     sweep_label = (f"Ablation sweep: each of the {n_layer * n_head} heads switched off in "
                    f"turn on {score_tokens} tokens, layer by layer")
-    effects = run_or_wait(("ablation", selection.model_name, text, mode, metric),
+    effects = ui.run_or_wait(("ablation", selection.model_name, text, mode, metric),
                           P.ablation_effects, model, text, mode=mode, metric=metric,
                           label=sweep_label, auto=cheap,
                           button=f"Run the ablation sweep ({n_layer * n_head} heads × "
@@ -300,7 +291,7 @@ with ui.guard():
     normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
                                "before comparing heads across layers.")
-    gradient = run_or_wait(("gradient", selection.model_name, text, metric),
+    gradient = ui.run_or_wait(("gradient", selection.model_name, text, metric),
                            P.gradient_importance, model, text, metric=metric,
                            label=f"Gradient importance ({grad_cost})…",
                            auto=grad_auto, button=f"Compute gradient importance ({grad_cost})")
@@ -344,7 +335,7 @@ with ui.guard():
     steps = -(-n_layer * n_head // per_step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
     curve_auto = cheap and by == "gradient" and grad_cost == "one backward pass"
-    curve = run_or_wait(("curve", selection.model_name, text, by, step, mode, metric),
+    curve = ui.run_or_wait(("curve", selection.model_name, text, by, step, mode, metric),
                         P.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,
                         label=f"Pruning curve: one {curve_cost} per step", auto=curve_auto,
                         button=f"Run the pruning curve ({steps} steps of {per_step} "

@@ -153,13 +153,11 @@ with ui.guard():
                     "family): in a post-norm model like BERT the residual stream is "
                     "renormalised after every layer, so it is not a sum of the heads' outputs.")
     with ablation_col:
-        sweep_key = ("abl", selection.model_name, text, metric)
-        effects = ui.peek(sweep_key)
-        if effects is None and (n <= AUTO_ABLATION_TOKENS or st.button(
-                f"Run the exact ablation ({info.n_layer * info.n_head} heads × {n} tokens)",
-                key="run_abl_metric")):
-            effects = ui.computed(sweep_key, ablation_effects, model, text, metric=metric,
-                                  label="Switching each head off in turn…")
+        effects = ui.run_or_wait(
+            ("abl", selection.model_name, text, metric), ablation_effects, model, text,
+            metric=metric, label="Switching each head off in turn",
+            auto=n <= AUTO_ABLATION_TOKENS,
+            button=f"Run the exact ablation ({info.n_layer * info.n_head} heads × {n} tokens)")
         if effects is None:
             st.info(f"The exact sweep runs the layers above each of the "
                     f"{info.n_layer * info.n_head} heads once; past {AUTO_ABLATION_TOKENS} "

@@ -162,7 +162,7 @@ def test_ablation_sweep_shows_progress(page, app_server, screenshots):
     bar = page.locator('[data-testid="stProgress"]').filter(has_text="Ablation sweep")
     bar.first.wait_for(state="visible")  # "(starting…)", then one step per layer:
     page.locator('[data-testid="stProgress"]').filter(
-        has_text=re.compile(r"Ablation sweep.*\([1-5] of 6\)")).first.wait_for(state="visible")
+        has_text=re.compile(r"Ablation sweep.*: [1-5] of 6")).first.wait_for(state="visible")
     shoot(page, screenshots, "p4_minilm_sweep_progress")
     settle(page, 1)
     assert_clean(page, app_server, 1)
