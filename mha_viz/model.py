@@ -211,7 +211,13 @@ class Model:
         self.network = network
         self.tokenizer = tokenizer
         self.info = info
-        self._special_ids = set(tokenizer.all_special_ids)
+        # [UNK] stands for real text (a 101-character word in BERT): not special, unless the
+        # same id also serves as BOS/EOS/... (GPT-2's <|endoftext|> is all of them)
+        named = {getattr(tokenizer, f"{role}_token_id", None)
+                 for role in ("bos", "eos", "sep", "cls", "pad", "mask")}
+        unknown = tokenizer.unk_token_id
+        self._special_ids = set(tokenizer.all_special_ids) - (
+            {unknown} if unknown is not None and unknown not in named else set())
         # WordPiece tokens ("##ing") read as they are; byte-level BPE tokens ("Ġthe") need
         # decoding to be readable.
         backend = getattr(tokenizer, "backend_tokenizer", None)

@@ -319,8 +319,10 @@ _PAGE_CSS = """
 def page_setup(title: str, intro: str | None = None) -> None:
     """First call of every page: page config, the query-parameter hand-over, the title."""
     st.session_state["_mv_run_start"] = time.perf_counter()
+    # "auto": open beside the page on a wide screen, closed on a phone, where an open
+    # sidebar covers the whole page after every navigation
     st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
-                       initial_sidebar_state="expanded")
+                       initial_sidebar_state="auto")
     _take_incoming_params()
     st.html(_PAGE_CSS)
     st.title(title)
@@ -614,6 +616,10 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     bar.header("Text")
     text = synced(bar.text_area, "text", "Text", DEFAULT_TEXT, height=120,
                   help="Press Ctrl+Enter (or click outside the box) to run it.")
+    if len(text) > URL_MAX_CHARS:
+        bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
+                    f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
+                    f"choices, not the text. Save the trace (.npz) to share it.")
     pair = ""
     if model is not None and not model.info.causal:
         pair = synced(bar.text_area, "pair", "Sentence B (optional, BERT)", "", height=80,

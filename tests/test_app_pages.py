@@ -229,6 +229,7 @@ def test_hub_id_while_offline(page, tmp_path, monkeypatch):
     errors = texts(at.error)
     assert errors and "hub cannot be reached" in errors[0], errors
     assert "MiniLM" in errors[0]  # what to do instead
+    assert str(tmp_path) not in errors[0]  # the visitor learns nothing of the server's paths
 
 
 def test_unexpected_error_shows_a_generic_message(monkeypatch):
@@ -304,3 +305,29 @@ def test_page_list_is_read_once_however_many_sessions_start_together(monkeypatch
     assert len(results) == 8 and all(r == results[0] for r in results)
     assert len(parsed) == len(results[0]) - 1  # every file in pages/, once (Home is app.py)
     assert [p.label for p in results[0][:3]] == ["Home", "Attention maps", "Entropy"]
+
+
+def test_a_text_too_long_for_the_link_says_so():
+    from mha_viz.ui import URL_MAX_CHARS
+
+    text = "word " * (URL_MAX_CHARS // 5 + 10)
+    at = run_page("app.py", session={"_mv_state_text": text})
+    assert not at.exception and not at.error
+    assert any("too long for the page's link" in c for c in texts(at.caption))
+    assert "text" not in at.query_params
+    short = run_page("app.py", {"text": "A short text."})
+    assert not any("too long for the page's link" in c for c in texts(short.caption))
+
+
+def test_one_long_word_is_one_unknown_token_not_an_error(minilm, gpt2_model):
+    """BERT's tokenizer gives [UNK] for a word over 100 characters (a hash, a URL): that is
+    the text, shown and traced, not a special token to hide."""
+    trace = minilm.trace("a" * 101)
+    assert trace.tokens == ["[CLS]", "[UNK]", "[SEP]"]
+    assert trace.special_mask.tolist() == [True, False, True]
+    at = run_page("app.py", {"text": "f" * 120})
+    assert not at.error, texts(at.error)
+    # GPT-2's <|endoftext|> is its unknown token too, and stays special
+    eot = gpt2_model.tokenizer.eos_token_id
+    assert gpt2_model.tokenizer.unk_token_id == eot
+    assert gpt2_model.encode("<|endoftext|> hi").special_mask[0]

@@ -153,9 +153,8 @@ def _hub_folder(repo_id: str) -> ResolvedCheckpoint:
             hub_constants.ENDPOINT):
         raise OfflineError(
             f"'{repo_id}' is not in the local Hugging Face cache and the hub cannot be reached. "
-            f"Download it once on a machine with network (it is cached in "
-            f"{hub_constants.HF_HUB_CACHE}), or point to a local folder holding config.json and "
-            f"model.safetensors.")
+            f"Download it once with network (into the Hugging Face cache, $HF_HOME), or point "
+            f"to a local folder holding config.json and model.safetensors.")
     try:
         folder = download(HUB_FILES + ["model.safetensors", "model.safetensors.index.json",
                                        "model-*.safetensors"], False)
