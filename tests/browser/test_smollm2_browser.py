@@ -31,6 +31,9 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
             assert "share keys and values" in body and "SmolLM2" in body
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
+        # on a phone the sidebar starts closed: open, it covers the whole page
+        collapsed = tab.locator('[data-testid="stSidebar"]').get_attribute("data-collapsed")
+        assert collapsed == ("true" if size == "phone" else "false"), (path, collapsed)
         shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
     assert_only_own_host(tab, app_server)
 
