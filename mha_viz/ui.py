@@ -773,15 +773,26 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
             f"key/value head(s); these share one each: {spans}.")
 
 
-def head_picker(trace: AttentionTrace, where=None) -> tuple[int, int]:
-    """Layer and head selectors (shared by all pages, kept in the URL as layer/head)."""
+def head_picker(trace: AttentionTrace, where=None, default: tuple[int, int] | None = None
+                ) -> tuple[int, int]:
+    """Layer and head selectors (shared by all pages, kept in the URL as layer/head). Until
+    the person picks one: ``default`` (e.g. opening(trace)[2:]), else L0.H0."""
     where = where or st
+    default = default or (0, 0)
     left, right = where.columns(2)
-    layer = synced(left.selectbox, "layer", "Layer", 0, options=list(range(trace.n_layers)),
-                   format_func=lambda l: f"L{l}")
-    head = synced(right.selectbox, "head", "Head", 0, options=list(range(trace.n_heads)),
-                  format_func=lambda h: f"H{h}")
+    layer = synced(left.selectbox, "layer", "Layer", int(default[0]),
+                   options=list(range(trace.n_layers)), format_func=lambda l: f"L{l}")
+    head = synced(right.selectbox, "head", "Head", int(default[1]),
+                  options=list(range(trace.n_heads)), format_func=lambda h: f"H{h}")
     return layer, head
+
+
+def opening(trace: AttentionTrace) -> tuple[int, int, int, int]:
+    """(query, key, layer, head) to open the pages on (analysis.opening_view): a few
+    O(L H T) reductions, cheap enough to recompute on every run."""
+    from .analysis import opening_view
+
+    return opening_view(trace.attentions, trace.display_tokens, trace.special_mask)
 
 
 def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:

@@ -41,7 +41,8 @@ with ui.guard():
 
     pick, options = st.columns([2, 3])
     with pick:
-        layer, head = ui.head_picker(trace)
+        # opens on the head that links the text's focus token ('it') most strongly
+        layer, head = ui.head_picker(trace, default=ui.opening(trace)[2:])
     with options:
         hide_col, toggle_col = st.columns(2)
         keep = ui.hide_special_toggle(trace, hide_col)
@@ -186,13 +187,8 @@ with ui.guard():
                "A[query, key], for every layer and head at once. The coreference example "
                "asks this of 'it' and 'animal'.")
     shown_positions = list(range(n_shown))
-    stripped = [t.replace("␣", "").strip().lower() for t in labels]
-    query_default = stripped.index("it") if "it" in stripped else n_shown - 1
-    earlier = maps[:, :, query_default, :].mean(axis=(0, 1)).copy()
-    earlier[query_default] = -1  # the token itself is not the interesting answer
-    if n_shown > 1:
-        earlier[0] = -1 if query_default != 0 else earlier[0]  # nor the attention sink
-    key_default = int(np.argmax(earlier))
+    # 'it' and the token it reads most (or the last token and its): analysis.opening_view
+    query_default, key_default, _, _ = A.opening_view(maps, labels, trace.special_mask[kept])
     q_col, k_col = st.columns(2)
     with q_col:
         query = ui.synced(st.selectbox, "q", "Query token (reads)", query_default,

@@ -62,12 +62,15 @@ with ui.guard():
         st.info(f"This text has {t} tokens. The page is easiest to read with a short sentence "
                 f"(up to about {SHORT_TEXT} tokens): then every small matrix prints its "
                 f"numbers. Larger matrices are summarised.")
+    # opens on the token the text is about ('it', else the last) and the head that links it
+    # most strongly to the token it reads most, not on L0.H0 (analysis.opening_view)
+    focus, _, *linking_head = ui.opening(trace)
     pick_col, query_col = st.columns([2, 1])
     with pick_col:
-        layer, head = ui.head_picker(trace)
+        layer, head = ui.head_picker(trace, default=tuple(linking_head))
     labels = list(trace.display_tokens)
     with query_col:
-        query = ui.synced(st.selectbox, "query", "Follow one query token", t // 2,
+        query = ui.synced(st.selectbox, "query", "Follow one query token", focus,
                           options=list(range(t)), valid=lambda q: 0 <= int(q) < t,
                           format_func=lambda i: f"{i}: {labels[i]}",
                           help="Step 7 spells out this token's row: its scores, its weights "

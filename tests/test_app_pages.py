@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from mha_viz.ui import DEFAULT_TEXT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -255,7 +256,7 @@ def test_figures_download_as_png_or_svg_and_matrices_as_csv():
     assert all(c["toImageButtonOptions"]["format"] == "png" for c in configs)
     assert all(c["displaylogo"] is False and c["typesetMath"] is False for c in configs)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert "⬇ L0.H0 as CSV" in labels and "⬇ L0 head mean as CSV" in labels
+    assert "⬇ L2.H1 as CSV" in labels and "⬇ L2 head mean as CSV" in labels  # the opening head
     assert "⬇ Trace (.npz)" in labels
     at.radio(key="_mv_w_img").set_value("svg").run()
     configs = [json.loads(e.proto.config) for e in at.get("plotly_chart")]
@@ -265,7 +266,8 @@ def test_figures_download_as_png_or_svg_and_matrices_as_csv():
     configs = [json.loads(e.proto.config) for e in at.get("plotly_chart")]
     assert configs and all(c["toImageButtonOptions"]["format"] == "svg" for c in configs)
     labels = [b.proto.label for b in at.get("download_button")]
-    assert {"⬇ Entropy as CSV", "⬇ L0.H0 per query as CSV", "⬇ Token-class mass as CSV",
+    # the head opened on Attention maps (L2.H1) followed to this page
+    assert {"⬇ Entropy as CSV", "⬇ L2.H1 per query as CSV", "⬇ Token-class mass as CSV",
             "⬇ Trace (.npz)"} <= set(labels)
 
 
@@ -331,3 +333,27 @@ def test_one_long_word_is_one_unknown_token_not_an_error(minilm, gpt2_model):
     eot = gpt2_model.tokenizer.eos_token_id
     assert gpt2_model.tokenizer.unk_token_id == eot
     assert gpt2_model.encode("<|endoftext|> hi").special_mask[0]
+
+
+@pytest.mark.parametrize("page", ["pages/1_Attention_Maps.py", "pages/5_Inside_One_Head.py"])
+def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
+    """Not L0.H0 (a diffuse head) following 'street': the example is about 'it', so the page
+    opens on 'it' and on the head that gives it the most weight to the token it reads most."""
+    from mha_viz.analysis import opening_view
+
+    trace = minilm.trace(DEFAULT_TEXT)
+    query, key, layer, head = opening_view(trace.attentions, trace.display_tokens,
+                                           trace.special_mask)
+    assert trace.display_tokens[query] == "it" and (layer, head) != (0, 0)
+    assert trace.attentions[layer, head, query, key] == trace.attentions[:, :, query, key].max()
+    at = run_page(page)
+    assert not at.exception and not at.error
+    assert at.selectbox(key="_mv_w_layer").value == layer
+    assert at.selectbox(key="_mv_w_head").value == head
+    if page.endswith("Inside_One_Head.py"):
+        assert at.selectbox(key="_mv_w_query").value == query
+    else:
+        assert at.selectbox(key="_mv_w_q").value == query
+        assert at.selectbox(key="_mv_w_k").value == key
+    # a head the person picked wins over the opening one
+    assert run_page(page, {"layer": "0", "head": "3"}).selectbox(key="_mv_w_head").value == 3

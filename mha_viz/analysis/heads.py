@@ -50,3 +50,37 @@ def attention_change(before: np.ndarray, after: np.ndarray) -> np.ndarray:
     if a.shape != b.shape or a.ndim != 4:
         raise InputError(f"need two [L, H, T, T] arrays of one shape, got {a.shape}, {b.shape}")
     return (0.5 * np.abs(b - a).sum(-1, dtype=np.float64)).mean(-1)
+
+
+FOCUS_WORDS = ("it",)  # the word the coreference example asks about
+
+
+def opening_view(attentions, tokens, special_mask=None, focus_words=FOCUS_WORDS
+                 ) -> tuple[int, int, int, int]:
+    """Where a page should open on this text: (query, key, layer, head).
+
+    query: the first token that is one of ``focus_words`` (display tokens, case and the
+    leading space ignored), else the last token that is not special. key: the token that
+    query reads most, averaged over every head, leaving out itself, the first token (where
+    causal models park attention) and special tokens. (layer, head): the head that gives
+    the most weight from query to key, so the page opens on a head whose map shows the
+    link, not on L0.H0. attentions: [L, H, T, T]."""
+    a = np.asarray(attentions)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2] or a.shape[-1] != len(tokens):
+        raise InputError("opening_view needs attentions [L, H, T, T] and one token per "
+                         "position")
+    n = a.shape[-1]
+    special = np.zeros(n, bool) if special_mask is None else np.asarray(special_mask, bool)
+    words = [str(t).replace("␣", " ").strip().lower() for t in tokens]
+    ordinary = [i for i in range(n) if not special[i]] or list(range(n))
+    query = next((i for i in ordinary if words[i] in focus_words), ordinary[-1])
+    read = a[:, :, query, :].mean(axis=(0, 1)).astype(np.float64)
+    candidates = np.ones(n, bool)
+    candidates[[query, 0]] = False
+    candidates &= ~special
+    if candidates.any():
+        key = int(np.argmax(np.where(candidates, read, -np.inf)))
+    else:
+        key = int(np.argmax(read))
+    layer, head = np.unravel_index(int(np.argmax(a[:, :, query, key])), a.shape[:2])
+    return int(query), key, int(layer), int(head)
