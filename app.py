@@ -20,9 +20,11 @@ selection = ui.sidebar()
 with ui.guard():
     st.subheader("Pages")
     pages = [page for page in ui.page_files() if page.path != "app.py"]
-    columns = st.columns(min(3, len(pages)) or 1)
+    per_row = min(3, len(pages)) or 1
     for k, page in enumerate(pages):
-        with columns[k % len(columns)]:
+        if k % per_row == 0:  # a row of columns at a time: on a phone they stack in order
+            columns = st.columns(per_row)
+        with columns[k % per_row]:
             st.page_link(page.path, label=f"**{page.label}**")
             # "Entropy: how broad ..." -> "How broad ..." (the label is just above)
             text = page.description.split(":", 1)[-1].strip() if ":" in page.description[:40] \

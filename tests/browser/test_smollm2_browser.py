@@ -29,6 +29,14 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
         body = tab.locator('[data-testid="stMain"]').inner_text()
         if path == "":
             assert "share keys and values" in body and "SmolLM2" in body
+            # the page links read in order, top to bottom, also when the columns stack
+            links = tab.locator('[data-testid="stMain"] [data-testid="stPageLink"]')
+            boxes = [(b["y"], b["x"], t) for b, t in zip(
+                (links.nth(i).bounding_box() for i in range(links.count())),
+                links.all_inner_texts())]
+            assert [t for _, _, t in sorted(boxes)] == [
+                "Attention maps", "Entropy", "Head similarity", "Pruning impact",
+                "Inside one head", "Predictions", "Head roles"], boxes
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
         # on a phone the sidebar starts closed: open, it covers the whole page
