@@ -141,6 +141,14 @@ class JobRunner:
         if job is not None:
             job.cancel()
 
+    def cancel_all(self) -> None:
+        """Cancel and forget every job (a fresh start)."""
+        with self._lock:
+            every = list(self._jobs.values())
+            self._jobs.clear()
+        for job in every:
+            job.cancel()
+
     def queue_position(self, job: Job) -> int:
         """1 for the next job to start, 0 when it is not waiting."""
         with self._lock:

@@ -997,13 +997,8 @@ def clear() -> None:
     for store in (_small_store(), _large_store()):
         with store.lock:
             store.data.clear()
-    runner = job_runner()
-    for key in list(runner._jobs):
-        runner.cancel(key)
-        runner.forget(key)
+    job_runner().cancel_all()
 
-
-accepts_progress = jobs.accepts_progress
 
 _CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted by themselves
 
