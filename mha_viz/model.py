@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -621,10 +622,12 @@ def describe(config) -> str:
     return f"{order}; {where} {norm}; {positions}; {mlp}; {heads}; {lm}"
 
 
-def load_model(name: str | os.PathLike = "minilm") -> Model:
+def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None = None
+               ) -> Model:
     """A bundled name ("minilm", "smollm2"), a local checkpoint folder or .gguf file, or a
-    hub id ("gpt2")."""
-    resolved = checkpoints.resolve(name)
+    hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
+    checkpoints.allowed_dirs() for its visitors); None allows any."""
+    resolved = checkpoints.resolve(name, local_dirs=local_dirs)
     network, tokenizer = checkpoints.load(resolved)
     # transformers' own notion of the context is not the model's here: we truncate ourselves
     tokenizer.model_max_length = int(1e9)

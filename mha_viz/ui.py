@@ -340,7 +340,7 @@ def caveat(where=None) -> None:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")
 def _load_model_cached(name: str) -> Model:
-    return load_model(name)
+    return load_model(name, local_dirs=checkpoints.allowed_dirs(APP_DIR / "models"))
 
 
 _OFFLINE_RETRY_SECONDS = 20.0
@@ -441,7 +441,7 @@ def get_trace(selection: Selection) -> AttentionTrace:
 _HINTS = [
     (OfflineError, "Pick **SmolLM2** or **MiniLM** (bundled, work offline), or a local "
                    "checkpoint folder."),
-    (NotAllowedError, ""),
+    (NotAllowedError, "Pick **SmolLM2** or **MiniLM** (bundled), or a hub id such as `gpt2`."),
     (CheckpointNotFoundError, "Pick **SmolLM2** or **MiniLM** (bundled), a hub id, a folder "
                               "saved with `save_pretrained()`, or a .gguf file."),
     (InputError, "Change the text in the sidebar."),
@@ -457,7 +457,31 @@ def show_error(error: BaseException) -> None:
     else:
         kind = "This cannot be shown."
     hint = next((h for cls, h in _HINTS if isinstance(error, cls)), "")
-    st.error(f"**{kind}** {md_escape(_sentence(str(error)))}" + (f"\n\n{hint}" if hint else ""))
+    message = md_escape(_sentence(without_server_paths(str(error))))
+    st.error(f"**{kind}** {message}" + (f"\n\n{hint}" if hint else ""))
+
+
+def _server_folders() -> list[str]:
+    """Folders whose names a visitor has no business seeing, longest first: the app's, the
+    Python installation's, the Hugging Face cache, the allowed folders, home, temp."""
+    import tempfile
+
+    folders = [APP_DIR, Path(sys.prefix), Path(sys.base_prefix), Path.home(),
+               Path(tempfile.gettempdir())]
+    try:
+        folders += checkpoints.allowed_dirs(APP_DIR / "models")
+    except Exception:  # noqa: BLE001 - a message is still shown without this
+        pass
+    names = {str(f) for f in folders} | {str(f.resolve()) for f in folders}
+    return sorted((n for n in names if len(n) > 1), key=len, reverse=True)
+
+
+def without_server_paths(message: str) -> str:
+    """The message with the server's own folders replaced by "…": a corrupt file in the
+    Hugging Face cache, say, is named by its place in the checkpoint, not on the disk."""
+    for folder in _server_folders():
+        message = message.replace(folder, "…")
+    return message
 
 
 GENERIC_ERROR = ("Something went wrong on this page (an internal error; the details are in the "
@@ -586,7 +610,9 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
                          "work offline. Hub models need network the first time (then they are "
                          "cached). A local checkpoint is a folder (config.json, "
                          "model.safetensors, tokenizer files) of a GPT-2, BERT, Llama, Mistral "
-                         "or Qwen2 model, or one Llama .gguf file.")
+                         "or Qwen2 model, or one Llama .gguf file, inside the folders this "
+                         "server allows (the Hugging Face cache and its models folder unless "
+                         "the operator set MHA_VIZ_ALLOWED_DIRS).")
     name = choice
     if choice == FOLDER_CHOICE:
         name = synced(bar.text_input, "folder", "Checkpoint folder or .gguf file", "",

@@ -2,6 +2,7 @@
 per test session, and the bundled MiniLM."""
 
 import os
+import tempfile
 
 import pytest
 
@@ -12,6 +13,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # process, the browser tests' server inherits this environment). Tests of the default itself
 # remove the variable.
 os.environ.setdefault("MHA_VIZ_DEFAULT_MODEL", "minilm")
+# The app reads local checkpoints only from allowed folders; the tests build theirs under the
+# temporary folder (pytest's tmp_path).
+os.environ.setdefault("MHA_VIZ_ALLOWED_DIRS", tempfile.gettempdir())
 
 
 @pytest.fixture(scope="session")

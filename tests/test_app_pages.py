@@ -208,10 +208,35 @@ def test_folder_that_is_not_a_checkpoint(page, tmp_path):
 def test_missing_folder_and_empty_folder_field(page, tmp_path):
     at = run_page(page, folder_params(tmp_path / "does-not-exist"))
     assert not at.exception
-    assert at.error and "neither a checkpoint folder nor a .gguf file" in texts(at.error)[0]
+    assert at.error and "not a checkpoint this server offers" in texts(at.error)[0]
     at = run_page(page, {"model": "folder"})
     assert not at.exception
     assert at.error and "No folder given" in texts(at.error)[0]
+
+
+def test_a_visitor_probing_server_paths_learns_nothing(tmp_path, monkeypatch):
+    """The page shows one message for a folder that exists outside the allowed folders, one
+    that does not exist, a file and a climb; none names a server folder."""
+    shown = set()
+    for probe in ["/etc", "/proc/self", "/no/such/dir", "../../etc", "/etc/passwd",
+                  str(tmp_path / "missing")]:
+        at = run_page("pages/1_Attention_Maps.py", folder_params(probe))
+        assert not at.exception
+        shown.add(texts(at.error)[0])
+    assert len(shown) == 1, shown
+    assert "not a checkpoint this server offers" in shown.pop()
+
+
+def test_error_messages_never_show_the_servers_folders():
+    from mha_viz import ui
+    from mha_viz.checkpoints import allowed_dirs
+
+    cache = allowed_dirs(ui.APP_DIR / "models")[0]
+    message = ui.without_server_paths(
+        f"config.json in '{cache}/models--gpt2/snapshots/1/config.json' is unreadable; "
+        f"see {ui.APP_DIR}/pages")
+    assert str(cache) not in message and str(ui.APP_DIR) not in message
+    assert "'…/models--gpt2/snapshots/1/config.json'" in message
 
 
 @pytest.mark.parametrize("page", PAGES)

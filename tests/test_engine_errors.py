@@ -1,6 +1,7 @@
 """Bad input: one documented exception type per kind, with a message a person can act on."""
 
 import json
+import os
 from pathlib import Path
 import shutil
 import socket
@@ -222,15 +223,61 @@ def test_hub_offline_env(tmp_path, monkeypatch):
     assert time.monotonic() - start < 10
 
 
-def test_allow_list_blocks_other_folders(tmp_path, monkeypatch, gpt2_folder):
-    monkeypatch.setenv("MHA_VIZ_ALLOWED_DIRS", str(tmp_path / "allowed"))
-    with pytest.raises(NotAllowedError, match="limited"):
-        load_model(gpt2_folder)
+def test_allow_list_blocks_other_folders(tmp_path, gpt2_folder):
+    allowed = [tmp_path / "allowed"]
+    allowed[0].mkdir()
+    with pytest.raises(NotAllowedError, match="not a checkpoint this server offers"):
+        load_model(gpt2_folder, local_dirs=allowed)
     shutil.copytree(gpt2_folder, tmp_path / "allowed" / "m")
-    assert load_model(tmp_path / "allowed" / "m").info.arch == "gpt2"
+    assert load_model(tmp_path / "allowed" / "m", local_dirs=allowed).info.arch == "gpt2"
     # ".." cannot climb out of the allowed folder
     with pytest.raises(NotAllowedError):
-        load_model(tmp_path / "allowed" / ".." / "elsewhere")
+        load_model(tmp_path / "allowed" / ".." / "elsewhere", local_dirs=allowed)
+    # without local_dirs (a notebook, the command line) any folder is read
+    assert load_model(gpt2_folder).info.arch == "gpt2"
+
+
+def test_every_refused_or_missing_path_gets_the_same_message(tmp_path, gpt2_folder):
+    """A visitor probing paths learns nothing: outside, missing, a file, a loop, a name too
+    long, a NUL, relative climbs all give one message, which names no path."""
+    from mha_viz.checkpoints import REFUSED_PATH, resolve
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "loop").symlink_to(allowed / "loop")
+    (allowed / "escape").symlink_to("/etc")
+    (allowed / "notes.txt").write_text("x")
+    probes = ["/etc", "/proc/self", "../../etc", "./../../../etc/passwd", "/usr/share",
+              "/no/such/folder", str(gpt2_folder), str(allowed / "missing"),
+              str(allowed / "loop"), str(allowed / "escape"), str(allowed / "notes.txt"),
+              "/" + "a" * 300, str(allowed / ("b" * 300)), "/tmp/\0x", "~/", "~root",
+              "C:\\Windows"]
+    messages = set()
+    for probe in probes:
+        with pytest.raises(NotAllowedError) as info:
+            resolve(probe, local_dirs=[allowed])
+        messages.add(str(info.value))
+    assert messages == {REFUSED_PATH}
+    assert "/" not in REFUSED_PATH
+    # Inside the allowed folder, a real folder still gets its helpful message.
+    (allowed / "empty").mkdir()
+    with pytest.raises(CheckpointNotFoundError, match="no config.json"):
+        resolve(str(allowed / "empty"), local_dirs=[allowed])
+
+
+def test_default_allowed_folders_are_the_hub_cache_and_the_models_folder(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hub_constants
+
+    from mha_viz.checkpoints import allowed_dirs
+    monkeypatch.delenv("MHA_VIZ_ALLOWED_DIRS", raising=False)
+    monkeypatch.delenv("MHA_VIZ_MODELS_DIR", raising=False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert allowed_dirs(tmp_path / "models") == [(tmp_path / "hub").resolve(),
+                                                  (tmp_path / "models").resolve()]
+    monkeypatch.setenv("MHA_VIZ_MODELS_DIR", str(tmp_path / "srv"))
+    assert allowed_dirs(tmp_path / "models")[1] == (tmp_path / "srv").resolve()
+    monkeypatch.setenv("MHA_VIZ_ALLOWED_DIRS", os.pathsep.join([str(tmp_path / "a"), "", "/x"]))
+    assert allowed_dirs(tmp_path / "models") == [(tmp_path / "a").resolve(), Path("/x")]
 
 
 def test_every_error_is_documented_and_exported():

