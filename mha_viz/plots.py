@@ -59,7 +59,7 @@ def _register_template() -> None:
     white = pio.templates["plotly_white"].layout
     axis = dict(gridcolor="#EBF0F8", linecolor="#EBF0F8", ticks="", zerolinecolor="#EBF0F8",
                 zerolinewidth=2, automargin=True, title=dict(standoff=15))
-    colorbar = dict(outlinewidth=0, ticks="")
+    colorbar = dict(outlinewidth=0, ticks="", title=dict(side="right"))  # sideways: narrow
     pio.templates[TEMPLATE] = go.layout.Template(
         layout=dict(
             font=dict(color="#2a3f5f"), paper_bgcolor="white", plot_bgcolor="white",
@@ -142,6 +142,12 @@ def _square_map(attention: np.ndarray, name: str = "attention") -> np.ndarray:
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise InputError(f"{name} must be a square [T, T] array, got shape {a.shape}.")
     return a
+
+
+def _squarish(n_row: int, n_col: int) -> bool:
+    """Small, nearly square matrices read best with square cells (mha_viz.fit); a 11 x 576
+    tensor would be a thin strip, so it keeps free proportions."""
+    return max(n_row, n_col) <= 2 * min(n_row, n_col)
 
 
 def _mask_path(masked: np.ndarray) -> str:
@@ -292,6 +298,7 @@ def head_heatmap(
         fig,
         _title(title, "; ".join(notes)),
         height=height or int(min(900, max(420, 22 * n + 200))),
+        meta=dict(cells=[n, n]),  # a grid map: mha_viz.fit gives it square cells
         # Category axes place cell k at serial number k, so shapes and ranges stay numeric.
         xaxis=dict(
             title=dict(text="key"), type="category", tickmode="array", tickvals=tickvals,
@@ -643,11 +650,13 @@ def layer_head_heatmap(
         fig,
         _title(title, _esc(note)),
         height=int(max(320, 34 * n_layer + 160)),
+        meta=dict(cells=[n_layer, n_head]),
         xaxis=dict(title=dict(text="head"), tickmode="array", tickvals=list(range(n_head)),
-                   ticktext=[f"H{h}" for h in range(n_head)], showgrid=False, side="top"),
+                   ticktext=[f"H{h}" for h in range(n_head)], showgrid=False, side="top",
+                   constrain="domain"),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(n_layer)),
                    ticktext=[f"L{l}" for l in range(n_layer)], showgrid=False,
-                   autorange="reversed"),
+                   autorange="reversed", scaleanchor="x", constrain="domain"),
     )
     return fig
 
@@ -850,6 +859,7 @@ def distance_heatmap(
         fig,
         _title(title if title is not None else f"Head-to-head {kind_text}", note),
         height=int(min(950, max(450, 5 * n + 200))),
+        meta=dict(cells=[n, n]),
         **layout,
     )
     return fig
@@ -892,7 +902,10 @@ def head_scatter(
         fig.add_trace(
             go.Scatter(
                 x=c[hl, 0], y=c[hl, 1], mode="markers+text", name="highlighted",
-                text=[head_name(i // n_heads, i % n_heads) for i in hl],
+                # only the first (the chosen head) is named: close neighbours' names would
+                # print over each other; the page lists them, and they are ringed
+                text=[head_name(i // n_heads, i % n_heads) if k == 0 else ""
+                      for k, i in enumerate(hl)],
                 textposition="top center",
                 marker=dict(size=18, color="rgba(0,0,0,0)", line=dict(width=2, color=HIGHLIGHT)),
                 hoverinfo="skip",
@@ -1005,6 +1018,7 @@ def matrix_figure(
         fig,
         _title(title, "grey = masked (-inf)" if has_gaps else ""),
         height=int(min(900, max(300, 28 * n_row + 160))),
+        meta=dict(cells=[n_row, n_col]) if _squarish(n_row, n_col) else {},
         xaxis=dict(title=dict(text=_esc(col_title)), tickmode="array", tickvals=xv,
                    ticktext=xt, showgrid=False, zeroline=False, side="top"),
         yaxis=dict(title=dict(text=_esc(row_title)), tickmode="array", tickvals=yv,
@@ -1026,9 +1040,11 @@ def head_heatmap_row(
     max_ticks: int = 16,
     height: int = 420,
     title: str = "",
+    per_row: int | None = None,
 ) -> go.Figure:
     """Several [T, T] maps of one input side by side in ONE figure, sharing a colour scale
     (0 to zmax, default the largest weight shown), e.g. a head and its nearest heads.
+    per_row: at most this many maps in a row (a phone shows two); ``height`` is per row.
 
     Rows are queries (top to bottom), columns keys; token labels only on the first map's
     y axis and under every map. Maps larger than max_size are block-averaged. causal draws
@@ -1064,7 +1080,11 @@ def head_heatmap_row(
     tickvals, ticktext = thin_labels(tick_labels, max_ticks)
     hover_labels = np.array(tick_labels, dtype=object)
     k = len(arrays)
-    fig = make_subplots(rows=1, cols=k, horizontal_spacing=0.03 if k > 1 else 0.0,
+    per_row = max(1, min(per_row or k, k))
+    n_rows = -(-k // per_row)
+    fig = make_subplots(rows=n_rows, cols=per_row,
+                        horizontal_spacing=0.03 if per_row > 1 else 0.0,
+                        vertical_spacing=0.3 / n_rows if n_rows > 1 else 0.0,
                         subplot_titles=[_no_dollar(_esc(t)) for t in titles])
     word = "weight" if f == 1 else "mean weight"
     for i, z in enumerate(reduced):
@@ -1077,19 +1097,20 @@ def head_heatmap_row(
                                f"%{{customdata[1]}}: %{{z:.3f}}<extra></extra>"),
                 hoverongaps=False, name=_esc(titles[i]),
             ),
-            row=1, col=i + 1,
+            row=i // per_row + 1, col=i % per_row + 1,
         )
         suffix = "" if i == 0 else str(i + 1)
+        first_in_row = i % per_row == 0
         fig.update_layout({
             f"xaxis{suffix}": dict(tickmode="array", tickvals=tickvals, ticktext=ticktext,
                                    tickangle=-90, showgrid=False, zeroline=False,
                                    range=[-0.5, n - 0.5], constrain="domain",
                                    title=dict(text="key")),
             f"yaxis{suffix}": dict(tickmode="array", tickvals=tickvals,
-                                   ticktext=ticktext if i == 0 else [""] * len(tickvals),
+                                   ticktext=ticktext if first_in_row else [""] * len(tickvals),
                                    showgrid=False, zeroline=False, range=[n - 0.5, -0.5],
                                    scaleanchor=f"x{suffix}", constrain="domain",
-                                   title=dict(text="query" if i == 0 else "")),
+                                   title=dict(text="query" if first_in_row else "")),
         })
     notes = []
     if f > 1:
@@ -1110,7 +1131,7 @@ def head_heatmap_row(
     return _base_layout(
         fig,
         head,
-        height=height,
+        height=height * n_rows,
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
                        colorbar=dict(title=dict(text=word), thickness=14)),
         plot_bgcolor=MASK_GREY if causal else "white",
@@ -1184,6 +1205,7 @@ def tensor_figure(
         fig,
         _title(title, "grey = masked (−∞)" if has_gaps else ""),
         height=height or int(min(900, max(300, (28 if show_values else 18) * n_row + 180))),
+        meta=dict(cells=[n_row, n_col]) if _squarish(n_row, n_col) and not height else {},
         plot_bgcolor=MASK_GREY if has_gaps else "white",
         xaxis=dict(title=dict(text=_esc(col_title)), type="category", tickmode="array",
                    tickvals=[cols[i] for i in xv], ticktext=xt, showgrid=False,
@@ -1244,7 +1266,9 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
         z=z, text=text, customdata=tips, texttemplate="%{text}", textfont=dict(size=13),
         hovertemplate="%{customdata}<extra></extra>", hoverongaps=False,
         colorscale="YlOrRd", zmin=0.0, zmax=max(top, 1e-6), xgap=2, ygap=2,
-        colorbar=dict(title=dict(text="loss (nats)", side="right"), thickness=12, len=1.0)))
+        # a colour bar beside a strip two rows high cannot hold its labels: the note says
+        # what the colours mean, the hover gives each value
+        showscale=False))
     # A heatmap sends no selection events: transparent markers over the cells take the click
     # (customdata = the token's position; see strip_point_to_token).
     positions = np.arange(n)
@@ -1254,8 +1278,9 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
         customdata=positions.tolist(), hovertext=list(hover),
         hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="tokens"))
     return _base_layout(
-        fig, _title(title, "colour = −log p(token | the tokens before it); hover for the "
-                           "model's top guesses, click a token to explain its prediction"),
+        fig, _title(title, f"colour = −log p(token | the tokens before it), from white (0) to "
+                           f"dark red ({max(top, 1e-6):.1f} nats); hover for the model's top "
+                           f"guesses, click a token to explain its prediction"),
         # one row of cells ~40 px high: the title and its note take the top 80
         height=int(90 + 40 * rows), margin=dict(l=10, r=70, t=80, b=10),
         xaxis=dict(visible=False, range=[-0.5, per_row - 0.5], fixedrange=True),

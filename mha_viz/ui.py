@@ -58,7 +58,7 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 import streamlit as st
 
-from . import checkpoints, export, jobs, plots
+from . import checkpoints, export, fit, jobs, plots
 from .errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
                      NotAllowedError, OfflineError)
 from .model import ForwardRun, Model, TargetMetric, load_model
@@ -312,6 +312,16 @@ _PAGE_CSS = """
 <style>
 /* the heading anchors link to the page itself; they only add noise here */
 [data-testid="stHeaderActionElements"] {display: none;}
+/* the viewport reporter draws nothing and should take no room */
+.st-key-_mv_viewport {display: none;}
+</style>
+"""
+# Presentation mode: everything Streamlit sizes in rem grows by a half (text, widgets,
+# headings) and the page uses the whole width of the projector.
+_PRESENT_CSS = """
+<style>
+html {font-size: 24px;}
+[data-testid="stMainBlockContainer"] {max-width: none; padding: 1.5rem 2rem;}
 </style>
 """
 
@@ -321,10 +331,12 @@ def page_setup(title: str, intro: str | None = None) -> None:
     st.session_state["_mv_run_start"] = time.perf_counter()
     # "auto": open beside the page on a wide screen, closed on a phone, where an open
     # sidebar covers the whole page after every navigation
-    st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
-                       initial_sidebar_state="auto")
     _take_incoming_params()
-    st.html(_PAGE_CSS)
+    present = presenting()
+    st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
+                       initial_sidebar_state="collapsed" if present else "auto")
+    st.html(_PAGE_CSS + (_PRESENT_CSS if present else ""))
+    _measure_viewport()
     st.title(title)
     if intro:
         st.markdown(intro)
@@ -602,6 +614,9 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     shows_saved_traces=False: their Selection never carries an opened trace."""
     bar = st.sidebar
     navigation(bar)
+    synced(bar.toggle, "present", "Presentation mode", False,
+           help="Large type and figures that fit one screen, for a projector; the sidebar "
+                "starts closed. A link with ?present=1 opens in it.")
     bar.header("Model")
     choice = synced(bar.selectbox, "model", "Model", default_model(), options=MODEL_CHOICES,
                     format_func=lambda c: MODEL_LABELS.get(c, c),
@@ -918,18 +933,122 @@ def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
 
 
 def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stretch",
-                selection_mode="points", alt: str | None = None):
+                selection_mode="points", alt: str | None = None, share: float = 1.0):
     """st.plotly_chart with the app's settings: no Streamlit theme, the PNG/SVG camera
     button, no network. on_select (a callback) makes the chart pickable. The figure's
-    layout.meta records the run's input, which the browser tests and benchmark read."""
+    layout.meta records the run's input, which the browser tests and benchmark read.
+
+    Once the browser has reported the page's width, the figure is laid out for it
+    (mha_viz.fit: square cells, numbers and labels only where they fit, presentation mode);
+    ``share`` is the fraction of the page's width its column has on a wide screen (columns
+    stack on a phone)."""
     meta = st.session_state.get("_mv_meta")
     if meta is not None:
-        fig.update_layout(meta=meta)
+        fig.update_layout(meta={**(fig.layout.meta if isinstance(fig.layout.meta, dict)
+                                   else {}), **meta})
+    elif not isinstance(fig.layout.meta, dict):
+        fig.layout.meta = {}
+    screen = figure_screen(share)
+    if screen is not None and width == "stretch":
+        fit.fit_figure(fig, screen)
+        fig.layout.meta["fitted"] = screen.width  # the browser tests wait for this
+        if fig.layout.width is not None:
+            width = "content"
     kwargs = {}
     if on_select is not None:
         kwargs.update(on_select=on_select, selection_mode=selection_mode)
     return st.plotly_chart(fig, theme=None, config=plots.FIGURE_CONFIG(image_format()),
                            key=key, width=width, alt=alt, **kwargs)
+
+
+_VIEWPORT_KEY = "_mv_viewport"
+# Reports the width of the page's main column and the window's height, rounded to 20 px so
+# that small changes do not rerun the page; again when they change (a rotated phone, the
+# sidebar opened). Runs in the page itself (st.components.v2), nothing is fetched.
+_VIEWPORT_JS = """
+export default function(component) {
+    const { setStateValue, data } = component;
+    // the window's height matters only in presentation mode: elsewhere a phone's address
+    // bar sliding away would rerun the page for nothing
+    const present = !!(data && data.present);
+    let last = JSON.stringify((data && data.known) || null), timer = null;
+    const measure = () => {
+        const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+        let width = window.innerWidth;
+        if (main) {
+            const style = getComputedStyle(main);
+            width = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        }
+        const size = {width: Math.floor(width / 20) * 20,
+                      height: present ? Math.floor(window.innerHeight / 20) * 20 : 0,
+                      window: Math.floor(window.innerWidth / 20) * 20};
+        const text = JSON.stringify(size);
+        if (text !== last) { last = text; setStateValue('size', size); }
+    };
+    const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
+    measure();
+    window.addEventListener('resize', later);
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const observer = main ? new ResizeObserver(later) : null;
+    if (observer) observer.observe(main);
+    return () => {
+        window.removeEventListener('resize', later);
+        if (observer) observer.disconnect();
+        clearTimeout(timer);
+    };
+}
+"""
+_viewport_component = None
+STACKED_BELOW_PX = 640  # Streamlit stacks columns on windows narrower than this
+
+
+def _measure_viewport() -> None:
+    """Mount the (invisible) viewport reporter; called once per page run by page_setup."""
+    global _viewport_component
+    if _viewport_component is None:
+        import streamlit.components.v2 as components
+
+        _viewport_component = components.component("mha_viz_viewport", js=_VIEWPORT_JS)
+    known = st.session_state.get("_mv_viewport_size")
+    with st.sidebar:
+        result = _viewport_component(key=_VIEWPORT_KEY,
+                                     data={"known": known, "present": presenting()},
+                                     on_size_change=lambda: None)
+    size = getattr(result, "size", None)
+    if isinstance(size, dict):
+        st.session_state["_mv_viewport_size"] = size
+
+
+def viewport() -> dict | None:
+    """{"width": main column px, "height": window px, "window": window width px} as the
+    browser last reported it, or None before it has (the first run, AppTest)."""
+    size = st.session_state.get("_mv_viewport_size")
+    try:
+        return {k: int(size[k]) for k in ("width", "height", "window")}
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def presenting() -> bool:
+    """Presentation mode (the sidebar toggle, or ?present=1 in a link)."""
+    incoming = (st.session_state.get(_INCOMING) or {}).get("present")
+    if incoming is not None:
+        try:
+            return _bool_from_url(incoming)
+        except ValueError:
+            return False
+    return bool(st.session_state.get(_STATE + "present", False))
+
+
+def figure_screen(share: float = 1.0) -> fit.Screen | None:
+    """The Screen a figure in a column of ``share`` of the page's width is shown on."""
+    size = viewport()
+    if size is None or size["width"] < 100:
+        return None
+    width = size["width"]
+    if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
+        width = int(width * share - 16)  # the columns' gap
+    return fit.Screen(width=width, height=size["height"] or None, present=presenting())
 
 
 def set_figure_meta(selection: Selection) -> None:

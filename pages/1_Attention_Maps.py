@@ -110,7 +110,7 @@ with ui.guard():
             maps[layer, head], labels, title=f"{name}: who attends to whom",
             causal=trace.causal, grey_causal_mask=grey, pair_boundary=pair_boundary,
             **heat_size)
-        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}")
+        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}", share=0.6)
         ui.download_csv(
             partial(export.matrix_csv, maps[layer, head], export.position_labels(labels, kept),
                     export.position_labels(labels, kept)),
@@ -137,7 +137,7 @@ with ui.guard():
             window, labels[start:stop], heads=None if which == "all" else [head],
             layer=layer, offset=start, width=600 if long_input else None,
             title=f"Layer {layer}: query → key")
-        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
+        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=0.4,
                        width="content" if long_input else "stretch")
 
     # ---------------------------------------------------------------- aggregates
@@ -171,7 +171,7 @@ with ui.guard():
         agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
                                  grey_causal_mask=grey, pair_boundary=pair_boundary,
                                  **heat_size)
-        ui.show_figure(agg, key="aggregate", alt=agg_name)
+        ui.show_figure(agg, key="aggregate", alt=agg_name, share=0.6)
     with text_col:
         st.markdown(explanation)
         ui.download_csv(

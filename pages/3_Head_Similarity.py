@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import export, plots, ui
+from mha_viz import export, fit, plots, ui
 
 ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
 NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
@@ -106,7 +106,7 @@ with ui.guard():
                        "boundaries.")
         fig = plots.distance_heatmap(dist, n_head, order=order if order_by == "cluster" else None,
                                      kind=kind)
-        ui.show_figure(fig, key="distances", alt="Head-to-head distance matrix")
+        ui.show_figure(fig, key="distances", alt="Head-to-head distance matrix", share=0.5)
         ui.download_csv(partial(export.matrix_csv, dist, names, names, corner="head \\ head"),
                         export.safe_filename(stem, "head_distances", kind, suffix=".csv"),
                         "Distance matrix as CSV", key="dl_dist",
@@ -116,7 +116,7 @@ with ui.guard():
                    "matrix as well as possible. Colour = layer; hover names the head; click a "
                    "head to choose it below. The chosen head and its nearest heads are ringed.")
         fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
-        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
+        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer), share=0.5,
                        alt="2-D map of the heads (MDS)")
         rank = np.empty(len(order), dtype=int)
         rank[order] = np.arange(len(order))
@@ -156,10 +156,13 @@ with ui.guard():
     shown = [chosen, *nearest]
     titles = [f"{names[i]} (chosen)" if i == chosen else
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
+    screen = ui.figure_screen()
+    narrow = screen is not None and screen.width < fit.NARROW_PX
     fig = plots.head_heatmap_row([trace.attentions[i // n_head, i % n_head] for i in shown],
                                  trace.display_tokens, titles, causal=trace.causal,
-                                 max_size=SIDE_BY_SIDE_MAX,
-                                 height=int(min(560, max(380, 1300 / len(shown) + 100))))
+                                 max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,
+                                 height=int(screen.width + 40) if narrow else
+                                 int(min(560, max(380, 1300 / len(shown) + 100))))
     ui.show_figure(fig, key="nearest", alt=f"Attention maps of {name} and its nearest heads")
     st.caption(f"Each map: rows are queries, columns keys (as on the Attention maps page); "
                f"all share one colour scale. "

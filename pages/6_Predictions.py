@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from mha_viz import export, plots, ui
+from mha_viz import export, fit, plots, ui
 from mha_viz.analysis import ablation_effects
 
 K = 5
@@ -63,7 +63,9 @@ with ui.guard():
                    f"{np.exp(np.nanmean(loss)):.1f}). Dark cells are tokens the model did not "
                    f"expect; hover a cell for its probability and the model's top {K} guesses "
                    f"for that place.")
-        fig = plots.token_loss_strip(labels, loss, hover)
+        screen = ui.figure_screen()
+        fig = plots.token_loss_strip(labels, loss, hover, per_row=6 if screen is not None
+                                     and screen.width < fit.NARROW_PX else 12)
         ui.show_figure(fig, key="loss_strip", on_select=ui.callback(explain_clicked_token),
                        alt="Per-token loss of the text")
         table = {"position": list(range(len(labels))), "token": labels,
@@ -135,7 +137,7 @@ with ui.guard():
                 attribution.heads, "Direct effect of each head",
                 "direct effect (logits)", fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head")
+            ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head", share=0.5)
             heads_total = float(attribution.heads.sum())
             rest = attribution.rest
             mlp = sum(v for k, v in rest.items() if "MLP" in k)
@@ -167,7 +169,7 @@ with ui.guard():
                 effects, "Exact effect of switching each head off",
                 "Δ metric", fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric")
+            ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric", share=0.5)
             st.caption("Each cell: the metric with that head switched off − the metric with "
                        "every head on. Blue = the head was helping the target; it counts "
                        "every path, direct and through later layers.")

@@ -221,14 +221,8 @@ with ui.guard():
                 fig = plots.layer_head_heatmap(all_scores[key], title, unit, fmt=".2f",
                                                zmin=0.0, zmax=1.0)
                 plots.columns_at_bottom(fig)
-                # narrow columns: the colour bar goes under the map, the map gets the width
-                fig.update_traces(colorbar=dict(orientation="h", thickness=10, len=1.0,
-                                                x=0.5, xanchor="center", y=0.01,
-                                                yanchor="bottom", yref="container",
-                                                title=dict(text=unit, side="right")))
-                fig.update_layout(height=int(max(320, 22 * trace.n_layers + 200)),
-                                  margin=dict(l=50, r=10, b=100), xaxis_tickfont_size=10)
-                ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head")
+                ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
+                               share=1 / per_row)
                 normalised = "" if key in ("first token", "[SEP]", "entropy") else \
                     f" **Normalisation:** {norm_name}."
                 st.caption(f"{ui.md_escape(how)}. **Probe:** {ui.md_escape(probes[key])}."
@@ -264,12 +258,12 @@ with ui.guard():
         fig = plots.head_heatmap(text_maps[layer, head], labels, title=f"{name} on the text",
                                  causal=causal, max_ticks=30,
                                  height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_text", alt=f"{name} on the text")
+        ui.show_figure(fig, key="head_text", alt=f"{name} on the text", share=0.5)
     with probe_col:
         fig = plots.head_heatmap(probe_map, probe_labels,
                                  title=f"{name} on the probe (sequence 1 of {n_seqs})",
                                  causal=causal, max_ticks=14, height=HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe")
+        ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe", share=0.5)
         st.caption(f"The probe's first sequence ({ui.md_escape(probe_name)}). An induction "
                    f"head draws a stripe {seq_len - 1} cells left of the diagonal in the "
                    f"second half: each token reads the token after its first copy.")

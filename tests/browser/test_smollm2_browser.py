@@ -7,8 +7,19 @@ from urllib.parse import quote
 
 import pytest
 
+from layout_probe import layout_problems  # noqa: E402
 from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
                               open_page, settle, shoot)
+
+FITTED = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(
+    gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted)"""
+
+
+def wait_fitted(tab) -> None:
+    """The browser reports the page's width once per session; the figures are then laid
+    out for it (mha_viz.fit) in a second run."""
+    tab.wait_for_function(FITTED, polling=200)
+    settle(tab, tab.locator(".js-plotly-plot").count())
 
 pytestmark = pytest.mark.browser
 
@@ -39,11 +50,32 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
                 "Inside one head", "Predictions", "Head roles"], boxes
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
+        if size == "phone":  # figures stack, keep >= 250 px, and no text overprints
+            wait_fitted(tab)
+            assert not layout_problems(tab), (path, layout_problems(tab))
         # on a phone the sidebar starts closed: open, it covers the whole page
         collapsed = tab.locator('[data-testid="stSidebar"]').get_attribute("data-collapsed")
         assert collapsed == ("true" if size == "phone" else "false"), (path, collapsed)
         shoot(tab, screenshots, f"smollm2_{size}_{path or 'home'}")
     assert_only_own_host(tab, app_server)
+
+
+def test_presentation_mode_on_a_projector(sized_tab, app_server, screenshots):
+    """?present=1 at 1280x720: large type, the sidebar closed, each grid within one screen,
+    no text over other text, on every page."""
+    tab = sized_tab(*SIZES["projector"])
+    for path, n_charts in PAGES:
+        open_page(tab, app_server, path, n_charts, QUERY + "&present=1")
+        wait_fitted(tab)
+        assert_no_exception(tab, app_server)
+        assert tab.evaluate("getComputedStyle(document.documentElement).fontSize") == "24px"
+        assert tab.locator('[data-testid="stSidebar"]').get_attribute(
+            "data-collapsed") == "true"
+        assert not layout_problems(tab), (path, layout_problems(tab))
+        heights = tab.evaluate("""() => Array.from(document.querySelectorAll(
+            '.js-plotly-plot')).map(gd => gd.getBoundingClientRect().height)""")
+        assert all(h <= 720 for h in heights), (path, heights)
+        shoot(tab, screenshots, f"smollm2_present_{path or 'home'}")
 
 
 IOI_QUERY = ("?model=smollm2&text=When%20Mary%20and%20John%20went%20to%20the%20store%2C%20John"

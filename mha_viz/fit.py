@@ -1,0 +1,259 @@
+"""Laying a figure out for the screen it is shown on: a phone 400 px wide, a desktop, a
+projector at 1280x720 in presentation mode.
+
+The figure builders in ``plots`` do not know the screen; the app does (the browser reports
+the width of the page's main column). ``fit_figure`` then:
+- gives grid maps (attention maps, layer x head grids, distance matrices; builders mark them
+  with ``layout.meta["cells"] = [rows, columns]``) square cells of a natural size, so the
+  map is neither a sliver on a phone nor a wall on a desktop, and its colour bar, which
+  Plotly draws as tall as the plot area, is as tall as the map;
+- drops the numbers written in cells too small to hold them, and thins tick labels that
+  would print over each other (measured from the cell size and the font size);
+- wraps titles to the width, so they are not cut off at the right edge;
+- in presentation mode enlarges every font and keeps each figure within one screen.
+No Streamlit here: a notebook can call it with any width.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+GLYPH_WIDTH = 0.6  # average glyph width of the app's sans-serif font, as a fraction of its size
+COLOUR_BAR_PX = 74  # a vertical colour bar with its tick labels and a sideways title
+CELL_PX = 34  # largest cell of a grid map on a normal screen
+PRESENT_CELL_PX = 56  # and in presentation mode
+FONT = 12
+NARROW_PX = 560  # below this a colour bar goes under its map
+BAR_BELOW_PX = 64
+SHORT_LABEL = 10  # characters of a tick label on a narrow screen  # a horizontal colour bar with its tick labels and title
+PRESENT_FONT = 18
+_TAGS = re.compile(r"<[^>]+>|&[a-z#0-9]+;")
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Where a figure is shown: ``width`` px available to it; the window's ``height`` (used in
+    presentation mode to keep a figure within one screen); presentation mode on or off."""
+
+    width: int
+    height: int | None = None
+    present: bool = False
+
+    @property
+    def font(self) -> int:
+        return PRESENT_FONT if self.present else FONT
+
+
+def _text_length(text: object) -> int:
+    return len(_TAGS.sub("x", str(text)))
+
+
+def _longest(labels) -> int:
+    return max((_text_length(t) for t in labels or ()), default=0)
+
+
+def _shorten(label: str) -> str:
+    """A tick label cut to SHORT_LABEL characters (the hover still shows it whole); markup
+    (an escaped character) is never cut in half."""
+    text = str(label)
+    if _text_length(text) <= SHORT_LABEL:
+        return text
+    pieces = re.findall(r"<[^>]+>|&[a-z#0-9]+;|.", text)
+    return "".join(pieces[:SHORT_LABEL - 1]) + "…"
+
+
+def _wrap(text: str, max_chars: int) -> str:
+    """Break a title line at spaces into lines of at most max_chars (markup counted as one)."""
+    words, lines, line = text.split(" "), [], ""
+    for word in words:
+        if line and _text_length(line) + 1 + _text_length(word) > max_chars:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "<br>".join(lines)
+
+
+def _wrap_title(layout, width: int, font: int) -> int:
+    """Wrap the title to the width; returns the px the title needs above the plot."""
+    text = layout.title.text if layout.title and layout.title.text else ""
+    if not text:
+        return 20
+    size = layout.title.font.size or font + 4
+    parts = text.split("<br>")
+    wrapped = [_wrap(parts[0], max(12, int((width - 30) / (GLYPH_WIDTH * size))))]
+    # the note under the title is set smaller (<sup>)
+    wrapped += [_wrap(p, max(16, int((width - 30) / (GLYPH_WIDTH * size * 0.75)))) for p in parts[1:]]
+    layout.title.text = "<br>".join(wrapped)
+    n_lines = sum(w.count("<br>") + 1 for w in wrapped)
+    return int(size * 1.3 * n_lines + 24)
+
+
+def _thin(axis, px_per_category: float, n_categories: int, font: int) -> None:
+    """Keep every k-th tick label when neighbours would print over each other."""
+    values = list(axis.tickvals) if axis.tickvals is not None else []
+    if len(values) < 2 or px_per_category <= 0:
+        return
+    spacing = px_per_category * n_categories / len(values)
+    needed = font * 1.35
+    if spacing >= needed:
+        return
+    step = math.ceil(needed / spacing)
+    axis.tickvals = values[::step]
+    if axis.ticktext is not None:
+        axis.ticktext = list(axis.ticktext)[::step]
+
+
+def _cell_values(trace, cell_w: float, cell_h: float, present: bool) -> None:
+    """Write numbers in cells only where they fit; larger in presentation mode."""
+    if not trace.texttemplate:
+        return
+    size = (trace.textfont.size if trace.textfont and trace.textfont.size else 10)
+    if present:
+        size = size * 1.6
+    chars = 5  # "-0.12", "0.123": the formats the builders use
+    fits = min(cell_w / (GLYPH_WIDTH * chars + 0.3), cell_h / 1.25)
+    if fits < 8:  # smaller than 8 px nobody reads it: drop the numbers
+        trace.texttemplate = None
+        return
+    trace.textfont.size = int(min(size, fits))
+
+
+def _grow_top(layout, title_px: int) -> None:
+    """Room for a title that wrapped onto more lines: the figure grows, the plot keeps its size."""
+    grow = title_px - (layout.margin.t or 0)
+    if grow > 0:
+        layout.margin.t = title_px
+        layout.height = (layout.height or 450) + grow
+
+
+def _narrow_extras(fig: go.Figure, width: int, font: int, thin_x: bool) -> None:
+    """Charts that are not grid maps, on a narrow screen: the legend and a shared colour bar
+    go under the plot (beside it they take half the width), and crowded tick labels thin."""
+    layout = fig.layout
+    height = layout.height or 450
+    # what lies under the plot already: tick labels (upright at worst) and the axis title
+    labels_px = GLYPH_WIDTH * font * min(_longest(layout.xaxis.ticktext or ()), 16) + font * 4
+    plot_h = max(height - (layout.margin.t or 60) - (layout.margin.b or 60), 100)
+    if width < NARROW_PX:
+        entries = [t for t in fig.data if t.showlegend is not False and t.name]
+        if len(entries) > 1 and layout.showlegend is not False:
+            rows = -(-len(entries) // 2)
+            layout.legend.update(orientation="h", x=0.0, xanchor="left",
+                                 y=-labels_px / plot_h, yanchor="top")
+            layout.height = height = height + 22 * rows + int(labels_px)
+            layout.margin.b = (layout.margin.b or 60) + 22 * rows + int(labels_px)
+    # A colour bar shared by a row of maps (a coloraxis) lies under them, as wide as the
+    # row: beside them it would be as tall as the figure, not as the maps.
+    if layout.coloraxis.colorscale is not None:
+        layout.coloraxis.colorbar.update(orientation="h", len=1.0, x=0.0, xanchor="left",
+                                         y=-labels_px / plot_h, yanchor="top", thickness=12,
+                                         title_side="bottom")
+        layout.height = height = height + BAR_BELOW_PX
+        layout.margin.b = (layout.margin.b or 60) + BAR_BELOW_PX
+    axis = layout.xaxis
+    if thin_x and axis.tickvals is not None and len(axis.tickvals) > 1:
+        plot_w = width - (layout.margin.l or 70) - (layout.margin.r or 30)
+        _thin(axis, plot_w / len(axis.tickvals), len(axis.tickvals), font)
+
+
+def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
+    """Lay ``fig`` out for ``screen`` (in place; returned for chaining). A figure narrower
+    than the screen gets ``layout.width``; otherwise it is left to stretch to the width."""
+    layout = fig.layout
+    font = screen.font
+    width = max(200, int(screen.width))
+    if screen.present:
+        layout.font.size = PRESENT_FONT
+        layout.title.font.size = PRESENT_FONT + 8
+        layout.hoverlabel.font.size = PRESENT_FONT
+        for axis in (layout.xaxis, layout.yaxis):
+            if axis.tickfont.size:
+                axis.tickfont.size = max(axis.tickfont.size, PRESENT_FONT - 4)
+    title_px = _wrap_title(layout, width, font)
+    heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None
+                and (t.xaxis or "x") == "x" and (t.yaxis or "y") == "y"]
+    meta = layout.meta if isinstance(layout.meta, dict) else {}
+    cells = meta.get("cells")
+    margin = layout.margin
+    if heatmaps:
+        rows = len(heatmaps[0].z)
+        cols = len(heatmaps[0].z[0]) if rows else 0
+        if width < NARROW_PX:  # long token labels would eat a phone's width
+            for axis in (layout.xaxis, layout.yaxis):
+                if axis.ticktext is not None and _longest(axis.ticktext) > SHORT_LABEL:
+                    axis.ticktext = [_shorten(t) for t in axis.ticktext]
+        x_ticks = layout.xaxis.ticktext if layout.xaxis.ticktext is not None else ()
+        y_ticks = layout.yaxis.ticktext if layout.yaxis.ticktext is not None else ()
+        x_labels_px = GLYPH_WIDTH * font * min(_longest(x_ticks), 16) + font * 2.5
+        left = int(max(margin.l or 0, 0.55 * font * min(_longest(y_ticks), 16)
+                       + font * 2.2))
+        shows_bar = any(t.showscale is not False and not t.coloraxis for t in heatmaps)
+        right = int(max(margin.r or 0, 10) + (COLOUR_BAR_PX + font if shows_bar else 0))
+        labels_on_top = layout.xaxis.side == "top"
+        if layout.xaxis.title and layout.xaxis.title.text:
+            x_labels_px += font * 1.8
+        top = int(title_px + (x_labels_px if labels_on_top else 0))
+        bottom = int(max(margin.b or 0, 20) + (0 if labels_on_top else x_labels_px))
+        # On a narrow screen a colour bar beside the map would leave the map too little
+        # width: it goes under the map, across it.
+        bar_below = shows_bar and width < NARROW_PX
+        if bar_below:
+            right = 12
+            for trace in heatmaps:
+                if trace.showscale is not False and not trace.coloraxis:
+                    trace.colorbar.update(orientation="h", len=1.0, lenmode="fraction",
+                                          x=0.0, xanchor="left", yanchor="top",
+                                          thickness=12, title_side="bottom")
+            bottom += BAR_BELOW_PX
+        if cells and rows and cols:
+            n_rows, n_cols = cells
+            cell = min(PRESENT_CELL_PX if screen.present else CELL_PX,
+                       (width - left - right) / n_cols)
+            if screen.present and screen.height:
+                cell = min(cell, (screen.height - top - bottom - 40) / n_rows)
+            cell = max(cell, 0.5)
+            layout.height = int(cell * n_rows + top + bottom)
+            layout.margin = dict(l=left, r=right, t=top, b=bottom)
+            natural = int(cell * n_cols + left + right)
+            if natural < width - 4:
+                layout.width = natural
+            plot_w, plot_h = cell * n_cols, cell * n_rows
+        else:
+            _grow_top(layout, title_px)
+            plot_w = width - left - right
+            plot_h = (layout.height or 450) - (layout.margin.t or 0) - (margin.b or 0)
+            if bar_below:
+                layout.height = (layout.height or 450) + BAR_BELOW_PX
+                layout.margin.update(l=left, r=right, b=bottom)
+        if bar_below:  # in plot-height units, below the tick labels
+            below = (0 if labels_on_top else x_labels_px) + 8
+            for trace in heatmaps:
+                if trace.colorbar.orientation == "h":
+                    trace.colorbar.y = -below / max(plot_h, 1)
+        if rows and cols:
+            for trace in heatmaps:
+                _cell_values(trace, plot_w / cols, plot_h / rows, screen.present)
+            _thin(layout.xaxis, plot_w / cols, cols, font)
+            _thin(layout.yaxis, plot_h / rows, rows, font)
+            # token labels wider than their column stand upright rather than slanted
+            # (slanted ones still overlap their neighbours' boxes)
+            if GLYPH_WIDTH * font * _longest(layout.xaxis.ticktext or ()) > plot_w / cols:
+                layout.xaxis.tickangle = -90
+    else:
+        _grow_top(layout, title_px)
+    _narrow_extras(fig, width, font, thin_x=not heatmaps)
+    if screen.present and screen.height and layout.height and not cells:
+        layout.height = int(min(layout.height * 1.2, screen.height - 40))
+    # The wrapped title hangs from the top of the figure into the margin made for it.
+    # Plotly anchors a title of several lines by its first line alone, whose glyphs then
+    # reach about a third of the font size above the anchor.
+    height = layout.height or 450
+    size = layout.title.font.size or font + 4
+    layout.title.update(yref="container", yanchor="top", y=1 - (8 + 0.4 * size) / height)
+    return fig
