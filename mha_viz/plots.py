@@ -18,13 +18,21 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+try:
+    # Plotly imports pandas lazily, from whichever thread draws a figure first; two sessions'
+    # script threads doing it at once can meet a half-initialised module ("partially
+    # initialized module 'pandas' has no attribute 'Series'"). Import it once, here.
+    import pandas  # noqa: F401
+except ImportError:  # pragma: no cover - Streamlit requires pandas
+    pass
+
 from mha_viz.downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
 from mha_viz.analysis.heads import head_name
 from mha_viz.errors import InputError
 
 TEMPLATE = "mha_viz"  # plotly_white's look, registered below; see _register_template
 WEIGHT_SCALE = "Blues"
-GRID_SCALE = "Viridis"
+GRID_SCALE = WEIGHT_SCALE  # thumbnails of attention maps: the same scale as one map
 DIVERGING_SCALE = "RdBu_r"  # red = positive (e.g. the score got worse when a head was removed)
 MASK_GREY = "#c9c9c9"
 HIGHLIGHT = "#d62728"
@@ -607,8 +615,13 @@ def layer_head_heatmap(
     colorscale: str | list | None = None,
     zmin: float | None = None,
     zmax: float | None = None,
+    log_scale: bool = False,
 ) -> go.Figure:
     """[L, H] values as layer (y, L0 on top) x head (x); hover "L3.H7: 1.234".
+
+    log_scale colours by log10 of the size (three decades below the largest, smaller sizes
+    take the end colour; signs kept when diverging), so a few large values do not wash out
+    the rest; hover and cell values stay the plain numbers.
 
     diverging centres a red-blue scale on 0 (ablation effects). reference (e.g. ln n for
     uniform entropy) is named in the colorbar title and the subtitle. zmin / zmax fix the
@@ -634,6 +647,9 @@ def layer_head_heatmap(
     )
     if show_values and n_layer <= 16 and n_head <= 16:
         trace.update(texttemplate=f"%{{z:{fmt}}}", textfont=dict(size=10))
+    if log_scale:
+        return _log_layer_head(trace, v, fmt, diverging, colorscale, title, note, n_layer,
+                               n_head)
     if diverging:
         finite = v[np.isfinite(v)]
         span = float(np.abs(finite).max()) if finite.size else 1.0
@@ -645,6 +661,39 @@ def layer_head_heatmap(
             trace.update(zmin=float(zmin))
         if zmax is not None:
             trace.update(zmax=float(zmax))
+    return _layer_head_figure(trace, title, note, n_layer, n_head)
+
+
+LOG_DECADES = 3
+
+
+def _log_layer_head(trace: dict, v: np.ndarray, fmt: str, diverging: bool, colorscale,
+                    title: str, note: str, n_layer: int, n_head: int) -> go.Figure:
+    finite = np.abs(v[np.isfinite(v)])
+    top = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    floor = top * 10.0 ** -LOG_DECADES
+    size = np.log10(np.maximum(np.abs(v), floor) / floor)  # 0 .. LOG_DECADES
+    shown = np.where(np.isfinite(v), np.sign(v) * size if diverging else size, np.nan)
+    ticks = np.arange(-LOG_DECADES if diverging else 0, LOG_DECADES + 1)
+    smallest = f"|x| ≤ {floor:.1g}" if diverging else f"≤ {floor:.1g}"
+    labels = [f"{np.sign(k) * floor * 10.0 ** abs(k):.2g}" if k else smallest for k in ticks]
+    trace = dict(trace, z=shown, customdata=v,
+                 hovertemplate=f"%{{text}}: %{{customdata:{fmt}}}<extra></extra>")
+    if "texttemplate" in trace:
+        trace["texttemplate"] = f"%{{customdata:{fmt}}}"
+    trace["colorbar"] = dict(trace["colorbar"], tickmode="array", tickvals=ticks.tolist(),
+                             ticktext=labels)
+    span = float(LOG_DECADES)
+    if diverging:
+        trace.update(colorscale=colorscale or DIVERGING_SCALE, zmid=0.0, zmin=-span, zmax=span)
+    else:
+        trace.update(colorscale=colorscale or "Viridis", zmin=0.0, zmax=span)
+    note = "; ".join(n for n in (note, "log colour scale (3 decades)") if n)
+    return _layer_head_figure(trace, title, note, n_layer, n_head)
+
+
+def _layer_head_figure(trace: dict, title: str, note: str, n_layer: int, n_head: int
+                       ) -> go.Figure:
     fig = go.Figure(go.Heatmap(**trace))
     fig = _base_layout(
         fig,

@@ -58,7 +58,7 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 import streamlit as st
 
-from . import checkpoints, export, fit, jobs, plots
+from . import budget, checkpoints, export, fit, jobs, plots
 from .errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
                      NotAllowedError, OfflineError)
 from .model import ForwardRun, Model, TargetMetric, load_model
@@ -375,11 +375,45 @@ def get_model(name: str) -> Model:
         raise
 
 
-@st.cache_resource(max_entries=4, show_spinner="Running the model…")
+def _forward_cached(kind: str, name: str, text: str, pair: str | None,
+                    max_tokens: int | None):
+    """model.trace(...) or model.run(...), kept in the server's byte-bounded store; an input
+    whose maps alone would not fit the memory budget is refused with a message first."""
+    key = (kind, name, text, pair, max_tokens)
+    store = _results()
+    found, value = store.get(key)
+    if found:
+        return value
+    model = get_model(name)
+    n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
+    budget.check_fits(model.info.n_layer, model.info.n_head, n_tokens)
+    turns = _forward_turns()
+    waiting = None
+    if not turns.acquire(blocking=False):
+        # At most MHA_VIZ_MAX_JOBS forward passes at once (memory and cores): say so.
+        waiting = st.info(f"The server is running other people's texts "
+                          f"({jobs.default_max_running()} at a time); yours starts as soon as "
+                          f"one of them finishes.", icon="⏳")
+        turns.acquire()
+    try:  # from here the turn is always given back, even when the page run is stopped
+        if waiting is not None:
+            waiting.empty()
+        # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
+        with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
+            return store.get_or_compute(key, lambda: getattr(model, kind)(
+                text, text_pair=pair, max_tokens=max_tokens))
+    finally:
+        turns.release()
+
+
+@st.cache_resource(show_spinner=False)
+def _forward_turns() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(jobs.default_max_running())
+
+
 def _trace_cached(name: str, text: str, pair: str | None, max_tokens: int | None
                   ) -> AttentionTrace:
-    # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
-    return get_model(name).trace(text, text_pair=pair, max_tokens=max_tokens)
+    return _forward_cached("trace", name, text, pair, max_tokens)
 
 
 @dataclass(frozen=True)
@@ -411,9 +445,8 @@ class Selection:
         return export.safe_filename(name)
 
 
-@st.cache_resource(max_entries=2, show_spinner="Running the model…")
 def _run_cached(name: str, text: str, pair: str | None, max_tokens: int | None) -> ForwardRun:
-    return get_model(name).run(text, text_pair=pair, max_tokens=max_tokens)
+    return _forward_cached("run", name, text, pair, max_tokens)
 
 
 def get_run(selection: Selection) -> ForwardRun:
@@ -910,9 +943,9 @@ def _memo_small(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
     return _fn(*_arrays, **_kwargs)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
 def _memo_large(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
-    return _fn(*_arrays, **_kwargs)
+    return _results().get_or_compute(("memo", fn_id, key, options),
+                                     lambda: _fn(*_arrays, **_kwargs))
 
 
 def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
@@ -920,7 +953,8 @@ def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
 
     key must identify the arrays (they are not hashed: ``selection.key`` plus whatever
     was done to them); options are hashed by value (numbers, strings, small arrays).
-    large=True for results the size of a trace (kept 4 at most), else 64 are kept.
+    large=True for results the size of a trace (kept in the server's byte-bounded store,
+    see mha_viz.budget), else 64 are kept.
     Treat the result as read-only.
     """
     fn_id = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
@@ -1075,8 +1109,17 @@ def download_csv(data: bytes | Callable[[], bytes], file_name: str, label: str =
 
 
 def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> None:
-    """The whole trace as .npz (AttentionTrace.load reads it back)."""
-    download_bytes(lambda: export.trace_npz(trace), f"{selection.file_stem}_trace.npz",
+    """The whole trace as .npz (AttentionTrace.load reads it back).
+
+    The bytes are made on the click, from the trace looked up again by the selection: a
+    closure over ``trace`` would keep it alive as long as Streamlit keeps the session (two
+    minutes after the tab closes), past the memory budget's eviction."""
+    def trace_again() -> bytes:
+        if selection.uploaded is not None:
+            return export.trace_npz(selection.uploaded)
+        return export.trace_npz(_trace_cached(*selection.key))
+
+    download_bytes(trace_again, f"{selection.file_stem}_trace.npz",
                    "⬇ Trace (.npz)", key="_mv_dl_trace",
                    help="Every head's attention, the tokens and the metadata; "
                         "mha_viz.AttentionTrace.load() reads it back.", where=where)
@@ -1120,6 +1163,10 @@ class _Store:
             while len(self.data) > self.max_entries:
                 self.data.popitem(last=False)
 
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
 
 @st.cache_resource(show_spinner=False)
 def _small_store() -> _Store:
@@ -1127,8 +1174,14 @@ def _small_store() -> _Store:
 
 
 @st.cache_resource(show_spinner=False)
-def _large_store() -> _Store:
-    return _Store(4)
+def _results() -> budget.ByteLRU:
+    """Traces, runs and results the size of a trace, in one store bounded by bytes (half the
+    memory budget; the rest is for the forward passes running)."""
+    return budget.ByteLRU(int(budget.RESULTS_SHARE * budget.budget_bytes()))
+
+
+def _large_store() -> budget.ByteLRU:
+    return _results()
 
 
 @st.cache_resource(show_spinner=False)
@@ -1139,9 +1192,8 @@ def job_runner() -> jobs.JobRunner:
 
 def clear() -> None:
     """Forget every stored result and cancel every job (tests; a fresh start)."""
-    for store in (_small_store(), _large_store()):
-        with store.lock:
-            store.data.clear()
+    for store in (_small_store(), _results()):
+        store.clear()
     job_runner().cancel_all()
 
 
@@ -1209,7 +1261,7 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
     time left and a Cancel button) or the time so far. Returns the result, or None when this
     session cancelled it (until restart=True: the person asked for it again).
-    large=True keeps only 4 such results."""
+    large=True: kept in the byte-bounded store with the traces (mha_viz.budget)."""
     store = _large_store() if large else _small_store()
     found, value = store.get(key)
     if found:

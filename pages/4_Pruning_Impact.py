@@ -121,6 +121,10 @@ with ui.guard():
                           "ablation replaces it by its average over the text's positions, "
                           "which keeps the typical offset the head adds and so disturbs the "
                           "layers above less.")
+    log_colours = ui.synced(st.toggle, "logc", "Log colour scale for the head maps", False,
+                            help="Colour the ablation and gradient maps by the size of each "
+                                 "value on a log scale (three decades), so one or two large "
+                                 "heads do not wash out the rest. Hover shows the plain values.")
     baseline = ui.computed(("score", selection.model_name, text, metric), model.score, text,
                            metric=metric, label="Scoring the text…")
     cheap = score_tokens <= AUTO_TOKENS
@@ -155,7 +159,8 @@ with ui.guard():
             effects, f"Δ {score_unit} when a head is switched off ({mode} ablation)",
             "Δ metric" if metric is not None else f"Δ {score_unit}",
             fmt=".2g" if metric is None and info.score_kind == "embedding_shift" else ".3f",
-            diverging=signed, colorscale=None if signed else "Reds", zmin=0.0)
+            diverging=signed, colorscale=None if signed else "Reds", zmin=0.0,
+            log_scale=log_colours)
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="ablation", alt="Ablation effect of each head")
         flat = effects.ravel()
@@ -268,19 +273,23 @@ with ui.guard():
         ui.download_csv(partial(export.layer_head_csv, {"mean_tv_distance": change}),
                         export.safe_filename(stem, "map_change", suffix=".csv"),
                         "Map changes as CSV", key="dl_change")
-        ui.download_bytes(masked.to_bytes, f"{stem}_trace_heads_off.npz",
+        # made on the click, from the store: a bound method would keep the trace alive
+        ui.download_bytes(lambda: ui.masked_trace(selection, mask, mode).to_bytes(),
+                          f"{stem}_trace_heads_off.npz",
                           "⬇ Trace with those heads off (.npz)", key="dl_masked_trace")
 
     # ---------------------------------------------------------------- gradient
     st.subheader("Gradient importance (Michel, Levy & Neubig 2019)")
     if metric is None and info.score_kind == "embedding_shift":
         st.caption("The embedding shift is at its minimum (0) with every head on, so its "
-                   "gradient there is exactly 0. Shown instead: the second-order estimate of the "
-                   "shift when a head is removed, ½‖∂e/∂ξ‖² (e = the normalised embedding, ξ the "
-                   "head's gate), one forward-mode pass per head; compare it with the exact "
-                   "ablation effect above.")
+                   "gradient there is exactly 0, and no single backward pass estimates it. The "
+                   "second-order estimate ½‖∂e/∂ξ‖² (e = the normalised embedding, ξ the head's "
+                   f"gate) needs one forward-mode pass per head, {n_layer * n_head} of them, "
+                   "each dearer than a forward pass: **it costs more than the exact ablation "
+                   "sweep above, which measures the same thing exactly; use the sweep.** The "
+                   "estimate is here to compare with it.")
         grad_auto = False
-        grad_cost = f"{n_layer * n_head} forward-mode passes"
+        grad_cost = f"{n_layer * n_head} forward-mode passes, slower than the sweep"
     else:
         st.caption(f"I = |∂ {'score' if metric is None else 'metric'} / ∂ξ| for each head's "
                    "gate ξ at ξ = 1: one backward pass "
@@ -304,7 +313,7 @@ with ui.guard():
                 "|∂ score/∂ξ|" if metric is None else "|∂ metric/∂ξ|") \
             + (" (÷ layer norm)" if normalise else "")
         fig = plots.layer_head_heatmap(shown_gradient, f"Gradient importance {what}", what,
-                                       fmt=".2g", zmin=0.0)
+                                       fmt=".2g", zmin=0.0, log_scale=log_colours)
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="gradient", alt="Gradient importance of each head")
         if effects is not None:

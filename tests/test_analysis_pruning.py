@@ -140,8 +140,15 @@ def test_ablation_progress_reports_every_layer(gpt2_model):
 def test_gradient_importance_progress(minilm, gpt2_model):
     calls = []
     gradient_importance(minilm, SHORT, progress=lambda done, total: calls.append((done, total)))
-    n = minilm.info.n_layer
-    assert calls == [(i, n) for i in range(1, n + 1)]
+    # counted in heads, batch by batch: the bar moves within a layer, not once per layer
+    n = minilm.info.n_layer * minilm.info.n_head
+    assert calls[-1] == (n, n) and all(total == n for _, total in calls)
+    assert [done for done, _ in calls] == sorted({done for done, _ in calls})
+    assert len(calls) >= minilm.info.n_layer
+    calls.clear()
+    embedding_jacobian_norms(minilm, SHORT, batch_size=4,
+                             progress=lambda done, total: calls.append(done))
+    assert calls == list(range(4, n + 1, 4))
     calls.clear()
     gradient_importance(gpt2_model, [TEXT, SHORT], progress=lambda d, t: calls.append((d, t)))
     assert calls == [(1, 2), (2, 2)]

@@ -83,7 +83,7 @@ def test_gpt2_checkpoint_pages_render(page, gpt2_folder):
     assert at.sidebar.text_input[0].value == str(gpt2_folder)
     assert not [t for t in at.sidebar.text_area if t.label.startswith("Sentence B")]
     if page == "pages/1_Attention_Maps.py":
-        assert [t.label for t in at.toggle] == ["Grey out the causal mask"]
+        assert [t.label for t in at.main.toggle] == ["Grey out the causal mask"]
         assert any("Hidden 1 token" in t for t in texts(at.info))
         heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
         assert "grey = masked (causal)" in heat["layout"]["title"]["text"]
@@ -225,6 +225,16 @@ def test_a_visitor_probing_server_paths_learns_nothing(tmp_path, monkeypatch):
         shown.add(texts(at.error)[0])
     assert len(shown) == 1, shown
     assert "not a checkpoint this server offers" in shown.pop()
+
+
+def test_a_text_too_big_for_the_memory_budget_gets_a_message(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_MEMORY_MB", "100")  # one input may take 25 MB
+    text = "the cat sat on the mat " * 60  # ~360 tokens: 6 x 12 x 360^2 x 4 = 37 MB of maps
+    at = run_page("pages/1_Attention_Maps.py", session={"_mv_state_text": text})
+    assert not at.exception
+    errors = texts(at.error)
+    assert errors and "more than this server keeps for one input" in errors[0], errors
+    assert "Shorten it to" in errors[0]
 
 
 def test_error_messages_never_show_the_servers_folders():

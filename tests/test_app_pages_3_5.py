@@ -184,7 +184,7 @@ def test_similarity_long_input_compares_sampled_rows():
     assert_clean(at, 3)
     info = " ".join(texts(at.info))
     assert "128 evenly spaced query rows" in info
-    assert [t.label for t in at.toggle] == ["Compare every query row (slower)"]
+    assert [t.label for t in at.main.toggle] == ["Compare every query row (slower)"]
 
 
 # --------------------------------------------------------------------------- pruning

@@ -454,3 +454,22 @@ def test_loss_strip_cells_take_clicks_that_name_their_token():
     assert plots.strip_point_to_token({"customdata": {"0": 4}}) == 4  # a typed array
     assert plots.strip_point_to_token({"x": 1}) is None
     assert plots.strip_point_to_token({"customdata": "junk"}) is None
+
+
+def test_log_colour_scale_keeps_the_plain_values_in_hover_and_cells():
+    values = np.array([[1e-4, -0.02, 0.5], [2.0, 0.0, -2.0]])
+    fig = P.layer_head_heatmap(values, "t", "Δ", diverging=True, log_scale=True)
+    trace = fig.data[0]
+    z = np.array(trace.z, dtype=float)
+    assert np.allclose(np.asarray(trace.customdata, dtype=float), values)
+    assert "customdata" in trace.hovertemplate and "customdata" in trace.texttemplate
+    # colour = signed decades above 1/1000 of the largest size; the smallest sizes at 0
+    assert z[1, 0] == pytest.approx(3.0) and z[1, 2] == pytest.approx(-3.0)
+    assert z[0, 2] == pytest.approx(np.log10(0.5 / 2e-3))
+    assert z[0, 0] == 0.0 and z[1, 1] == 0.0
+    assert list(trace.colorbar.tickvals) == [-3, -2, -1, 0, 1, 2, 3]
+    assert trace.colorbar.ticktext[-1] == "2" and "log colour scale" in fig.layout.title.text
+
+
+def test_attention_thumbnails_use_the_same_colour_scale_as_single_maps():
+    assert P.GRID_SCALE == P.WEIGHT_SCALE

@@ -138,8 +138,8 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
                     jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
                     for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):
                         norms[l, h] = value
-                if progress is not None:
-                    progress(layer + 1, n_layer)
+                    if progress is not None:  # per batch of heads: the bar moves steadily
+                        progress(layer * n_head + chunk[-1][1] + 1, n_layer * n_head)
     return norms
 
 
@@ -164,7 +164,7 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
     per_text = []
     for index, one in enumerate(texts):
         if metric is None and model.info.score_kind == "embedding_shift":
-            n = model.info.n_layer
+            n = model.info.n_layer * model.info.n_head
             report = None if progress is None else (
                 lambda done, _total, index=index: progress(index * n + done, len(texts) * n))
             per_text.append(0.5 * embedding_jacobian_norms(model, one, base,

@@ -62,13 +62,11 @@ class AppServer:
             return ""
 
 
-@pytest.fixture(scope="session")
-def app_server(tmp_path_factory):
-    require_browser()
+def start_server(log_path: Path, **extra_env: str):
+    """`streamlit run app.py` on a free loopback port; yields the AppServer, stops it after."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("streamlit") / "server.log"
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **extra_env)
     env.pop("MHA_VIZ_RAISE", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -87,12 +85,29 @@ def app_server(tmp_path_factory):
             process.kill()
             pytest.fail(f"streamlit did not start:\n{server.log_tail()}")
         time.sleep(0.3)
-    yield server
-    process.terminate()
     try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    require_browser()
+    yield from start_server(tmp_path_factory.mktemp("streamlit") / "server.log")
+
+
+@pytest.fixture(scope="module")
+def budget_server(tmp_path_factory):
+    """A server of its own for the load test, with the default 2,560 MB memory budget and
+    two heavy computations at once, set explicitly."""
+    require_browser()
+    yield from start_server(tmp_path_factory.mktemp("load") / "server.log",
+                            MHA_VIZ_MEMORY_MB="2560", MHA_VIZ_MAX_JOBS="2")
 
 
 @pytest.fixture(scope="session")

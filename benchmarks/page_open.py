@@ -1,0 +1,108 @@
+"""Time from opening a page in a fresh tab to every chart on it rendered (laid out for the
+window), for each page, model and text length, on a cold server (its first page) and warm
+(the text already traced by an earlier visit, a new session each time).
+
+Targets (issue 13): warm <= 2 s per page; the cold first page <= 10 s.
+
+    python benchmarks/page_open.py [--models minilm smollm2] [--sizes 30 500] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from _browser import WORDS, free_port, start_server, stop_server  # noqa: E402
+
+PAGES = ["", "Attention_Maps", "Entropy", "Head_Similarity", "Pruning_Impact",
+         "Inside_One_Head", "Predictions", "Head_Roles"]
+DONE = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"], [data-testid="stSpinner"]')) return false;
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main || !main.querySelector('h1')) return false;
+    const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+    if (!main.querySelector('[data-testid="stCode"]') && plots.length === 0) return false;
+    return plots.every(gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted
+                       && gd.querySelector('.main-svg'));
+}"""
+
+
+def text_of(model, n_tokens: int) -> str:
+    """A text of about n_tokens tokens for the model's own tokenizer."""
+    from mha_viz import load_model
+
+    tokenizer = load_model(model).tokenizer
+    words, i = [], 0
+    while len(tokenizer(" ".join(words))["input_ids"]) < n_tokens:
+        words.append(WORDS[i % len(WORDS)])
+        i += 1
+    return " ".join(words)
+
+
+def open_once(browser, url: str, width: int = 1400, height: int = 1000) -> float:
+    context = browser.new_context(viewport={"width": width, "height": height})
+    tab = context.new_page()
+    tab.set_default_timeout(600_000)
+    start = time.perf_counter()
+    tab.goto(url)
+    tab.wait_for_function(DONE, polling=50)
+    elapsed = time.perf_counter() - start
+    context.close()
+    return elapsed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[30, 500])
+    parser.add_argument("--pages", nargs="+", default=PAGES)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args(argv)
+
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=args.chromium, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        for model in args.models:
+            for size in args.sizes:
+                text = text_of(model, size)
+                port = free_port()
+                server = start_server(port, Path(tempfile.mkdtemp()) / "server.log")
+                try:
+                    url = f"http://127.0.0.1:{port}/{{page}}?" + urlencode(
+                        {"model": model, "text": text})
+                    cold = open_once(browser, url.format(page=args.pages[0]))
+                    print(f"{model} {size} tokens: cold first page ({args.pages[0] or 'Home'})"
+                          f" {cold:.2f} s", flush=True)
+                    for page in args.pages:
+                        open_once(browser, url.format(page=page))  # compute once
+                        times = [open_once(browser, url.format(page=page))
+                                 for _ in range(args.repeats)]
+                        warm = statistics.median(times)
+                        rows.append((model, size, page or "Home", warm, cold))
+                        print(f"{model} {size} tokens: {page or 'Home':16s} warm median "
+                              f"{warm:.2f} s ({', '.join(f'{t:.2f}' for t in times)})",
+                              flush=True)
+                finally:
+                    stop_server(server)
+        browser.close()
+    over = [r for r in rows if r[3] > 2.0]
+    print(f"\n{len(rows)} page openings measured; warm over 2 s: "
+          + (", ".join(f"{m}/{s}/{p} {w:.2f} s" for m, s, p, w, _ in over) or "none"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

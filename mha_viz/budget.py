@@ -1,0 +1,152 @@
+"""The memory a server keeps for results: a byte budget, caches bounded by it, and the check
+that refuses one input whose attention maps alone would not fit.
+
+A trace holds L x H x T x T float32 weights: SmolLM2 at 1,024 tokens is 1.1 GB, and entry
+counts say nothing about that. Results are kept in a ByteLRU, which evicts the least
+recently used until the bytes it holds are under its share of the budget.
+
+MHA_VIZ_MEMORY_MB sets the budget (default 2,560 MB, for a 4 GB container that also holds
+the Python process and the models, about 1.2 GB with SmolLM2 and MiniLM loaded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+from .errors import InputError
+
+DEFAULT_MB = 2560
+# How the budget is spent: half on kept results (traces, runs, sweeps), and a quarter on each
+# of the (by default two, MHA_VIZ_MAX_JOBS) forward passes that may run at once. So one
+# input's maps may take at most a quarter of it.
+RESULTS_SHARE = 0.5
+ONE_INPUT_SHARE = 0.25
+
+
+def budget_bytes() -> int:
+    """The server's memory budget for results, in bytes (MHA_VIZ_MEMORY_MB)."""
+    try:
+        mb = float(os.environ.get("MHA_VIZ_MEMORY_MB", DEFAULT_MB))
+    except ValueError:
+        mb = DEFAULT_MB
+    return int(max(mb, 64) * 2**20)
+
+
+def nbytes(value: Any, _seen: set | None = None) -> int:
+    """The bytes of the arrays and tensors a result holds (containers and dataclasses are
+    walked; a model it refers to is shared, not owned, and is not counted)."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    seen = _seen if _seen is not None else set()
+    if value is None or isinstance(value, (int, float, bool)) or id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return int(value.element_size() * value.nelement())
+        if isinstance(value, torch.nn.Module):
+            return 0
+    except ImportError:  # pragma: no cover - torch is a requirement
+        pass
+    if type(value).__name__ == "Model":
+        return 0
+    if isinstance(value, dict):
+        return sum(nbytes(v, seen) for v in value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(nbytes(v, seen) for v in value)
+    if dataclasses.is_dataclass(value):
+        return sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if hasattr(value, "__dict__"):
+        return sum(nbytes(v, seen) for v in vars(value).values())
+    return 0
+
+
+def maps_bytes(n_layer: int, n_head: int, n_tokens: int) -> int:
+    """Bytes of one input's attention maps (float32)."""
+    return 4 * n_layer * n_head * n_tokens * n_tokens
+
+
+def check_fits(n_layer: int, n_head: int, n_tokens: int, budget: int | None = None) -> None:
+    """InputError when one input's maps would take more than ONE_INPUT_SHARE of the budget,
+    saying how long a text would fit."""
+    budget = budget_bytes() if budget is None else budget
+    allowed = ONE_INPUT_SHARE * budget
+    need = maps_bytes(n_layer, n_head, n_tokens)
+    if need <= allowed:
+        return
+    fits = int(math.sqrt(allowed / (4 * n_layer * n_head)))
+    raise InputError(
+        f"this text has {n_tokens:,} tokens: its attention maps ({n_layer} layers × {n_head} "
+        f"heads × {n_tokens:,} × {n_tokens:,}) need {need / 2**30:.1f} GB, more than this "
+        f"server keeps for one input ({allowed / 2**30:.1f} GB of its {budget / 2**30:.1f} GB "
+        f"budget). Shorten it to {fits:,} tokens or fewer (Max tokens, in the sidebar).")
+
+
+class ByteLRU:
+    """A thread-safe least-recently-used store bounded by the bytes its values hold.
+
+    A value larger than the whole bound is returned to its caller but not kept.
+    ``get_or_compute`` computes a missing key once however many threads ask at the same time.
+    """
+
+    def __init__(self, max_bytes: int, size: Callable[[Any], int] = nbytes):
+        self.max_bytes = int(max_bytes)
+        self.size = size
+        self.data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self.bytes = 0
+        self.lock = threading.Lock()
+        self._computing: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable) -> tuple[bool, Any]:
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return True, self.data[key][0]
+        return False, None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        size = self.size(value)
+        with self.lock:
+            if key in self.data:
+                self.bytes -= self.data.pop(key)[1]
+            if size > self.max_bytes:
+                return
+            self.data[key] = (value, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes and self.data:
+                _, (_, evicted) = self.data.popitem(last=False)
+                self.bytes -= evicted
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        found, value = self.get(key)
+        if found:
+            return value
+        with self.lock:
+            key_lock = self._computing.setdefault(key, threading.Lock())
+        with key_lock:
+            found, value = self.get(key)
+            if not found:
+                value = compute()
+                self.put(key, value)
+        with self.lock:
+            self._computing.pop(key, None)
+        return value
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+            self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.data)
