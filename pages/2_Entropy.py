@@ -74,10 +74,7 @@ with ui.guard():
                     key="dl_entropy")
 
     # ---------------------------------------------------------------- broad / focused
-    flat = np.where(np.isfinite(ent), ent, np.nan).ravel()
-    order = np.argsort(flat)  # NaN last
-    order = order[np.isfinite(flat[order])]
-    rows = [(int(i) // trace.n_heads, int(i) % trace.n_heads) for i in order]
+    rows = A.rank_heads(ent, descending=False)  # from the most focused up
 
     def table(picked):
         return {"head": [plots.head_name(l, h) for l, h in picked],

@@ -89,9 +89,7 @@ with ui.guard():
     coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", kind, max_rows))
     names = [plots.head_name(l, h) for l in range(n_layer) for h in range(n_head)]
     chosen = layer * n_head + head
-    row = dist[chosen].copy()
-    row[chosen] = np.inf
-    nearest = [int(i) for i in np.argsort(row, kind="stable")[:min(k_near, len(row) - 1)]]
+    nearest = A.nearest_heads(dist, chosen, k_near)
 
     # ---------------------------------------------------------------- matrix + map
     st.subheader("All heads against all heads")

@@ -163,24 +163,23 @@ with ui.guard():
             log_scale=log_colours)
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="ablation", alt="Ablation effect of each head")
-        flat = effects.ravel()
-        order = np.argsort(-harm * flat, kind="stable")
+        ranked = heads.rank_heads(harm * effects)  # the most harmful removal first
         top_col, help_col = st.columns(2)
-        names = heads.head_names(n_layer, n_head)
+
+        def table(picked):
+            return {"head": [heads.head_name(l, h) for l, h in picked],
+                    f"Δ {score_unit}": [float(f"{effects[l, h]:.4g}") for l, h in picked]}
+
         with top_col:
             st.markdown("**Heads that matter most** (largest "
                         f"{'increase' if metric is None else 'drop'})")
-            st.dataframe({"head": [names[i] for i in order[:TOP]],
-                          f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in order[:TOP]]},
-                         hide_index=True, width="stretch")
+            st.dataframe(table(ranked[:TOP]), hide_index=True, width="stretch")
         with help_col:
-            helps = [i for i in order[::-1] if harm * flat[i] < 0][:TOP]
+            helps = [(l, h) for l, h in ranked[::-1] if harm * effects[l, h] < 0][:TOP]
             st.markdown("**Heads whose removal lowers the score**" if metric is None else
                         "**Heads whose removal raises the metric**")
             if helps:
-                st.dataframe({"head": [names[i] for i in helps],
-                              f"Δ {score_unit}": [float(f"{flat[i]:.4g}") for i in helps]},
-                             hide_index=True, width="stretch")
+                st.dataframe(table(helps), hide_index=True, width="stretch")
             else:
                 st.caption("None: switching off any single head makes the "
                            f"{'score worse' if metric is None else 'metric lower'} (or leaves "
@@ -202,7 +201,7 @@ with ui.guard():
                     placeholder="Choose heads, e.g. L0.H1", help=ui.NUMBERING)
     presets = st.columns([1, 1, 1, 3], gap="small")
     if effects is not None:
-        ranked = [all_names[i] for i in np.argsort(-harm * effects.ravel(), kind="stable")]
+        ranked = [heads.head_name(l, h) for l, h in heads.rank_heads(harm * effects)]
         presets[0].button("Top 3 heads", key="preset_top", on_click=set_off, args=(ranked[:3],),
                           help="The 3 heads with the largest ablation effect.", width="stretch")
         presets[1].button("Least useful half", key="preset_half", on_click=set_off,
@@ -229,7 +228,7 @@ with ui.guard():
     else:
         masked = ui.masked_trace(selection, mask, mode)
         change = heads.attention_change(trace.attentions, masked.attentions)
-        lowest = min(int(name[1:].split(".")[0]) for name in off)
+        lowest = min(heads.parse_head_name(name)[0] for name in off)
         st.markdown(f"**How much each head's map moved** with {len(off)} head(s) off: the mean "
                     f"over query tokens of the total-variation distance between the two maps "
                     f"(0 = unchanged, 1 = no overlap). Layers up to L{lowest} cannot change.")
@@ -307,8 +306,7 @@ with ui.guard():
     if gradient is not None:
         shown_gradient = gradient
         if normalise:
-            norms = np.linalg.norm(gradient, axis=1, keepdims=True)
-            shown_gradient = gradient / np.where(norms > 0, norms, 1.0)
+            shown_gradient = heads.normalise_layers(gradient)
         what = ("½‖∂e/∂ξ‖²" if grad_cost != "one backward pass" else
                 "|∂ score/∂ξ|" if metric is None else "|∂ metric/∂ξ|") \
             + (" (÷ layer norm)" if normalise else "")

@@ -344,3 +344,23 @@ def test_drop_positions_renormalises_rows():
     np.testing.assert_allclose(dropped[0, 0], expected, rtol=1e-6)
     with pytest.raises(InputError):
         drop_positions(a, keep[:3])
+
+
+def test_head_helpers_the_pages_use():
+    import numpy as np
+    import pytest
+
+    from mha_viz import InputError
+    from mha_viz.analysis import nearest_heads, normalise_layers, parse_head_name, rank_heads
+
+    assert parse_head_name(" l3.h7 ") == (3, 7)
+    for bad in ("L3", "3.7", "La.H1", "H1.L3"):
+        with pytest.raises(InputError):
+            parse_head_name(bad)
+    values = np.array([[0.5, np.nan], [2.0, 0.5]])
+    assert rank_heads(values) == [(1, 0), (0, 0), (1, 1)]  # ties in layer-major order
+    assert rank_heads(values, descending=False) == [(0, 0), (1, 1), (1, 0)]
+    d = np.array([[0, 3, 1], [3, 0, 2], [1, 2, 0]], dtype=float)
+    assert nearest_heads(d, 0, 5) == [2, 1] and nearest_heads(d, 1, 1) == [2]
+    out = normalise_layers(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])

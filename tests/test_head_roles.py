@@ -336,8 +336,8 @@ def test_strongest_role_rule():
 
 pytest.importorskip("streamlit")
 
-from test_app_pages import charts, run_page, texts  # noqa: E402
-from test_app_pages_3_5 import array  # noqa: E402  (a Plotly JSON array as numpy)
+from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402
+from test_app_similarity_pruning_inside import array  # noqa: E402  (a Plotly JSON array as numpy)
 
 PAGE = "pages/7_Head_Roles.py"
 SMOL_TEXT = "The cat sat on the mat because it was warm."

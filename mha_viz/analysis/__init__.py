@@ -14,7 +14,7 @@ from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_
                     probe_description, repeated_random_tokens, role_scores, role_support,
                     shifted_duplicate_scores, strongest_roles)
 from .heads import (attention_change, head_name, head_names, mask_to_names, names_to_mask,
-                    opening_view)
+                    nearest_heads, normalise_layers, opening_view, parse_head_name, rank_heads)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
 from .rollout import head_max, head_mean, rollout
@@ -38,5 +38,6 @@ __all__ = [
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
-    "opening_view", "direct_logit_attribution", "Attribution",
+    "opening_view", "direct_logit_attribution", "Attribution", "parse_head_name", "rank_heads",
+    "nearest_heads", "normalise_layers",
 ]

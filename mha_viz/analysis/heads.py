@@ -20,15 +20,48 @@ def head_names(n_layer: int, n_head: int) -> list[str]:
     return [head_name(l, h) for l in range(n_layer) for h in range(n_head)]
 
 
+def parse_head_name(name: str) -> tuple[int, int]:
+    """"L3.H7" -> (3, 7); InputError for anything else."""
+    try:
+        layer_text, head_text = str(name).strip().upper().split(".")
+        if not (layer_text.startswith("L") and head_text.startswith("H")):
+            raise ValueError(name)
+        return int(layer_text[1:]), int(head_text[1:])
+    except ValueError:
+        raise InputError(f"'{name}' is not a head name like L3.H7") from None
+
+
+def rank_heads(values, descending: bool = True) -> list[tuple[int, int]]:
+    """[L, H] values -> (layer, head) pairs from the largest value down (or up), ties in
+    layer-major order, heads without a finite value left out."""
+    v = np.asarray(values, dtype=np.float64)
+    flat = v.ravel()
+    order = np.argsort(-flat if descending else flat, kind="stable")
+    n_head = v.shape[1]
+    return [(int(i) // n_head, int(i) % n_head) for i in order if np.isfinite(flat[i])]
+
+
+def nearest_heads(distances, index: int, k: int) -> list[int]:
+    """The k heads closest to head ``index`` by a [N, N] distance matrix (itself left out),
+    nearest first, ties by index."""
+    row = np.array(distances[index], dtype=np.float64)
+    row[index] = np.inf
+    return [int(i) for i in np.argsort(row, kind="stable")[:max(0, min(k, len(row) - 1))]]
+
+
+def normalise_layers(values) -> np.ndarray:
+    """Each layer's row divided by its l2 norm (Michel et al.'s comparison across layers);
+    an all-zero row stays zero."""
+    v = np.asarray(values, dtype=np.float64)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(norms > 0, norms, 1.0)
+
+
 def names_to_mask(names, n_layer: int, n_head: int) -> np.ndarray:
     """Head names ("L3.H7") -> mask [L, H] of float32 with 0 at the named heads, 1 elsewhere."""
     mask = np.ones((n_layer, n_head), dtype=np.float32)
     for name in names:
-        try:
-            layer_text, head_text = str(name).strip().upper().split(".")
-            layer, head = int(layer_text.lstrip("L")), int(head_text.lstrip("H"))
-        except ValueError:
-            raise InputError(f"'{name}' is not a head name like L3.H7") from None
+        layer, head = parse_head_name(name)
         if not (0 <= layer < n_layer and 0 <= head < n_head):
             raise InputError(f"{name} is outside the model ({n_layer} layers × {n_head} heads, "
                              f"counted from 0)")

@@ -15,6 +15,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.nn import functional as F
 
 from ..errors import InputError
+from .heads import normalise_layers
 
 
 def _texts(text) -> list[str]:
@@ -175,8 +176,7 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
                 progress(index + 1, len(texts))
     importance = np.mean(per_text, axis=0)
     if normalize == "layer":
-        norms = np.linalg.norm(importance, axis=1, keepdims=True)
-        importance = importance / np.where(norms > 0, norms, 1.0)
+        importance = normalise_layers(importance)
     elif normalize not in (False, None):
         raise InputError(f"normalize must be False or 'layer', got {normalize!r}")
     return importance

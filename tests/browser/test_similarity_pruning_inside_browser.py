@@ -76,7 +76,7 @@ def metric(page, label: str) -> str:
 
 
 @pytest.mark.parametrize("model", ["minilm", "gpt2"])
-def test_pages_3_5_render(page, app_server, screenshots, model, gpt2_folder):
+def test_similarity_pruning_inside_pages_render(page, app_server, screenshots, model, gpt2_folder):
     query = "?text=" + quote(TEXT)
     if model == "gpt2":
         query += f"&model=folder&folder={quote(str(gpt2_folder))}&layer=1"

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_app_pages import BAD_TEXTS, charts, texts  # shared with the tests of pages 1-2
+from test_app_home_maps_entropy import BAD_TEXTS, charts, texts  # shared with the home, maps and entropy tests
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
