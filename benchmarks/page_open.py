@@ -30,7 +30,9 @@ DONE = """() => {
     const main = document.querySelector('[data-testid="stMain"]');
     if (!main || !main.querySelector('h1')) return false;
     const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-    if (!main.querySelector('[data-testid="stCode"]') && plots.length === 0) return false;
+    // something the page ends on: its charts, the home page's tokens, or a message
+    if (plots.length === 0 && !main.querySelector(
+        '[data-testid="stCode"], [data-testid="stAlert"]')) return false;
     return plots.every(gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted
                        && gd.querySelector('.main-svg'));
 }"""
