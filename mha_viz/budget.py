@@ -21,6 +21,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 
 from .errors import InputError
+from .model import Model
 
 DEFAULT_MB = 2560
 # How the budget is spent: half on kept results (traces, runs, sweeps), and a quarter on each
@@ -59,7 +60,7 @@ def nbytes(value: Any, _seen: set | None = None) -> int:
             return 0
     except ImportError:  # pragma: no cover - torch is a requirement
         pass
-    if type(value).__name__ == "Model":
+    if isinstance(value, Model):
         return 0
     if isinstance(value, dict):
         return sum(nbytes(v, seen) for v in value.values())

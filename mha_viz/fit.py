@@ -28,10 +28,15 @@ CELL_PX = 34  # largest cell of a grid map on a normal screen
 PRESENT_CELL_PX = 56  # and in presentation mode
 FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
-BAR_BELOW_PX = 64
-SHORT_LABEL = 10  # characters of a tick label on a narrow screen  # a horizontal colour bar with its tick labels and title
+BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
+SHORT_LABEL = 10  # characters of a tick label on a narrow screen
 PRESENT_FONT = 18
-_TAGS = re.compile(r"<[^>]+>|&[a-z#0-9]+;")
+_MARKUP = r"<[^>]+>|&[a-z#0-9]+;"  # a tag or an escaped character: one glyph at most
+_TAGS = re.compile(_MARKUP)
+_GLYPHS = re.compile(_MARKUP + "|.")
+# a colour bar lying under its plot, across its width (its y is set per figure)
+_BAR_UNDER = dict(orientation="h", len=1.0, x=0.0, xanchor="left", yanchor="top",
+                  thickness=12, title_side="bottom")
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,7 @@ def _shorten(label: str) -> str:
     text = str(label)
     if _text_length(text) <= SHORT_LABEL:
         return text
-    pieces = re.findall(r"<[^>]+>|&[a-z#0-9]+;|.", text)
-    return "".join(pieces[:SHORT_LABEL - 1]) + "…"
+    return "".join(_GLYPHS.findall(text)[:SHORT_LABEL - 1]) + "…"
 
 
 def _wrap(text: str, max_chars: int) -> str:
@@ -151,9 +155,7 @@ def _narrow_extras(fig: go.Figure, width: int, font: int, thin_x: bool) -> None:
     # A colour bar shared by a row of maps (a coloraxis) lies under them, as wide as the
     # row: beside them it would be as tall as the figure, not as the maps.
     if layout.coloraxis.colorscale is not None:
-        layout.coloraxis.colorbar.update(orientation="h", len=1.0, x=0.0, xanchor="left",
-                                         y=-labels_px / plot_h, yanchor="top", thickness=12,
-                                         title_side="bottom")
+        layout.coloraxis.colorbar.update(_BAR_UNDER, y=-labels_px / plot_h)
         layout.height = height = height + BAR_BELOW_PX
         layout.margin.b = (layout.margin.b or 60) + BAR_BELOW_PX
     axis = layout.xaxis
@@ -207,9 +209,7 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             right = 12
             for trace in heatmaps:
                 if trace.showscale is not False and not trace.coloraxis:
-                    trace.colorbar.update(orientation="h", len=1.0, lenmode="fraction",
-                                          x=0.0, xanchor="left", yanchor="top",
-                                          thickness=12, title_side="bottom")
+                    trace.colorbar.update(_BAR_UNDER, lenmode="fraction")
             bottom += BAR_BELOW_PX
         if cells and rows and cols:
             n_rows, n_cols = cells

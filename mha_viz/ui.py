@@ -1180,10 +1180,6 @@ def _results() -> budget.ByteLRU:
     return budget.ByteLRU(int(budget.RESULTS_SHARE * budget.budget_bytes()))
 
 
-def _large_store() -> budget.ByteLRU:
-    return _results()
-
-
 @st.cache_resource(show_spinner=False)
 def job_runner() -> jobs.JobRunner:
     """The server's one job runner: at most MHA_VIZ_MAX_JOBS heavy computations at once."""
@@ -1202,7 +1198,7 @@ _CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted 
 
 def peek(key: Hashable, large: bool = False):
     """The result stored under key (by ``computed``), or None."""
-    return (_large_store() if large else _small_store()).get(key)[1]
+    return (_results() if large else _small_store()).get(key)[1]
 
 
 def cancelled(key: Hashable) -> bool:
@@ -1262,7 +1258,7 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     time left and a Cancel button) or the time so far. Returns the result, or None when this
     session cancelled it (until restart=True: the person asked for it again).
     large=True: kept in the byte-bounded store with the traces (mha_viz.budget)."""
-    store = _large_store() if large else _small_store()
+    store = _results() if large else _small_store()
     found, value = store.get(key)
     if found:
         return value

@@ -91,14 +91,12 @@ def allowed_dirs(models_dir: str | os.PathLike | None = None) -> list[Path]:
 def _is_local_path(text: str, path: Path, restricted: bool) -> bool:
     """Does the name mean a local path rather than a hub id? For a visitor (restricted) this
     is read from the text alone: asking the file system would tell them what exists."""
-    spelled_as_path = path.is_absolute() or text.startswith((".", "~")) or "\\" in text
-    if restricted:
-        return spelled_as_path or os.sep in text and not HUB_ID.match(text)
-    return spelled_as_path or path.exists() or os.sep in text and (
-        not HUB_ID.match(text) or path.exists())
+    by_text = (path.is_absolute() or text.startswith((".", "~")) or "\\" in text
+               or os.sep in text and not HUB_ID.match(text))
+    return by_text or not restricted and path.exists()
 
 
-def _local_for_visitor(text: str, path: Path, local_dirs: list[Path]) -> Path:
+def _local_for_visitor(path: Path, local_dirs: list[Path]) -> Path:
     """The checkpoint folder or .gguf file, if it is inside an allowed folder; otherwise one
     message for every case (outside, missing, unreadable, a loop, too long a name), so a
     visitor learns nothing about the server's files from it."""
@@ -213,7 +211,7 @@ def resolve(name: str | os.PathLike, local_dirs: list[Path] | None = None
     path = Path(text).expanduser() if not restricted else Path(text)
     if _is_local_path(text, path, restricted):
         if restricted:
-            path = _local_for_visitor(text, path, local_dirs)
+            path = _local_for_visitor(path, local_dirs)
         if path.is_file() and path.suffix.lower() == ".gguf":
             return ResolvedCheckpoint(path.resolve(), f"GGUF file {path.name}", text)
         if not path.is_dir():
