@@ -148,7 +148,7 @@ with ui.guard():
             st.caption(f"Each cell: score with that head switched off − score with every head "
                        f"on ({fmt(baseline)}). Red = the score got worse without the head (it "
                        f"mattered)" + (", blue = it got better" if signed else "") + ". Exact: "
-                       f"one forward pass per head, reusing the layers below each head.")
+                       "one forward pass per head, reusing the layers below each head.")
         else:
             st.caption(f"Each cell: the metric with that head switched off − the metric with "
                        f"every head on ({fmt(baseline)}). Blue = the metric fell without the "

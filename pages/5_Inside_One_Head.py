@@ -96,7 +96,7 @@ with ui.guard():
              r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
     st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
                f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}. "
-               + (f"Q and K are rotated by position (RoPE, step 4b) before the scores. "
+               + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
                   if inside.rotary else "")
                + (f"Key/value heads are shared: query heads "
                   f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "

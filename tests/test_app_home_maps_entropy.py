@@ -327,7 +327,7 @@ def test_page_list_is_read_once_however_many_sessions_start_together(monkeypatch
     parsed = []
     real_parse = ast.parse
     monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1) or real_parse(*a, **k))
-    monkeypatch.setattr(ui, "_pages", None)
+    monkeypatch.setattr(ui.controls, "_pages", None)
     results, start = [], threading.Barrier(8)
 
     def session():

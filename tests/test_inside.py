@@ -126,7 +126,7 @@ def test_steps_describe_shapes(gpt2_model):
     steps = inside.steps()
     assert [s.key for s in steps] == ["X", "Q", "K", "V", "scores", "masked_scores", "weights",
                                       "context", "W_O", "contribution"]
-    t, d, dk = inside.n_tokens, inside.d_model, inside.d_k
+    t, d = inside.n_tokens, inside.d_model
     for step in steps:
         rows, cols = getattr(inside, step.key).shape
         assert step.shape_text.endswith(f"{rows} × {cols}")

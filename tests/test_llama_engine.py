@@ -3,7 +3,6 @@ analyses on a grouped-query model, saved traces, and bad GGUF files."""
 
 import numpy as np
 import pytest
-import torch
 
 from mha_viz import (CheckpointNotFoundError, CorruptCheckpointError, LoadError,
                      UnsupportedModelError, load_model)

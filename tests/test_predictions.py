@@ -4,7 +4,6 @@ against independent computations hooked out of our own engine."""
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from mha_viz import InputError, TargetMetric, load_model
 from mha_viz.analysis import ablation_effects, direct_logit_attribution, gradient_importance

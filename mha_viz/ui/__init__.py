@@ -1,0 +1,82 @@
+"""Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
+
+A page is a thin script: widgets and calls into the library. The pattern::
+
+    import streamlit as st
+    from mha_viz import analysis as A, plots, ui
+
+    ui.page_setup("Head similarity", "One sentence on what this page shows.")
+    selection = ui.sidebar()                  # model, text(s), options; shared by all pages
+    with ui.guard():                          # MhaVizError -> st.error, anything else -> a
+        trace = ui.get_trace(selection)       #   generic message (traceback in the log)
+        layer, head = ui.head_picker(trace)   # shared "layer"/"head" choice, kept in the URL
+        values = ui.memo(A.entropy, trace.attentions, key=selection.key, causal=trace.causal)
+        ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
+        ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
+
+What lives here:
+
+- ``page_setup(title, intro)``: first call of every page: page config, the title, and the
+  hand-over of the URL's query parameters to the widgets.
+- ``sidebar() -> Selection``: page links (every pages/*.py, found by file name), the model
+  picker (the bundled smollm2 by default, see default_model(); hub ids, a local folder), the text, sentence B for BERT,
+  example texts, max tokens, the PNG/SVG switch and the attention caveat. Everything is kept
+  across pages and in the URL. ``Selection.model`` is the loaded Model (or None and
+  ``Selection.model_error``); ``Selection.key`` identifies the input.
+- ``get_model(name)`` (cached, raises MhaVizError), ``get_trace(selection)`` (cached per
+  (model, text, pair, max_tokens); shows the error and stops the page on bad input).
+- ``synced(widget, name, label, default, ...)``: any widget whose value survives page
+  switches and lives in the URL's query parameter ``name``; ``set_value``/``get_value``
+  change/read it from code (e.g. in a callback). Draw each synced name once per page.
+- ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
+  ``shown_maps(selection, trace, keep)`` (maps with hidden tokens removed, rows
+  renormalised), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
+- ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
+  named function, not a lambda: it is identified by its qualified name).
+- ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
+- ``download_csv``, ``download_bytes``, ``download_trace``: download buttons (pass a callable
+  to build big files only when clicked); ``image_format()``: "png" or "svg".
+- ``guard()`` around a page body, ``callback(fn)`` around widget callbacks, ``show_error``.
+- ``model_card``, ``caveat``, ``md_escape`` (text into markdown as itself), ``NUMBERING``.
+
+Cached objects (models, traces, memo results) are shared between sessions: never mutate them.
+
+The package, by concern (pages import only ``mha_viz.ui``):
+
+- ``settings``: defaults, model choices, example texts, limits; ``md_escape``.
+- ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
+- ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
+- ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
+- ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
+- ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
+"""
+
+from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_trace,
+                      job_runner, masked_trace, memo, peek, run_or_wait)
+from .controls import (METRIC_LABELS, PageFile, head_picker, hide_special_toggle, navigation,
+                       opening, page_files, saved_trace_picker, shown_maps, sidebar,
+                       target_metric_picker)
+from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
+from .output import (STACKED_BELOW_PX, caveat, download_bytes, download_csv, download_trace,
+                     figure_screen, hidden_note, kv_sharing_note, model_card, page_setup,
+                     show_figure, trace_notes, viewport)
+from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
+                       DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
+                       URL_MAX_CHARS, configure_torch, default_model, md_escape)
+from .state import get_value, image_format, presenting, set_figure_meta, set_value, synced
+
+configure_torch()
+
+__all__ = [
+    "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
+    "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
+    "shown_maps", "hidden_note", "opening", "memo", "computed", "run_or_wait", "peek",
+    "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
+    "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
+    "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
+    "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
+    "kv_sharing_note", "caveat", "md_escape", "navigation", "page_files", "PageFile",
+    "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
+    "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
+    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS",
+]

@@ -1,0 +1,369 @@
+"""Caching and jobs: the loaded models, traces and runs (kept within the server's memory
+budget), analysis results per input, and long computations as jobs that outlive a script run.
+
+Cached objects are shared between sessions: never mutate them."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Hashable
+
+import numpy as np
+import streamlit as st
+
+from .. import budget, checkpoints, export, jobs
+from ..errors import MhaVizError, OfflineError
+from ..model import ForwardRun, Model, load_model
+from ..trace import AttentionTrace
+from .messages import callback, show_error
+from .settings import APP_DIR, md_escape
+from .state import set_figure_meta
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the model…")
+def _load_model_cached(name: str) -> Model:
+    return load_model(name, local_dirs=checkpoints.allowed_dirs(APP_DIR / "models"))
+
+
+_OFFLINE_RETRY_SECONDS = 20.0
+_offline_failures: dict[str, tuple[float, OfflineError]] = {}
+
+
+def get_model(name: str) -> Model:
+    """The loaded model (cached, at most 3 at once). Raises MhaVizError on a bad name.
+
+    A hub id that failed because the hub is unreachable is not retried for 20 s: the check
+    can take seconds, and every widget change reruns the page."""
+    name = str(name).strip()
+    failed = _offline_failures.get(name)
+    if failed is not None and time.monotonic() - failed[0] < _OFFLINE_RETRY_SECONDS:
+        raise failed[1]
+    try:
+        return _load_model_cached(name)
+    except OfflineError as error:
+        _offline_failures[name] = (time.monotonic(), error)
+        raise
+
+
+def _forward_cached(kind: str, name: str, text: str, pair: str | None,
+                    max_tokens: int | None):
+    """model.trace(...) or model.run(...), kept in the server's byte-bounded store; an input
+    whose maps alone would not fit the memory budget is refused with a message first."""
+    key = (kind, name, text, pair, max_tokens)
+    store = _results()
+    found, value = store.get(key)
+    if found:
+        return value
+    model = get_model(name)
+    n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
+    budget.check_fits(model.info.n_layer, model.info.n_head, n_tokens)
+    turns = _forward_turns()
+    waiting = None
+    if not turns.acquire(blocking=False):
+        # At most MHA_VIZ_MAX_JOBS forward passes at once (memory and cores): say so.
+        waiting = st.info(f"The server is running other people's texts "
+                          f"({jobs.default_max_running()} at a time); yours starts as soon as "
+                          f"one of them finishes.", icon="⏳")
+        turns.acquire()
+    try:  # from here the turn is always given back, even when the page run is stopped
+        if waiting is not None:
+            waiting.empty()
+        # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
+        with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
+            return store.get_or_compute(key, lambda: getattr(model, kind)(
+                text, text_pair=pair, max_tokens=max_tokens))
+    finally:
+        turns.release()
+
+
+@st.cache_resource(show_spinner=False)
+def _forward_turns() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(jobs.default_max_running())
+
+
+def cached_trace(name: str, text: str, pair: str | None, max_tokens: int | None
+                  ) -> AttentionTrace:
+    return _forward_cached("trace", name, text, pair, max_tokens)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose. ``key`` identifies the trace (use it as a memo key)."""
+
+    model_name: str  # what load_model() gets: "minilm", "gpt2", or a folder path
+    text: str
+    text_pair: str | None  # sentence B (BERT only), None when empty
+    max_tokens: int | None
+    model: Model | None = field(default=None, compare=False, repr=False)
+    model_error: MhaVizError | None = field(default=None, compare=False)
+    # a saved trace the person opened (pages that only read maps show it instead)
+    uploaded: AttentionTrace | None = field(default=None, compare=False, repr=False)
+    upload_digest: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        if self.upload_digest is not None:
+            return ("uploaded trace", self.upload_digest)
+        return (self.model_name, self.text, self.text_pair, self.max_tokens)
+
+    @property
+    def file_stem(self) -> str:
+        """A short name for downloads: the model name, or the folder's last part."""
+        name = self.model_name
+        if os.sep in name or name.startswith((".", "~")):
+            name = Path(name).name or "model"
+        return export.safe_filename(name)
+
+
+def _run_cached(name: str, text: str, pair: str | None, max_tokens: int | None) -> ForwardRun:
+    return _forward_cached("run", name, text, pair, max_tokens)
+
+
+def get_run(selection: Selection) -> ForwardRun:
+    """One forward pass kept whole (model.run): its trace, predictions, target metrics and
+    attribution cost nothing more. For pages that show a model's outputs beside its maps; on
+    bad input it shows the error and stops the page, as get_trace does."""
+    return _computed_or_stop(selection, _run_cached)
+
+
+def _computed_or_stop(selection: Selection, compute: Callable):
+    """compute(model name, text, pair, max_tokens), or the error shown and the page stopped."""
+    try:
+        if selection.model_error is not None:
+            raise selection.model_error
+        value = compute(selection.model_name, selection.text, selection.text_pair,
+                        selection.max_tokens)
+        set_figure_meta(selection)
+        return value
+    except MhaVizError as error:
+        show_error(error)
+        st.stop()
+
+
+def get_trace(selection: Selection) -> AttentionTrace:
+    """The trace for the selection (computed once per (model, text, pair, max_tokens) and
+    cached), or the saved trace the person opened in the sidebar. On bad input it shows the
+    error on the page and stops the page."""
+    if selection.uploaded is not None:
+        st.info(f"Showing the saved trace **{md_escape(selection.uploaded.model_name)}** "
+                f"({selection.uploaded.n_tokens} tokens) opened in the sidebar; close it "
+                f"there to trace the text again.")
+        set_figure_meta(selection)
+        return selection.uploaded
+    return _computed_or_stop(selection, cached_trace)
+
+
+# ----------------------------------------------------------------------- memo
+
+
+def _hashable(value):
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, str(value.dtype), value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _memo_small(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
+    return _fn(*_arrays, **_kwargs)
+
+
+def _memo_large(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
+    return _results().get_or_compute(("memo", fn_id, key, options),
+                                     lambda: _fn(*_arrays, **_kwargs))
+
+
+def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
+    """``fn(*arrays, **options)``, computed once per (fn, key, options) and shared.
+
+    key must identify the arrays (they are not hashed: ``selection.key`` plus whatever
+    was done to them); options are hashed by value (numbers, strings, small arrays).
+    large=True for results the size of a trace (kept in the server's byte-bounded store,
+    see mha_viz.budget), else 64 are kept.
+    Treat the result as read-only.
+    """
+    fn_id = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+    opts = tuple(sorted((k, _hashable(v)) for k, v in options.items()))
+    cache = _memo_large if large else _memo_small
+    return cache(fn_id, _hashable(key), opts, fn, arrays, options)
+
+
+# ----------------------------------------------------------- results and jobs
+
+
+class _Store:
+    """A small LRU shared by every session."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self.data: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return True, self.data[key]
+        return False, None
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.max_entries:
+                self.data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+@st.cache_resource(show_spinner=False)
+def _small_store() -> _Store:
+    return _Store(64)
+
+
+@st.cache_resource(show_spinner=False)
+def _results() -> budget.ByteLRU:
+    """Traces, runs and results the size of a trace, in one store bounded by bytes (half the
+    memory budget; the rest is for the forward passes running)."""
+    return budget.ByteLRU(int(budget.RESULTS_SHARE * budget.budget_bytes()))
+
+
+@st.cache_resource(show_spinner=False)
+def job_runner() -> jobs.JobRunner:
+    """The server's one job runner: at most MHA_VIZ_MAX_JOBS heavy computations at once."""
+    return jobs.JobRunner(jobs.default_max_running())
+
+
+def clear() -> None:
+    """Forget every stored result and cancel every job (tests; a fresh start)."""
+    for store in (_small_store(), _results()):
+        store.clear()
+    job_runner().cancel_all()
+
+
+_CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted by themselves
+
+
+def peek(key: Hashable, large: bool = False):
+    """The result stored under key (by ``computed``), or None."""
+    return (_results() if large else _small_store()).get(key)[1]
+
+
+def cancelled(key: Hashable) -> bool:
+    """Whether this session cancelled the computation under key (and has not restarted it)."""
+    return key in st.session_state.get(_CANCELLED, set())
+
+
+def _cancel(key: Hashable) -> None:
+    st.session_state.setdefault(_CANCELLED, set()).add(key)
+    job_runner().cancel(key)
+
+
+def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner) -> str:
+    if job.state == jobs.QUEUED:
+        ahead = runner.queue_position(job)
+        return (f"{label}: waiting its turn ({ahead} in line; the server runs "
+                f"{runner.max_running} heavy computation(s) at once)")
+    if job.cancelling:
+        return f"{label}: cancelling…"
+    elapsed = f"{job.elapsed:.0f} s"
+    if not job.total:
+        return f"{label}: running, {elapsed}"
+    left = job.seconds_left
+    eta = f", about {left:.0f} s left" if left is not None else ""
+    return f"{label}: {job.done} of {job.total} ({elapsed}{eta})"
+
+
+def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where) -> None:
+    """Draw the job's progress until it ends. A Cancel button stops a job that reports
+    progress; anything else that stops this script run (a widget change, a page switch)
+    leaves the job running."""
+    runner = job_runner()
+    holder = (where or st).empty()
+    with holder.container():
+        if job.reports_progress:
+            bar_col, button_col = st.columns([5, 1], vertical_alignment="center")
+            button_col.button("Cancel", key=f"_mv_cancel_{abs(hash(key))}",
+                              on_click=callback(_cancel), args=(key,),
+                              help="Stop this computation. Changing a widget or switching "
+                                   "pages does not stop it.")
+        else:
+            bar_col = st.container()
+        bar = bar_col.empty()
+    while not job.wait(0.25):
+        if job.reports_progress:
+            bar.progress(job.fraction, text=_progress_text(job, label, runner))
+        else:
+            bar.info(_progress_text(job, label, runner), icon="⏳")
+    holder.empty()
+
+
+def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False,
+             where=None, restart: bool = False, **kwargs):
+    """``fn(*args, **kwargs)`` computed once per ``key`` (shared by all sessions; args are
+    not hashed, so key must identify them), as a job that outlives this script run. While it
+    runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
+    time left and a Cancel button) or the time so far. Returns the result, or None when this
+    session cancelled it (until restart=True: the person asked for it again).
+    large=True: kept in the byte-bounded store with the traces (mha_viz.budget)."""
+    store = _results() if large else _small_store()
+    found, value = store.get(key)
+    if found:
+        return value
+    if restart:
+        st.session_state.get(_CANCELLED, set()).discard(key)
+    elif cancelled(key):
+        return None
+    runner = job_runner()
+    job = runner.submit(key, fn, *args, label=label, **kwargs)
+    if not job.finished_state:
+        _wait_showing_progress(job, key, label, where)
+    runner.forget(key, job)
+    if job.state == jobs.DONE:
+        store.put(key, job.result)
+        return job.result
+    if job.state == jobs.FAILED:
+        raise job.error
+    st.session_state.setdefault(_CANCELLED, set()).add(key)
+    return None
+
+
+def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, button: str,
+                **kwargs):
+    """The stored result, or compute it now: by itself when ``auto`` (unless the person
+    cancelled it), else when the button is pressed. None while it waits for the button."""
+    found = peek(key)
+    if found is not None:
+        return found
+    was_cancelled = cancelled(key)
+    job = job_runner().get(key)
+    # started earlier (by a click before a widget change or a page switch): wait on it again
+    started = job is not None and not job.cancelling and job.state in (
+        jobs.QUEUED, jobs.RUNNING, jobs.DONE)
+    pressed = False
+    if not started and (was_cancelled or not auto):
+        holder = st.empty()
+        pressed = holder.button(f"{button} (cancelled: run again)" if was_cancelled else button,
+                                key=f"run_{key[0]}")
+        if pressed:
+            holder.empty()  # the progress and its Cancel button take its place
+    if pressed or started or (auto and not was_cancelled):
+        return computed(key, fn, *args, label=label, restart=pressed, **kwargs)
+    return None
+
+
+def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
+    """The selection's trace with the heads where mask == 0 switched off (cached per mask)."""
+    mask = np.asarray(mask, dtype=np.float32)
+    key = ("masked_trace", selection.key, mask.tobytes(), mask.shape, ablation)
+    model = get_model(selection.model_name)
+    return computed(key, model.trace, selection.text, text_pair=selection.text_pair,
+                    max_tokens=selection.max_tokens, head_mask=mask, ablation=ablation,
+                    label="Running the model with those heads switched off…", large=True)

@@ -1,0 +1,337 @@
+"""The widgets: the sidebar every page shares (pages, model, text, options, a saved trace) and
+the choices pages draw (head, hidden tokens, target metric), all kept in the URL."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import streamlit as st
+
+from ..errors import CheckpointNotFoundError, MhaVizError
+from ..model import Model, TargetMetric
+from ..trace import AttentionTrace
+from .compute import Selection, get_model, memo
+from .messages import callback
+from .output import caveat
+from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
+                       IMAGE_FORMATS, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING,
+                       URL_MAX_CHARS, as_sentence, clean_str, default_model, md_escape)
+from .state import set_value, synced
+
+
+
+
+# ---------------------------------------------------------------------- pages
+
+
+@dataclass(frozen=True)
+class PageFile:
+    path: str  # relative to app.py, as st.page_link wants it
+    label: str  # "pages/2_Entropy.py" -> "Entropy"
+    description: str  # the page file's docstring, its first paragraph
+
+
+def _docstring(path: Path) -> str:
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+_PAGES_LOCK = threading.Lock()
+_pages: list[PageFile] | None = None
+
+
+def page_files() -> list[PageFile]:
+    """The home page and every pages/*.py in order. A new page only needs its file in pages/
+    (its docstring's first paragraph describes it on the home page).
+
+    Read once per process, under a lock: the pages do not change while the server runs, and
+    CPython 3.11's ast.parse is not safe in two threads at once (sessions starting together
+    hit "SystemError: AST constructor recursion depth mismatch", python/cpython#106905)."""
+    global _pages
+    with _PAGES_LOCK:
+        if _pages is None:
+            _pages = _read_page_files()
+        return list(_pages)
+
+
+def _read_page_files() -> list[PageFile]:
+    pages = [PageFile("app.py", "Home", "")]
+    for path in sorted((APP_DIR / "pages").glob("*.py"),
+                       key=lambda p: (int(p.name.split("_", 1)[0]) if p.name[0].isdigit()
+                                      else 10_000, p.name)):
+        stem = path.stem.split("_", 1)[1] if path.stem[0].isdigit() and "_" in path.stem \
+            else path.stem
+        label = stem.replace("_", " ")
+        pages.append(PageFile(f"pages/{path.name}", label[:1].upper() + label[1:].lower(),
+                              _docstring(path)))
+    return pages
+
+
+def navigation(where=None) -> None:
+    """Links to every page (Streamlit's own list is switched off in .streamlit/config.toml
+    so the home page reads "Home", not "app")."""
+    where = where or st.sidebar
+    for page in page_files():
+        where.page_link(page.path, label=page.label)
+    where.divider()
+
+
+# -------------------------------------------------------------------- sidebar
+
+
+def _apply_example(name: str) -> None:
+    example = EXAMPLES[name]
+    text, pair = example["text"], example["pair"]
+    if pair and st.session_state.get("_mv_causal"):
+        text, pair = f"{text} {pair}", ""
+    set_value("text", text)
+    set_value("pair", pair)
+
+
+def sidebar(shows_saved_traces: bool = True) -> Selection:
+    """The shared sidebar: model, text, sentence B (BERT), examples, options, a saved trace
+    to open, caveat. Pages that run the model themselves (not only read maps) pass
+    shows_saved_traces=False: their Selection never carries an opened trace."""
+    bar = st.sidebar
+    navigation(bar)
+    synced(bar.toggle, "present", "Presentation mode", False,
+           help="Large type and figures that fit one screen, for a projector; the sidebar "
+                "starts closed. A link with ?present=1 opens in it.")
+    bar.header("Model")
+    choice = synced(bar.selectbox, "model", "Model", default_model(), options=MODEL_CHOICES,
+                    format_func=lambda c: MODEL_LABELS.get(c, c),
+                    help="MiniLM (a BERT sentence encoder) and SmolLM2-135M (a Llama-family "
+                         "causal language model with grouped-query attention) are bundled and "
+                         "work offline. Hub models need network the first time (then they are "
+                         "cached). A local checkpoint is a folder (config.json, "
+                         "model.safetensors, tokenizer files) of a GPT-2, BERT, Llama, Mistral "
+                         "or Qwen2 model, or one Llama .gguf file, inside the folders this "
+                         "server allows (the Hugging Face cache and its models folder unless "
+                         "the operator set MHA_VIZ_ALLOWED_DIRS).")
+    name = choice
+    if choice == FOLDER_CHOICE:
+        name = synced(bar.text_input, "folder", "Checkpoint folder or .gguf file", "",
+                      placeholder="/path/to/checkpoint",
+                      help="A folder saved with save_pretrained(): config.json, "
+                           "model.safetensors (or pytorch_model.bin), tokenizer files; or a "
+                           "Llama-architecture .gguf file.").strip()
+    model, model_error = None, None
+    if choice == FOLDER_CHOICE and not name:
+        model_error = CheckpointNotFoundError(
+            "no folder given: type the path of a checkpoint folder in the sidebar")
+    else:
+        try:
+            model = get_model(name)
+        except MhaVizError as error:
+            model_error = error
+    if model is not None:
+        info = model.info
+        heads = f"{info.n_head} heads" + (f" ({info.n_kv_head} key/value)"
+                                          if info.n_kv_head != info.n_head else "")
+        bar.caption(f"{info.arch.upper()} · {info.n_layer} layers × {heads} · "
+                    f"d_model {info.d_model} · context {info.max_positions} tokens")
+        st.session_state["_mv_causal"] = info.causal
+    else:
+        bar.caption("Model not loaded (see the message on the page).")
+
+    bar.header("Text")
+    text = synced(bar.text_area, "text", "Text", DEFAULT_TEXT, height=120,
+                  help="Press Ctrl+Enter (or click outside the box) to run it.")
+    if len(text) > URL_MAX_CHARS:
+        bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
+                    f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
+                    f"choices, not the text. Save the trace (.npz) to share it.")
+    pair = ""
+    if model is not None and not model.info.causal:
+        pair = synced(bar.text_area, "pair", "Sentence B (optional, BERT)", "", height=80,
+                      help="BERT reads two sentences as [CLS] A [SEP] B [SEP]; leave empty "
+                           "for one text.")
+    bar.caption("Or try an example:")
+    for key, example in EXAMPLES.items():
+        bar.button(example["label"], key=f"_mv_example_{key}", help=example["help"],
+                   on_click=callback(_apply_example), args=(key,), width="stretch")
+
+    with bar.expander("Options"):
+        context = model.info.max_positions if model is not None else None
+        default_max = min(context, DEFAULT_MAX_TOKENS) if context else DEFAULT_MAX_TOKENS
+        max_tokens = synced(
+            st.number_input, "max_tokens", "Max tokens", default_max, min_value=2,
+            max_value=context or 100_000, step=32,
+            valid=lambda v: 2 <= int(v) <= (context or 100_000),
+            help="Longer texts are cut here (the model's context is the upper limit). Memory "
+                 "grows with layers × heads × tokens².")
+        synced(st.radio, "img", "Figure download format", "png", options=list(IMAGE_FORMATS),
+               format_func=str.upper, horizontal=True,
+               help="What the camera button above each figure saves.")
+    uploaded, digest = saved_trace_picker(bar)
+    if uploaded is not None and not shows_saved_traces:
+        st.info("A saved trace is open in the sidebar, but this page runs the model itself: "
+                "it shows the sidebar's model and text.")
+        uploaded, digest = None, None
+    bar.divider()
+    bar.caption(NUMBERING)
+    caveat(bar)
+    return Selection(model_name=name, text=clean_str(text),
+                     text_pair=clean_str(pair) if pair and pair.strip() else None,
+                     max_tokens=int(max_tokens), model=model, model_error=model_error,
+                     uploaded=uploaded, upload_digest=digest)
+
+
+def _close_saved_trace() -> None:
+    st.session_state.pop("_mv_uploaded", None)
+    st.session_state["_mv_upload_generation"] = st.session_state.get(
+        "_mv_upload_generation", 0) + 1  # a new uploader widget: the old file is dropped
+
+
+def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
+    """An uploader for a trace saved as .npz (by this app or AttentionTrace.save). It is read
+    with allow_pickle=False and refused over MAX_UPLOAD_BYTES (unpacked); it stays open in
+    this session (only) until closed."""
+    import hashlib
+
+    where = where or st.sidebar
+    with where.expander("Open a saved trace (.npz)",
+                        expanded="_mv_uploaded" in st.session_state):
+        generation = st.session_state.get("_mv_upload_generation", 0)
+        file = st.file_uploader("Trace file", type=["npz"], key=f"_mv_upload_{generation}",
+                                help="A trace downloaded from this app, or written by "
+                                     "AttentionTrace.save(). Never unpickled.")
+        if file is not None:
+            data = file.getvalue()
+            digest = hashlib.sha256(data).hexdigest()[:16]
+            current = st.session_state.get("_mv_uploaded")
+            if current is None or current[0] != digest:
+                try:
+                    trace = AttentionTrace.load(data, max_bytes=MAX_UPLOAD_BYTES)
+                except MhaVizError as error:
+                    st.error(f"This file cannot be opened: {md_escape(as_sentence(str(error)))}")
+                    return None, None
+                st.session_state["_mv_uploaded"] = (digest, trace)
+        current = st.session_state.get("_mv_uploaded")
+        if current is None:
+            return None, None
+        st.caption(f"Open: {md_escape(current[1].model_name or 'a trace')}, "
+                   f"{current[1].n_tokens} tokens.")
+        st.button("Close the saved trace", on_click=callback(_close_saved_trace),
+                  key="_mv_close_upload")
+        return current[1], current[0]
+
+
+# -------------------------------------------------------------- page controls
+
+
+def head_picker(trace: AttentionTrace, where=None, default: tuple[int, int] | None = None
+                ) -> tuple[int, int]:
+    """Layer and head selectors (shared by all pages, kept in the URL as layer/head). Until
+    the person picks one: ``default`` (e.g. opening(trace)[2:]), else L0.H0."""
+    where = where or st
+    default = default or (0, 0)
+    left, right = where.columns(2)
+    layer = synced(left.selectbox, "layer", "Layer", int(default[0]),
+                   options=list(range(trace.n_layers)), format_func=lambda l: f"L{l}")
+    head = synced(right.selectbox, "head", "Head", int(default[1]),
+                  options=list(range(trace.n_heads)), format_func=lambda h: f"H{h}")
+    return layer, head
+
+
+def opening(trace: AttentionTrace) -> tuple[int, int, int, int]:
+    """(query, key, layer, head) to open the pages on (analysis.opening_view): a few
+    O(L H T) reductions, cheap enough to recompute on every run."""
+    from ..analysis import opening_view
+
+    return opening_view(trace.attentions, trace.display_tokens, trace.special_mask)
+
+
+def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
+    """The "hide special tokens" choice: the keep mask [T] (True = shown), or None when
+    nothing is hidden. Causal models also offer hiding their first token (the attention
+    sink)."""
+    where = where or st
+    if trace.causal:
+        options = ["none", "first", "special", "both"]
+        labels = {"none": "Show every token",
+                  "first": "Hide the first token (the attention sink of causal models)",
+                  "special": "Hide special tokens (<|endoftext|>, <|im_start|>, ...)",
+                  "both": "Hide the first token and special tokens"}
+    else:
+        options = ["none", "special"]
+        labels = {"none": "Show every token", "special": "Hide [CLS] and [SEP]"}
+    choice = synced(where.selectbox, "hide", "Special tokens", "none", options=options,
+                    format_func=labels.get,
+                    help="Hidden tokens are removed from rows and columns and every row is "
+                         "renormalised to sum to 1 over the tokens still shown.")
+    if choice == "none":
+        return None
+    from ..analysis import special_keep_mask
+
+    keep = special_keep_mask(trace, drop_first=choice in ("first", "both"))
+    if choice == "first":
+        keep = np.ones(trace.n_tokens, dtype=bool)
+        keep[0] = False
+    if keep.sum() < 1:
+        where.info("Nothing would be left to show: every token is hidden, so none are.")
+        return None
+    if keep.all():
+        where.caption("This text has no such tokens: nothing is hidden.")
+        return None
+    return keep
+
+
+def shown_maps(selection: Selection, trace: AttentionTrace, keep: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(attentions [L, H, K, K], kept positions [K], their labels) after hiding tokens
+    (rows renormalised; cached per input). keep None returns the trace's own arrays."""
+    if keep is None:
+        return trace.attentions, np.arange(trace.n_tokens), list(trace.display_tokens)
+    from ..analysis import drop_positions
+
+    maps, kept = memo(drop_positions, trace.attentions, key=("shown", selection.key),
+                      large=True, keep_mask=keep)
+    return maps, kept, [trace.display_tokens[i] for i in kept]
+
+
+METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",
+                 "logprob": "log-probability"}
+
+
+def target_metric_picker(model: Model, tokens: Sequence[str], positions: Sequence[int],
+                         top_two: Callable[[int], Sequence[int]]) -> TargetMetric:
+    """Controls for a target metric: the position, the target and contrast tokens (empty
+    means the model's first and second guess there, from top_two(position)) and its kind.
+    Their values live in the URL, so a metric chosen on Predictions carries to Pruning
+    impact and back."""
+    positions = [int(p) for p in positions]
+    pos_col, target_col, contrast_col, kind_col = st.columns(4)
+    with pos_col:
+        position = synced(st.selectbox, "position", "Prediction at position", positions[-1],
+                          options=positions, valid=lambda p: int(p) in positions,
+                          format_func=lambda i: f"{i}: {tokens[i]}",
+                          help="Causal models: the prediction made at this token, of the next "
+                               "one. Masked-LM models: the filler of this position, masked.")
+    guesses = [int(i) for i in top_two(int(position))][:2]
+    shown = model.display_tokens(guesses)
+    with target_col:
+        target_text = synced(st.text_input, "target", "Target token", "",
+                             placeholder=shown[0].replace("␣", " "),
+                             help="One token, e.g. ' Mary' (a leading space is part of the "
+                                  "token). Empty: the model's top guess.")
+    with contrast_col:
+        contrast_text = synced(st.text_input, "contrast", "Contrast token (optional)", "",
+                               placeholder=shown[1].replace("␣", " "),
+                               help="Measure logit(target) − logit(contrast), e.g. ' Mary' vs "
+                                    "' John'. Empty: the model's second guess.")
+    with kind_col:
+        kind = synced(st.radio, "metric", "Metric", "logit_diff", options=list(METRIC_LABELS),
+                      format_func=METRIC_LABELS.get)
+    target = target_text if target_text else guesses[0]
+    contrast = contrast_text if contrast_text else guesses[1]
+    return TargetMetric(int(position), target, contrast if kind == "logit_diff" else None, kind)

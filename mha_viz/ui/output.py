@@ -1,0 +1,276 @@
+"""What a page shows: its setup (title, styles, presentation mode), figures laid out for the
+screen the browser reports, download buttons, the model card and notes about the trace."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import streamlit as st
+
+from .. import export, fit, plots
+from ..model import Model
+from ..trace import AttentionTrace
+from .compute import Selection, cached_trace
+from .settings import APP_NAME, CAVEAT, NUMBERING, md_escape
+from .state import image_format, presenting, take_incoming_params
+
+_PAGE_CSS = """
+<style>
+/* the heading anchors link to the page itself; they only add noise here */
+[data-testid="stHeaderActionElements"] {display: none;}
+/* the viewport reporter draws nothing and should take no room */
+.st-key-_mv_viewport {display: none;}
+</style>
+"""
+# Presentation mode: everything Streamlit sizes in rem grows by a half (text, widgets,
+# headings) and the page uses the whole width of the projector.
+_PRESENT_CSS = """
+<style>
+html {font-size: 24px;}
+[data-testid="stMainBlockContainer"] {max-width: none; padding: 1.5rem 2rem;}
+</style>
+"""
+
+
+def page_setup(title: str, intro: str | None = None) -> None:
+    """First call of every page: page config, the query-parameter hand-over, the title."""
+    st.session_state["_mv_run_start"] = time.perf_counter()
+    # "auto": open beside the page on a wide screen, closed on a phone, where an open
+    # sidebar covers the whole page after every navigation
+    take_incoming_params()
+    present = presenting()
+    st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
+                       initial_sidebar_state="collapsed" if present else "auto")
+    st.html(_PAGE_CSS + (_PRESENT_CSS if present else ""))
+    _measure_viewport()
+    st.title(title)
+    if intro:
+        st.markdown(intro)
+
+
+def caveat(where=None) -> None:
+    """The "attention is not explanation" note."""
+    (where or st).caption("⚠ " + CAVEAT)
+
+
+# -------------------------------------------------------------------- figures
+
+
+def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stretch",
+                selection_mode="points", alt: str | None = None, share: float = 1.0):
+    """st.plotly_chart with the app's settings: no Streamlit theme, the PNG/SVG camera
+    button, no network. on_select (a callback) makes the chart pickable. The figure's
+    layout.meta records the run's input, which the browser tests and benchmark read.
+
+    Once the browser has reported the page's width, the figure is laid out for it
+    (mha_viz.fit: square cells, numbers and labels only where they fit, presentation mode);
+    ``share`` is the fraction of the page's width its column has on a wide screen (columns
+    stack on a phone)."""
+    meta = st.session_state.get("_mv_meta")
+    if meta is not None:
+        fig.update_layout(meta={**(fig.layout.meta if isinstance(fig.layout.meta, dict)
+                                   else {}), **meta})
+    elif not isinstance(fig.layout.meta, dict):
+        fig.layout.meta = {}
+    screen = figure_screen(share)
+    if screen is not None and width == "stretch":
+        fit.fit_figure(fig, screen)
+        fig.layout.meta["fitted"] = screen.width  # the browser tests wait for this
+        if fig.layout.width is not None:
+            width = "content"
+    kwargs = {}
+    if on_select is not None:
+        kwargs.update(on_select=on_select, selection_mode=selection_mode)
+    return st.plotly_chart(fig, theme=None, config=plots.FIGURE_CONFIG(image_format()),
+                           key=key, width=width, alt=alt, **kwargs)
+
+
+_VIEWPORT_KEY = "_mv_viewport"
+# Reports the width of the page's main column and the window's height, rounded to 20 px so
+# that small changes do not rerun the page; again when they change (a rotated phone, the
+# sidebar opened). Runs in the page itself (st.components.v2), nothing is fetched.
+_VIEWPORT_JS = """
+export default function(component) {
+    const { setStateValue, data } = component;
+    // the window's height matters only in presentation mode: elsewhere a phone's address
+    // bar sliding away would rerun the page for nothing
+    const present = !!(data && data.present);
+    let last = JSON.stringify((data && data.known) || null), timer = null;
+    const measure = () => {
+        const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+        let width = window.innerWidth;
+        if (main) {
+            const style = getComputedStyle(main);
+            width = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        }
+        const size = {width: Math.floor(width / 20) * 20,
+                      height: present ? Math.floor(window.innerHeight / 20) * 20 : 0,
+                      window: Math.floor(window.innerWidth / 20) * 20};
+        const text = JSON.stringify(size);
+        if (text !== last) { last = text; setStateValue('size', size); }
+    };
+    const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
+    measure();
+    window.addEventListener('resize', later);
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const observer = main ? new ResizeObserver(later) : null;
+    if (observer) observer.observe(main);
+    return () => {
+        window.removeEventListener('resize', later);
+        if (observer) observer.disconnect();
+        clearTimeout(timer);
+    };
+}
+"""
+_viewport_component = None
+STACKED_BELOW_PX = 640  # Streamlit stacks columns on windows narrower than this
+
+
+def _measure_viewport() -> None:
+    """Mount the (invisible) viewport reporter; called once per page run by page_setup."""
+    global _viewport_component
+    if _viewport_component is None:
+        import streamlit.components.v2 as components
+
+        _viewport_component = components.component("mha_viz_viewport", js=_VIEWPORT_JS)
+    known = st.session_state.get("_mv_viewport_size")
+    with st.sidebar:
+        result = _viewport_component(key=_VIEWPORT_KEY,
+                                     data={"known": known, "present": presenting()},
+                                     on_size_change=lambda: None)
+    size = getattr(result, "size", None)
+    if isinstance(size, dict):
+        st.session_state["_mv_viewport_size"] = size
+
+
+def viewport() -> dict | None:
+    """{"width": main column px, "height": window px, "window": window width px} as the
+    browser last reported it, or None before it has (the first run, AppTest)."""
+    size = st.session_state.get("_mv_viewport_size")
+    try:
+        return {k: int(size[k]) for k in ("width", "height", "window")}
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def figure_screen(share: float = 1.0) -> fit.Screen | None:
+    """The Screen a figure in a column of ``share`` of the page's width is shown on."""
+    size = viewport()
+    if size is None or size["width"] < 100:
+        return None
+    width = size["width"]
+    if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
+        width = int(width * share - 16)  # the columns' gap
+    return fit.Screen(width=width, height=size["height"] or None, present=presenting())
+
+
+# ------------------------------------------------------------------ downloads
+
+
+def download_bytes(data: bytes | Callable[[], bytes], file_name: str, label: str,
+                   mime: str = "application/octet-stream", key: str | None = None,
+                   help: str | None = None, where=None) -> None:
+    """A download button; pass a callable to build big files only when clicked."""
+    (where or st).download_button(label, data=data, file_name=file_name, mime=mime,
+                                  key=key or f"_mv_dl_{file_name}", help=help,
+                                  on_click="ignore")
+
+
+def download_csv(data: bytes | Callable[[], bytes], file_name: str, label: str = "CSV",
+                 key: str | None = None, help: str | None = None, where=None) -> None:
+    """A CSV download button (data: bytes, or a callable returning them, see mha_viz.export)."""
+    download_bytes(data, file_name, f"⬇ {label}", "text/csv", key, help, where)
+
+
+def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> None:
+    """The whole trace as .npz (AttentionTrace.load reads it back).
+
+    The bytes are made on the click, from the trace looked up again by the selection: a
+    closure over ``trace`` would keep it alive as long as Streamlit keeps the session (two
+    minutes after the tab closes), past the memory budget's eviction."""
+    def trace_again() -> bytes:
+        if selection.uploaded is not None:
+            return export.trace_npz(selection.uploaded)
+        return export.trace_npz(cached_trace(*selection.key))
+
+    download_bytes(trace_again, f"{selection.file_stem}_trace.npz",
+                   "⬇ Trace (.npz)", key="_mv_dl_trace",
+                   help="Every head's attention, the tokens and the metadata; "
+                        "mha_viz.AttentionTrace.load() reads it back.", where=where)
+
+
+# ------------------------------------------------- model card and trace notes
+
+
+def model_card(model: Model) -> None:
+    """Layers, heads, sizes, attention parameters per layer and where the weights came from."""
+    info = model.info
+    columns = st.columns([1, 1, 1, 1, 2])
+    columns[0].metric("Layers", info.n_layer)
+    columns[1].metric("Heads per layer", info.n_head)
+    columns[2].metric("d_model", info.d_model)
+    columns[3].metric("d_head", info.d_head, help="d_model / heads")
+    columns[4].metric("Attention weights per layer", f"{info.attention_params_per_layer:,}",
+                      help="W_Q, W_K, W_V and W_O (biases not counted): 4 × d_model² for plain "
+                           "multi-head attention, less when key/value heads are shared")
+    kind = ("causal: each token sees only itself and earlier tokens" if info.causal
+            else "bidirectional: each token sees every token")
+    sharing = ""
+    if info.n_kv_head != info.n_head:
+        groups = {}
+        for head, kv in enumerate(info.kv_heads):
+            groups.setdefault(kv, []).append(f"H{head}")
+        sharing = ("\n- **Heads that share keys and values** (" + info.attention_kind + "): "
+                   + "; ".join(f"{', '.join(heads)} (K/V head {kv})"
+                               for kv, heads in groups.items())
+                   + ". Every query head still has its own attention map.")
+    st.markdown(
+        f"- **Attention:** {md_escape(kind)}\n"
+        f"- **Architecture ({md_escape(info.arch)}):** {md_escape(info.description)}\n"
+        f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
+        f"- **Attention weights in all layers:** "
+        f"{info.n_layer * info.attention_params_per_layer:,}{sharing}\n"
+        f"- **Weights from:** {md_escape(info.source)}\n"
+        f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
+
+
+def trace_notes(trace: AttentionTrace) -> None:
+    """Token count, and a warning when the text was cut to the context / max tokens."""
+    if trace.truncated:
+        st.warning(f"The text has {trace.n_tokens_before_truncation:,} tokens; only the first "
+                   f"{trace.n_tokens:,} are traced (the model's context or the *Max tokens* "
+                   f"option in the sidebar).")
+    pair = " (sentence pair)" if trace.is_pair else ""
+    st.caption(f"{trace.n_tokens} tokens{pair} · {trace.n_layers} layers × {trace.n_heads} "
+               f"heads · {NUMBERING}")
+
+
+def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | None:
+    """Which query heads share keys and values (grouped- or multi-query attention), in words:
+    for every group, or for one head's group. None when every head has its own."""
+    if trace.n_kv_heads == trace.n_heads:
+        return None
+    if head is not None:
+        others = [f"H{h}" for h in trace.heads_sharing_kv(head) if h != head]
+        return (f"H{head} shares its keys and values with {', '.join(others)} (key/value head "
+                f"{trace.kv_heads[head]}): the same K and V, its own queries and map.")
+    groups = {}
+    for h, kv in enumerate(trace.kv_heads):
+        groups.setdefault(kv, []).append(h)
+    spans = "; ".join(f"H{hs[0]}–H{hs[-1]}" if hs == list(range(hs[0], hs[-1] + 1))
+                      else ", ".join(f"H{h}" for h in hs) for hs in groups.values())
+    kind = "multi-query" if trace.n_kv_heads == 1 else "grouped-query"
+    return (f"{kind.capitalize()} attention: {trace.n_heads} query heads read {trace.n_kv_heads} "
+            f"key/value head(s); these share one each: {spans}.")
+
+
+def hidden_note(trace: AttentionTrace, keep: np.ndarray | None) -> None:
+    if keep is None:
+        return
+    hidden = [f"{i} {trace.display_tokens[i]}" for i in np.flatnonzero(~keep)]
+    shown = ", ".join(hidden[:6]) + (" …" if len(hidden) > 6 else "")
+    st.info(f"Hidden {len(hidden)} token(s) ({md_escape(shown)}). Every row is renormalised "
+            f"to sum to 1 over the tokens still shown, so the weights are not the model's raw "
+            f"weights.")

@@ -1,0 +1,115 @@
+"""The app's settings and text helpers: defaults, the model picker's choices, the example
+texts, limits, and how text goes into markdown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import checkpoints
+
+APP_DIR = Path(__file__).resolve().parents[2]  # where app.py and pages/ live
+
+APP_NAME = "mha-viz"
+DEFAULT_MODEL = "smollm2"  # a real causal LM: the first minute shows predictions
+
+
+def default_model() -> str:
+    """The model a visitor starts with: MHA_VIZ_DEFAULT_MODEL when it names a bundled model
+    or a hub suggestion (a classroom may prefer MiniLM), else SmolLM2."""
+    chosen = os.environ.get("MHA_VIZ_DEFAULT_MODEL", "").strip().lower()
+    return chosen if chosen in MODEL_CHOICES and chosen != FOLDER_CHOICE else DEFAULT_MODEL
+
+
+FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
+MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
+MODEL_LABELS = {
+    "minilm": "MiniLM (bundled, offline)",
+    "smollm2": "SmolLM2-135M (bundled, causal LM)",
+    "gpt2": "gpt2: GPT-2 small (hub)",
+    "distilgpt2": "distilgpt2 (hub)",
+    "gpt2-medium": "gpt2-medium (hub)",
+    "bert-base-uncased": "bert-base-uncased (hub)",
+    "bert-base-cased": "bert-base-cased (hub)",
+    FOLDER_CHOICE: "A local checkpoint folder…",
+}
+
+EXAMPLES = {
+    "coreference": {
+        "label": "Coreference: it → animal?",
+        "help": "Which word does 'it' attend to? Look for heads linking 'it' to 'animal'.",
+        "text": "The animal didn't cross the street because it was too tired.",
+        "pair": "",
+    },
+    "induction": {
+        "label": "Repeated text (induction)",
+        "help": "A sequence seen twice: induction heads attend from a token to the token "
+                "that followed its previous occurrence (clearest in causal models: SmolLM2, "
+                "GPT-2).",
+        "text": ("Mr and Mrs Dursley of number four Privet Drive were proud to say that they "
+                 "were perfectly normal. Mr and Mrs Dursley of number four Privet Drive were "
+                 "proud to say that they were perfectly normal."),
+        "pair": "",
+    },
+    "ioi": {
+        "label": "Indirect object (IOI)",
+        "help": "Who gets the drink? A causal model should predict ' Mary', the indirect "
+                "object (Wang et al. 2023). See the Predictions page: target ' Mary', "
+                "contrast ' John'.",
+        "text": "When Mary and John went to the store, John gave a drink to",
+        "pair": "",
+    },
+    "pair": {
+        "label": "Sentence pair (BERT)",
+        "help": "A question and an answer as BERT's sentences A and B ([SEP] between them). "
+                "A causal model reads them as one text.",
+        "text": "Where did the cat sleep last night?",
+        "pair": "The cat slept on the warm mat by the kitchen door.",
+    },
+}
+DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
+# Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
+# trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
+DEFAULT_MAX_TOKENS = 512
+URL_MAX_CHARS = 4000  # longer texts are not copied into the URL (browsers and proxies cut it)
+IMAGE_FORMATS = ("png", "svg")
+MAX_UPLOAD_BYTES = 200 * 2**20  # also server.maxUploadSize in .streamlit/config.toml
+
+CAVEAT = ("Attention weights show where each token reads information from, not why the model "
+          "made a prediction (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & "
+          "Pinter 2019). Read the maps as hypotheses to test, e.g. with head ablation.")
+NUMBERING = "Layers and heads count from 0: L5.H1 = layer 5, head 1, counted from 0."
+
+
+def configure_torch() -> None:
+    """One intra-op thread per request by default: a web server runs many sessions at once,
+    and OpenMP threads spinning against each other on a shared machine made a 30-token trace
+    ~20x slower. MHA_VIZ_TORCH_THREADS overrides."""
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, int(os.environ.get("MHA_VIZ_TORCH_THREADS", "1"))))
+    except (ImportError, ValueError):  # pragma: no cover
+        pass
+
+
+# --------------------------------------------------------------- text helpers
+
+
+_MD_SPECIAL = "\\`*_[]|$<>~"
+
+
+def md_escape(text: object) -> str:
+    """Text shown inside st.markdown/st.error as itself: no emphasis, links, LaTeX or HTML.
+    (For text inside a line; a line starting with "- " or "1." would still become a list.)"""
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in str(text))
+
+
+def clean_str(text: object) -> str:
+    """Lone surrogates (broken copy-paste) cannot travel to the browser: make them U+FFFD."""
+    return str(text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def as_sentence(message: str) -> str:
+    message = str(message).strip()
+    return message[:1].upper() + message[1:] if message else message

@@ -1,0 +1,172 @@
+"""What a session keeps: widget values that survive page switches and live in the URL's query
+parameters (synced), presentation mode, the figure download format, and the tag that marks
+which input a run's figures show."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import streamlit as st
+
+from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str
+
+if TYPE_CHECKING:
+    from .compute import Selection
+
+log = logging.getLogger("mha_viz.ui")
+
+_STATE = "_mv_state_"  # persisted values (plain session_state keys, survive page switches)
+_WIDGET = "_mv_w_"  # widget keys (Streamlit forgets these when the page changes)
+_INCOMING = "_mv_incoming"  # query parameters from a URL not written by us, not yet used
+_SEEN = "_mv_seen"  # the query parameters as we last wrote them
+
+
+def _url_params() -> dict[str, str]:
+    return {k: str(v) for k, v in st.query_params.to_dict().items()}
+
+
+def take_incoming_params() -> None:
+    """Called once per run: query parameters we did not write ourselves (a copied link, a
+    reload, an edited URL) are applied to the widgets as they are drawn."""
+    params = _url_params()
+    if params and params != st.session_state.get(_SEEN):
+        st.session_state[_INCOMING] = params
+    st.session_state[_SEEN] = params
+
+
+def _copy_widget_to_state(name: str) -> None:  # a callback: cannot fail
+    st.session_state[_STATE + name] = st.session_state[_WIDGET + name]
+
+
+def _bool_from_url(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
+def synced(widget: Callable, name: str, label: str, default: Any, *,
+           options: Sequence | None = None, valid: Callable[[Any], bool] | None = None,
+           parse: Callable[[str], Any] | None = None, to_url: Callable[[Any], str] | None = None,
+           url: bool = True, **kwargs) -> Any:
+    """Draw ``widget`` (st.selectbox, st.sidebar.toggle, ...) with a value that survives page
+    switches and is mirrored in the URL's query parameter ``name``; return its value.
+
+    default: the value when neither the session nor the URL has one (not in the URL).
+    options: for selectbox/radio/multiselect; a remembered value no longer among them (e.g.
+        layer 11 after switching to a 6-layer model) falls back to ``default``.
+    valid: extra check of a remembered or URL value; invalid ones fall back to ``default``.
+    parse / to_url: str <-> value for the URL (by default from the type of ``default``:
+        bool "1"/"0", int, float, list "a,b", str).
+    url: False keeps the value across pages but out of the URL.
+    Other keyword arguments go to the widget (help, format_func, min_value, ...). Do not pass
+    value/index/default: the remembered value is the widget's value.
+    """
+    state_key, widget_key = _STATE + name, _WIDGET + name
+    parse = parse or _default_parser(default)
+    to_url = to_url or _default_serializer(default)
+
+    def ok(value) -> bool:
+        if options is not None:
+            members = list(options)
+            if isinstance(default, list):
+                if not isinstance(value, list) or any(v not in members for v in value):
+                    return False
+            elif value not in members:
+                return False
+        return valid is None or bool(valid(value))
+
+    incoming = st.session_state.get(_INCOMING) or {}
+    if url and name in incoming:
+        raw = incoming.pop(name)
+        try:
+            value = parse(raw)
+            if ok(value):
+                st.session_state[state_key] = value
+        except (ValueError, TypeError):
+            log.info("ignoring query parameter %s=%r", name, raw)
+    value = st.session_state.get(state_key, default)
+    if isinstance(value, str):
+        value = clean_str(value)
+    if not ok(value):
+        value = default
+    st.session_state[state_key] = value
+    st.session_state[widget_key] = value
+    if options is not None:
+        kwargs["options"] = options
+    result = widget(label, key=widget_key, on_change=_copy_widget_to_state, args=(name,),
+                    **kwargs)
+    st.session_state[state_key] = result
+    if url:
+        _write_param(name, None if result == default else to_url(result))
+    return result
+
+
+def _write_param(name: str, text: str | None) -> None:
+    if text is not None and len(text) > URL_MAX_CHARS:
+        text = None  # too long for a link: the value is kept in the session only
+    current = st.query_params.get(name)
+    if text is None:
+        if current is not None:
+            del st.query_params[name]
+    elif current != text:
+        st.query_params[name] = text
+    st.session_state[_SEEN] = _url_params()
+
+
+def _default_parser(default):
+    if isinstance(default, bool):
+        return _bool_from_url
+    if isinstance(default, int):
+        return int
+    if isinstance(default, float):
+        return float
+    if isinstance(default, list):
+        return lambda text: [int(v) if v.lstrip("-").isdigit() else v
+                             for v in text.split(",") if v != ""]
+    return clean_str
+
+
+def _default_serializer(default):
+    if isinstance(default, bool):
+        return lambda v: "1" if v else "0"
+    if isinstance(default, list):
+        return lambda v: ",".join(str(x) for x in v)
+    return str
+
+
+def set_value(name: str, value: Any) -> None:
+    """Set a synced value from code (e.g. in a callback); the widget shows it on the next draw."""
+    st.session_state[_STATE + name] = value
+
+
+def get_value(name: str, default: Any = None) -> Any:
+    """A synced value as last drawn (or ``default``)."""
+    return st.session_state.get(_STATE + name, default)
+
+
+def presenting() -> bool:
+    """Presentation mode (the sidebar toggle, or ?present=1 in a link)."""
+    incoming = (st.session_state.get(_INCOMING) or {}).get("present")
+    if incoming is not None:
+        try:
+            return _bool_from_url(incoming)
+        except ValueError:
+            return False
+    return bool(st.session_state.get(_STATE + "present", False))
+
+
+def image_format() -> str:
+    """"png" or "svg": the format the camera button saves (the sidebar's switch)."""
+    fmt = get_value("img", "png")
+    return fmt if fmt in IMAGE_FORMATS else "png"
+
+
+def set_figure_meta(selection: Selection) -> None:
+    """Tag every figure of this run with a short id of the input (see show_figure)."""
+    import hashlib
+
+    digest = hashlib.sha1(repr(selection.key).encode("utf-8", "replace")).hexdigest()[:12]
+    st.session_state["_mv_meta"] = {"input": digest}
