@@ -1,0 +1,54 @@
+"""Plotly figure builders: numpy arrays in, ``plotly.graph_objects.Figure`` out.
+
+No Streamlit here, so every figure also works in a notebook. Conventions shared by all
+builders:
+
+- layers and heads count from 0; a head is named "L5.H1";
+- token axes use integer positions with tickvals/ticktext, never the token strings as
+  categories, because Plotly merges equal categories ("the" twice would become one row);
+- every string that reaches the browser goes through ``_esc``: Plotly reads text as a small
+  HTML dialect and typesets ``$...$`` with MathJax (fetched from a CDN), so '$', '<', '>'
+  and '&' are written as entities, which Plotly turns back into the plain characters.
+
+One module per view: ``maps`` (one head, the all-heads grid, heads side by side, the line
+view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass),
+``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``; ``_style``
+holds the template, colours and helpers they share.
+"""
+
+from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK_GREY,
+                     WEIGHT_SCALE, columns_at_bottom)
+from ..analysis.heads import head_name
+from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
+from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view,
+                   model_view_grid)
+from .matrices import matrix_figure, tensor_figure
+from .predictions import strip_point_to_token, token_loss_strip
+from .pruning import pruning_curve_figure
+from .similarity import distance_heatmap, head_scatter
+
+__all__ = [
+    "FIGURE_CONFIG",
+    "DIVERGING_SCALE",
+    "GRID_SCALE",
+    "HIGHLIGHT",
+    "MASK_GREY",
+    "WEIGHT_SCALE",
+    "class_mass_by_layer",
+    "distance_heatmap",
+    "grid_point_to_head",
+    "head_heatmap",
+    "head_heatmap_row",
+    "head_name",
+    "head_scatter",
+    "layer_head_heatmap",
+    "line_view",
+    "matrix_figure",
+    "model_view_grid",
+    "per_query_line",
+    "pruning_curve_figure",
+    "tensor_figure",
+    "columns_at_bottom",
+    "token_loss_strip",
+    "strip_point_to_token",
+]

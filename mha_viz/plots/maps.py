@@ -1,0 +1,514 @@
+"""Attention maps: one head as a heatmap, every head as a grid of thumbnails, heads side by
+side, and the token-to-token line view."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..analysis.heads import head_name
+from ..downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
+from ..errors import InputError
+from ._style import (WEIGHT_SCALE, GRID_SCALE, MASK_GREY, HIGHLIGHT, PAIR_COLOUR, HEAD_COLOURS,
+                    _esc, _no_dollar, _title, _base_layout, _check_labels, _square_map, _mask_path)
+
+
+def head_heatmap(
+    attention: np.ndarray,
+    labels: Sequence[str],
+    title: str = "",
+    causal: bool = False,
+    grey_causal_mask: bool = True,
+    pair_boundary: int | None = None,
+    max_size: int = 256,
+    colorscale: str | list = WEIGHT_SCALE,
+    zmax: float | None = None,
+    max_ticks: int = 40,
+    height: int | None = None,
+) -> go.Figure:
+    """One head's [T, T] map: query on y (top to bottom), key on x.
+
+    causal + grey_causal_mask draws the masked upper triangle grey (trace "causal mask"),
+    so a future position reads as "not allowed", not as weight 0. pair_boundary is the
+    first position of sentence B: the A->A, A->B, B->A, B->B blocks get outlined. Maps
+    larger than max_size are block-averaged (the title says so).
+    """
+    a = _square_map(attention)
+    n_tok = a.shape[0]
+    labels = _check_labels(labels, n_tok)
+    if pair_boundary is not None and not 0 < pair_boundary < n_tok:
+        raise InputError(
+            f"pair_boundary must lie strictly between 0 and {n_tok} (the number of tokens), "
+            f"got {pair_boundary}."
+        )
+    z, f = block_reduce(a.astype(np.float32, copy=False), max_size)
+    z = np.array(z, dtype=np.float32)  # own copy: NaNs get written below
+    n = z.shape[0]
+    ranges = block_ranges(n_tok, f)
+
+    masked = None
+    if causal and grey_causal_mask:
+        # A block is masked only when every cell in it is a future key (j > i).
+        last_query = np.array([r[1] for r in ranges])  # of each row block
+        first_key = np.array([r[0] for r in ranges])  # of each column block
+        masked = first_key[None, :] > last_query[:, None]
+        z[masked] = np.nan
+
+    # Axis values are position-prefixed strings ("3 'cat'"), unique even when tokens repeat,
+    # so Plotly cannot merge two "the" rows, and the hover gets both token strings from
+    # %{y} / %{x}. A per-cell hover text array would cost T*T strings (~3 MB at T=256).
+    if f == 1:
+        desc = [f"{i} '{_esc(t)}'" for i, t in enumerate(labels)]
+    else:
+        desc = [
+            f"{lo}–{hi} '{_esc(labels[lo])}'…" if hi > lo else f"{lo} '{_esc(labels[lo])}'"
+            for lo, hi in ranges
+        ]
+
+    tick_labels = [_esc(t) for t in (labels if f == 1 else downsampled_labels(labels, f))]
+    tick_pos, ticktext = thin_labels(tick_labels, max_ticks)
+    tickvals = [desc[p] for p in tick_pos]
+    finite = z[np.isfinite(z)]
+    top = float(zmax) if zmax is not None else (float(finite.max()) if finite.size else 1.0)
+    value_word = "weight" if f == 1 else "mean weight"
+
+    fig = go.Figure()
+    if masked is not None and masked.any():
+        # One grey staircase polygon over the masked cells: O(T) bytes, where a second
+        # heatmap layer would send another T x T array.
+        fig.add_shape(
+            type="path", path=_mask_path(masked), layer="below",
+            fillcolor=MASK_GREY, line=dict(width=0), name="causal mask",
+        )
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=desc, y=desc,
+            colorscale=colorscale,
+            zmin=0.0,
+            zmax=top if top > 0 else 1.0,
+            name="attention",
+            hovertemplate="query %{y} → key %{x}: "
+            + ("mean " if f > 1 else "") + "%{z:.3f}<extra></extra>",
+            hoverongaps=False,
+            colorbar=dict(title=dict(text=value_word), thickness=14),
+        )
+    )
+
+    if pair_boundary is not None:
+        b = pair_boundary / f - 0.5  # original position p sits at display p / f - 0.5
+        lo, hi = -0.5, n_tok / f - 0.5
+        spans = {"A": (lo, b), "B": (b, hi)}
+        for q in "AB":
+            for k in "AB":
+                (y0, y1), (x0, x1) = spans[q], spans[k]
+                fig.add_shape(
+                    type="rect",
+                    x0=x0, x1=x1, y0=y0, y1=y1,
+                    line=dict(color=PAIR_COLOUR, width=2),
+                    fillcolor="rgba(0,0,0,0)",
+                    name=f"{q}→{k}",
+                    label=dict(
+                        text=f"{q}→{k}", textposition="top left",
+                        font=dict(size=11, color=PAIR_COLOUR),
+                    ),
+                )
+
+    notes = []
+    if f > 1:
+        notes.append(f"downsampled {f}× for display (block mean over {f}×{f} cells)")
+    if masked is not None:
+        notes.append("grey = masked (causal)")
+    if pair_boundary is not None:
+        notes.append(f"sentence B starts at position {pair_boundary}")
+    if f > 1 and not title:
+        title = "Attention"
+    fig = _base_layout(
+        fig,
+        _title(title, "; ".join(notes)),
+        height=height or int(min(900, max(420, 22 * n + 200))),
+        meta=dict(cells=[n, n]),  # a grid map: mha_viz.fit gives it square cells
+        # Category axes place cell k at serial number k, so shapes and ranges stay numeric.
+        xaxis=dict(
+            title=dict(text="key"), type="category", tickmode="array", tickvals=tickvals,
+            ticktext=ticktext, showgrid=False, zeroline=False, constrain="domain",
+            range=[-0.5, n - 0.5],
+        ),
+        yaxis=dict(
+            title=dict(text="query"), type="category", tickmode="array", tickvals=tickvals,
+            ticktext=ticktext, showgrid=False, zeroline=False, range=[n - 0.5, -0.5],
+            scaleanchor="x", constrain="domain",
+        ),
+    )
+    return fig
+
+
+def model_view_grid(
+    attentions: np.ndarray,
+    thumb_size: int = 32,
+    selected: tuple[int, int] | None = None,
+    cell_px: int = 64,
+    title: str = "All heads",
+) -> go.Figure:
+    """Every layer x head as a thumbnail, stitched into ONE heatmap trace.
+
+    Trace 0 is the image (no hover); trace 1 is a transparent scatter with one point per
+    head at the thumbnail centre: customdata = [layer, head], point index = layer * H + head.
+    Click it (Streamlit on_select) to pick a head; see ``grid_point_to_head``.
+    Each thumbnail is scaled to its own maximum so sharp and broad heads are both visible.
+    """
+    a = np.asarray(attentions)
+    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+        raise InputError(f"attentions must be [L, H, T, T], got shape {a.shape}.")
+    n_layer, n_head, n_tok = a.shape[0], a.shape[1], a.shape[2]
+    red, f = block_reduce(a.astype(np.float32, copy=False), thumb_size)
+    t = red.shape[-1]
+    peak = red.max(axis=(-2, -1), keepdims=True)
+    red = red / np.where(peak > 0, peak, 1.0)
+    # Send bytes, not floats: 1..255 is the thumbnail scaled to its maximum, 0 is the gap
+    # between thumbnails (drawn white by the colour scale). 8 bits is all a colour scale
+    # shows, and it makes the image 4x smaller than float32 (~0.3 MB at 12 x 12 heads).
+    red = (1 + np.rint(np.nan_to_num(red) * 254)).astype(np.uint8)
+    gap = max(1, round(t / 12))
+    step = t + gap
+    padded = np.zeros((n_layer, n_head, step, step), dtype=np.uint8)
+    padded[:, :, :t, :t] = red
+    # [L, H, r, c] -> [L, r, H, c] -> one image; crop the trailing gap.
+    image = padded.transpose(0, 2, 1, 3).reshape(n_layer * step, n_head * step)
+    image = image[: n_layer * step - gap, : n_head * step - gap]
+
+    centre = (t - 1) / 2
+    layers, heads = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
+    layers, heads = layers.ravel(), heads.ravel()
+    fig = go.Figure()
+    fig.add_trace(
+        go.Heatmap(
+            z=image, colorscale=_gap_scale(GRID_SCALE), zmin=0, zmax=255, showscale=False,
+            hoverinfo="skip", name="thumbnails",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=heads * step + centre,
+            y=layers * step + centre,
+            mode="markers",
+            # Fully transparent but still hoverable and clickable.
+            marker=dict(
+                symbol="square", size=max(8, int(cell_px * 0.8)),
+                color="rgba(0,0,0,0)", line=dict(width=0),
+            ),
+            # plain lists: a numpy array would travel as a typed array and come back from a
+            # click as {"0": l, "1": h}
+            customdata=np.stack([layers, heads], axis=1).tolist(),
+            hovertext=[head_name(l, h) for l, h in zip(layers, heads)],
+            hovertemplate="%{hovertext}<extra></extra>",
+            name="heads",
+            showlegend=False,
+        )
+    )
+    if selected is not None:
+        sl, sh = selected
+        if not (0 <= sl < n_layer and 0 <= sh < n_head):
+            raise InputError(
+                f"selected head {selected} is outside the model ({n_layer} layers x {n_head} heads)."
+            )
+        pad = gap / 2
+        fig.add_shape(
+            type="rect",
+            x0=sh * step - 0.5 - pad, x1=sh * step + t - 0.5 + pad,
+            y0=sl * step - 0.5 - pad, y1=sl * step + t - 0.5 + pad,
+            line=dict(color=HIGHLIGHT, width=3), name="selected",
+        )
+    note = "each thumbnail scaled to its own maximum; click a head to open it"
+    if f > 1:
+        note += f"; downsampled {f}× ({n_tok} → {t} positions)"
+    centres = [k * step + centre for k in range(max(n_layer, n_head))]
+    fig = _base_layout(
+        fig,
+        _title(title + (f" — selected {head_name(*selected)}" if selected else ""), note),
+        height=int(n_layer * cell_px + 140),
+        xaxis=dict(
+            tickmode="array", tickvals=centres[:n_head],
+            ticktext=[f"H{h}" for h in range(n_head)], side="top",
+            showgrid=False, zeroline=False, range=[-0.5 - gap, image.shape[1] - 0.5 + gap],
+            constrain="domain",
+        ),
+        yaxis=dict(
+            tickmode="array", tickvals=centres[:n_layer],
+            ticktext=[f"L{l}" for l in range(n_layer)],
+            showgrid=False, zeroline=False, range=[image.shape[0] - 0.5 + gap, -0.5 - gap],
+            scaleanchor="x", constrain="domain",
+        ),
+        margin=dict(l=50, r=20, t=110, b=20),
+        plot_bgcolor="white",
+        clickmode="event+select",
+        dragmode=False,
+    )
+    return fig
+
+
+def _gap_scale(name: str) -> list:
+    """A named colour scale squeezed onto 1..255 of a 0..255 range, with 0 drawn white."""
+    from plotly.colors import get_colorscale
+
+    edge = 0.5 / 255
+    scale = [[0.0, "white"], [edge, "white"]]
+    for p, c in get_colorscale(name):
+        scale.append([edge + (1 - edge) * p if p > 0 else edge, c])
+    return scale
+
+
+def grid_point_to_head(point: Mapping, n_heads: int) -> tuple[int, int] | None:
+    """(layer, head) from one selected point of ``model_view_grid`` (a Streamlit point dict).
+
+    Uses customdata when present, else the point index of the head trace (trace 1).
+    Returns None for points of another trace.
+    """
+    custom = point.get("customdata")
+    if isinstance(custom, Mapping):  # a typed array from the browser: {"0": l, "1": h}
+        custom = [custom.get("0", custom.get(0)), custom.get("1", custom.get(1))]
+    if custom is not None and len(custom) >= 2 and None not in custom[:2]:
+        return int(custom[0]), int(custom[1])
+    curve = point.get("curve_number", point.get("curveNumber"))
+    index = point.get("point_index", point.get("pointIndex", point.get("point_number")))
+    if curve == 1 and index is not None:
+        return int(index) // n_heads, int(index) % n_heads
+    return None
+
+
+def head_heatmap_row(
+    maps: Sequence[np.ndarray],
+    labels: Sequence[str],
+    titles: Sequence[str],
+    causal: bool = False,
+    zmax: float | None = None,
+    max_size: int = 128,
+    max_ticks: int = 16,
+    height: int = 420,
+    title: str = "",
+    per_row: int | None = None,
+) -> go.Figure:
+    """Several [T, T] maps of one input side by side in ONE figure, sharing a colour scale
+    (0 to zmax, default the largest weight shown), e.g. a head and its nearest heads.
+    per_row: at most this many maps in a row (a phone shows two); ``height`` is per row.
+
+    Rows are queries (top to bottom), columns keys; token labels only on the first map's
+    y axis and under every map. Maps larger than max_size are block-averaged. causal draws
+    the masked upper triangle grey (as head_heatmap does).
+    """
+    from plotly.subplots import make_subplots
+
+    arrays = [_square_map(m, "each map") for m in maps]
+    if not arrays:
+        raise InputError("maps is empty: give at least one [T, T] map.")
+    n_tok = arrays[0].shape[0]
+    if any(a.shape != arrays[0].shape for a in arrays):
+        raise InputError("every map must have the same shape.")
+    if len(titles) != len(arrays):
+        raise InputError(f"{len(titles)} titles for {len(arrays)} maps.")
+    labels = _check_labels(labels, n_tok)
+    reduced = []
+    f = 1
+    for a in arrays:
+        z, f = block_reduce(a.astype(np.float32, copy=False), max_size)
+        reduced.append(np.array(z, dtype=np.float32))
+    n = reduced[0].shape[0]
+    if causal:
+        ranges = block_ranges(n_tok, f)
+        last_query = np.array([r[1] for r in ranges])
+        first_key = np.array([r[0] for r in ranges])
+        masked = first_key[None, :] > last_query[:, None]
+        for z in reduced:
+            z[masked] = np.nan
+    finite = [float(np.nanmax(z)) for z in reduced if np.isfinite(z).any()]
+    top = float(zmax) if zmax is not None else (max(finite) if finite else 1.0)
+    tick_labels = [_esc(t) for t in (labels if f == 1 else downsampled_labels(labels, f))]
+    tickvals, ticktext = thin_labels(tick_labels, max_ticks)
+    hover_labels = np.array(tick_labels, dtype=object)
+    k = len(arrays)
+    per_row = max(1, min(per_row or k, k))
+    n_rows = -(-k // per_row)
+    fig = make_subplots(rows=n_rows, cols=per_row,
+                        horizontal_spacing=0.03 if per_row > 1 else 0.0,
+                        vertical_spacing=0.3 / n_rows if n_rows > 1 else 0.0,
+                        subplot_titles=[_no_dollar(_esc(t)) for t in titles])
+    word = "weight" if f == 1 else "mean weight"
+    for i, z in enumerate(reduced):
+        fig.add_trace(
+            go.Heatmap(
+                z=z, x=np.arange(n), y=np.arange(n), coloraxis="coloraxis",
+                customdata=np.stack(np.broadcast_arrays(hover_labels[:, None],
+                                                        hover_labels[None, :]), axis=-1),
+                hovertemplate=(f"{_esc(titles[i])}<br>query %{{customdata[0]}} → key "
+                               f"%{{customdata[1]}}: %{{z:.3f}}<extra></extra>"),
+                hoverongaps=False, name=_esc(titles[i]),
+            ),
+            row=i // per_row + 1, col=i % per_row + 1,
+        )
+        suffix = "" if i == 0 else str(i + 1)
+        first_in_row = i % per_row == 0
+        fig.update_layout({
+            f"xaxis{suffix}": dict(tickmode="array", tickvals=tickvals, ticktext=ticktext,
+                                   tickangle=-90, showgrid=False, zeroline=False,
+                                   range=[-0.5, n - 0.5], constrain="domain",
+                                   title=dict(text="key")),
+            f"yaxis{suffix}": dict(tickmode="array", tickvals=tickvals,
+                                   ticktext=ticktext if first_in_row else [""] * len(tickvals),
+                                   showgrid=False, zeroline=False, range=[n - 0.5, -0.5],
+                                   scaleanchor=f"x{suffix}", constrain="domain",
+                                   title=dict(text="query" if first_in_row else "")),
+        })
+    notes = []
+    if f > 1:
+        notes.append(f"downsampled {f}× for display (block mean over {f}×{f} cells)")
+    if causal:
+        notes.append("grey = masked (causal)")
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)
+    for annotation in layout.get("annotations", []):
+        annotation["font"] = dict(size=13)
+    fig = go.Figure(data=fig.data, layout=layout)
+    if title:
+        head = _title(title, "; ".join(notes))
+    elif notes:  # a note alone stays small
+        head = dict(text=f"<sup>{_no_dollar('; '.join(notes))}</sup>", x=0.0, xanchor="left")
+    else:
+        head = None
+    return _base_layout(
+        fig,
+        head,
+        height=height * n_rows,
+        coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
+                       colorbar=dict(title=dict(text=word), thickness=14)),
+        plot_bgcolor=MASK_GREY if causal else "white",
+        margin=dict(l=70, r=30, t=90 if (title or notes) else 50, b=60),
+    )
+
+
+_LINE_BINS = (0.05, 0.1, 0.2, 0.4, 0.7)  # upper edges below 1; min_weight is the first edge
+
+
+def line_view(
+    attention: np.ndarray,
+    labels: Sequence[str],
+    heads: list[int] | None = None,
+    min_weight: float = 0.02,
+    max_tokens: int = 200,
+    layer: int | None = None,
+    query: int | None = None,
+    title: str | None = None,
+    offset: int = 0,
+    width: int | None = 560,
+) -> go.Figure:
+    """BertViz-style head view: queries on the left, keys on the right, one line per weight.
+
+    ``attention`` is one head [T, T] or a layer's heads [H, T, T]; ``heads`` picks which
+    slices of a [H, T, T] array to draw (None: all) and names them H{h} (L{layer}.H{h}
+    when layer is given). Lines are grouped into a few opacity bins per head, one
+    trace each. ``query`` draws only that query's lines (an index into ``attention``).
+    ``offset`` is added to the positions shown in hovers, for a window cut from a longer
+    input. ``width`` None lets the figure fill its container.
+    """
+    a = np.asarray(attention)
+    if a.ndim == 2:
+        a = a[None]
+        ids = [heads[0] if heads else 0]
+    elif a.ndim == 3:
+        ids = list(range(a.shape[0])) if heads is None else [int(h) for h in heads]
+        bad = [h for h in ids if not 0 <= h < a.shape[0]]
+        if bad:
+            raise InputError(f"heads {bad} are out of range for {a.shape[0]} heads.")
+        a = a[ids]
+    else:
+        raise InputError(f"attention must be [T, T] or [H, T, T], got shape {a.shape}.")
+    if a.shape[-1] != a.shape[-2]:
+        raise InputError(f"attention maps must be square, got shape {a.shape}.")
+    n_tok = a.shape[-1]
+    labels = _check_labels(labels, n_tok)
+    shown = min(n_tok, max_tokens)
+    a = a[:, :shown, :shown]
+    if query is not None and not 0 <= query < shown:
+        raise InputError(f"query {query} is outside the {shown} shown tokens.")
+
+    edges = [min_weight] + [e for e in _LINE_BINS if e > min_weight] + [np.inf]
+    traces = []  # one go.Figure(data=traces) at the end: add_trace costs ~2 ms per call
+    for k, h in enumerate(ids):
+        colour = HEAD_COLOURS[k % len(HEAD_COLOURS)]
+        name = head_name(layer, h) if layer is not None else f"H{h}"
+        w = a[k]
+        if query is not None:
+            keep_rows = np.zeros(shown, dtype=bool)
+            keep_rows[query] = True
+            w = np.where(keep_rows[:, None], w, 0.0)
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            qi, kj = np.nonzero((w >= lo) & (w < hi) & (w > 0))  # 0 is never a line
+            if qi.size == 0:
+                continue
+            # One trace per bin: segments joined with None breaks (x 0 -> 1 per line).
+            xs = np.tile(np.array([0.0, 1.0, np.nan]), qi.size)
+            ys = np.stack([qi, kj, np.full(qi.size, -1)], axis=1).ravel().astype(float)
+            ys[2::3] = np.nan
+            upper = min(hi, 1.0)
+            mid = (lo + upper) / 2
+            hover = None
+            if qi.size <= 400:  # per-line hover only when it stays cheap
+                hover = []
+                for i, j in zip(qi, kj):
+                    s = (f"{name}: query {i + offset} '{_esc(labels[i])}' → key {j + offset} "
+                         f"'{_esc(labels[j])}': {w[i, j]:.3f}")
+                    hover += [s, s, None]
+            traces.append(
+                go.Scatter(
+                    # None breaks the line (connectgaps=False); short ints and nulls as
+                    # JSON text are smaller than base64 float64 arrays.
+                    x=[None if np.isnan(v) else int(v) for v in xs],
+                    y=[None if np.isnan(v) else int(v) for v in ys],
+                    mode="lines",
+                    line=dict(color=colour, width=0.6 + 3.0 * mid),
+                    opacity=float(np.clip(0.15 + 0.85 * mid / 0.7, 0.15, 1.0)),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=False,
+                    hoverinfo="text" if hover else "skip",
+                    hovertext=hover,
+                    connectgaps=False,
+                )
+            )
+        # Legend entry at full opacity (the bins are faint); clicking it toggles the group.
+        traces.append(go.Scatter(x=[None], y=[None], mode="lines", name=name,
+                                 line=dict(color=colour, width=3), legendgroup=name,
+                                 hoverinfo="skip"))
+    pos = np.arange(shown)
+    esc = [_esc(t) for t in labels[:shown]]
+    for side, x, anchor in (("query", 0.0, "middle left"), ("key", 1.0, "middle right")):
+        traces.append(
+            go.Scatter(
+                x=np.full(shown, x), y=pos, mode="text", text=esc, textposition=anchor,
+                customdata=pos + offset,
+                hovertext=[f"{side} {i + offset} '{t}'" for i, t in enumerate(esc)],
+                hovertemplate="%{hovertext}<extra></extra>",
+                showlegend=False, name=f"{side} tokens",
+                textfont=dict(size=12, color="#222"),
+            )
+        )
+    fig = go.Figure(data=traces)
+    notes = [f"lines: weight ≥ {min_weight:g}; darker and thicker = larger weight"]
+    if shown < n_tok:
+        notes.append(f"showing the first {shown} of {n_tok} tokens (weights to later keys hidden)")
+    if query is not None:
+        notes.append(f"only query {query + offset} '{_esc(labels[query])}'")
+    default = "Head view: query (left) → key (right)"
+    fig = _base_layout(
+        fig,
+        _title(default if title is None else title, "; ".join(notes)),
+        height=int(max(300, 17 * shown + 140)),
+        width=width,
+        xaxis=dict(visible=False, range=[-1.1, 2.1], fixedrange=True),
+        yaxis=dict(visible=False, range=[shown - 0.5, -0.8]),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.0),
+        margin=dict(l=10, r=10, t=110, b=10),
+        hovermode="closest",
+    )
+    return fig
