@@ -1,59 +1,70 @@
-"""mha-viz home page: what the app is, the model card, the tokens of the current text.
+"""mha-viz: the app's entry point and its home page (what the app is, the model card, the
+tokens of the current text).
 
 Run: streamlit run app.py
+
+Streamlit's navigation lists the home page (home() below, at the site's root) and every
+pages/*.py in the order of their numbers (mha_viz.ui.app_pages); each page is a thin script
+over the library.
 """
 
 import streamlit as st
 
 from mha_viz import ui
 
-ui.page_setup(
-    "mha-viz: look inside multi-head attention",
-    "This app runs real checkpoints (BERT, GPT-2 and Llama-family models such as the bundled "
-    "SmolLM2) through our own multi-head-attention code "
-    "and records, for every layer and head, how much each token attends to every other "
-    "token. Pick a model and a text in the sidebar, then explore the maps on the pages "
-    "listed there.",
-)
-selection = ui.sidebar()
 
-with ui.guard():
-    st.subheader("Pages")
-    pages = [page for page in ui.page_files() if page.path != "app.py"]
-    per_row = min(3, len(pages)) or 1
-    for k, page in enumerate(pages):
-        if k % per_row == 0:  # a row of columns at a time: on a phone they stack in order
-            columns = st.columns(per_row)
-        with columns[k % per_row]:
-            st.page_link(page.path, label=f"**{page.label}**")
-            # "Entropy: how broad ..." -> "How broad ..." (the label is just above)
-            text = page.description.split(":", 1)[-1].strip() if ":" in page.description[:40] \
-                else page.description
-            st.caption(ui.md_escape(text[:1].upper() + text[1:]))
+def home() -> None:
+    ui.page_setup(
+        "mha-viz: look inside multi-head attention",
+        "This app runs real checkpoints (BERT, GPT-2 and Llama-family models such as the bundled "
+        "SmolLM2) through our own multi-head-attention code "
+        "and records, for every layer and head, how much each token attends to every other "
+        "token. Pick a model and a text in the sidebar, then explore the maps on the pages "
+        "listed there.",
+    )
+    selection = ui.sidebar()
 
-    st.subheader("Model card")
-    if selection.model is None:
-        ui.show_error(selection.model_error)
-        st.stop()
-    ui.model_card(selection.model)
+    with ui.guard():
+        st.subheader("Pages")
+        pages = [page for page in ui.page_files() if page.path != "app.py"]
+        per_row = min(3, len(pages)) or 1
+        for k, page in enumerate(pages):
+            if k % per_row == 0:  # a row of columns at a time: on a phone they stack in order
+                columns = st.columns(per_row)
+            with columns[k % per_row]:
+                st.page_link(page.path, label=f"**{page.label}**")
+                # "Entropy: how broad ..." -> "How broad ..." (the label is just above)
+                text = page.description.split(":", 1)[-1].strip() if ":" in page.description[:40] \
+                    else page.description
+                st.caption(ui.md_escape(text[:1].upper() + text[1:]))
 
-    st.subheader("The text, as the model reads it")
-    trace = ui.get_trace(selection)
-    ui.trace_notes(trace)
-    st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
-            language=None, wrap_lines=True)
-    st.caption("Each box is one token with its position. ␣ marks a leading space (byte-level "
-               "BPE: GPT-2, SmolLM2); ## marks a word piece that continues a word (BERT).")
-    ui.download_trace(selection, trace)
+        st.subheader("Model card")
+        if selection.model is None:
+            ui.show_error(selection.model_error)
+            st.stop()
+        ui.model_card(selection.model)
 
-    st.subheader("How to read the maps")
-    st.markdown(
-        "- A **head** turns each token (a *query*) into a probability distribution over the "
-        "tokens it can see (the *keys*); each row of a map sums to 1.\n"
-        "- GPT-2 and SmolLM2 are **causal**: a token sees only itself and earlier tokens, so "
-        "the upper triangle of their maps is empty. BERT sees the whole text in both "
-        "directions.\n"
-        "- Many heads park attention on [CLS], [SEP] or a causal model's first token when they have "
-        "nothing better to do; hide them with the *Special tokens* option to see the rest.\n"
-        f"- {ui.NUMBERING}")
-    st.info(ui.CAVEAT)
+        st.subheader("The text, as the model reads it")
+        trace = ui.get_trace(selection)
+        ui.trace_notes(trace)
+        st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
+                language=None, wrap_lines=True)
+        st.caption("Each box is one token with its position. ␣ marks a leading space (byte-level "
+                   "BPE: GPT-2, SmolLM2); ## marks a word piece that continues a word (BERT).")
+        ui.download_trace(selection, trace)
+
+        st.subheader("How to read the maps")
+        st.markdown(
+            "- A **head** turns each token (a *query*) into a probability distribution over the "
+            "tokens it can see (the *keys*); each row of a map sums to 1.\n"
+            "- GPT-2 and SmolLM2 are **causal**: a token sees only itself and earlier tokens, so "
+            "the upper triangle of their maps is empty. BERT sees the whole text in both "
+            "directions.\n"
+            "- Many heads park attention on [CLS], [SEP] or a causal model's first token when "
+            "they have nothing better to do; hide them with the *Special tokens* option to see "
+            "the rest.\n"
+            f"- {ui.NUMBERING}")
+        st.info(ui.CAVEAT)
+
+
+st.navigation(ui.app_pages(home)).run()

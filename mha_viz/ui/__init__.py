@@ -18,8 +18,10 @@ What lives here:
 
 - ``page_setup(title, intro)``: first call of every page: page config, the title, and the
   hand-over of the URL's query parameters to the widgets.
-- ``sidebar() -> Selection``: page links (every pages/*.py, found by file name), the model
-  picker (the bundled smollm2 by default, see default_model(); hub ids, a local folder), the text, sentence B for BERT,
+- ``app_pages(home)``: the pages app.py hands to st.navigation (the home page, then every
+  pages/*.py, found by file name; Streamlit draws their links at the top of the sidebar).
+- ``sidebar() -> Selection``: presentation mode, the model picker (the bundled smollm2 by
+  default, see default_model(); hub ids, a local folder), the text, sentence B for BERT,
   example texts, max tokens, the PNG/SVG switch and the attention caveat. Everything is kept
   across pages and in the URL. ``Selection.model`` is the loaded Model (or None and
   ``Selection.model_error``); ``Selection.key`` identifies the input.
@@ -53,7 +55,7 @@ The package, by concern (pages import only ``mha_viz.ui``):
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_trace,
                       job_runner, masked_trace, memo, peek, run_or_wait)
-from .controls import (METRIC_LABELS, PageFile, head_picker, hide_special_toggle, navigation,
+from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
@@ -75,7 +77,7 @@ __all__ = [
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
-    "kv_sharing_note", "caveat", "md_escape", "navigation", "page_files", "PageFile",
+    "kv_sharing_note", "caveat", "md_escape", "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS",

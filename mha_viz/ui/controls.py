@@ -76,13 +76,14 @@ def _read_page_files() -> list[PageFile]:
     return pages
 
 
-def navigation(where=None) -> None:
-    """Links to every page (Streamlit's own list is switched off in .streamlit/config.toml
-    so the home page reads "Home", not "app")."""
-    where = where or st.sidebar
-    for page in page_files():
-        where.page_link(page.path, label=page.label)
-    where.divider()
+def app_pages(home: Callable[[], None]) -> list:
+    """The pages for st.navigation: ``home`` (app.py's home page, at the site's root) and
+    every pages/*.py in order, titled as page_files() names them ("Home", not "app"; the
+    URLs stay /Attention_Maps, ... as Streamlit derives them from the file names)."""
+    pages = [st.Page(home, title="Home", default=True)]
+    for page in page_files()[1:]:
+        pages.append(st.Page(page.path, title=page.label))
+    return pages
 
 
 # -------------------------------------------------------------------- sidebar
@@ -102,7 +103,6 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     to open, caveat. Pages that run the model themselves (not only read maps) pass
     shows_saved_traces=False: their Selection never carries an opened trace."""
     bar = st.sidebar
-    navigation(bar)
     synced(bar.toggle, "present", "Presentation mode", False,
            help="Large type and figures that fit one screen, for a projector; the sidebar "
                 "starts closed. A link with ?present=1 opens in it.")

@@ -190,3 +190,43 @@ def test_downloads(page, app_server):
     config = page.evaluate("document.querySelector('.js-plotly-plot')._context"
                            ".toImageButtonOptions")
     assert config["format"] == "png"
+
+
+# Playwright's "Pixel 5": Streamlit closes the sidebar after navigation on a touch device
+# with a phone's user agent, not on a narrow desktop window.
+PHONE = dict(viewport={"width": 393, "height": 727}, device_scale_factor=2.75, is_mobile=True,
+             has_touch=True, user_agent="Mozilla/5.0 (Linux; Android 11; Pixel 5) "
+             "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36")
+
+
+def test_sidebar_lists_every_page_and_closes_after_a_tap_on_a_phone(browser, app_server,
+                                                                     screenshots):
+    """Streamlit's navigation (st.navigation) names the pages in order, "Home" first; on a
+    phone the sidebar starts closed, and after a page is tapped in it, it closes again and
+    the text chosen before the switch is still the text."""
+    context = browser.new_context(**PHONE)
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(120_000)
+        open_page(tab, app_server, "", 0, "?text=" + quote("A cat sat on a mat."))
+        sidebar = tab.locator('[data-testid="stSidebar"]')
+        assert sidebar.get_attribute("data-collapsed") == "true"
+        tab.locator('[data-testid="stExpandSidebarButton"]').tap()
+        links = tab.locator('[data-testid="stSidebarNavLink"]')
+        links.first.wait_for()
+        assert links.all_inner_texts() == [
+            "Home", "Attention maps", "Entropy", "Head similarity", "Pruning impact",
+            "Inside one head", "Predictions", "Head roles"]
+        shoot(tab, screenshots, "phone_sidebar_open")
+        links.nth(2).tap()
+        settle(tab, 4)
+        assert urlparse(tab.url).path == "/Entropy"
+        tab.wait_for_function(
+            """() => document.querySelector('[data-testid="stSidebar"]')
+                     .getAttribute('data-collapsed') === 'true'""")
+        assert "A cat sat on a mat." in tab.locator('[data-testid="stSidebar"] textarea'
+                                                     ).first.input_value()
+        assert_no_exception(tab, app_server)
+        shoot(tab, screenshots, "phone_after_tap")
+    finally:
+        context.close()
