@@ -3,6 +3,7 @@ screen the browser reports, download buttons, the model card and notes about the
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Callable
 
@@ -94,6 +95,7 @@ _VIEWPORT_KEY = "_mv_viewport"
 _VIEWPORT_JS = """
 export default function(component) {
     const { setStateValue, data } = component;
+    const VIEWPORT_COOKIE = 'mha_viz_viewport';
     // the window's height matters only in presentation mode: elsewhere a phone's address
     // bar sliding away would rerun the page for nothing
     const present = !!(data && data.present);
@@ -110,6 +112,9 @@ export default function(component) {
                       window: Math.floor(window.innerWidth / 20) * 20};
         const text = JSON.stringify(size);
         if (text !== last) { last = text; setStateValue('size', size); }
+        // the next tab of this browser starts with it: its first run is already fitted
+        document.cookie = `${VIEWPORT_COOKIE}=${size.width}x${size.height}x${size.window}; `
+            + 'path=/; max-age=2592000; SameSite=Strict';
     };
     const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
     measure();
@@ -136,6 +141,12 @@ def _measure_viewport() -> None:
 
         _viewport_component = components.component("mha_viz_viewport", js=_VIEWPORT_JS)
     known = st.session_state.get("_mv_viewport_size")
+    if known is None:
+        # A new session: the size this browser's last tab reported, so the first run
+        # already lays the figures out (no second run once the reporter has measured).
+        known = _size_from_cookie()
+        if known is not None:
+            st.session_state["_mv_viewport_size"] = known
     with st.sidebar:
         result = _viewport_component(key=_VIEWPORT_KEY,
                                      data={"known": known, "present": presenting()},
@@ -143,6 +154,26 @@ def _measure_viewport() -> None:
     size = getattr(result, "size", None)
     if isinstance(size, dict):
         st.session_state["_mv_viewport_size"] = size
+
+
+VIEWPORT_COOKIE = "mha_viz_viewport"  # also in _VIEWPORT_JS
+_COOKIE_SIZE = re.compile(r"(\d{1,5})x(\d{1,5})x(\d{1,5})")
+
+
+def _size_from_cookie() -> dict | None:
+    """{"width", "height", "window"} from the viewport cookie, or None. The cookie is the
+    visitor's to write: anything but three small numbers is ignored."""
+    try:
+        text = st.context.cookies.get(VIEWPORT_COOKIE)
+    except Exception:  # noqa: BLE001 - no request context (AppTest, a bare script run)
+        return None
+    match = _COOKIE_SIZE.fullmatch(text or "")
+    if match is None:
+        return None
+    width, height, window = (int(v) for v in match.groups())
+    if not (100 <= width <= 10_000 and 0 <= height <= 10_000 and 100 <= window <= 10_000):
+        return None
+    return {"width": width, "height": height, "window": window}
 
 
 def viewport() -> dict | None:

@@ -122,3 +122,46 @@ def test_click_a_token_to_explain_its_prediction(sized_tab, app_server, screensh
     assert "the text goes on with '␣John'" in body
     tab.get_by_text("Which heads write one prediction").scroll_into_view_if_needed()
     shoot(tab, screenshots, "smollm2_desktop_predictions_clicked_token")
+
+
+# Every change of the app's script state, as the page goes through it.
+RUN_LOG = """(() => { window.__runs = []; let last = null;
+    setInterval(() => {
+        const app = document.querySelector('[data-testid="stApp"]');
+        const state = app ? app.getAttribute('data-test-script-state') : null;
+        if (state !== last) { last = state; window.__runs.push(state); }
+    }, 10); })()"""
+
+
+def test_a_new_tab_lays_figures_out_on_its_first_run(browser, app_server):
+    """The window size the last tab reported (a cookie) lays out a new tab's figures on its
+    first run: one script run, not a second one once the page has measured itself. A
+    cookie that is not three small numbers is ignored."""
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    try:
+        first = context.new_page()
+        first.set_default_timeout(120_000)
+        open_page(first, app_server, "Entropy", 4)
+        wait_fitted(first)
+        first.close()
+        second = context.new_page()
+        second.set_default_timeout(120_000)
+        second.add_init_script(RUN_LOG)
+        open_page(second, app_server, "Entropy", 4)
+        wait_fitted(second)
+        second.wait_for_timeout(1500)  # a second run, if one were coming, would start by now
+        assert second.evaluate("window.__runs").count("running") == 1
+        widths = second.evaluate("""() => Array.from(document.querySelectorAll(
+            '.js-plotly-plot')).map(g => g.layout.meta.fitted)""")
+        assert set(widths) == {widths[0]} and 400 <= widths[0] <= 1000, widths
+        for value in ("99999x1x1", "<b>x</b>", "1000x800", "-5x-5x-5"):
+            context.add_cookies([{"name": "mha_viz_viewport", "value": value,
+                                  "url": app_server.url}])
+            tab = context.new_page()
+            tab.set_default_timeout(120_000)
+            open_page(tab, app_server, "Entropy", 4)
+            wait_fitted(tab)  # measured again by the page itself
+            assert_no_exception(tab, app_server)
+            tab.close()
+    finally:
+        context.close()
