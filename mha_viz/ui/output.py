@@ -30,7 +30,7 @@ _PAGE_CSS = """
 _PRESENT_CSS = """
 <style>
 html {font-size: 24px;}
-[data-testid="stMainBlockContainer"] {max-width: none; padding: 1.5rem 2rem;}
+[data-testid="stMainBlockContainer"] {max-width: none; padding: 4rem 2rem 1.5rem;  /* below the header (3.75rem) */}
 </style>
 """
 

@@ -71,6 +71,9 @@ def test_presentation_mode_on_a_projector(sized_tab, app_server, screenshots):
         assert tab.evaluate("getComputedStyle(document.documentElement).fontSize") == "24px"
         assert tab.locator('[data-testid="stSidebar"]').get_attribute(
             "data-collapsed") == "true"
+        title = tab.locator('[data-testid="stMain"] h1').first.bounding_box()
+        header = tab.locator('[data-testid="stHeader"]').bounding_box()
+        assert title["y"] >= header["y"] + header["height"], (path, title, header)
         assert not layout_problems(tab), (path, layout_problems(tab))
         heights = tab.evaluate("""() => Array.from(document.querySelectorAll(
             '.js-plotly-plot')).map(gd => gd.getBoundingClientRect().height)""")
