@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
-from mha_viz.ui import DEFAULT_TEXT  # noqa: E402
+from mha_viz.ui import DEFAULT_TEXT, page_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -165,15 +165,20 @@ BAD_TEXTS = {
 }
 
 
-@pytest.mark.parametrize("page", PAGES)
+EVERY_PAGE = ["app.py", *(page.path for page in page_files()[1:])]
+
+
+@pytest.mark.parametrize("page", EVERY_PAGE)
 @pytest.mark.parametrize("case", list(BAD_TEXTS))
 def test_bad_text_shows_a_clear_error(page, case):
+    """On every page: one message that says what is wrong and what to do, and no chart."""
     text, message = BAD_TEXTS[case]
     at = run_page(page, session={"_mv_state_text": text})
     assert not at.exception, texts(at.exception)
     errors = texts(at.error)
     assert len(errors) == 1 and message in errors[0], errors
     assert "Change the text" in errors[0]
+    assert not at.get("plotly_chart")
 
 
 @pytest.mark.parametrize("page", PAGES)

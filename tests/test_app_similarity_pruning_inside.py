@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_app_home_maps_entropy import BAD_TEXTS, charts, texts  # shared with the home, maps and entropy tests
+from test_app_home_maps_entropy import charts, texts  # shared with the home, maps and entropy tests
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -396,17 +396,6 @@ def test_inside_long_text_cuts_the_display(gpt2_folder):
 
 
 # --------------------------------------------------------------------------- bad input
-
-@pytest.mark.parametrize("page", PAGES)
-@pytest.mark.parametrize("case", list(BAD_TEXTS))
-def test_bad_text_shows_a_clear_error(page, case):
-    text, message = BAD_TEXTS[case]
-    at = run_page(page, session={"_mv_state_text": text})
-    assert not at.exception, texts(at.exception)
-    errors = texts(at.error)
-    assert len(errors) == 1 and message in errors[0], errors
-    assert not at.get("plotly_chart")
-
 
 @pytest.mark.parametrize("page", PAGES)
 def test_folder_that_is_not_a_checkpoint(page, tmp_path):

@@ -1,6 +1,7 @@
 """mha_viz.fit: figures laid out for the screen they are shown on."""
 
 import numpy as np
+import pytest
 
 from mha_viz import plots
 from mha_viz.fit import NARROW_PX, Screen, fit_figure
@@ -71,3 +72,20 @@ def test_long_token_labels_are_shortened_on_a_phone_only():
     assert max(len(t) for t in fig.layout.yaxis.ticktext) <= 10
     fig = fit_figure(plots.head_heatmap(_attention(6), labels), Screen(1000))
     assert "averyveryverylongtoken" in "".join(fig.layout.yaxis.ticktext)
+
+
+@pytest.mark.parametrize("cookie, size", [
+    ("1000x800x1400", {"width": 1000, "height": 800, "window": 1400}),
+    ("1000x0x1400", {"width": 1000, "height": 0, "window": 1400}),
+    (None, None), ("", None), ("99999x1x1", None), ("1000x800", None), ("<b>x</b>", None),
+    ("-5x-5x-5", None), ("1000x800x1400; evil=1", None), ("50x800x1400", None)])
+def test_viewport_cookie_is_read_strictly(monkeypatch, cookie, size):
+    """The size a browser's last tab reported comes back from a cookie the visitor can
+    write: only three numbers in range are used."""
+    from types import SimpleNamespace
+
+    from mha_viz.ui import output
+
+    cookies = {} if cookie is None else {output.VIEWPORT_COOKIE: cookie}
+    monkeypatch.setattr(output, "st", SimpleNamespace(context=SimpleNamespace(cookies=cookies)))
+    assert output._size_from_cookie() == size

@@ -167,7 +167,9 @@ def _size_from_cookie() -> dict | None:
         text = st.context.cookies.get(VIEWPORT_COOKIE)
     except Exception:  # noqa: BLE001 - no request context (AppTest, a bare script run)
         return None
-    match = _COOKIE_SIZE.fullmatch(text or "")
+    if not isinstance(text, str):  # no cookie (None), or AppTest's stand-in context
+        return None
+    match = _COOKIE_SIZE.fullmatch(text)
     if match is None:
         return None
     width, height, window = (int(v) for v in match.groups())
