@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 from . import checkpoints
 from .errors import CorruptCheckpointError, InputError
+from .text import visible
 from .trace import AttentionTrace
 from .transformer import TransformerStack
 
@@ -74,6 +75,9 @@ class Encoding:
     special_mask: list[bool]
     truncated: bool
     n_tokens_before_truncation: int
+    # characters of the text as given, when it was longer than MAX_TEXT_CHARS (only that
+    # many were tokenized); None otherwise
+    n_chars_given: int | None = None
 
 
 @dataclass
@@ -238,6 +242,7 @@ class Model:
                max_tokens: int | None = None) -> Encoding:
         """Tokenize as the checkpoint's tokenizer does, truncating to the context (or
         max_tokens) and recording that it did."""
+        n_chars = len(text) if isinstance(text, str) else 0
         text = clean_text(text)
         if text_pair is not None and not str(text_pair).strip():
             text_pair = None
@@ -264,19 +269,22 @@ class Model:
         if all(special):
             raise InputError("the text has no tokens this model's tokenizer keeps (it dropped "
                              "every character, e.g. control characters only)")
-        return Encoding(ids, types, special, n_before > limit, n_before)
+        cut = n_chars > MAX_TEXT_CHARS
+        return Encoding(ids, types, special, n_before > limit or cut, n_before,
+                        n_chars if cut else None)
 
     def display_tokens(self, ids: list[int]) -> list[str]:
-        """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵."""
+        """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵,
+        other control and text-direction characters as escapes (mha_viz.text.visible)."""
         with self._tokenizer_lock:
             tokens = self.tokenizer.convert_ids_to_tokens(ids)
             if self._wordpiece:
-                return list(tokens)
+                return [visible(token) for token in tokens]
             strings = [self.tokenizer.convert_tokens_to_string([token]) for token in tokens]
         labels = []
         for token, text in zip(tokens, strings):
             text = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
-            labels.append(text or token)
+            labels.append(visible(text or token))
         return labels
 
     # --- tracing -------------------------------------------------------------------------
@@ -336,8 +344,12 @@ class Model:
     def _make_trace(self, enc: Encoding, attentions, text, text_pair) -> AttentionTrace:
         with self._tokenizer_lock:
             tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
+        extra = {}
+        if enc.n_chars_given is not None:  # only the first MAX_TEXT_CHARS were read
+            extra["n_chars_given"] = enc.n_chars_given
+            text = text[:MAX_TEXT_CHARS]
         return AttentionTrace(
-            tokens=tokens,
+            tokens=tokens, extra=extra,
             token_ids=enc.input_ids, attentions=attentions,
             display_tokens=self.display_tokens(enc.input_ids),
             special_mask=np.array(enc.special_mask, dtype=bool),

@@ -65,7 +65,10 @@ with ui.guard():
                                  help=f"By default long inputs are compared on {ROW_LIMIT} "
                                       f"evenly spaced query rows; the cost grows with the "
                                       f"number of rows.")
-    max_rows = None if all_rows or n <= ROW_LIMIT else ROW_LIMIT
+    wanted_rows = None if all_rows or n <= ROW_LIMIT else ROW_LIMIT
+    # every pair of heads on every row: past a work bound, fewer rows (a saved trace can
+    # hold many heads; a long text many rows)
+    max_rows = A.rows_within_work(n_layer * n_head, n, wanted_rows)
     pick_col, k_col, _ = st.columns([2, 1, 1])
     with pick_col:
         layer, head = ui.head_picker(trace)
@@ -76,11 +79,17 @@ with ui.guard():
                                 "map and show below.")
     kind_text = ("Jensen-Shannon divergence (nats, 0 to ln 2)" if kind == "js"
                  else "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)")
-    st.info(f"**The figures show the {kind_text}**, averaged over "
-            + (f"all {n} query rows." if max_rows is None else
-               f"{ROW_LIMIT} evenly spaced query rows out of {n} (first and last included): an "
-               f"approximation that keeps long inputs fast. Switch on *Compare every query "
-               f"row* for the exact value.")
+    if max_rows is None:
+        rows_text = f"all {n} query rows."
+    elif max_rows == wanted_rows:
+        rows_text = (f"{ROW_LIMIT} evenly spaced query rows out of {n} (first and last "
+                     f"included): an approximation that keeps long inputs fast. Switch on "
+                     f"*Compare every query row* for the exact value.")
+    else:
+        rows_text = (f"{max_rows} evenly spaced query rows out of {n}: comparing all "
+                     f"{n_layer * n_head:,} heads pair by pair on more rows would take too "
+                     f"long on this server.")
+    st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
             + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
 
     dist = ui.memo(A.head_distances, trace.attentions, key=(selection.key, "dist"), kind=kind,

@@ -18,7 +18,8 @@ from .heads import (attention_change, head_name, head_names, mask_to_names, name
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
 from .rollout import head_max, head_mean, rollout
-from .similarity import cluster_linkage, cluster_order, head_distances, head_labels, mds_2d
+from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
+                         rows_within_work)
 from .special import drop_positions, special_keep_mask
 from .token_classes import (TOKEN_CLASSES, is_punctuation, strip_token_markers,
                             token_class_mass, token_class_masks)
@@ -33,6 +34,7 @@ __all__ = [
     "role_scores", "role_support", "strongest_roles", "HeadRole", "NORMALIZATIONS", "ROLE_KEYS",
     "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD", "FOCUSED_THRESHOLD",
     "head_distances", "cluster_order", "cluster_linkage", "mds_2d", "head_labels",
+    "rows_within_work",
     "rollout", "head_mean", "head_max",
     "drop_positions", "special_keep_mask",
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",

@@ -163,6 +163,21 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
     return upper + upper.T
 
 
+# head_distances compares every pair of heads on every compared row: N^2 x rows x T work.
+# Past this much (about 15 s on a laptop core) fewer, evenly spaced rows are compared.
+SIMILARITY_WORK = 6e9
+
+
+def rows_within_work(n_heads: int, n_tokens: int, max_rows: int | None = None,
+                     work: float = SIMILARITY_WORK) -> int | None:
+    """The max_rows to give head_distances so that comparing n_heads heads on n_tokens
+    tokens stays within ``work`` (N^2 x rows x T): ``max_rows`` (None = every row) when it
+    fits, else the largest row count that does (at least 1)."""
+    wanted = n_tokens if max_rows is None else min(int(max_rows), n_tokens)
+    affordable = max(1, int(work // (max(n_heads, 1) ** 2 * max(n_tokens, 1))))
+    return max_rows if wanted <= affordable else affordable
+
+
 def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
                    max_rows: int | None = None, valid_mask=None,
                    n_threads: int | None = None) -> np.ndarray:
@@ -257,17 +272,37 @@ def cluster_order(distances) -> np.ndarray:
 
 def _classical_mds(d: np.ndarray, dims: int) -> np.ndarray:
     n = d.shape[0]
-    centering = np.eye(n) - 1.0 / n
-    gram = -0.5 * centering @ (d ** 2) @ centering
-    values, vectors = np.linalg.eigh(gram)
+    squared = d ** 2
+    # Double centring by means (O(n^2)), not by two n x n matrix products (O(n^3)).
+    row = squared.mean(axis=1)
+    gram = -0.5 * (squared - row[:, None] - row[None, :] + row.mean())
+    if n > 64:  # only the top `dims` eigenpairs are needed
+        from scipy.sparse.linalg import eigsh
+
+        values, vectors = eigsh(gram, k=dims, which="LA",
+                                v0=np.ones(n) / np.sqrt(n))  # v0: the same result every run
+    else:
+        values, vectors = np.linalg.eigh(gram)
     top = np.argsort(values)[::-1][:dims]
     return vectors[:, top] * np.sqrt(np.maximum(values[top], 0.0))
 
 
+def _pairwise(x: np.ndarray) -> np.ndarray:
+    """Euclidean distances between the rows of x, [N, N], without an [N, N, dims] temporary."""
+    norms = (x ** 2).sum(axis=1)
+    squared = norms[:, None] + norms[None, :] - 2.0 * (x @ x.T)
+    np.maximum(squared, 0.0, out=squared)
+    np.fill_diagonal(squared, 0.0)
+    return np.sqrt(squared)
+
+
 def _stress(d: np.ndarray, x: np.ndarray) -> float:
-    diff = x[:, None, :] - x[None, :, :]
-    fitted = np.sqrt((diff ** 2).sum(-1))
-    return float(((fitted - d) ** 2).sum() / 2)
+    return float(((_pairwise(x) - d) ** 2).sum() / 2)
+
+
+# SMACOF iterations cost ~N^2 each: at most this much work (N^2 x iterations), so a model
+# with many heads gets fewer iterations (all 300 up to ~310 heads; 20 at GPT-2 XL's 1,200).
+MDS_WORK = 3e7
 
 
 def mds_2d(distances, seed: int = 0, max_iter: int = 300, tol: float = 1e-9) -> np.ndarray:
@@ -275,7 +310,8 @@ def mds_2d(distances, seed: int = 0, max_iter: int = 300, tol: float = 1e-9) -> 
 
     Minimises the raw stress sum_{i<j} (||x_i - x_j|| - d_ij)^2 by SMACOF (Guttman
     transform iterations, unit weights) starting from classical (Torgerson) MDS; stops when
-    the relative stress decrease falls below ``tol`` or after ``max_iter`` iterations.
+    the relative stress decrease falls below ``tol`` or after ``max_iter`` iterations (fewer
+    for many heads: at most MDS_WORK / N^2, so the work stays bounded).
     ``seed`` only matters when the classical start is degenerate (all points at one place):
     then a seeded random start is used. The result is centred and each axis' sign fixed (its
     largest-magnitude coordinate positive), so it is deterministic.
@@ -293,9 +329,8 @@ def mds_2d(distances, seed: int = 0, max_iter: int = 300, tol: float = 1e-9) -> 
     if np.abs(x).max() < 1e-12 * scale:
         x = np.random.default_rng(seed).standard_normal((n, 2)) * scale
     previous = _stress(d, x)
-    for _ in range(max_iter):
-        diff = x[:, None, :] - x[None, :, :]
-        fitted = np.sqrt((diff ** 2).sum(-1))
+    for _ in range(min(max_iter, max(1, int(MDS_WORK // (n * n))))):
+        fitted = _pairwise(x)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(fitted > 0, d / fitted, 0.0)
         b = -ratio

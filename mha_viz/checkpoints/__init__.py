@@ -13,6 +13,7 @@ Never trust_remote_code; nothing but tensors is ever unpickled.
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import os
@@ -207,6 +208,17 @@ def resolve(name: str | os.PathLike, local_dirs: list[Path] | None = None
                                       "'gpt2', or a local checkpoint folder")
     if text.lower() in BUNDLED:
         return _bundled(text.lower())
+    try:
+        return _resolve_path_or_hub(text, local_dirs)
+    except (OSError, RuntimeError, ValueError) as error:  # too long a name, a loop, a NUL
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        reason = ("the name is too long" if isinstance(error, OSError)
+                  and error.errno == errno.ENAMETOOLONG else "it cannot be read")
+        raise CheckpointNotFoundError(f"'{shown}' is not a usable checkpoint path: "
+                                      f"{reason}") from None
+
+
+def _resolve_path_or_hub(text: str, local_dirs: list[Path] | None) -> ResolvedCheckpoint:
     restricted = local_dirs is not None
     path = Path(text).expanduser() if not restricted else Path(text)
     if _is_local_path(text, path, restricted):
@@ -248,8 +260,13 @@ def check_config(config: StackConfig, where: str) -> StackConfig:
 def read_config(folder: Path) -> StackConfig:
     try:
         raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptCheckpointError(f"config.json in '{folder}' is unreadable: {error}") from error
+    except json.JSONDecodeError:
+        # the parser's message would quote the file; where it broke is enough
+        raise CorruptCheckpointError("config.json is not valid JSON: the file is damaged or "
+                                     "not a model configuration") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CorruptCheckpointError(f"config.json in '{folder}' cannot be read "
+                                     f"({type(error).__name__})") from error
     if not isinstance(raw, dict):
         raise CorruptCheckpointError(f"config.json in '{folder}' is not a JSON object")
     model_type = raw.get("model_type")

@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..errors import InputError
+from ..text import visible
 
 try:
     # Plotly imports pandas lazily, from whichever thread draws a figure first; two sessions'
@@ -74,8 +75,9 @@ def _esc(text: object) -> str:
     s = str(text)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("$", "&#36;")
-    # A raw newline would not render in SVG text; show it.
-    return s.replace("\r", "\\r").replace("\n", "\\n")
+    # A raw newline would not render in SVG text; show it, and every other control or
+    # direction-changing character too (mha_viz.text.visible).
+    return visible(s.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 def _no_dollar(text: str) -> str:

@@ -54,7 +54,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
     """model.trace(...) or model.run(...), kept in the server's byte-bounded store; an input
     whose maps alone would not fit the memory budget is refused with a message first."""
     key = (kind, name, text, pair, max_tokens)
-    store = _results()
+    store = results_store()
     found, value = store.get(key)
     if found:
         return value
@@ -174,7 +174,7 @@ def _memo_small(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
 
 
 def _memo_large(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
-    return _results().get_or_compute(("memo", fn_id, key, options),
+    return results_store().get_or_compute(("memo", fn_id, key, options),
                                      lambda: _fn(*_arrays, **_kwargs))
 
 
@@ -229,7 +229,7 @@ def _small_store() -> _Store:
 
 
 @st.cache_resource(show_spinner=False)
-def _results() -> budget.ByteLRU:
+def results_store() -> budget.ByteLRU:
     """Traces, runs and results the size of a trace, in one store bounded by bytes (half the
     memory budget; the rest is for the forward passes running)."""
     return budget.ByteLRU(int(budget.RESULTS_SHARE * budget.budget_bytes()))
@@ -243,7 +243,7 @@ def job_runner() -> jobs.JobRunner:
 
 def clear() -> None:
     """Forget every stored result and cancel every job (tests; a fresh start)."""
-    for store in (_small_store(), _results()):
+    for store in (_small_store(), results_store()):
         store.clear()
     job_runner().cancel_all()
 
@@ -253,7 +253,7 @@ _CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted 
 
 def peek(key: Hashable, large: bool = False):
     """The result stored under key (by ``computed``), or None."""
-    return (_results() if large else _small_store()).get(key)[1]
+    return (results_store() if large else _small_store()).get(key)[1]
 
 
 def cancelled(key: Hashable) -> bool:
@@ -313,7 +313,7 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     time left and a Cancel button) or the time so far. Returns the result, or None when this
     session cancelled it (until restart=True: the person asked for it again).
     large=True: kept in the byte-bounded store with the traces (mha_viz.budget)."""
-    store = _results() if large else _small_store()
+    store = results_store() if large else _small_store()
     found, value = store.get(key)
     if found:
         return value

@@ -14,7 +14,8 @@ import streamlit as st
 from ..errors import CheckpointNotFoundError, MhaVizError
 from ..model import Model, TargetMetric
 from ..trace import AttentionTrace
-from .compute import Selection, get_model, memo
+from .. import budget
+from .compute import Selection, get_model, memo, results_store
 from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
@@ -194,8 +195,12 @@ def _close_saved_trace() -> None:
 
 def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
     """An uploader for a trace saved as .npz (by this app or AttentionTrace.save). It is read
-    with allow_pickle=False and refused over MAX_UPLOAD_BYTES (unpacked); it stays open in
-    this session (only) until closed."""
+    with allow_pickle=False, refused over MAX_UPLOAD_BYTES (unpacked) or when its maps are not
+    attention (AttentionTrace.load), and stays open in this session (only) until closed.
+
+    The trace itself is kept in the server's byte-bounded store with the traces it computes
+    (mha_viz.budget), not in the session: many visitors' uploads cannot add up past the
+    memory budget. If it was evicted to make room, the visitor is asked to open it again."""
     import hashlib
 
     where = where or st.sidebar
@@ -205,25 +210,38 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
         file = st.file_uploader("Trace file", type=["npz"], key=f"_mv_upload_{generation}",
                                 help="A trace downloaded from this app, or written by "
                                      "AttentionTrace.save(). Never unpickled.")
+        store = results_store()
         if file is not None:
             data = file.getvalue()
             digest = hashlib.sha256(data).hexdigest()[:16]
             current = st.session_state.get("_mv_uploaded")
-            if current is None or current[0] != digest:
+            if current is None or current != digest or not store.get(_uploaded_key(digest))[0]:
                 try:
                     trace = AttentionTrace.load(data, max_bytes=MAX_UPLOAD_BYTES)
+                    budget.check_fits(trace.n_layers, trace.n_heads, trace.n_tokens)
                 except MhaVizError as error:
                     st.error(f"This file cannot be opened: {md_escape(as_sentence(str(error)))}")
                     return None, None
-                st.session_state["_mv_uploaded"] = (digest, trace)
-        current = st.session_state.get("_mv_uploaded")
-        if current is None:
+                store.put(_uploaded_key(digest), trace)
+                st.session_state["_mv_uploaded"] = digest
+        digest = st.session_state.get("_mv_uploaded")
+        if digest is None:
             return None, None
-        st.caption(f"Open: {md_escape(current[1].model_name or 'a trace')}, "
-                   f"{current[1].n_tokens} tokens.")
+        found, trace = store.get(_uploaded_key(digest))
+        if not found:
+            _close_saved_trace()
+            st.warning("The saved trace was set aside to free the server's memory: open the "
+                       "file again to see it.")
+            return None, None
+        st.caption(f"Open: {md_escape(trace.model_name or 'a trace')}, "
+                   f"{trace.n_tokens} tokens.")
         st.button("Close the saved trace", on_click=callback(_close_saved_trace),
                   key="_mv_close_upload")
-        return current[1], current[0]
+        return trace, digest
+
+
+def _uploaded_key(digest: str) -> tuple:
+    return ("uploaded trace", digest)
 
 
 # -------------------------------------------------------------- page controls

@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 from .. import export, fit, plots
-from ..model import Model
+from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
 from .compute import Selection, cached_trace
 from .settings import APP_NAME, CAVEAT, NUMBERING, md_escape
@@ -271,7 +271,12 @@ def model_card(model: Model) -> None:
 
 def trace_notes(trace: AttentionTrace) -> None:
     """Token count, and a warning when the text was cut to the context / max tokens."""
-    if trace.truncated:
+    given = trace.extra.get("n_chars_given") if isinstance(trace.extra, dict) else None
+    if isinstance(given, int):  # the length the visitor sent, not of what was read
+        st.warning(f"The text has {given:,} characters; only the first {MAX_TEXT_CHARS:,} are "
+                   f"read, and the first {trace.n_tokens:,} tokens of those are traced (the "
+                   f"model's context or the *Max tokens* option in the sidebar).")
+    elif trace.truncated:
         st.warning(f"The text has {trace.n_tokens_before_truncation:,} tokens; only the first "
                    f"{trace.n_tokens:,} are traced (the model's context or the *Max tokens* "
                    f"option in the sidebar).")
