@@ -6,9 +6,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
+from ..downsample import block_ranges, block_reduce
 from ..errors import InputError
 from ._style import HIGHLIGHT, LAYER_COLOURS, _title, _base_layout
 
+
+# Past this many heads the matrix is drawn in blocks: a 2,048-head trace would otherwise
+# send 4.2 M cells to the browser.
+MAX_MATRIX_HEADS = 512
 
 _KIND_TEXT = {
     "js": "Jensen-Shannon divergence (nats)",
@@ -59,6 +64,10 @@ def distance_heatmap(
     # names for free (no N x N text array).
     cat = names[idx].tolist()
     kind_text = _KIND_TEXT[kind]
+    shown, factor = block_reduce(shown, MAX_MATRIX_HEADS)
+    if factor > 1:  # thousands of heads: blocks of neighbours in the shown order, averaged
+        cat = [f"{cat[first]}…{cat[last]}" for first, last in block_ranges(n, factor)]
+        return _reduced_distance_figure(shown, cat, factor, n, kind_text, title)
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
@@ -110,6 +119,21 @@ def distance_heatmap(
         **layout,
     )
     return fig
+
+
+def _reduced_distance_figure(shown: np.ndarray, cat: list[str], factor: int, n: int,
+                             kind_text: str, title: str | None) -> go.Figure:
+    fig = go.Figure(go.Heatmap(
+        z=shown, x=cat, y=cat, colorscale="Viridis", zmin=0.0,
+        hovertemplate="%{y} ↔ %{x}: mean %{z:.4f}<extra></extra>",
+        colorbar=dict(title=dict(text=kind_text.replace(" (", "<br>(")), thickness=14)))
+    axis = dict(type="category", showgrid=False, zeroline=False, showticklabels=False)
+    note = (f"{n:,} heads, too many to draw one by one: each cell is the mean over a block "
+            f"of {factor} x {factor} heads")
+    return _base_layout(fig, _title(title if title is not None
+                                    else f"Head-to-head {kind_text}", note),
+                        height=950, meta=dict(cells=[len(cat), len(cat)]),
+                        xaxis=axis, yaxis=dict(axis, autorange="reversed"))
 
 
 def head_scatter(
