@@ -135,10 +135,10 @@ with ui.guard():
         window = maps[layer, :, start:stop, start:stop]
         lines = plots.line_view(
             window, labels[start:stop], heads=None if which == "all" else [head],
-            layer=layer, offset=start, width=600 if long_input else None,
-            title=f"Layer {layer}: query → key")
-        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=0.4,
-                       width="content" if long_input else "stretch")
+            layer=layer, offset=start, title=f"Layer {layer}: query → key")
+        # laid out for its column like every figure (a fixed 600 px overflowed a phone, and
+        # a 40 % column of a laptop's screen)
+        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=0.4)
 
     # ---------------------------------------------------------------- aggregates
     st.subheader("Aggregates over heads and layers")
