@@ -1,4 +1,9 @@
-"""Command line: python -m mha_viz trace --model minilm --text "..." [--out trace.npz]"""
+"""Command line:
+
+    python -m mha_viz trace --model minilm --text "..." [--out trace.npz]
+    python -m mha_viz corpus --model NAME (--input FILE [--column C] | --demo) --seg-len 128
+        [--workers N] [--stats entropy,mass,roles,similarity] [--max-segments N] --out r.npz
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import sys
 
 import numpy as np
 
-from .errors import MhaVizError
+from .errors import InputError, MhaVizError
 
 
 def layer_summary(trace) -> list[str]:
@@ -39,7 +44,25 @@ def main(argv: list[str] | None = None) -> int:
     trace_cmd.add_argument("--text-pair", default=None, help="sentence B (BERT only)")
     trace_cmd.add_argument("--max-tokens", type=int, default=None)
     trace_cmd.add_argument("--out", default=None, help="save the trace as .npz")
+    corpus_cmd = commands.add_parser("corpus", help="head statistics over a corpus (mean and "
+                                                    "spread over segments) into an .npz")
+    corpus_cmd.add_argument("--model", default="minilm")
+    source = corpus_cmd.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", help=".txt (a text per line or paragraph), .csv or .jsonl")
+    source.add_argument("--demo", action="store_true",
+                        help="the built-in corpus: paragraphs of Python's documentation")
+    corpus_cmd.add_argument("--column", default=None,
+                            help="the CSV column or JSON-lines field holding the texts")
+    corpus_cmd.add_argument("--seg-len", type=int, default=128)
+    corpus_cmd.add_argument("--max-segments", type=int, default=None)
+    corpus_cmd.add_argument("--workers", type=int, default=1)
+    corpus_cmd.add_argument("--batch-size", type=int, default=None)
+    corpus_cmd.add_argument("--stats", default=",".join(("entropy", "mass", "roles",
+                                                         "similarity")))
+    corpus_cmd.add_argument("--out", required=True, help="the results, .npz")
     args = parser.parse_args(argv)
+    if args.command == "corpus":
+        return corpus_command(args)
 
     from .model import load_model
 
@@ -54,6 +77,55 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         trace.save(args.out)
         print(f"saved {args.out}")
+    return 0
+
+
+def corpus_command(args) -> int:
+    import time
+    from pathlib import Path
+
+    from . import corpus
+    from .model import load_model
+
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        elapsed = time.monotonic() - started
+        left = elapsed / done * (total - done) if done else 0
+        bar = "#" * int(30 * done / max(total, 1))
+        print(f"\r[{bar:30s}] {done}/{total} segments, {tokens * done / total / elapsed:,.0f} "
+              f"tokens/s, {left:.0f} s left ", end="", file=sys.stderr, flush=True)
+
+    try:
+        if args.demo:
+            texts, source, skipped = corpus.demo_texts(), "the demo corpus", 0
+        else:
+            path = Path(args.input)
+            try:
+                data = path.read_bytes()
+            except OSError as error:
+                raise InputError(f"cannot read '{path}': {error.strerror}") from None
+            read = corpus.read_corpus(data, path.name, args.column)
+            texts, source, skipped = read.texts, read.source, read.skipped
+        model = load_model(args.model)
+        segments = corpus.segment(model, texts, args.seg_len, max_segments=args.max_segments)
+        tokens = segments.n_tokens
+        print(f"{source}: {len(texts):,} texts ({skipped} line(s) skipped) -> "
+              f"{len(segments.ids):,} segments of up to {segments.seg_len} tokens "
+              f"({tokens:,} tokens; {segments.n_dropped} short piece(s) dropped)")
+        result = corpus.run(model, segments, stats=[s for s in args.stats.split(",") if s],
+                            batch_size=args.batch_size, workers=args.workers,
+                            progress=progress)
+    except MhaVizError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    result.save(args.out)
+    entropy = result.mean("entropy") if "entropy" in result.names else None
+    if entropy is not None:
+        print(f"mean head entropy {np.nanmean(entropy):.3f} nats over "
+              f"{result.n_segments:,} segments")
+    print(f"saved {args.out} ({', '.join(sorted(result.arrays()))[:200]}...)")
     return 0
 
 

@@ -330,6 +330,14 @@ class Model:
         attentions, _ = self._run_capture(ids, types)
         return self._make_trace(enc, attentions, "", None)
 
+    def trace_from_maps(self, ids, attentions) -> AttentionTrace:
+        """A trace of pre-tokenized ids whose maps were computed elsewhere (a padded batch,
+        mha_viz.corpus): the tokens, labels and special-token mask this model gives them."""
+        ids = [int(i) for i in ids]
+        enc = Encoding(ids, [0] * len(ids), [i in self._special_ids for i in ids], False,
+                       len(ids))
+        return self._make_trace(enc, attentions, "", None)
+
     def _check_ids(self, ids) -> list[int]:
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]
         if not ids:
