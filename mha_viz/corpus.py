@@ -118,6 +118,29 @@ def read_corpus(data: bytes, name: str, column: str | None = None) -> CorpusText
     return result
 
 
+def columns_of(data: bytes, name: str) -> list[str]:
+    """The columns of a .csv (its header) or the fields of a .jsonl's objects (the first
+    1,000 lines), for picking the one that holds the texts; [] for other files."""
+    text = _decoded(data, name)
+    kind = name.lower().rsplit(".", 1)[-1]
+    if kind == "csv":
+        try:
+            return [h.strip() for h in next(csv.reader(io.StringIO(text)), [])]
+        except csv.Error:
+            return []
+    if kind in ("jsonl", "ndjson"):
+        fields = {}
+        for line in text.splitlines()[:1000]:
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(item, dict):
+                fields.update(dict.fromkeys(map(str, item)))
+        return list(fields)
+    return []
+
+
 def _read_csv(text: str, name: str, column: str | None) -> CorpusText:
     try:
         reader = csv.reader(io.StringIO(text))

@@ -165,7 +165,9 @@ BAD_TEXTS = {
 }
 
 
-EVERY_PAGE = ["app.py", *(page.path for page in page_files()[1:])]
+# every page that reads the sidebar's text (the Corpus page reads a corpus instead)
+EVERY_PAGE = ["app.py", *(page.path for page in page_files()[1:]
+                          if not page.path.endswith("_Corpus.py"))]
 
 
 @pytest.mark.parametrize("page", EVERY_PAGE)

@@ -266,7 +266,10 @@ def _cancel(key: Hashable) -> None:
     job_runner().cancel(key)
 
 
-def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner) -> str:
+def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner,
+                   unit: tuple[str, float] | None = None) -> str:
+    """unit: (what a step is, e.g. "segments"; tokens per step) adds the steps' name and a
+    rate in tokens per second."""
     if job.state == jobs.QUEUED:
         ahead = runner.queue_position(job)
         return (f"{label}: waiting its turn ({ahead} in line; the server runs "
@@ -278,10 +281,16 @@ def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner) -> str:
         return f"{label}: running, {elapsed}"
     left = job.seconds_left
     eta = f", about {left:.0f} s left" if left is not None else ""
-    return f"{label}: {job.done} of {job.total} ({elapsed}{eta})"
+    steps, rate = "", ""
+    if unit is not None:
+        steps = f" {unit[0]}"
+        if job.done and job.elapsed > 0:
+            rate = f", {job.done * unit[1] / job.elapsed:,.0f} tokens/s"
+    return f"{label}: {job.done} of {job.total}{steps} ({elapsed}{rate}{eta})"
 
 
-def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where) -> None:
+def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where,
+                           unit: tuple[str, float] | None = None) -> None:
     """Draw the job's progress until it ends. A Cancel button stops a job that reports
     progress; anything else that stops this script run (a widget change, a page switch)
     leaves the job running."""
@@ -299,20 +308,22 @@ def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where) -> N
         bar = bar_col.empty()
     while not job.wait(0.25):
         if job.reports_progress:
-            bar.progress(job.fraction, text=_progress_text(job, label, runner))
+            bar.progress(job.fraction, text=_progress_text(job, label, runner, unit))
         else:
-            bar.info(_progress_text(job, label, runner), icon="⏳")
+            bar.info(_progress_text(job, label, runner, unit), icon="⏳")
     holder.empty()
 
 
 def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False,
-             where=None, restart: bool = False, **kwargs):
+             where=None, restart: bool = False, unit: tuple[str, float] | None = None,
+             **kwargs):
     """``fn(*args, **kwargs)`` computed once per ``key`` (shared by all sessions; args are
     not hashed, so key must identify them), as a job that outlives this script run. While it
     runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
     time left and a Cancel button) or the time so far. Returns the result, or None when this
     session cancelled it (until restart=True: the person asked for it again).
-    large=True: kept in the byte-bounded store with the traces (mha_viz.budget)."""
+    large=True: kept in the byte-bounded store with the traces (mha_viz.budget).
+    unit: (what a step is, tokens per step), to show steps by name and tokens per second."""
     store = results_store() if large else _small_store()
     found, value = store.get(key)
     if found:
@@ -324,7 +335,7 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     runner = job_runner()
     job = runner.submit(key, fn, *args, label=label, **kwargs)
     if not job.finished_state:
-        _wait_showing_progress(job, key, label, where)
+        _wait_showing_progress(job, key, label, where, unit)
     runner.forget(key, job)
     if job.state == jobs.DONE:
         store.put(key, job.result)

@@ -35,8 +35,24 @@ html {font-size: 24px;}
 """
 
 
+def _through_app_navigation() -> None:
+    """Make sure pages run under app.py's st.navigation. Until a script has called
+    st.navigation, Streamlit (1.67) treats a pages/ folder the old way: a link straight to
+    /Entropy runs that file alone and lists the pages by their file names ("app"). The first
+    such run switches the old way off and runs again, through app.py."""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - another Streamlit's layout
+        return
+    if getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+        if "_mv_run_start" not in st.session_state:  # a new session: no click to lose
+            st.rerun()
+
+
 def page_setup(title: str, intro: str | None = None) -> None:
     """First call of every page: page config, the query-parameter hand-over, the title."""
+    _through_app_navigation()
     st.session_state["_mv_run_start"] = time.perf_counter()
     # "auto": open beside the page on a wide screen, closed on a phone, where an open
     # sidebar covers the whole page after every navigation

@@ -216,7 +216,7 @@ def test_sidebar_lists_every_page_and_closes_after_a_tap_on_a_phone(browser, app
         links.first.wait_for()
         assert links.all_inner_texts() == [
             "Home", "Attention maps", "Entropy", "Head similarity", "Pruning impact",
-            "Inside one head", "Predictions", "Head roles"]
+            "Inside one head", "Predictions", "Head roles", "Corpus"]
         shoot(tab, screenshots, "phone_sidebar_open")
         links.nth(2).tap()
         settle(tab, 4)
@@ -230,3 +230,24 @@ def test_sidebar_lists_every_page_and_closes_after_a_tap_on_a_phone(browser, app
         shoot(tab, screenshots, "phone_after_tap")
     finally:
         context.close()
+
+
+def test_a_first_visit_by_a_direct_link_runs_through_the_app_navigation(browser, tmp_path):
+    """A server whose first visitor opens /Entropy directly: Streamlit's old pages/-folder
+    mode would run the page alone and list the pages by file name ("app"); the page is run
+    through app.py's navigation instead."""
+    from conftest import start_server
+
+    servers = start_server(tmp_path / "server.log")
+    server = next(servers)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(120_000)
+        open_page(tab, server, "Entropy", 4, "?model=minilm")
+        links = tab.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()
+        assert links[:3] == ["Home", "Attention maps", "Entropy"], links
+        assert_no_exception(tab, server)
+    finally:
+        context.close()
+        servers.close()

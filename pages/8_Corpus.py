@@ -1,0 +1,177 @@
+"""Corpus: every head's statistics over many texts, mean and spread over segments, as the
+papers measure them (entropy, where attention goes, role scores, head similarity).
+
+One sentence is an anecdote. Clark et al. (2019) averaged their head statistics over about a
+thousand 128-token segments; this page does the same for a corpus you upload, paste, or the
+built-in one (paragraphs of Python's own documentation, available offline).
+"""
+
+import hashlib
+
+import streamlit as st
+
+from mha_viz import analysis as A
+from mha_viz import corpus, export, plots, ui
+
+SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
+           "paste": "Paste texts"}
+STAT_LABELS = {"entropy": "Entropy", "mass": "Where attention goes (token classes)",
+               "roles": "Role scores", "similarity": "Head similarity (JS distance)"}
+
+
+def read_texts() -> corpus.CorpusText | None:
+    """The texts the person chose, or None (with a message) when there are none yet."""
+    source = ui.synced(st.radio, "csrc", "Corpus", "demo", options=list(SOURCES),
+                       format_func=SOURCES.get, horizontal=True)
+    if source == "demo":
+        texts = ui.memo(demo_texts, key=("corpus demo",))
+        return corpus.CorpusText(texts, "the demo corpus (paragraphs of Python's documentation)")
+    if source == "paste":
+        pasted = st.text_area("Texts, separated by blank lines (or one per line)", height=160,
+                              key="corpus_pasted")
+        if not pasted.strip():
+            st.info("Paste some texts above to measure them.")
+            return None
+        return corpus.read_corpus(pasted.encode("utf-8", "replace"), "the pasted texts")
+    upload = st.file_uploader("A .txt (a text per line, or per paragraph), .csv or .jsonl file",
+                              type=["txt", "csv", "jsonl", "ndjson"], key="corpus_file",
+                              help=f"At most {corpus.MAX_CORPUS_BYTES // 2**20} MB; larger "
+                                   f"corpora run from the command line (python -m mha_viz "
+                                   f"corpus). Read as text, never executed or unpickled.")
+    if upload is None:
+        st.info("Choose a file to measure it.")
+        return None
+    data = upload.getvalue()
+    column = None
+    columns = corpus.columns_of(data, upload.name)
+    if columns:
+        default = "text" if "text" in columns else columns[0]
+        column = st.selectbox("Column (CSV) or field (JSON lines) holding the texts", columns,
+                              index=columns.index(default), key="corpus_column")
+    return corpus.read_corpus(data, upload.name, column)
+
+
+def demo_texts() -> list[str]:
+    return corpus.demo_texts()
+
+
+def segment_texts(model, texts, seg_len, max_segments):
+    return corpus.segment(model, texts, seg_len, max_segments=max_segments)
+
+
+def heatmap_pair(result, name: str, title: str, unit: str, key: str, stem: str) -> None:
+    """Mean and spread over segments of one [L, H] statistic, side by side, and its CSV."""
+    left, right = st.columns(2)
+    with left:
+        ui.show_figure(plots.layer_head_heatmap(result.mean(name), f"{title}: mean", unit),
+                       key=f"{key}_mean", share=0.5, alt=f"{title}, mean over segments")
+    with right:
+        ui.show_figure(plots.layer_head_heatmap(result.std(name), f"{title}: spread (std)",
+                                                unit),
+                       key=f"{key}_std", share=0.5,
+                       alt=f"{title}, standard deviation over segments")
+    ui.download_csv(lambda: result.table_csv(name),
+                    export.safe_filename(stem, "corpus", name, suffix=".csv"),
+                    f"{title} as CSV", key=f"dl_{key}",
+                    help="layer, head, mean, standard deviation, segments")
+
+
+ui.page_setup(
+    "Corpus",
+    "Statistics of every head over many texts: each text is cut into segments of a chosen "
+    "length (texts are never joined), each segment is run through the model, and every "
+    "statistic is averaged over segments, with its spread (the standard deviation).")
+selection = ui.sidebar(shows_saved_traces=False)
+
+with ui.guard():
+    if selection.model is None:
+        ui.show_error(selection.model_error)
+        st.stop()
+    model = selection.model
+    read = read_texts()
+    if read is None:
+        st.stop()
+    context = model.info.max_positions
+    left, middle, right = st.columns(3)
+    with left:
+        seg_len = ui.synced(st.number_input, "seglen", "Segment length (tokens)",
+                            min(128, context), min_value=8, max_value=context, step=8,
+                            valid=lambda v: 8 <= int(v) <= context,
+                            help="Clark et al. used 128-token segments. Special tokens "
+                                 "([CLS], [SEP]) count toward the length.")
+    with middle:
+        max_segments = ui.synced(st.number_input, "maxseg", "At most this many segments", 200,
+                                 min_value=1, max_value=5000, step=50,
+                                 valid=lambda v: 1 <= int(v) <= 5000,
+                                 help="Segments are taken in the order of the texts.")
+    with right:
+        stats = ui.synced(st.multiselect, "cstats", "Statistics", list(corpus.STATS),
+                          options=list(corpus.STATS), format_func=STAT_LABELS.get,
+                          valid=lambda v: len(v) > 0)
+    texts_key = hashlib.sha256("\x00".join(read.texts).encode("utf-8", "replace")).hexdigest()
+    segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments),
+                       key=("corpus segments", selection.model_name, texts_key, int(seg_len),
+                            int(max_segments)))
+    skipped = f"; {read.skipped:,} line(s) or row(s) skipped" if read.skipped else ""
+    st.caption(f"From {read.source}: {len(read.texts):,} texts read{skipped}. Used "
+               f"{segments.n_texts:,} texts → **{len(segments.ids):,} segments, "
+               f"{segments.n_tokens:,} tokens** ({segments.n_dropped:,} piece(s) shorter "
+               f"than {corpus.MIN_SEGMENT_TOKENS} tokens left out).")
+
+    key = corpus.cache_key(model, segments, stats)
+    result = ui.run_or_wait(
+        key, corpus.run, model, segments, stats=list(stats),
+        label=f"Measuring {len(segments.ids):,} segments", auto=False,
+        button=f"Run over {len(segments.ids):,} segments",
+        unit=("segments", segments.n_tokens / max(len(segments.ids), 1)))
+    if result is None:
+        st.caption("The run keeps going if you change a setting or switch pages, and its "
+                   "result is kept: running the same corpus again costs nothing.")
+        st.stop()
+
+    stem = selection.file_stem
+    cols = st.columns(3)
+    cols[0].metric("Segments", f"{result.n_segments:,}")
+    cols[1].metric("Tokens", f"{result.n_tokens:,}")
+    cols[2].metric("Seconds", f"{result.info.get('seconds', 0):,.1f}")
+    ui.download_bytes(result.to_bytes, export.safe_filename(stem, "corpus", suffix=".npz"),
+                      "⬇ Every statistic (.npz)", key="dl_corpus_npz",
+                      help="entropy_mean, entropy_std, ..., n_segments: numpy arrays, read "
+                           "with numpy.load(..., allow_pickle=False) or "
+                           "mha_viz.corpus.CorpusResult.load.")
+
+    if "entropy" in stats:
+        st.subheader("Entropy")
+        normalised = ui.synced(st.toggle, "cnorm", "Normalised (÷ the entropy of uniform "
+                                                    "attention)", False)
+        name = "entropy_normalised" if normalised else "entropy"
+        heatmap_pair(result, name, "Entropy", "÷ maximum" if normalised else "nats",
+                     "c_entropy", stem)
+    if "mass" in stats:
+        st.subheader("Where attention goes")
+        classes = [n[len("mass "):] for n in result.names if n.startswith("mass ")]
+        chosen = ui.synced(st.selectbox, "cclass", "Token class", "first token",
+                           options=classes)
+        heatmap_pair(result, "mass " + chosen, f"Mass on {chosen}", "fraction", "c_mass", stem)
+    if "roles" in stats:
+        st.subheader("Role scores")
+        roles = [n[len("role "):] for n in result.names if n.startswith("role ")]
+        role = ui.synced(st.selectbox, "crole", "Role", "previous token", options=roles)
+        heatmap_pair(result, "role " + role, role.capitalize(), "score", "c_role", stem)
+    if "similarity" in stats:
+        st.subheader("Head similarity over the corpus")
+        distances = result.mean("js_distance")
+        n_head = model.info.n_head
+        order = ui.memo(A.cluster_order, distances, key=(key, "order"))
+        coords = ui.memo(A.mds_2d, distances, key=(key, "mds"))
+        st.caption(f"The Jensen-Shannon divergence of every pair of heads, averaged over "
+                   f"segments (each on {result.info.get('similarity_rows') or 'every'} evenly "
+                   f"spaced query rows), then clustered and mapped in 2-D as Clark et al. did.")
+        left, right = st.columns(2)
+        with left:
+            ui.show_figure(plots.distance_heatmap(distances, n_head, order=order), share=0.5,
+                           key="c_dist", alt="Head-to-head distances over the corpus")
+        with right:
+            ui.show_figure(plots.head_scatter(coords, n_head), key="c_mds", share=0.5,
+                           alt="Heads in 2-D over the corpus")
+    ui.caveat()
