@@ -51,7 +51,7 @@ from .trace import AttentionTrace
 STATS = ("entropy", "mass", "roles", "similarity")  # what run() can accumulate
 # Head-to-head distances per segment on this many evenly spaced query rows (None: all);
 # the pairwise comparison is the costliest statistic, N^2 x rows x T.
-SIMILARITY_ROWS = 32
+SIMILARITY_ROWS = 16
 MAX_CORPUS_BYTES = 20 * 2**20  # an uploaded corpus; larger ones belong on the command line
 MIN_SEGMENT_TOKENS = 8  # shorter final pieces of a text are dropped (and counted)
 
@@ -298,15 +298,20 @@ def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
     from . import analysis as A
 
     out = {}
+    normalised = mass = None
+    if "entropy" in stats or "roles" in stats:  # each computed once, shared with the roles
+        normalised = A.entropy(trace.attentions, normalized=True, causal=trace.causal)
+    if "mass" in stats or "roles" in stats:
+        mass = A.token_class_mass(trace)
     if "entropy" in stats:
         out["entropy"] = A.entropy(trace.attentions, causal=trace.causal)
-        out["entropy_normalised"] = A.entropy(trace.attentions, normalized=True,
-                                              causal=trace.causal)
+        out["entropy_normalised"] = normalised
     if "mass" in stats:
-        for name, value in A.token_class_mass(trace).items():
+        for name, value in mass.items():
             out["mass " + name] = value
     if "roles" in stats:
-        for name, value in A.role_scores(trace).items():
+        scores = A.role_scores(trace, mass=mass, entropy_normalised=normalised)
+        for name, value in scores.items():
             if name != "entropy":  # the normalised entropy above
                 out["role " + name] = value
     if "similarity" in stats:

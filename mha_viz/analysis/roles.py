@@ -463,7 +463,8 @@ TEXT_PROBE = "the text"
 
 
 def role_scores(trace, *, exclude=None, drop_special: bool = False,
-                normalization: str = "ours") -> dict[str, np.ndarray]:
+                normalization: str = "ours", mass: dict | None = None,
+                entropy_normalised: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Every role score of one trace on its own text. -> {key: [L, H]}
 
     "previous token", "next token", "duplicate token", "induction (text)" (the shifted
@@ -473,12 +474,18 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     leaving out would hide). "entropy": the normalised entropy (entropy(normalized=True),
     0 = one key, 1 = uniform) on the maps after leaving out. The probe's induction score
     ("induction (probe)") comes from induction_probe.
+
+    mass / entropy_normalised: token_class_mass(trace) and the normalised entropy, when the
+    caller has them already (corpus statistics compute each once per segment); the entropy
+    is only reused when nothing is left out.
     """
     _check_normalization(normalization)
     if is_many(trace) or not hasattr(trace, "token_ids"):
         raise InputError("role_scores takes one AttentionTrace")
     (array, ids), = _prepared(trace, exclude=exclude, drop_special=drop_special)
-    mass = token_class_mass(trace)
+    mass = token_class_mass(trace) if mass is None else mass
+    if entropy_normalised is None or exclude is not None or drop_special:
+        entropy_normalised = entropy(array, normalized=True, causal=bool(trace.causal))
     return {
         "previous token": _diagonal_score(array, 1, normalization),
         "next token": _diagonal_score(array, -1, normalization),
@@ -490,7 +497,7 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
              if s is not None], array.shape[:-2]),
         "first token": mass["first token"],
         "[SEP]": mass["[SEP]"],
-        "entropy": entropy(array, normalized=True, causal=bool(trace.causal)),
+        "entropy": entropy_normalised,
     }
 
 
