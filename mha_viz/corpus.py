@@ -48,7 +48,12 @@ import torch
 from .errors import InputError
 from .trace import AttentionTrace
 
-STATS = ("entropy", "mass", "roles", "similarity")  # what run() can accumulate
+STATS = ("entropy", "mass", "roles", "similarity")  # from the maps: the default
+# Head importance, per segment: an exact ablation sweep (a forward per head from its layer
+# up) and Michel et al.'s gradient importance; and the pruning curve over the corpus.
+IMPORTANCE = ("ablation", "gradient", "pruning")
+ALL_STATS = STATS + IMPORTANCE
+PRUNING_SEGMENTS = 32  # the pruning curve re-estimates importance at every step: a sample
 # Head-to-head distances per segment on this many evenly spaced query rows (None: all);
 # the pairwise comparison is the costliest statistic, N^2 x rows x T.
 SIMILARITY_ROWS = 16
@@ -293,9 +298,12 @@ class Moments:
 
 
 def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
-                       similarity_rows: int | None = SIMILARITY_ROWS) -> dict[str, np.ndarray]:
-    """Every per-head statistic of one segment's trace, by name -> array."""
+                       similarity_rows: int | None = SIMILARITY_ROWS,
+                       model=None) -> dict[str, np.ndarray]:
+    """Every per-head statistic of one segment's trace, by name -> array (the importance
+    statistics run the model again: they need it)."""
     from . import analysis as A
+    from .analysis.pruning import ablation_effects, gradient_importance
 
     out = {}
     normalised = mass = None
@@ -316,14 +324,20 @@ def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
                 out["role " + name] = value
     if "similarity" in stats:
         out["js_distance"] = A.head_distances(trace.attentions, max_rows=similarity_rows)
+    if "ablation" in stats:
+        out["ablation_effect"] = ablation_effects(model, [model.encoding_of_ids(
+            trace.token_ids)])
+    if "gradient" in stats:
+        out["gradient_importance"] = gradient_importance(model, [model.encoding_of_ids(
+            trace.token_ids)])
     return out
 
 
 def _check_stats(stats) -> tuple[str, ...]:
     stats = tuple(stats)
-    unknown = [s for s in stats if s not in STATS]
+    unknown = [s for s in stats if s not in ALL_STATS]
     if unknown or not stats:
-        raise InputError(f"statistics must be some of {', '.join(STATS)}, got {stats}")
+        raise InputError(f"statistics must be some of {', '.join(ALL_STATS)}, got {stats}")
     return stats
 
 
@@ -338,6 +352,8 @@ class CorpusResult:
     n_segments: int
     n_tokens: int
     info: dict = field(default_factory=dict)  # model, seg_len, n_texts, dropped, stats, ...
+    # whole-corpus curves, not per segment: pruning_curve_fraction, pruning_curve_score
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
 
     def mean(self, name: str) -> np.ndarray:
         return self.moments[name].average()
@@ -359,7 +375,8 @@ class CorpusResult:
             raise InputError("shards measured different statistics")
         return CorpusResult({k: self.moments[k].merge(other.moments[k]) for k in self.moments},
                             self.n_segments + other.n_segments,
-                            self.n_tokens + other.n_tokens, {**other.info, **self.info})
+                            self.n_tokens + other.n_tokens, {**other.info, **self.info},
+                            {**other.curves, **self.curves})
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every array under a name that says what it is: entropy_mean, entropy_std,
@@ -370,6 +387,7 @@ class CorpusResult:
             out[f"{key}_mean"] = moments.average()
             out[f"{key}_std"] = moments.std()
             out[f"{key}_count"] = moments.count
+        out.update(self.curves)
         return out
 
     def save(self, path_or_file) -> None:
@@ -395,7 +413,8 @@ class CorpusResult:
                                     data[f"{key}_std"])
                 moments[name] = Moments(count, np.nan_to_num(mean),
                                         np.nan_to_num(std) ** 2 * count)
-            return cls(moments, int(data["n_segments"]), int(data["n_tokens"]), info)
+            curves = {k: data[k] for k in data.files if k.startswith("pruning_curve_")}
+            return cls(moments, int(data["n_segments"]), int(data["n_tokens"]), info, curves)
 
     def table_csv(self, name: str) -> bytes:
         """One [L, H] statistic as CSV: layer, head, mean, std, segments."""
@@ -451,11 +470,14 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
     batch_size = batch_size or default_batch_size(model, seg_len)
     # similar lengths together: less padding (the order does not change the moments)
     order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
+    per_segment = [s for s in stats if s != "pruning"]  # the curve is over the corpus
+    if not per_segment:
+        return CorpusResult({}, len(segments), sum(len(s) for s in segments))
     result = CorpusResult({}, 0, 0)
     for start in range(0, len(order), batch_size):
         batch = [segments[i] for i in order[start:start + batch_size]]
         for trace in _traces(model, batch):
-            values = segment_statistics(trace, stats, similarity_rows)
+            values = segment_statistics(trace, per_segment, similarity_rows, model)
             result = result.merge(CorpusResult({k: Moments.of(v) for k, v in values.items()},
                                                1, trace.n_tokens))
         if progress is not None:
@@ -486,6 +508,14 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
     else:
         result = _run_in_processes(model, ids, stats, batch_size, int(workers), progress,
                                    similarity_rows)
+    if "pruning" in stats:  # iterative over the corpus: one curve, on a sample of segments
+        from .analysis.pruning import pruning_curve
+
+        sample = [model.encoding_of_ids(s) for s in ids[:PRUNING_SEGMENTS]]
+        curve = pruning_curve(model, sample, by="gradient")
+        result.curves.update(pruning_curve_fraction=np.asarray(curve.fractions),
+                             pruning_curve_score=np.asarray(curve.scores))
+        result.info["pruning_segments"] = len(sample)
     result.info.update(model=model.info.name, stats=list(stats), seconds=round(
         time.perf_counter() - started, 3), similarity_rows=similarity_rows)
     if isinstance(segments, Segments):

@@ -330,13 +330,17 @@ class Model:
         attentions, _ = self._run_capture(ids, types)
         return self._make_trace(enc, attentions, "", None)
 
+    def encoding_of_ids(self, ids) -> Encoding:
+        """Pre-tokenized ids (a corpus segment, special tokens included) as an Encoding:
+        what score_inputs, and so every pruning analysis, also accepts instead of a text."""
+        ids = [int(i) for i in ids]
+        return Encoding(ids, [0] * len(ids), [i in self._special_ids for i in ids], False,
+                        len(ids))
+
     def trace_from_maps(self, ids, attentions) -> AttentionTrace:
         """A trace of pre-tokenized ids whose maps were computed elsewhere (a padded batch,
         mha_viz.corpus): the tokens, labels and special-token mask this model gives them."""
-        ids = [int(i) for i in ids]
-        enc = Encoding(ids, [0] * len(ids), [i in self._special_ids for i in ids], False,
-                       len(ids))
-        return self._make_trace(enc, attentions, "", None)
+        return self._make_trace(self.encoding_of_ids(ids), attentions, "", None)
 
     def _check_ids(self, ids) -> list[int]:
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]
@@ -426,9 +430,10 @@ class Model:
 
     # --- the pruning score (ANALYSES.md section 5) ----------------------------------------
 
-    def score_inputs(self, text: str, mlm_seed: int = 0,
+    def score_inputs(self, text: str | Encoding, mlm_seed: int = 0,
                      metric: TargetMetric | None = None) -> ScoreInputs:
-        enc = self.encode(text)
+        """What the score needs for a text, or for an Encoding (encoding_of_ids)."""
+        enc = text if isinstance(text, Encoding) else self.encode(text)
         ids = torch.tensor([enc.input_ids], dtype=torch.long)
         types = torch.tensor([enc.token_type_ids], dtype=torch.long)
         if metric is not None:

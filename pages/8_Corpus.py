@@ -16,7 +16,9 @@ from mha_viz import corpus, export, plots, ui
 SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
            "paste": "Paste texts"}
 STAT_LABELS = {"entropy": "Entropy", "mass": "Where attention goes (token classes)",
-               "roles": "Role scores", "similarity": "Head similarity (JS distance)"}
+               "roles": "Role scores", "similarity": "Head similarity (JS distance)",
+               "ablation": "Ablation effect (slow: a forward per head)",
+               "gradient": "Gradient importance", "pruning": "Pruning curve"}
 
 
 def read_texts() -> corpus.CorpusText | None:
@@ -106,8 +108,12 @@ with ui.guard():
                                  help="Segments are taken in the order of the texts.")
     with right:
         stats = ui.synced(st.multiselect, "cstats", "Statistics", list(corpus.STATS),
-                          options=list(corpus.STATS), format_func=STAT_LABELS.get,
-                          valid=lambda v: len(v) > 0)
+                          options=list(corpus.ALL_STATS), format_func=STAT_LABELS.get,
+                          valid=lambda v: len(v) > 0,
+                          help="The first four come from the maps. Head importance runs "
+                               "the model again: the ablation effect once per head and "
+                               f"segment (Michel et al.); the pruning curve on the first "
+                               f"{corpus.PRUNING_SEGMENTS} segments.")
     texts_key = hashlib.sha256("\x00".join(read.texts).encode("utf-8", "replace")).hexdigest()
     segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments),
                        key=("corpus segments", selection.model_name, texts_key, int(seg_len),
@@ -174,4 +180,24 @@ with ui.guard():
         with right:
             ui.show_figure(plots.head_scatter(coords, n_head), key="c_mds", share=0.5,
                            alt="Heads in 2-D over the corpus")
+    score = model.info.score_name
+    if "ablation" in stats:
+        st.subheader("Ablation effect over the corpus")
+        st.caption(f"The change of the model's score ({score}) when one head is switched off, "
+                   f"per segment; its mean and spread over segments.")
+        heatmap_pair(result, "ablation_effect", "Ablation effect", "Δ score", "c_abl", stem)
+    if "gradient" in stats:
+        st.subheader("Gradient importance over the corpus")
+        st.caption("Michel et al.'s |∂ score / ∂ head gate| per segment; mean and spread.")
+        heatmap_pair(result, "gradient_importance", "Gradient importance", "|∂ score|",
+                     "c_grad", stem)
+    if "pruning" in stats and "pruning_curve_score" in result.curves:
+        st.subheader("Pruning curve over the corpus")
+        st.caption(f"Heads removed 10 % at a time, least important first (importance "
+                   f"re-estimated after each step), scored on the first "
+                   f"{result.info.get('pruning_segments')} segments.")
+        ui.show_figure(plots.pruning_curve_figure(result.curves["pruning_curve_fraction"],
+                                                  result.curves["pruning_curve_score"],
+                                                  score_name=score), key="c_curve",
+                       alt="Pruning curve over the corpus")
     ui.caveat()

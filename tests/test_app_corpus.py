@@ -54,3 +54,14 @@ def test_pasted_texts_and_the_run_is_kept(minilm):
     at = at.toggle(key="_mv_w_cnorm").set_value(True).run()
     assert not [b for b in at.button if b.label.startswith("Run over")]
     assert len(at.get("plotly_chart")) == 8
+
+
+def test_head_importance_over_a_corpus(minilm):
+    at = run_page(PAGE, {"model": "minilm", "seglen": "12", "maxseg": "3",
+                         "cstats": "ablation,gradient,pruning"})
+    run = [b for b in at.button if b.label.startswith("Run over 3 segments")]
+    at = run[0].click().run()
+    assert not at.exception and not at.error, texts(at.exception) + texts(at.error)
+    assert len(at.get("plotly_chart")) == 5  # ablation and gradient mean/std, the curve
+    subheaders = texts(at.subheader)
+    assert "Pruning curve over the corpus" in subheaders

@@ -186,3 +186,26 @@ def test_command_line(tmp_path, gpt2_folder):
                           "--input", str(tmp_path / "missing.txt"), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("error:")
+
+
+def test_head_importance_over_the_corpus(gpt2_model):
+    """Ablation effects and gradient importance per segment, averaged: the same as the
+    pruning analyses' own mean over the segments; the pruning curve over the corpus."""
+    from mha_viz.analysis import ablation_effects, gradient_importance, pruning_curve
+
+    segments = corpus.segment(gpt2_model, TEXTS, seg_len=12, min_len=4)
+    result = corpus.run(gpt2_model, segments, stats=("ablation", "gradient", "pruning"),
+                        batch_size=3)
+    encodings = [gpt2_model.encoding_of_ids(s) for s in segments.ids]
+    np.testing.assert_allclose(result.mean("ablation_effect"),
+                               ablation_effects(gpt2_model, encodings), atol=1e-5)
+    np.testing.assert_allclose(result.mean("gradient_importance"),
+                               gradient_importance(gpt2_model, encodings), atol=1e-5)
+    assert result.std("ablation_effect").max() > 0  # segments differ
+    curve = pruning_curve(gpt2_model, encodings, by="gradient")
+    np.testing.assert_allclose(result.curves["pruning_curve_score"], curve.scores, atol=1e-5)
+    # a segment scored from its ids is the same as its text scored
+    text = "The cat sat on the mat."
+    enc = gpt2_model.encode(text)
+    assert abs(gpt2_model.score(gpt2_model.encoding_of_ids(enc.input_ids))
+               - gpt2_model.score(text)) < 1e-6
