@@ -442,11 +442,13 @@ def _traces(model, batch: list[list[int]]) -> list[AttentionTrace]:
     mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
     with torch.inference_mode():
         _, kept = model.network(input_ids, attention_mask=mask, keep_attentions=True)
-    maps = torch.stack(kept, dim=1)  # [B, L, H, T, T]
+    layers = [weights.numpy() for weights in kept]  # L x [B, H, T, T], no copies
     traces = []
     for row, ids in enumerate(batch):
         n = len(ids)
-        traces.append(model.trace_from_maps(ids, maps[row, :, :, :n, :n].numpy()))
+        # one contiguous [L, H, n, n] per segment: its own tokens only, no padding copied
+        maps = np.stack([weights[row, :, :n, :n] for weights in layers])
+        traces.append(model.trace_from_maps(ids, maps))
     return traces
 
 
