@@ -130,6 +130,59 @@ def scaled_dot_product_attention(
     return context.view(batch, n_head, length, d_k), weights
 
 
+def chunked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    causal: bool,
+    key_bias: torch.Tensor | None = None,
+    query_chunk: int = 256,
+    weights_out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """softmax(Q K^T * scale + mask) V, a block of query rows at a time: the weights of only
+    query_chunk rows ([B, H, chunk, S]) exist at once, never [B, H, T, T].
+
+    Exactly the arithmetic of scaled_dot_product_attention on each block of rows. causal:
+    row i sees keys 0..i (the mask is built per block, and the keys after a block's last
+    row, which it cannot see, are not multiplied at all). key_bias: additive [B, 1, 1, S]
+    (padding) shared by every row. weights_out, when given, is a [B, H, T, S] tensor each
+    block's weights are written into (a trace's maps): the maps of a full trace and of an
+    on-demand one come from the same arithmetic. -> context [B, H, T, d_k].
+    """
+    batch, n_head, length, d_k = q.shape
+    n_kv = k.shape[1]
+    group = n_head // n_kv
+    context = q.new_empty(batch, n_head, length, v.shape[-1])
+    for start in range(0, length, query_chunk):
+        stop = min(start + query_chunk, length)
+        rows = stop - start
+        keys = stop if causal else k.shape[2]
+        block = q[:, :, start:stop].reshape(batch, n_kv, group * rows, d_k)
+        scores = torch.matmul(block, k[:, :, :keys].transpose(-1, -2))
+        scores = scores.view(batch, n_head, rows, keys)
+        scores.mul_(scale)
+        if causal:
+            scores.add_(causal_rows_bias(start, stop, scores.dtype, scores.device))
+        if key_bias is not None:
+            scores.add_(key_bias[..., :keys])
+        weights = torch.softmax(scores, dim=-1)
+        if weights_out is not None:
+            weights_out[:, :, start:stop, :keys] = weights
+            weights_out[:, :, start:stop, keys:] = 0.0
+        out = torch.matmul(weights.view(batch, n_kv, group * rows, keys), v[:, :, :keys])
+        context[:, :, start:stop] = out.view(batch, n_head, rows, -1)
+    return context
+
+
+def causal_rows_bias(start: int, stop: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """Rows start..stop-1 of the causal mask, over keys 0..stop-1: [stop - start, stop]."""
+    rows = torch.arange(start, stop, device=device)[:, None]
+    keys = torch.arange(stop, device=device)[None, :]
+    bias = torch.zeros(stop - start, stop, dtype=dtype, device=device)
+    return bias.masked_fill_(keys > rows, float("-inf"))
+
+
 def gate_heads(context: torch.Tensor, head_mask: torch.Tensor, mode: str = "zero",
                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Apply a per-head gate to the heads' outputs (before the output projection).
@@ -207,7 +260,9 @@ class MultiHeadAttention(nn.Module):
         weights_out: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         record: dict | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        query_chunk: int | None = None,
+        causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
         bias: additive attention mask (causal and/or padding). rotary: (cos, sin) tables of
@@ -215,11 +270,21 @@ class MultiHeadAttention(nn.Module):
         gate_heads; the returned weights are the softmax's, untouched by the gate.
         record, when given, receives "context" (each head's output before W_O, after the
         gate, [B, H, T, d_k]) and "attn_out" (the output), for attribution.
+        query_chunk: compute attention query_chunk rows at a time (chunked_attention): the
+        weights are kept only in weights_out (else returned as None), so memory grows with
+        T, not T squared. bias is then only the padding bias [B, 1, 1, T] (or None), and
+        causal says whether to mask future keys.
         """
         q, k, v = self.project_qkv(x)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
-        context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale, weights_out)
+        if query_chunk is not None:
+            context = chunked_attention(q, k, v, self.scale, causal, bias, query_chunk,
+                                        weights_out)
+            weights = weights_out
+        else:
+            context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale,
+                                                            weights_out)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
         output = self.out(combine_heads(context))

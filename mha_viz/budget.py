@@ -62,6 +62,8 @@ def nbytes(value: Any, _seen: set | None = None) -> int:
         pass
     if isinstance(value, Model):
         return 0
+    if hasattr(value, "held_bytes"):  # a trace, or on-demand maps: never computes maps
+        return int(value.held_bytes())
     if isinstance(value, dict):
         return sum(nbytes(v, seen) for v in value.values())
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -69,6 +69,18 @@ def block_reduce(
     return reduced.astype(out_dtype, copy=False), f
 
 
+def block_mean(matrix: np.ndarray, factor: int) -> np.ndarray:
+    """The mean of each factor x factor block of [..., R, C] (float64 sums; the last block of
+    an axis may be smaller and is averaged over its real cells) -> float32."""
+    m = np.asarray(matrix)
+    factor = max(1, int(factor))
+    rows, cols = m.shape[-2], m.shape[-1]
+    summed = np.add.reduceat(m, _block_starts(rows, factor), axis=-2, dtype=np.float64)
+    summed = np.add.reduceat(summed, _block_starts(cols, factor), axis=-1)
+    counts = np.outer(block_sizes(rows, factor), block_sizes(cols, factor))
+    return (summed / counts).astype(np.float32)
+
+
 def thin_labels(labels: Sequence[str], max_labels: int) -> tuple[list[int], list[str]]:
     """Evenly spaced positions (and their labels) so at most ``max_labels`` ticks show."""
     n = len(labels)

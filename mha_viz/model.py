@@ -15,12 +15,15 @@ from torch.nn import functional as F
 from . import checkpoints
 from .errors import CorruptCheckpointError, InputError
 from .text import visible
-from .trace import AttentionTrace
-from .transformer import TransformerStack
+from .ondemand import LayerInputMaps
+from .trace import MATERIALISE_MAX_BYTES, AttentionTrace
+from .transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 
 # Pasted books are cut before tokenizing; the context is far shorter than this anyway.
 MAX_TEXT_CHARS = 200_000
 MLM_MASK_FRACTION = 0.15
+# maps="auto" holds every map while they take at most this; longer inputs get on-demand maps.
+AUTO_FULL_MAPS_BYTES = MATERIALISE_MAX_BYTES
 
 SCORE_NAMES = {
     "next_token_loss": "next-token cross-entropy (nats/token)",
@@ -289,45 +292,98 @@ class Model:
 
     # --- tracing -------------------------------------------------------------------------
 
-    def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
-                     ablation: str = "zero"):
-        """One forward that writes every layer's weights into a single [L, H, T, T] buffer,
-        so the numpy array handed out is that buffer itself (no per-layer copies)."""
+    def maps_kind(self, n_tokens: int, maps="auto") -> str:
+        """"full" (every map held: fastest), "on_demand" (the hidden state entering each
+        layer held, maps recomputed when asked for: memory grows with T, not T squared) or
+        "none". "auto" holds the maps whole while they take at most AUTO_FULL_MAPS_BYTES."""
+        if maps is True:
+            return "full"
+        if maps is False or maps is None:
+            return "none"
+        if maps == "auto":
+            need = 4 * self.info.n_layer * self.info.n_head * n_tokens ** 2
+            return "full" if need <= AUTO_FULL_MAPS_BYTES else "on_demand"
+        if maps in ("full", "on_demand", "none"):
+            return maps
+        raise InputError(f"maps must be 'auto', 'full', 'on_demand' or 'none', got {maps!r}")
+
+    def on_demand_bytes(self, n_tokens: int) -> int:
+        """What an on-demand trace of n_tokens holds: each layer's input, L x T x d floats."""
+        return 4 * self.info.n_layer * n_tokens * self.info.d_model
+
+    def _forward(self, ids: list[int], types: list[int] | None, mask=None,
+                 ablation: str = "zero", maps: str = "full", records: list | None = None):
+        """One forward. -> (maps: float32 [L, H, T, T] | LayerInputMaps | None, embedded,
+        final residual, last hidden). Attention runs a block of query rows at a time
+        (no [H, T, T] scores); full maps are written block by block into one buffer, so the
+        array handed out is that buffer itself (no per-layer copies). Without maps, short
+        inputs (up to CHUNKED_FROM tokens) take the plain path."""
         n = len(ids)
-        mask = None if head_mask is None else self.check_head_mask(head_mask)
-        if mask is not None and mask.dim() != 2:
-            raise InputError("a trace takes one head mask of shape [layers, heads]")
-        buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n, dtype=torch.float32)
+        net = self.network
         with torch.inference_mode():
             input_ids = torch.tensor([ids], dtype=torch.long)
             token_types = None if types is None else torch.tensor([types], dtype=torch.long)
-            last_hidden, _ = self.network(input_ids, token_types, head_mask=mask,
-                                          ablation=ablation, attentions_out=buffer)
-        return buffer.numpy(), last_hidden[0].numpy()
+            embedded = net.embed(input_ids, token_types)
+            if maps == "full":
+                buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n,
+                                     dtype=torch.float32)
+                # The same chunked arithmetic as on-demand maps: both give identical maps.
+                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
+                                          attentions_out=buffer, records=records,
+                                          query_chunk=QUERY_CHUNK)
+                found = buffer.numpy()
+            elif maps == "on_demand" or n > CHUNKED_FROM:
+                inputs: list | None = [] if maps == "on_demand" else None
+                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
+                                          layer_inputs=inputs, records=records,
+                                          query_chunk=QUERY_CHUNK)
+                found = None if inputs is None else LayerInputMaps(net, inputs)
+            else:
+                final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
+                                          ablation, records=records)
+                found = None
+            return found, embedded, final, net.finish(final)
+
+    def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
+                     ablation: str = "zero", maps="full"):
+        """(maps, last hidden [T, d] numpy) of one forward."""
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        if mask is not None and mask.dim() != 2:
+            raise InputError("a trace takes one head mask of shape [layers, heads]")
+        found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
+                                                 self.maps_kind(len(ids), maps))
+        return found, last_hidden[0].numpy()
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
-              head_mask=None, ablation: str = "zero") -> AttentionTrace:
+              head_mask=None, ablation: str = "zero", maps="auto") -> AttentionTrace:
         """Every head's attention map for the text (and sentence B, for BERT).
 
         head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
         switching heads off changes the maps of the layers above them; a masked head's own
-        map is still what its softmax computed."""
+        map is still what its softmax computed.
+        maps: "full" holds every map; "on_demand" holds what rebuilds them and computes a
+        head's or a layer's map when asked (trace.head_map, trace.layer_maps, trace.rows);
+        "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES."""
         enc = self.encode(text, text_pair, max_tokens)
-        attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation)
+        kind = self.maps_kind(len(enc.input_ids), maps)
+        if kind == "none":
+            raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
+        attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
+                                          kind)
         trace = self._make_trace(enc, attentions, text, text_pair)
         if head_mask is not None:
             trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
             trace.extra["ablation"] = ablation
         return trace
 
-    def trace_ids(self, ids, token_type_ids=None) -> AttentionTrace:
+    def trace_ids(self, ids, token_type_ids=None, maps="auto") -> AttentionTrace:
         """Trace pre-tokenized input (no special tokens are added)."""
         ids = self._check_ids(ids)
         types = [0] * len(ids) if token_type_ids is None else [int(t) for t in token_type_ids]
         if len(types) != len(ids):
             raise InputError("token_type_ids must have one entry per token id")
         enc = Encoding(ids, types, [i in self._special_ids for i in ids], False, len(ids))
-        attentions, _ = self._run_capture(ids, types)
+        attentions, _ = self._run_capture(ids, types, maps=maps)
         return self._make_trace(enc, attentions, "", None)
 
     def encoding_of_ids(self, ids) -> Encoding:
@@ -372,31 +428,23 @@ class Model:
             kv_heads=list(self.info.kv_heads))
 
     def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
-            head_mask=None, maps: bool = True) -> ForwardRun:
+            head_mask=None, maps="auto") -> ForwardRun:
         """One forward pass that keeps what the trace, the predictions, the target metrics and
-        direct logit attribution need, so each of them costs no further forward. maps=False
-        skips the [L, H, T, T] maps (run.trace is then None)."""
+        direct logit attribution need, so each of them costs no further forward. maps: as
+        trace() takes it; False (or "none") skips the maps (run.trace is then None)."""
         enc = self.encode(text, text_pair, max_tokens)
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a run takes one head mask of shape [layers, heads]")
-        n = len(enc.input_ids)
-        buffer = (torch.empty(self.info.n_layer, self.info.n_head, n, n, dtype=torch.float32)
-                  if maps else None)
-        net = self.network
-        with torch.inference_mode():
-            ids = torch.tensor([enc.input_ids], dtype=torch.long)
-            types = torch.tensor([enc.token_type_ids], dtype=torch.long)
-            embedded = net.embed(ids, types)
-            records: list[dict] = []
-            final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), head_mask=mask,
-                                      attentions_out=buffer, records=records)
-            last_hidden = net.finish(final)
+        kind = self.maps_kind(len(enc.input_ids), maps)
+        records: list[dict] = []
+        found, embedded, final, last_hidden = self._forward(
+            enc.input_ids, enc.token_type_ids, mask, "zero", kind, records)
         # attn_out is the heads' sum, which attribution recomputes per head: not kept
         records = [{"context": r["context"], "mlp_out": r["mlp_out"]} for r in records]
         trace = None
-        if maps:
-            trace = self._make_trace(enc, buffer.numpy(), text, text_pair)
+        if found is not None:
+            trace = self._make_trace(enc, found, text, text_pair)
             if head_mask is not None:
                 trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
                 trace.extra["ablation"] = "zero"
@@ -405,7 +453,7 @@ class Model:
     def last_hidden_state(self, text: str, text_pair: str | None = None) -> np.ndarray:
         """[T, d_model]: the last hidden state (after the final norm, where there is one)."""
         enc = self.encode(text, text_pair)
-        return self._run_capture(enc.input_ids, enc.token_type_ids)[1]
+        return self._run_capture(enc.input_ids, enc.token_type_ids, maps="none")[1]
 
     def logits(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
                head_mask=None) -> np.ndarray:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import TraceFileError
+from .ondemand import OnDemandMaps, QueryKeyMaps
 from .text import visible
 
 FORMAT_VERSION = 1
@@ -27,20 +28,29 @@ _ARRAYS = {"tokens": ("U", "strings"), "display_tokens": ("U", "strings"),
            "token_ids": ("iu", "integers"), "special_mask": ("b", "booleans"),
            "segment_ids": ("iu", "integers")}
 _DTYPES = "biufU"  # numbers and strings; never objects (a pickle in disguise)
+# trace.attentions of an on-demand trace computes every map at once up to this size; past it
+# it says to ask for heads, layers or rows instead.
+MATERIALISE_MAX_BYTES = 1 << 30
 
 
-@dataclass
+@dataclass(eq=False)
 class AttentionTrace:
     """What the model computed for one input.
 
     attentions[l, h, i, j] is the weight that query position i of head h in layer l gives to
     key position j, exactly as the softmax produced it (rows sum to 1; for causal models the
     upper triangle is 0). Layers and heads are numbered from 0.
+
+    The maps are held whole (float32 [L, H, T, T]: fastest for short inputs) or, for long
+    inputs, computed on demand from what rebuilds them (an OnDemandMaps: memory grows with T,
+    not T squared). Both kinds answer head_map, layer_maps, rows, gather_rows, row_blocks and
+    block_mean with the same numbers; `attentions` of an on-demand trace computes them all,
+    when they fit in MATERIALISE_MAX_BYTES, and otherwise raises MapsTooLargeError saying so.
     """
 
     tokens: list[str]  # as the tokenizer names them ("Ġthe", "##ing", "[CLS]")
     token_ids: list[int]
-    attentions: np.ndarray  # float32 [L, H, T, T]
+    attentions: np.ndarray = field(repr=False)  # float32 [L, H, T, T], or an OnDemandMaps
     display_tokens: list[str]  # readable labels: the token's own text, spaces shown as "␣"
     special_mask: np.ndarray  # bool [T]: [CLS], [SEP], <|endoftext|>, ... positions
     segment_ids: np.ndarray  # int [T]: 0 for sentence A, 1 for sentence B (BERT pairs)
@@ -57,34 +67,119 @@ class AttentionTrace:
     kv_heads: list[int] | None = None
 
     def __post_init__(self):
-        self.attentions = np.asarray(self.attentions, dtype=np.float32)
         self.special_mask = np.asarray(self.special_mask, dtype=bool)
         self.segment_ids = np.asarray(self.segment_ids, dtype=np.int64)
         if not self.n_tokens_before_truncation:
             self.n_tokens_before_truncation = len(self.token_ids)
-        if self.attentions.ndim != 4 or self.attentions.shape[2:] != (self.n_tokens,) * 2:
+        if len(self.maps_shape) != 4 or self.maps_shape[2:] != (self.n_tokens,) * 2:
             raise TraceFileError(
                 f"attentions must have shape [L, H, {self.n_tokens}, {self.n_tokens}], "
-                f"got {list(self.attentions.shape)}"
+                f"got {list(self.maps_shape)}"
             )
         if self.kv_heads is None:
-            self.kv_heads = list(range(self.attentions.shape[1]))
+            self.kv_heads = list(range(self.n_heads))
         self.kv_heads = [int(k) for k in self.kv_heads]
-        if len(self.kv_heads) != self.attentions.shape[1]:
+        if len(self.kv_heads) != self.n_heads:
             raise TraceFileError(f"kv_heads has {len(self.kv_heads)} entries, expected one per "
-                                 f"head ({self.attentions.shape[1]})")
+                                 f"head ({self.n_heads})")
         for name in ("tokens", "display_tokens", "special_mask", "segment_ids"):
             if len(getattr(self, name)) != self.n_tokens:
                 raise TraceFileError(f"{name} has {len(getattr(self, name))} entries, "
                                      f"expected one per token ({self.n_tokens})")
 
+    # --- the maps, whole or on demand -------------------------------------------------------
+
+    def _get_attentions(self) -> np.ndarray:
+        if self.maps_source is None:
+            return self._full
+        return self.maps_source.materialise(MATERIALISE_MAX_BYTES)
+
+    def _set_attentions(self, value) -> None:
+        if isinstance(value, OnDemandMaps):
+            self._full, self.maps_source = None, value
+        else:
+            self._full, self.maps_source = np.asarray(value, dtype=np.float32), None
+
+    @property
+    def on_demand(self) -> bool:
+        """True when the maps are computed when asked for, not held."""
+        return self.maps_source is not None
+
+    @property
+    def maps_shape(self) -> tuple[int, ...]:
+        """[L, H, T, T] without computing anything."""
+        if self.maps_source is None:
+            return tuple(self._full.shape)
+        m = self.maps_source
+        return (m.n_layers, m.n_heads, m.n_tokens, m.n_tokens)
+
+    def head_map(self, layer: int, head: int) -> np.ndarray:
+        """One head's map, float32 [T, T]."""
+        if self.maps_source is None:
+            return self._full[layer, head]
+        return self.maps_source.head_map(layer, head)
+
+    head = head_map
+
+    def layer_maps(self, layer: int) -> np.ndarray:
+        """Every head's map in one layer, float32 [H, T, T]."""
+        if self.maps_source is None:
+            return self._full[layer]
+        return self.maps_source.layer_maps(layer)
+
+    def rows(self, layer: int, start: int, stop: int, heads=None) -> np.ndarray:
+        """Query rows start..stop-1 of `heads` (default all) in `layer`: [H', rows, T]."""
+        if self.maps_source is None:
+            heads = slice(None) if heads is None else list(heads)
+            return self._full[layer, heads, max(0, start):stop]
+        return self.maps_source.rows(layer, start, stop, heads)
+
+    def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
+        """The given query rows of `heads` (default all) in `layer`: [H', len(rows), T]."""
+        if self.maps_source is None:
+            heads = slice(None) if heads is None else list(heads)
+            return self._full[layer, heads][:, np.asarray(rows, dtype=np.int64)]
+        return self.maps_source.gather_rows(layer, rows, heads)
+
+    def row_blocks(self, max_elements: int | None = None, layers=None):
+        """(layer, start, stop, rows [H, stop - start, T]) over every layer's query rows, a
+        bounded block at a time: how statistics stream over an on-demand trace."""
+        from .ondemand import BLOCK_ELEMENTS
+
+        max_elements = BLOCK_ELEMENTS if max_elements is None else max_elements
+        if self.maps_source is not None:
+            yield from self.maps_source.row_blocks(max_elements, layers)
+            return
+        step = max(1, int(max_elements) // (self.n_heads * self.n_tokens))
+        for layer in range(self.n_layers) if layers is None else layers:
+            for start in range(0, self.n_tokens, step):
+                stop = min(start + step, self.n_tokens)
+                yield layer, start, stop, self._full[layer, :, start:stop]
+
+    def block_mean(self, layer: int, head: int, factor: int) -> np.ndarray:
+        """The head's map averaged over factor x factor blocks: the overview of a long
+        input, [ceil(T / f), ceil(T / f)]."""
+        if self.maps_source is not None:
+            return self.maps_source.block_mean(layer, head, factor)
+        from .downsample import block_mean
+
+        return block_mean(self._full[layer, head], factor)
+
+    def held_bytes(self) -> int:
+        """The bytes this trace holds (the maps, or what rebuilds them)."""
+        held = self.special_mask.nbytes + self.segment_ids.nbytes + 8 * len(self.token_ids)
+        held += sum(len(t) for t in self.tokens) + sum(len(t) for t in self.display_tokens)
+        if self.maps_source is None:
+            return held + int(self._full.nbytes)
+        return held + int(self.maps_source.held_bytes())
+
     @property
     def n_layers(self) -> int:
-        return self.attentions.shape[0]
+        return self.maps_shape[0]
 
     @property
     def n_heads(self) -> int:
-        return self.attentions.shape[1]
+        return self.maps_shape[1]
 
     @property
     def n_tokens(self) -> int:
@@ -106,10 +201,6 @@ class AttentionTrace:
         """The query heads (this one included) that read the same keys and values."""
         return [h for h, kv in enumerate(self.kv_heads) if kv == self.kv_heads[head]]
 
-    def head(self, layer: int, head: int) -> np.ndarray:
-        """One head's map, [T, T]."""
-        return self.attentions[layer, head]
-
     # --- files -------------------------------------------------------------------------
 
     def _metadata(self) -> dict:
@@ -128,10 +219,17 @@ class AttentionTrace:
         }
 
     def save(self, path_or_file) -> None:
-        """Write a compressed .npz that numpy can read with allow_pickle=False."""
+        """Write a compressed .npz that numpy can read with allow_pickle=False. An on-demand
+        trace writes each layer's queries and keys after rotation (L x (H + H_kv) x T x d_k
+        floats), which rebuild its maps with no model, instead of the maps."""
+        if self.maps_source is None:
+            maps = {"attentions": self._full}
+        else:
+            queries, keys, scales = self.maps_source.queries_keys_arrays()
+            maps = {"queries": queries, "keys": keys, "scales": scales}
         np.savez_compressed(
             path_or_file,
-            attentions=self.attentions,
+            **maps,
             token_ids=np.asarray(self.token_ids, dtype=np.int64),
             tokens=np.asarray(self.tokens, dtype=np.str_),
             display_tokens=np.asarray(self.display_tokens, dtype=np.str_),
@@ -176,7 +274,13 @@ class AttentionTrace:
                     raise TraceFileError(f"{name} must be a flat list of {what}, got an array "
                                          f"of shape {list(data[name].shape)} "
                                          f"({data[name].dtype})")
-            attentions = check_maps(data["attentions"])
+            if "attentions" in data:
+                attentions = check_maps(data["attentions"])
+            elif "queries" in data:
+                attentions = check_queries_keys(data, bool(metadata["causal"]),
+                                                metadata.get("kv_heads"))
+            else:
+                raise TraceFileError("the trace holds neither maps nor queries and keys")
             trace = cls(
                 tokens=[visible(t) for t in data["tokens"]],
                 token_ids=[int(t) for t in data["token_ids"]],
@@ -265,3 +369,43 @@ def check_maps(attentions: np.ndarray) -> np.ndarray:
         raise TraceFileError(f"a row of the attention maps sums to {1 + worst:.4g} or "
                              f"{1 - worst:.4g}, not 1: these are not attention weights")
     return maps
+
+
+def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
+    """A saved on-demand trace's queries [L, H, T, d_k], keys [L, H_kv, T, d_k] and scales
+    [L], checked as check_maps checks maps -> the OnDemandMaps they rebuild."""
+    if "keys" not in data or "scales" not in data:
+        raise TraceFileError("the trace holds queries but lacks keys or scales")
+    queries, keys, scales = data["queries"], data["keys"], data["scales"]
+    for name, array in (("queries", queries), ("keys", keys), ("scales", scales)):
+        if array.dtype.kind != "f":
+            raise TraceFileError(f"{name} must be floating point numbers, got {array.dtype}")
+    if queries.ndim != 4 or keys.ndim != 4 or scales.shape != queries.shape[:1]:
+        raise TraceFileError(f"queries, keys and scales must have shapes [L, H, T, d], "
+                             f"[L, H_kv, T, d] and [L], got {list(queries.shape)}, "
+                             f"{list(keys.shape)} and {list(scales.shape)}")
+    n_layers, n_heads, n_tokens, width = queries.shape
+    if (keys.shape[0], keys.shape[2], keys.shape[3]) != (n_layers, n_tokens, width):
+        raise TraceFileError(f"keys of shape {list(keys.shape)} do not match queries of "
+                             f"shape {list(queries.shape)}")
+    if min(n_layers, n_heads, n_tokens, width, keys.shape[1]) < 1:
+        raise TraceFileError("the trace is empty")
+    if n_layers * n_heads > MAX_TRACE_HEADS:
+        raise TraceFileError(f"the trace has {n_layers} x {n_heads} = {n_layers * n_heads:,} "
+                             f"heads, more than the {MAX_TRACE_HEADS:,} a trace may hold")
+    if not (np.isfinite(queries).all() and np.isfinite(keys).all()
+            and np.isfinite(scales).all()):
+        raise TraceFileError("the queries, keys or scales hold NaN or infinite values")
+    kv_heads = list(range(n_heads)) if kv_heads is None else kv_heads
+    if (not isinstance(kv_heads, list) or len(kv_heads) != n_heads
+            or any(not isinstance(k, int) or not 0 <= k < keys.shape[1] for k in kv_heads)):
+        raise TraceFileError("kv_heads does not name one key/value head per query head")
+    return QueryKeyMaps(queries, keys, scales, causal, kv_heads)
+
+
+# trace.attentions: the maps held, or all of an on-demand trace's maps computed when they fit
+# (a property set after the dataclass is made, so that attentions= stays its argument).
+AttentionTrace.attentions = property(
+    AttentionTrace._get_attentions, AttentionTrace._set_attentions,
+    doc="float32 [L, H, T, T]: every head's map (computed at once for an on-demand trace, "
+        "when they fit; see MATERIALISE_MAX_BYTES).")

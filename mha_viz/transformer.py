@@ -33,6 +33,10 @@ ACTIVATIONS = {
     "swish": F.silu,
 }
 NORMS = ("layernorm", "rmsnorm")
+# Inputs longer than this run attention in blocks of QUERY_CHUNK query rows when no weights
+# are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
+CHUNKED_FROM = 512
+QUERY_CHUNK = 256
 POSITIONS = ("learned", "rotary")
 LM_HEADS = ("tied", "separate", "mlm", "none")
 
@@ -156,11 +160,13 @@ class Block(nn.Module):
         return self.ln_1(h) if self.pre_ln else h
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None, rotary=None, record=None):
+                weights_out=None, rotary=None, record=None, query_chunk=None, causal=False):
         """record, when given, receives the attention's "context" and "attn_out" and the
-        MLP's output "mlp_out": the pieces a pre-norm layer adds to the residual stream."""
+        MLP's output "mlp_out": the pieces a pre-norm layer adds to the residual stream.
+        query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept)."""
         attended, weights = self.attn(self.attention_input(h), bias, head_mask, ablation,
-                                      attention_mask, weights_out, rotary, record)
+                                      attention_mask, weights_out, rotary, record,
+                                      query_chunk, causal)
         if self.pre_ln:
             h = h + attended
             mlp_out = self.mlp(self.ln_2(h))
@@ -212,6 +218,13 @@ class TransformerStack(nn.Module):
             h = self.emb_ln(h)
         return h
 
+    def key_bias(self, attention_mask: torch.Tensor | None = None, dtype=torch.float32):
+        """The padding bias [B, 1, 1, T] alone (None without padding): what chunked
+        attention takes, building the causal mask itself one block of rows at a time."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return None
+        return padding_mask_bias(attention_mask, dtype)
+
     def attention_bias(self, length: int, attention_mask: torch.Tensor | None = None,
                        dtype=torch.float32):
         """The additive mask every layer shares: causal for causal models, padding when given."""
@@ -239,7 +252,7 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None, records=None):
+                   layer_inputs=None, records=None, query_chunk=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -248,7 +261,12 @@ class TransformerStack(nn.Module):
         layer_inputs: a list that receives the hidden state entering each layer.
         records: a list that receives, per layer, Block.forward's record (context, attn_out,
         mlp_out).
+        query_chunk: attention a block of query rows at a time (attention.chunked_attention;
+        the weights are kept only in attentions_out): bias is then the padding bias only
+        (key_bias), the causal mask being built per block.
         """
+        if query_chunk is not None and keep_attentions:
+            raise ValueError("chunked attention keeps weights only in attentions_out")
         stop = self.config.n_layer if stop is None else stop
         rotary = self.rotary(h.shape[1])
         kept = []
@@ -261,7 +279,7 @@ class TransformerStack(nn.Module):
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
             record = None if records is None else {}
             h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            record)
+                                            record, query_chunk, self.config.causal)
             if records is not None:
                 records.append(record)
             if keep_attentions:
@@ -302,9 +320,17 @@ class TransformerStack(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
                 ablation="zero", attentions_out=None, keep_attentions=False):
-        """ids [B, T] -> (last hidden [B, T, d], list of per-layer weights if kept)."""
-        bias = self.attention_bias(input_ids.shape[1], attention_mask)
+        """ids [B, T] -> (last hidden [B, T, d], list of per-layer weights if kept).
+
+        When no weights are wanted and T exceeds CHUNKED_FROM, attention runs in blocks of
+        QUERY_CHUNK rows: a long input's forward then needs no [H, T, T] scores."""
+        length = input_ids.shape[1]
         h = self.embed(input_ids, token_type_ids)
-        h, kept = self.run_layers(h, 0, None, bias, head_mask, ablation, attention_mask,
-                                  attentions_out, keep_attentions)
+        if length > CHUNKED_FROM and not keep_attentions and attentions_out is None:
+            h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask), head_mask,
+                                      ablation, attention_mask, query_chunk=QUERY_CHUNK)
+        else:
+            bias = self.attention_bias(length, attention_mask)
+            h, kept = self.run_layers(h, 0, None, bias, head_mask, ablation, attention_mask,
+                                      attentions_out, keep_attentions)
         return self.finish(h), kept

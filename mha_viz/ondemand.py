@@ -1,0 +1,239 @@
+"""Attention maps computed when they are looked at, from what rebuilds them.
+
+A full trace holds L x H x T x T weights: SmolLM2 at 8,192 tokens would need 72 GB. An
+on-demand trace keeps, per layer, what the softmax was computed from, and recomputes any
+block of rows of any head's map on request (query rows at a time, so never the whole T x T of
+every head at once):
+
+- LayerInputMaps keeps the hidden state entering each layer (L x T x d floats: 566 MB for
+  SmolLM2 at 8,192 tokens) and the model; a layer's queries and keys are its own
+  normalisation, QKV projection and rotation of that state, recomputed in one GEMM (the most
+  recent layers' are cached).
+- QueryKeyMaps keeps each layer's queries and keys after rotation (what a saved trace of a
+  long input holds: the file needs no model to be read).
+
+Both compute weights with the arithmetic of attention.scaled_dot_product_attention, so a map
+rebuilt here equals the forward's own to float32 rounding (tests/test_ondemand.py: < 1e-6).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from .attention import apply_rotary, kv_head_of
+from .errors import InputError
+
+# Elements (float32) of one block of rows across a layer's heads: 64 MB.
+BLOCK_ELEMENTS = 1 << 24
+
+
+class MapsTooLargeError(InputError):
+    """All maps of a long input were asked for at once and would not fit."""
+
+
+class OnDemandMaps:
+    """Any block of rows of any head's attention map, rebuilt from queries and keys.
+
+    Subclasses provide queries_keys(layer). Rows are query positions, columns key positions;
+    layers and heads are numbered from 0, as in AttentionTrace.attentions.
+    """
+
+    n_layers: int
+    n_heads: int
+    n_tokens: int
+    causal: bool
+    kv_heads: list[int]
+
+    def queries_keys(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """(queries [H, T, d_k], keys [H_kv, T, d_k], both after rotation, scale)."""
+        raise NotImplementedError
+
+    def held_bytes(self) -> int:
+        raise NotImplementedError
+
+    # --- maps -----------------------------------------------------------------------------
+
+    def _check(self, layer: int, heads) -> list[int]:
+        if not 0 <= int(layer) < self.n_layers:
+            raise InputError(f"layer {layer} is out of range (0..{self.n_layers - 1})")
+        heads = list(range(self.n_heads)) if heads is None else [int(h) for h in heads]
+        if any(not 0 <= h < self.n_heads for h in heads):
+            raise InputError(f"a head is out of range (0..{self.n_heads - 1})")
+        return heads
+
+    def rows(self, layer: int, start: int, stop: int, heads=None) -> np.ndarray:
+        """Rows start..stop-1 of the maps of `heads` (default all) in `layer`:
+        float32 [len(heads), stop - start, T]."""
+        heads = self._check(layer, heads)
+        start, stop = max(0, int(start)), min(self.n_tokens, int(stop))
+        return self._weights(layer, heads, np.arange(start, max(start, stop)))
+
+    def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
+        """The given query rows (any order) of `heads` in `layer`: [len(heads), len(rows), T]."""
+        heads = self._check(layer, heads)
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_tokens):
+            raise InputError(f"a row is out of range (0..{self.n_tokens - 1})")
+        return self._weights(layer, heads, rows)
+
+    def head_map(self, layer: int, head: int) -> np.ndarray:
+        """One head's whole map, [T, T]."""
+        return self.rows(layer, 0, self.n_tokens, [head])[0]
+
+    def layer_maps(self, layer: int) -> np.ndarray:
+        """Every head's map in one layer, [H, T, T]."""
+        return self.rows(layer, 0, self.n_tokens)
+
+    def full_bytes(self) -> int:
+        """What all the maps would take at once (float32)."""
+        return 4 * self.n_layers * self.n_heads * self.n_tokens ** 2
+
+    def materialise(self, max_bytes: int) -> np.ndarray:
+        """All maps [L, H, T, T], when they take at most max_bytes."""
+        need = self.full_bytes()
+        if need > max_bytes:
+            raise MapsTooLargeError(
+                f"all attention maps of this {self.n_tokens:,}-token input ({self.n_layers} "
+                f"layers × {self.n_heads} heads × {self.n_tokens:,}²) would take "
+                f"{need / 2**30:.1f} GB, more than the {max_bytes / 2**30:.1f} GB allowed: "
+                f"they are computed on demand. Ask for one head (trace.head_map(layer, head)), "
+                f"one layer (trace.layer_maps(layer)) or a block of rows (trace.rows(...)).")
+        out = np.empty((self.n_layers, self.n_heads, self.n_tokens, self.n_tokens),
+                       dtype=np.float32)
+        for layer, start, stop, block in self.row_blocks():
+            out[layer, :, start:stop] = block
+        return out
+
+    def row_blocks(self, max_elements: int = BLOCK_ELEMENTS, layers=None
+                   ) -> Iterator[tuple[int, int, int, np.ndarray]]:
+        """(layer, start, stop, rows [H, stop - start, T]) over every layer's rows in order,
+        each block at most max_elements floats: what streaming statistics read."""
+        per_row = self.n_heads * self.n_tokens
+        step = max(1, int(max_elements) // per_row)
+        for layer in range(self.n_layers) if layers is None else layers:
+            for start in range(0, self.n_tokens, step):
+                stop = min(start + step, self.n_tokens)
+                yield layer, start, stop, self.rows(layer, start, stop)
+
+    def block_mean(self, layer: int, head: int, factor: int) -> np.ndarray:
+        """The head's map averaged over factor x factor blocks (the last block of each axis
+        may be smaller): [ceil(T / f), ceil(T / f)], computed a band of rows at a time."""
+        factor = max(1, int(factor))
+        n = self.n_tokens
+        size = -(-n // factor)
+        starts = np.arange(0, n, factor)
+        widths = np.minimum(starts + factor, n) - starts
+        out = np.empty((size, size), dtype=np.float64)
+        band = max(1, BLOCK_ELEMENTS // (n * factor)) * factor
+        for start in range(0, n, band):
+            rows = self.rows(layer, start, start + band, [head])[0].astype(np.float64)
+            sums = np.add.reduceat(np.add.reduceat(rows, np.arange(0, rows.shape[0], factor),
+                                                   axis=0), starts, axis=1)
+            first = start // factor
+            out[first:first + sums.shape[0]] = sums
+        return (out / widths[:, None] / widths[None, :]).astype(np.float32)
+
+    # --- the arithmetic ---------------------------------------------------------------------
+
+    def _weights(self, layer: int, heads: list[int], rows: np.ndarray) -> np.ndarray:
+        q, k, scale = self.queries_keys(layer)
+        out = np.zeros((len(heads), len(rows), self.n_tokens), dtype=np.float32)
+        if not len(rows) or not heads:
+            return out
+        index = torch.as_tensor(rows)
+        # As in the forward: scores of the query heads sharing a key/value head in one GEMM.
+        by_kv: dict[int, list[int]] = {}
+        for position, head in enumerate(heads):
+            by_kv.setdefault(self.kv_heads[head], []).append(position)
+        keys = int(rows.max()) + 1 if self.causal else self.n_tokens
+        with torch.inference_mode():
+            for kv, positions in by_kv.items():
+                chosen = [heads[p] for p in positions]
+                block = q[chosen][:, index]  # [g, r, d]
+                scores = torch.matmul(block.reshape(-1, block.shape[-1]), k[kv, :keys].T)
+                scores = scores.view(len(chosen), len(rows), keys)
+                scores.mul_(scale)
+                if self.causal:
+                    hidden = torch.arange(keys)[None, :] > index[:, None]
+                    scores.masked_fill_(hidden, float("-inf"))
+                weights = torch.softmax(scores, dim=-1).numpy()
+                out[positions, :, :keys] = weights
+        return out
+
+
+class LayerInputMaps(OnDemandMaps):
+    """Maps rebuilt from the hidden state entering each layer and the model's own weights."""
+
+    CACHED_LAYERS = 2
+
+    def __init__(self, network, layer_inputs: list[torch.Tensor]):
+        self.network = network
+        self.layer_inputs = [h.reshape(h.shape[-2], h.shape[-1]) for h in layer_inputs]
+        config = network.config
+        self.n_layers, self.n_heads = config.n_layer, config.n_head
+        self.n_tokens = self.layer_inputs[0].shape[0]
+        self.causal = bool(config.causal)
+        self.kv_heads = kv_head_of(config.n_head, config.n_kv)
+        self._cache: OrderedDict[int, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def queries_keys(self, layer: int):
+        with self._lock:
+            if layer in self._cache:
+                self._cache.move_to_end(layer)
+                return self._cache[layer]
+        block = self.network.blocks[layer]
+        with torch.inference_mode():
+            q, k, _ = block.attn.project_qkv(block.attention_input(self.layer_inputs[layer][None]))
+            rotary = self.network.rotary(self.n_tokens)
+            if rotary is not None:
+                q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        found = (q[0].contiguous(), k[0].contiguous(), block.attn.scale)
+        with self._lock:
+            self._cache[layer] = found
+            while len(self._cache) > self.CACHED_LAYERS:
+                self._cache.popitem(last=False)
+        return found
+
+    def held_bytes(self) -> int:
+        # The cache is a transient working set (at most CACHED_LAYERS layers' q and k).
+        return sum(h.element_size() * h.nelement() for h in self.layer_inputs)
+
+    def queries_keys_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every layer's queries [L, H, T, d_k] and keys [L, H_kv, T, d_k] after rotation,
+        and scales [L]: what a saved trace holds."""
+        first_q, first_k, _ = self.queries_keys(0)
+        queries = np.empty((self.n_layers, *first_q.shape), dtype=np.float32)
+        keys = np.empty((self.n_layers, *first_k.shape), dtype=np.float32)
+        scales = np.empty(self.n_layers, dtype=np.float64)
+        for layer in range(self.n_layers):
+            q, k, scale = self.queries_keys(layer)
+            queries[layer], keys[layer], scales[layer] = q.numpy(), k.numpy(), scale
+        return queries, keys, scales
+
+
+class QueryKeyMaps(OnDemandMaps):
+    """Maps rebuilt from each layer's queries and keys after rotation (a saved trace)."""
+
+    def __init__(self, queries: np.ndarray, keys: np.ndarray, scales, causal: bool,
+                 kv_heads: list[int]):
+        self.queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
+        self.keys = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
+        self.scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+        self.n_layers, self.n_heads, self.n_tokens = self.queries.shape[:3]
+        self.causal = bool(causal)
+        self.kv_heads = [int(k) for k in kv_heads]
+
+    def queries_keys(self, layer: int):
+        return self.queries[layer], self.keys[layer], self.scales[layer]
+
+    def held_bytes(self) -> int:
+        return 4 * (self.queries.nelement() + self.keys.nelement())
+
+    def queries_keys_arrays(self):
+        return self.queries.numpy(), self.keys.numpy(), np.asarray(self.scales)
