@@ -96,6 +96,34 @@ def check_fits(n_layer: int, n_head: int, n_tokens: int, budget: int | None = No
         f"budget). Shorten it to {fits:,} tokens or fewer (Max tokens, in the sidebar).")
 
 
+def on_demand_bytes(n_layer: int, d_model: int, n_tokens: int) -> int:
+    """Bytes of one input's on-demand trace: the hidden state entering each layer."""
+    return 4 * n_layer * d_model * n_tokens
+
+
+def choose_maps(n_layer: int, n_head: int, d_model: int, n_tokens: int,
+                budget: int | None = None, bytes_per_token: int = 0) -> str:
+    """How one input's trace is kept within ONE_INPUT_SHARE of the budget: "full" (every
+    map held, fastest) while the maps fit, else "on_demand" (maps recomputed when looked at;
+    memory grows with T, not T squared). InputError when even that would not fit.
+    bytes_per_token: what else the result keeps per token (a ForwardRun's per-layer pieces)."""
+    budget = budget_bytes() if budget is None else budget
+    allowed = ONE_INPUT_SHARE * budget
+    extra = bytes_per_token * n_tokens
+    if maps_bytes(n_layer, n_head, n_tokens) + extra <= allowed:
+        return "full"
+    per_token = 4 * n_layer * d_model + bytes_per_token
+    need = per_token * n_tokens
+    if need <= allowed:
+        return "on_demand"
+    raise InputError(
+        f"this text has {n_tokens:,} tokens: even with its attention maps computed on demand, "
+        f"what the model keeps for it needs {need / 2**30:.1f} GB, more than this server keeps "
+        f"for one input ({allowed / 2**30:.1f} GB of its {budget / 2**30:.1f} GB budget). "
+        f"Shorten it to {int(allowed // per_token):,} tokens or fewer (Max tokens, in the "
+        f"sidebar).")
+
+
 class ByteLRU:
     """A thread-safe least-recently-used store bounded by the bytes its values hold.
 

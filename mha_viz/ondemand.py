@@ -56,6 +56,13 @@ class OnDemandMaps:
     def held_bytes(self) -> int:
         raise NotImplementedError
 
+    head_width: int  # d_k
+
+    def saved_bytes(self) -> int:
+        """The size of the arrays a saved trace holds: queries and keys after rotation."""
+        n_kv = len(set(self.kv_heads))
+        return 4 * self.n_layers * (self.n_heads + n_kv) * self.n_tokens * self.head_width
+
     # --- maps -----------------------------------------------------------------------------
 
     def _check(self, layer: int, heads) -> list[int]:
@@ -179,6 +186,7 @@ class LayerInputMaps(OnDemandMaps):
         self.n_tokens = self.layer_inputs[0].shape[0]
         self.causal = bool(config.causal)
         self.kv_heads = kv_head_of(config.n_head, config.n_kv)
+        self.head_width = config.d_head
         self._cache: OrderedDict[int, tuple] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -225,7 +233,7 @@ class QueryKeyMaps(OnDemandMaps):
         self.queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         self.keys = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
         self.scales = [float(s) for s in np.asarray(scales).reshape(-1)]
-        self.n_layers, self.n_heads, self.n_tokens = self.queries.shape[:3]
+        self.n_layers, self.n_heads, self.n_tokens, self.head_width = self.queries.shape
         self.causal = bool(causal)
         self.kv_heads = [int(k) for k in kv_heads]
 

@@ -35,9 +35,127 @@ def pick_from_grid(n_heads: int) -> None:
             return
 
 
+WINDOW_SIZES = [64, 128, 256]  # full-resolution rows and columns of a long input's window
+
+
+def pick_token_pair(labels: list[str], default: tuple[int, int]) -> tuple[int, int]:
+    """Query and key selectors (kept in the URL as q and k)."""
+    n = len(labels)
+    positions = list(range(n))
+    q_col, k_col = st.columns(2)
+    with q_col:
+        query = ui.synced(st.selectbox, "q", "Query token (reads)", int(default[0]),
+                          options=positions, valid=lambda i: 0 <= int(i) < n,
+                          format_func=lambda i: f"{i}: {labels[i]}")
+    with k_col:
+        key_pos = ui.synced(st.selectbox, "k", "Key token (is read)", int(default[1]),
+                            options=positions, valid=lambda i: 0 <= int(i) < n,
+                            format_func=lambda i: f"{i}: {labels[i]}")
+    return query, key_pos
+
+
+def show_link(link: np.ndarray, labels: list[str], query: int, key_pos: int, causal: bool,
+              note: str) -> None:
+    """The weight from query to key in every head [L, H], its strongest heads and a CSV."""
+    if causal and key_pos > query:
+        st.info("In a causal model a token cannot read a later one: every weight is 0. Pick a "
+                "key at or before the query.")
+    fig = plots.layer_head_heatmap(
+        link, f"Weight from '{labels[query]}' to '{labels[key_pos]}' in every head", "weight",
+        fmt=".2f", colorscale="Blues", zmin=0.0, zmax=1.0)
+    plots.columns_at_bottom(fig)
+    ui.show_figure(fig, key="link", alt="Weight between two tokens in every head")
+    strongest = np.argsort(-link.ravel(), kind="stable")[:3]
+    st.caption("Strongest: " + ", ".join(
+        f"{plots.head_name(*divmod(int(i), link.shape[1]))} {link.ravel()[i]:.0%}"
+        for i in strongest) + note + ".")
+    ui.download_csv(partial(export.layer_head_csv, link, "weight"),
+                    export.safe_filename(selection.file_stem, "link", suffix=".csv"),
+                    "These weights as CSV", key="dl_link")
+
+
+def long_input_view(trace) -> None:
+    """A long input's maps are computed on demand: the overview of one head (block means of
+    the whole text) and a window moved along the text at full resolution, never every map."""
+    n = trace.n_tokens
+    labels = list(trace.display_tokens)
+    st.info(f"Long input ({n:,} tokens): the maps are computed when you look at them, a block "
+            f"of rows at a time, so the server's memory grows with the length, not its square. "
+            f"Each head shows as an overview of the whole text and a window you move along it "
+            f"at full resolution. The grid of every head, hiding tokens and the head mean are "
+            f"drawn for inputs whose maps fit in memory at once.")
+    pick, size_col = st.columns([2, 3])
+    with pick:
+        layer, head = ui.head_picker(trace)
+    with size_col:
+        size = ui.synced(st.radio, "wsize", "Window", 128, options=WINDOW_SIZES,
+                         format_func=lambda s: f"{s} tokens", horizontal=True,
+                         valid=lambda s: int(s) in WINDOW_SIZES)
+    size = min(int(size), n)
+    start = ui.synced(st.slider, "window", "Window starts at token", max(0, n - size),
+                      min_value=0, max_value=n - size, step=1,
+                      valid=lambda v: 0 <= int(v) <= n - size,
+                      help="Drag to move the window along the text; the overview outlines it.")
+    stop = start + size
+    name = plots.head_name(layer, head)
+    stem = selection.file_stem
+    factor = -(-n // HEATMAP_MAX)
+
+    st.subheader(f"{name} (layer {layer}, head {head}): the whole text")
+    overview = ui.memo(trace.block_mean, key=(selection.key, "overview", layer, head, factor),
+                       layer=layer, head=head, factor=factor)
+    fig = plots.head_heatmap(overview, labels, title=f"{name}: overview", causal=trace.causal,
+                             block_factor=factor, highlight=(start, stop), max_ticks=24,
+                             height=760)
+    ui.show_figure(fig, key="overview", alt=f"Overview of head {name}", share=1.0)
+    st.caption(f"Each cell is the mean weight of a {factor}×{factor} block of query and key "
+               f"tokens; the red square is the window below.")
+
+    st.subheader(f"{name}: tokens {start}–{stop - 1} at full resolution")
+    rows = trace.rows(layer, start, stop, [head])[0]  # [size, T]: every key of these rows
+    window = rows[:, start:stop]
+    inside = float(window.sum(axis=1).mean())
+    first = float(rows[:, 0].mean())
+    fig = plots.head_heatmap(window, labels[start:stop], title=f"{name}: who attends to whom",
+                             causal=trace.causal, offset=start, max_ticks=32,
+                             height=None if size <= 64 else 720)
+    ui.show_figure(fig, key="window", alt=f"Window of head {name}", share=1.0)
+    st.caption(f"These {size} queries give {inside:.0%} of their attention to keys inside the "
+               f"window" + (f" and {first:.0%} to the first token" if start > 0 else "")
+               + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
+    positions = export.position_labels(labels[start:stop], range(start, stop))
+    ui.download_csv(partial(export.matrix_csv, window, positions, positions),
+                    export.safe_filename(stem, name, f"{start}-{stop - 1}", suffix=".csv"),
+                    "This window as CSV", key="dl_window")
+
+    st.subheader("The window as lines between tokens")
+    which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
+                      format_func={"one": f"head {name} only",
+                                   "all": f"all heads of layer {layer}"}.get, horizontal=True)
+    line_stop = min(stop, start + LINE_WINDOW)
+    lines = plots.line_view(trace.rows(layer, start, line_stop)[:, :, start:line_stop],
+                            labels[start:line_stop], heads=None if which == "all" else [head],
+                            layer=layer, offset=start, title=f"Layer {layer}: query → key")
+    ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
+    st.caption(f"The first {line_stop - start} tokens of the window; lines to keys outside it "
+               f"are not drawn.")
+
+    st.subheader("Which heads link two tokens")
+    query, key_pos = pick_token_pair(labels, (n - 1, 0))
+    link = np.stack([trace.gather_rows(l, [query])[:, 0, key_pos]
+                     for l in range(trace.n_layers)])
+    show_link(link, labels, query, key_pos, trace.causal, "")
+    st.divider()
+    ui.download_trace(selection, trace)
+    ui.caveat()
+
+
 with ui.guard():
     trace = ui.get_trace(selection)
     ui.trace_notes(trace)
+    if trace.on_demand:
+        long_input_view(trace)
+        st.stop()
 
     pick, options = st.columns([2, 3])
     with pick:
@@ -186,35 +304,11 @@ with ui.guard():
                "each cell is the weight that head gives from the query to the key, "
                "A[query, key], for every layer and head at once. The coreference example "
                "asks this of 'it' and 'animal'.")
-    shown_positions = list(range(n_shown))
     # 'it' and the token it reads most (or the last token and its): analysis.opening_view
-    query_default, key_default, _, _ = A.opening_view(maps, labels, trace.special_mask[kept])
-    q_col, k_col = st.columns(2)
-    with q_col:
-        query = ui.synced(st.selectbox, "q", "Query token (reads)", query_default,
-                          options=shown_positions, valid=lambda i: 0 <= int(i) < n_shown,
-                          format_func=lambda i: f"{i}: {labels[i]}")
-    with k_col:
-        key_pos = ui.synced(st.selectbox, "k", "Key token (is read)", key_default,
-                            options=shown_positions, valid=lambda i: 0 <= int(i) < n_shown,
-                            format_func=lambda i: f"{i}: {labels[i]}")
-    link = maps[:, :, query, key_pos]
-    if trace.causal and key_pos > query:
-        st.info("In a causal model a token cannot read a later one: every weight is 0. Pick a "
-                "key at or before the query.")
-    link_fig = plots.layer_head_heatmap(
-        link, f"Weight from '{labels[query]}' to '{labels[key_pos]}' in every head",
-        "weight", fmt=".2f", colorscale="Blues", zmin=0.0, zmax=1.0)
-    plots.columns_at_bottom(link_fig)
-    ui.show_figure(link_fig, key="link", alt="Weight between two tokens in every head")
-    strongest = np.argsort(-link.ravel(), kind="stable")[:3]
-    st.caption("Strongest: " + ", ".join(
-        f"{plots.head_name(*divmod(int(i), trace.n_heads))} {link.ravel()[i]:.0%}"
-        for i in strongest) + (" (rows renormalised over the shown tokens)." if keep is not None
-                               else "."))
-    ui.download_csv(partial(export.layer_head_csv, link, "weight"),
-                    export.safe_filename(stem, "link", suffix=".csv"), "These weights as CSV",
-                    key="dl_link")
+    query, key_pos = pick_token_pair(
+        labels, A.opening_view(maps, labels, trace.special_mask[kept])[:2])
+    show_link(maps[:, :, query, key_pos], labels, query, key_pos, trace.causal,
+              " (rows renormalised over the shown tokens)" if keep is not None else "")
 
     st.divider()
     ui.download_trace(selection, trace)

@@ -12,6 +12,13 @@ from mha_viz import export, plots, ui
 TOP = 5  # broadest / most focused heads listed
 SMOOTHING = 1e-4  # Clark et al. 2019: A' = 0.9999 A + 0.0001 / n
 
+def head_row_entropy(maps, layer: int, head: int, **options) -> np.ndarray:
+    """Each query's entropy in one head (maps: [L, H, T, T] or a trace, whose head map is
+    computed only here, on a long input)."""
+    one_head = maps.head_map(layer, head) if hasattr(maps, "head_map") else maps[layer, head]
+    return A.row_entropy(one_head, **options)
+
+
 ui.page_setup(
     "Entropy",
     "The entropy of a row, H = −Σ a·ln a (in nats), measures how spread out one token's "
@@ -38,17 +45,33 @@ with ui.guard():
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
-    keep = ui.hide_special_toggle(trace, c3)
+    if trace.on_demand:  # a long input: every map is never held at once
+        keep = None
+        c3.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
+    else:
+        keep = ui.hide_special_toggle(trace, c3)
     normalized = scale == "normalised"
     smoothing = SMOOTHING if smooth else 0.0
-    maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    if keep is None:  # the trace itself: its maps, or computed a block of rows at a time
+        maps, kept, labels = trace, np.arange(trace.n_tokens), list(trace.display_tokens)
+    else:
+        maps, kept, labels = ui.shown_maps(selection, trace, keep)
     ui.hidden_note(trace, keep)
     n = len(kept)
     memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
     stem = selection.file_stem
 
-    ent = ui.memo(A.entropy, maps, key=memo_key, normalized=normalized, smoothing=smoothing,
-                  causal=trace.causal)
+    if trace.on_demand:
+        # streamed over every head's rows: a job that shows its time and can be cancelled
+        ent = ui.computed(("entropy", memo_key, normalized, smoothing), A.entropy, trace,
+                          label=f"Computing every head's entropy over {n:,} tokens…",
+                          normalized=normalized, smoothing=smoothing, causal=trace.causal)
+        if ent is None:
+            st.info("Cancelled: change an option or reload the page to compute it again.")
+            st.stop()
+    else:
+        ent = ui.memo(A.entropy, maps, key=memo_key, normalized=normalized,
+                      smoothing=smoothing, causal=trace.causal)
     row_max = A.max_row_entropy(n, causal=trace.causal)  # ln(keys row i sees)
     if normalized:
         reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"
@@ -96,8 +119,9 @@ with ui.guard():
     st.subheader("Entropy of each query token in one head")
     layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
     name = plots.head_name(layer, head)
-    per_row = ui.memo(A.row_entropy, maps[layer, head], key=(memo_key, layer, head),
-                      normalized=normalized, smoothing=smoothing, causal=trace.causal)
+    per_row = ui.memo(head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
+                      head=head, normalized=normalized, smoothing=smoothing,
+                      causal=trace.causal)
     row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))
     fig = plots.per_query_line(per_row, labels, f"{name}: entropy of each query's attention",
                                reference=row_ref, reference_name="uniform attention",
@@ -118,7 +142,15 @@ with ui.guard():
 
     # ---------------------------------------------------------------- token classes
     st.subheader("Where the attention goes: mass on kinds of tokens")
-    mass = ui.memo(A.token_class_mass, trace, key=selection.key)
+    if trace.on_demand:
+        mass = ui.computed(("token_class_mass", selection.key), A.token_class_mass, trace,
+                           label=f"Computing where every head's attention goes over {n:,} "
+                                 f"tokens…")
+        if mass is None:
+            st.info("Cancelled: reload the page to compute it again.")
+            st.stop()
+    else:
+        mass = ui.memo(A.token_class_mass, trace, key=selection.key)
     classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
     if trace.causal:
         classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]

@@ -39,6 +39,7 @@ def pick_from_scatter(n_layers: int) -> None:
 with ui.guard():
     trace = ui.get_trace(selection)
     ui.trace_notes(trace)
+    ui.needs_full_maps(trace, "Head similarity")
     n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
     stem = selection.file_stem
 

@@ -78,6 +78,7 @@ with ui.guard():
     n_layer, n_head = info.n_layer, info.n_head
     stem = selection.file_stem
     ui.trace_notes(trace)
+    ui.needs_full_maps(trace, "Pruning impact")
     score_tokens = len(model.encode(text).input_ids)
 
     # What a head's removal is measured by: the model's own score, or (models with an LM

@@ -57,6 +57,7 @@ with ui.guard():
     trace = ui.get_trace(selection)
     model = selection.model
     ui.trace_notes(trace)
+    ui.needs_full_maps(trace, "Inside one head")
     t = trace.n_tokens
     if t > SHORT_TEXT:
         st.info(f"This text has {t} tokens. The page is easiest to read with a short sentence "

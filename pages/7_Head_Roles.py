@@ -42,6 +42,7 @@ with ui.guard():
     model = selection.model
     info = model.info
     ui.trace_notes(trace)
+    ui.needs_full_maps(trace, "Head roles")
     causal = trace.causal
     first_name = "[CLS]" if trace.tokens[0] == "[CLS]" else "first token"
     stem = selection.file_stem

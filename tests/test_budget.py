@@ -60,6 +60,24 @@ def test_an_input_whose_maps_exceed_the_budget_is_refused_with_what_would_fit():
     assert maps_bytes(30, 9, fits) <= 0.25 * budget < maps_bytes(30, 9, fits + 1)
 
 
+def test_maps_are_held_whole_while_they_fit_then_on_demand_then_refused():
+    from mha_viz.budget import choose_maps, on_demand_bytes
+
+    budget = 2560 * 2**20  # the default: one input may take 640 MB
+    # SmolLM2 (30 layers x 9 heads, d 576): whole maps up to 788 tokens
+    assert choose_maps(30, 9, 576, 788, budget) == "full"
+    assert choose_maps(30, 9, 576, 789, budget) == "on_demand"
+    # its whole context on demand: 30 x 576 x 8,192 floats = 566 MB
+    assert choose_maps(30, 9, 576, 8192, budget) == "on_demand"
+    with pytest.raises(InputError) as info:
+        choose_maps(30, 9, 576, 8192, budget, bytes_per_token=4 * 30 * 1152)  # a run's extras
+    message = str(info.value)
+    assert "8,192 tokens" in message and "computed on demand" in message
+    fits = int(message.split("Shorten it to ")[1].split(" ")[0].replace(",", ""))
+    per_token = on_demand_bytes(30, 576, 1) + 4 * 30 * 1152
+    assert fits * per_token <= 0.25 * budget < (fits + 1) * per_token
+
+
 def test_the_budget_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_MEMORY_MB", "4096")
     assert budget_bytes() == 4096 * 2**20

@@ -199,3 +199,9 @@ def test_bad_queries_and_keys_are_refused(long_models):
     for message, change in cases.items():
         with pytest.raises(TraceFileError, match=message):
             AttentionTrace.load(_resaved(lazy, **change))
+
+
+def test_saved_bytes_is_the_size_of_the_arrays_saved(pairs):
+    _, lazy = pairs["llama"]
+    queries, keys, _ = lazy.maps_source.queries_keys_arrays()
+    assert lazy.maps_source.saved_bytes() == queries.nbytes + keys.nbytes

@@ -27,6 +27,9 @@ def head_heatmap(
     zmax: float | None = None,
     max_ticks: int = 40,
     height: int | None = None,
+    block_factor: int | None = None,
+    offset: int = 0,
+    highlight: tuple[int, int] | None = None,
 ) -> go.Figure:
     """One head's [T, T] map: query on y (top to bottom), key on x.
 
@@ -34,16 +37,29 @@ def head_heatmap(
     so a future position reads as "not allowed", not as weight 0. pair_boundary is the
     first position of sentence B: the A->A, A->B, B->A, B->B blocks get outlined. Maps
     larger than max_size are block-averaged (the title says so).
+    block_factor: `attention` is already the f x f block mean of a map over len(labels)
+    tokens (AttentionTrace.block_mean: the overview of a long input). offset: the first
+    position shown (a window of a long input; positions are labelled from it). highlight:
+    (start, stop) positions outlined on both axes (where the window lies in an overview).
     """
     a = _square_map(attention)
-    n_tok = a.shape[0]
-    labels = _check_labels(labels, n_tok)
+    if block_factor is None:
+        n_tok = a.shape[0]
+        labels = _check_labels(labels, n_tok)
+    else:
+        n_tok = len(labels)
+        if a.shape[0] != -(-n_tok // block_factor):
+            raise InputError(f"a {block_factor}x block mean of {n_tok} tokens has "
+                             f"{-(-n_tok // block_factor)} rows, got {a.shape[0]}")
     if pair_boundary is not None and not 0 < pair_boundary < n_tok:
         raise InputError(
             f"pair_boundary must lie strictly between 0 and {n_tok} (the number of tokens), "
             f"got {pair_boundary}."
         )
-    z, f = block_reduce(a.astype(np.float32, copy=False), max_size)
+    if block_factor is None:
+        z, f = block_reduce(a.astype(np.float32, copy=False), max_size)
+    else:
+        z, f = a, max(1, int(block_factor))
     z = np.array(z, dtype=np.float32)  # own copy: NaNs get written below
     n = z.shape[0]
     ranges = block_ranges(n_tok, f)
@@ -60,10 +76,11 @@ def head_heatmap(
     # so Plotly cannot merge two "the" rows, and the hover gets both token strings from
     # %{y} / %{x}. A per-cell hover text array would cost T*T strings (~3 MB at T=256).
     if f == 1:
-        desc = [f"{i} '{_esc(t)}'" for i, t in enumerate(labels)]
+        desc = [f"{i + offset} '{_esc(t)}'" for i, t in enumerate(labels)]
     else:
         desc = [
-            f"{lo}–{hi} '{_esc(labels[lo])}'…" if hi > lo else f"{lo} '{_esc(labels[lo])}'"
+            f"{lo + offset}–{hi + offset} '{_esc(labels[lo])}'…" if hi > lo
+            else f"{lo + offset} '{_esc(labels[lo])}'"
             for lo, hi in ranges
         ]
 
@@ -115,6 +132,11 @@ def head_heatmap(
                         font=dict(size=11, color=PAIR_COLOUR),
                     ),
                 )
+
+    if highlight is not None:
+        lo, hi = (min(max(p - offset, 0), n_tok) / f - 0.5 for p in highlight)
+        fig.add_shape(type="rect", x0=lo, x1=hi, y0=lo, y1=hi, name="window",
+                      line=dict(color=HIGHLIGHT, width=2), fillcolor="rgba(0,0,0,0)")
 
     notes = []
     if f > 1:

@@ -51,8 +51,9 @@ def get_model(name: str) -> Model:
 
 def _forward_cached(kind: str, name: str, text: str, pair: str | None,
                     max_tokens: int | None):
-    """model.trace(...) or model.run(...), kept in the server's byte-bounded store; an input
-    whose maps alone would not fit the memory budget is refused with a message first."""
+    """model.trace(...) or model.run(...), kept in the server's byte-bounded store. An input
+    whose maps would not fit the memory budget gets on-demand maps (budget.choose_maps); one
+    whose on-demand trace would not fit either is refused with a message first."""
     key = (kind, name, text, pair, max_tokens)
     store = results_store()
     found, value = store.get(key)
@@ -60,7 +61,12 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         return value
     model = get_model(name)
     n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
-    budget.check_fits(model.info.n_layer, model.info.n_head, n_tokens)
+    info = model.info
+    # A run also keeps, per layer, the heads' outputs and the MLP's (for attribution).
+    per_token = 0 if kind == "trace" else 4 * info.n_layer * (info.d_model
+                                                               + info.n_head * info.d_head)
+    maps = budget.choose_maps(info.n_layer, info.n_head, info.d_model, n_tokens,
+                              bytes_per_token=per_token)
     turns = _forward_turns()
     waiting = None
     if not turns.acquire(blocking=False):
@@ -75,7 +81,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
         with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
             return store.get_or_compute(key, lambda: getattr(model, kind)(
-                text, text_pair=pair, max_tokens=max_tokens))
+                text, text_pair=pair, max_tokens=max_tokens, maps=maps))
     finally:
         turns.release()
 

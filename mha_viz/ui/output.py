@@ -14,7 +14,7 @@ from .. import export, fit, plots
 from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
 from .compute import Selection, cached_trace
-from .settings import APP_NAME, CAVEAT, NUMBERING, md_escape
+from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape
 from .state import image_format, presenting, take_incoming_params
 
 _PAGE_CSS = """
@@ -244,9 +244,19 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
             return export.trace_npz(selection.uploaded)
         return export.trace_npz(cached_trace(*selection.key))
 
+    where = where or st
+    if trace.on_demand:
+        # A long input's file holds each layer's queries and keys, which rebuild its maps.
+        size = trace.maps_source.saved_bytes()
+        if size > MAX_UPLOAD_BYTES:
+            where.caption(f"The trace of this long input would be a {size / 2**20:,.0f} MB "
+                          f"file: too big to download here. From Python, "
+                          f"`model.trace(text, maps=\"on_demand\").save(path)` writes it.")
+            return
     download_bytes(trace_again, f"{selection.file_stem}_trace.npz",
                    "⬇ Trace (.npz)", key="_mv_dl_trace",
-                   help="Every head's attention, the tokens and the metadata; "
+                   help="Every head's attention (for a long input: each layer's queries and "
+                        "keys, which rebuild it), the tokens and the metadata; "
                         "mha_viz.AttentionTrace.load() reads it back.", where=where)
 
 
@@ -318,6 +328,23 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
     kind = "multi-query" if trace.n_kv_heads == 1 else "grouped-query"
     return (f"{kind.capitalize()} attention: {trace.n_heads} query heads read {trace.n_kv_heads} "
             f"key/value head(s); these share one each: {spans}.")
+
+
+def needs_full_maps(trace: AttentionTrace, what: str) -> None:
+    """Stop a page that reads every head's whole map at once when this input's maps are
+    computed on demand (a long input), saying how long a text the page takes."""
+    if not trace.on_demand:
+        return
+    from .. import budget
+
+    allowed = budget.ONE_INPUT_SHARE * budget.budget_bytes()
+    fits = int((allowed / (4 * trace.n_layers * trace.n_heads)) ** 0.5)
+    need = budget.maps_bytes(trace.n_layers, trace.n_heads, trace.n_tokens)
+    st.info(f"{what} reads every head's whole map at once. This input has {trace.n_tokens:,} "
+            f"tokens: its maps would take {need / 2**30:.1f} GB, so they are computed on demand "
+            f"instead. Set *Max tokens* in the sidebar to {fits:,} or fewer to use this page; "
+            f"*Attention maps* and *Entropy* show the whole text.")
+    st.stop()
 
 
 def hidden_note(trace: AttentionTrace, keep: np.ndarray | None) -> None:
