@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from . import checkpoints
+from . import checkpoints, memory
 from .errors import CorruptCheckpointError, InputError
 from .text import visible
 from .ondemand import LayerInputMaps
@@ -701,6 +701,7 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
     hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
     checkpoints.allowed_dirs() for its visitors); None allows any."""
     resolved = checkpoints.resolve(name, local_dirs=local_dirs)
+    memory.return_large_blocks()  # before the first big allocations: see mha_viz.memory
     network, tokenizer = checkpoints.load(resolved)
     # transformers' own notion of the context is not the model's here: we truncate ourselves
     tokenizer.model_max_length = int(1e9)

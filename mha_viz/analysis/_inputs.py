@@ -3,6 +3,11 @@
 Every analysis accepts one input or several: an attention array, an AttentionTrace (anything
 with an ``attentions`` attribute), or a list / tuple of either. These helpers turn that into a
 list of float arrays and check shapes, raising InputError with a readable message.
+
+An on-demand trace (trace.on_demand: the maps are recomputed when asked for, a block of query
+rows at a time) is not turned into an array by the analyses that stream: as_inputs keeps it
+as it is, and they read it through row_blocks / gather_rows (never trace.attentions, which
+for a long input would not fit).
 """
 
 from __future__ import annotations
@@ -47,11 +52,32 @@ def as_array(value, *, min_ndim: int = 2, name: str = "attentions") -> np.ndarra
 
 def as_arrays(value, *, min_ndim: int = 2, name: str = "attentions") -> list[np.ndarray]:
     """One input or a list of inputs -> a non-empty list of arrays [..., T, T]."""
+    return as_inputs(value, min_ndim=min_ndim, name=name, keep_on_demand=False)
+
+
+def is_on_demand(value) -> bool:
+    """True for a trace whose maps are computed when asked for (trace.on_demand), which the
+    streaming analyses read a block of rows at a time instead of as one array."""
+    return getattr(value, "on_demand", False) is True
+
+
+def maps_shape(value) -> tuple[int, ...]:
+    """[..., T, T] of an array or of a trace's maps, computing nothing."""
+    if is_on_demand(value):
+        return tuple(value.maps_shape)
+    return tuple(np.shape(value))
+
+
+def as_inputs(value, *, min_ndim: int = 2, name: str = "attentions",
+              keep_on_demand: bool = True) -> list:
+    """One input or a list of inputs -> a non-empty list with, per input, an array
+    [..., T, T], or the on-demand trace itself (keep_on_demand) for the caller to stream."""
     items = list(value) if is_many(value) else [value]
     if not items:
         raise InputError(f"{name}: an empty list was given; pass at least one input")
-    arrays = [as_array(item, min_ndim=min_ndim, name=name) for item in items]
-    leading = {a.shape[:-2] for a in arrays}
+    arrays = [item if keep_on_demand and is_on_demand(item)
+              else as_array(item, min_ndim=min_ndim, name=name) for item in items]
+    leading = {maps_shape(a)[:-2] for a in arrays}
     if len(leading) > 1:
         raise InputError(f"{name}: all inputs must have the same layers and heads, got leading "
                          f"shapes {sorted(list(s) for s in leading)}")
@@ -126,6 +152,26 @@ def default_threads() -> int:
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, 8))
+
+
+# Keys kept of a causal block: its rows' keys rounded up to a multiple of this, so that the
+# float32 sums over keys run in the same order as over all T keys (the extra keys are 0).
+CAUSAL_WIDTH_STEP = 256
+
+
+def causal_width(stop: int, n_tokens: int) -> int:
+    """The keys to keep of a causal block of rows ..stop-1: every key its rows see (0..stop-1),
+    rounded up to CAUSAL_WIDTH_STEP (all T when that reaches the last, partial, step of T),
+    so the statistics equal the whole-array path's to the last bit."""
+    width = -(-int(stop) // CAUSAL_WIDTH_STEP) * CAUSAL_WIDTH_STEP
+    return width if width <= n_tokens // CAUSAL_WIDTH_STEP * CAUSAL_WIDTH_STEP else n_tokens
+
+
+def row_pieces(n_rows: int, row_elements: int, chunk_elements: int) -> list[tuple[int, int]]:
+    """(start, stop) pieces of n_rows rows of row_elements each, about chunk_elements per
+    piece: how one block of rows is shared out to threads."""
+    step = max(1, int(chunk_elements) // max(1, int(row_elements)))
+    return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
 
 
 def thread_map(fn, items, n_threads: int | None = None) -> list:

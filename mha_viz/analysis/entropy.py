@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import (as_array, as_arrays, check_mask, is_many, per_input, resolve_causal,
-                      thread_map)
+from ._inputs import (as_inputs, check_mask, is_many, is_on_demand, per_input, resolve_causal,
+                      causal_width, row_pieces, thread_map)
 
 __all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys"]
 
@@ -73,6 +73,58 @@ def max_row_entropy(n_tokens: int, causal: bool = False, valid_mask=None) -> np.
     return result
 
 
+def _entropy_block(block: np.ndarray, visible_f: np.ndarray | None, spread: np.ndarray,
+                   smoothing: float) -> np.ndarray:
+    """Row entropies of a block of maps, float32 [..., r, K] (worked on in place), whose rows
+    see the keys visible_f [r, K] (float32 0/1; None when every row sees every key) and get
+    spread [r] added by smoothing. -> float64 [..., r]. The whole-array and the streamed paths
+    both run this, so their numbers agree."""
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    if visible_f is not None:
+        # Mass on keys the row cannot see (e.g. padding given weight) is dropped and the
+        # row renormalised over the keys it can see.
+        block *= visible_f
+        sums = block.sum(axis=-1, dtype=np.float64)
+        off = (np.abs(sums - 1.0) > 1e-6) & (sums > 0)
+        if off.any():
+            scale = np.where(off, 1.0 / np.where(sums > 0, sums, 1.0), 1.0)
+            block *= scale[..., None].astype(np.float32)
+    if smoothing:
+        # Clark et al.'s A' = (1 - s) A + s / n, n = the number of keys the row can see
+        # (= T for a bidirectional map, exactly their formula).
+        block *= np.float32(1.0 - smoothing)
+        block += spread[:, None]
+        if visible_f is not None:
+            block *= visible_f
+    logs = np.maximum(block, tiny)  # 0 ln 0 = 0: x = 0 gives 0 * ln(tiny) = 0
+    np.log(logs, out=logs)
+    return -np.vecdot(block, logs).astype(np.float64)
+
+
+def _visible_counts(n: int, causal: bool, mask: np.ndarray | None) -> np.ndarray:
+    """int [T]: how many keys each row sees (visible_keys(...).sum(axis=1)) in O(T)."""
+    valid = np.ones(n, dtype=bool) if mask is None else mask
+    counts = np.cumsum(valid) if causal else np.full(n, int(valid.sum()))
+    return np.where(valid, counts, 0)
+
+
+def _spread(counts: np.ndarray, smoothing: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(counts > 0, smoothing / np.maximum(counts, 1), 0.0).astype(np.float32)
+
+
+def _finish_rows(out: np.ndarray, counts: np.ndarray, normalized: bool) -> np.ndarray:
+    """Row entropies [..., T] -> NaN for rows that see no key; / ln(keys seen) if normalized."""
+    # Rows that see no key at all (invalid rows) are undefined.
+    out[..., counts == 0] = np.nan
+    if normalized:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            denom = np.log(counts.astype(np.float64))
+        denom[counts <= 1] = np.nan  # a single visible key: nothing to normalise, excluded
+        out = out / denom
+    return out
+
+
 def _row_entropy_one(attentions: np.ndarray, causal: bool, normalized: bool, smoothing: float,
                      valid_mask) -> np.ndarray:
     n = attentions.shape[-1]
@@ -81,47 +133,94 @@ def _row_entropy_one(attentions: np.ndarray, causal: bool, normalized: bool, smo
     lead = attentions.shape[:-2]
     flat = attentions.reshape(-1, n, n)
     out = np.empty((flat.shape[0], n), dtype=np.float64)
-    restricted = not visible.all()
-    visible_f = visible.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spread = np.where(counts > 0, smoothing / np.maximum(counts, 1), 0.0).astype(np.float32)
-    tiny = np.float32(np.finfo(np.float32).tiny)
+    visible_f = None if visible.all() else visible.astype(np.float32)
+    spread = _spread(counts, smoothing)
     chunk = max(1, _CHUNK_ELEMENTS // (n * n))
 
     def rows_of(start):
-        # float32 elementwise work (a copy we may modify), float64 sums over keys
+        # float32 elementwise work on a copy we may modify, float64 sums over keys
         block = np.array(flat[start:start + chunk], dtype=np.float32)
-        if restricted:
-            # Mass on keys the row cannot see (e.g. padding given weight) is dropped and the
-            # row renormalised over the keys it can see.
-            block *= visible_f
-            sums = block.sum(axis=-1, dtype=np.float64)
-            off = (np.abs(sums - 1.0) > 1e-6) & (sums > 0)
-            if off.any():
-                scale = np.where(off, 1.0 / np.where(sums > 0, sums, 1.0), 1.0)
-                block *= scale[..., None].astype(np.float32)
-        if smoothing:
-            # Clark et al.'s A' = (1 - s) A + s / n, n = the number of keys the row can see
-            # (= T for a bidirectional map, exactly their formula).
-            block *= np.float32(1.0 - smoothing)
-            block += spread[:, None]
-            if restricted:
-                block *= visible_f
-        logs = np.maximum(block, tiny)  # 0 ln 0 = 0: x = 0 gives 0 * ln(tiny) = 0
-        np.log(logs, out=logs)
-        return -np.vecdot(block, logs).astype(np.float64)
+        return _entropy_block(block, visible_f, spread, smoothing)
 
     starts = list(range(0, flat.shape[0], chunk))
     for start, rows in zip(starts, thread_map(rows_of, starts)):
         out[start:start + chunk] = rows
-    # Rows that see no key at all (invalid rows) are undefined.
-    out[:, counts == 0] = np.nan
-    if normalized:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            denom = np.log(counts.astype(np.float64))
-        denom[counts <= 1] = np.nan  # a single visible key: nothing to normalise, excluded
-        out = out / denom
-    return out.reshape(*lead, n)
+    return _finish_rows(out, counts, normalized).reshape(*lead, n)
+
+
+class RowEntropyStream:
+    """Row entropies of an on-demand trace's maps [L, H, T], filled a block of query rows at
+    a time (the rows of _row_entropy_one, with the same arithmetic): memory O(L H T) plus
+    the block. add() takes blocks [H, r, K] of rows start..stop-1 and works on them in place
+    (give it last, or a copy); K may stop short of T for a causal map (the keys after the
+    block's last row are all 0)."""
+
+    def __init__(self, n_layers: int, n_heads: int, n_tokens: int, causal: bool,
+                 smoothing: float = 0.0, valid_mask=None):
+        self.n, self.causal, self.smoothing = n_tokens, bool(causal), float(smoothing)
+        self.mask = check_mask(valid_mask, n_tokens)
+        self.counts = _visible_counts(n_tokens, self.causal, self.mask)
+        # As visible_keys(...).all() decides in the whole-array path: rows are renormalised
+        # over what they see whenever some row does not see every key.
+        self.restricted = (self.causal and n_tokens > 1) or (
+            self.mask is not None and not self.mask.all())
+        self.spread = _spread(self.counts, self.smoothing)
+        self.out = np.empty((n_layers, n_heads, n_tokens), dtype=np.float64)
+
+    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
+        width = block.shape[-1]
+        visible_f = None
+        if self.restricted:
+            rows = np.arange(start, stop)
+            visible = np.ones((stop - start, width), dtype=bool)
+            if self.causal:
+                visible &= np.arange(width)[None, :] <= rows[:, None]
+            if self.mask is not None:
+                visible &= self.mask[None, :width] & self.mask[start:stop, None]
+            visible_f = visible.astype(np.float32)
+        spread = self.spread[start:stop]
+
+        def piece(bounds):
+            a, b = bounds
+            return _entropy_block(block[:, a:b], None if visible_f is None else visible_f[a:b],
+                                  spread[a:b], self.smoothing)
+
+        pieces = row_pieces(stop - start, block.shape[0] * width, _CHUNK_ELEMENTS)
+        for (a, b), rows in zip(pieces, thread_map(piece, pieces)):
+            self.out[layer, :, start + a:start + b] = rows
+
+    def result(self, normalized: bool) -> np.ndarray:
+        return _finish_rows(self.out, self.counts, normalized)
+
+
+def _row_entropy_streamed(trace, causal: bool, normalized: bool, smoothing: float,
+                          valid_mask) -> np.ndarray:
+    n_layers, n_heads, n, _ = trace.maps_shape
+    stream = RowEntropyStream(n_layers, n_heads, n, causal, smoothing, valid_mask)
+    cut = causal and trace.causal  # keys after a causal block's last row are exact zeros
+    for layer, start, stop, block in trace.row_blocks():
+        # An on-demand trace's blocks are new arrays: worked on in place, no copy.
+        stream.add(layer, start, stop, block[..., :causal_width(stop, n)] if cut else block)
+    return stream.result(normalized)
+
+
+def _row_entropy_of(item, source, causal, normalized: bool, smoothing: float,
+                    valid_mask) -> np.ndarray:
+    """One input's row entropies: streamed over row blocks for an on-demand trace."""
+    if is_on_demand(source):
+        is_causal = resolve_causal(item, None, causal)
+        return _row_entropy_streamed(source, is_causal, normalized, smoothing, valid_mask)
+    is_causal = resolve_causal(item, source, causal)
+    return _row_entropy_one(source, is_causal, normalized, smoothing, valid_mask)
+
+
+def mean_over_rows(rows: np.ndarray) -> np.ndarray:
+    """[..., T] row values -> [...] their mean over the rows that are not NaN (NaN if none)."""
+    keep = ~np.isnan(rows)
+    count = keep.sum(axis=-1)
+    total = np.where(keep, rows, 0.0).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _check_smoothing(smoothing: float) -> float:
@@ -148,9 +247,8 @@ def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
     if is_many(attentions):
         raise InputError("row_entropy takes one input; use entropy() for the mean over texts")
     smoothing = _check_smoothing(smoothing)
-    array = as_array(attentions)
-    is_causal = resolve_causal(attentions, array, causal)
-    return _row_entropy_one(array, is_causal, normalized, smoothing, valid_mask)
+    source, = as_inputs(attentions)
+    return _row_entropy_of(attentions, source, causal, normalized, smoothing, valid_mask)
 
 
 def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_mask=None,
@@ -168,16 +266,11 @@ def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_
     each input's head entropies.
     """
     smoothing = _check_smoothing(smoothing)
-    arrays = as_arrays(attentions)
+    sources = as_inputs(attentions)
     items = list(attentions) if is_many(attentions) else [attentions]
     masks = per_input(attentions, valid_mask)
     results = []
-    for item, array, mask in zip(items, arrays, masks):
-        is_causal = resolve_causal(item, array, causal)
-        rows = _row_entropy_one(array, is_causal, normalized, smoothing, mask)
-        keep = ~np.isnan(rows)
-        count = keep.sum(axis=-1)
-        total = np.where(keep, rows, 0.0).sum(axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            results.append(np.where(count > 0, total / np.maximum(count, 1), np.nan))
+    for item, source, mask in zip(items, sources, masks):
+        rows = _row_entropy_of(item, source, causal, normalized, smoothing, mask)
+        results.append(mean_over_rows(rows))
     return np.mean(results, axis=0) if len(results) > 1 else results[0]

@@ -16,7 +16,7 @@ import unicodedata
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_array, is_many
+from ._inputs import as_array, causal_width, is_many, is_on_demand, thread_map
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
            "strip_token_markers"]
@@ -78,23 +78,71 @@ def _key_sets(trace) -> dict[str, np.ndarray]:
     return {name: masks[name][0] for name in ("[CLS]", "[SEP]", "punctuation", "first token")}
 
 
+def _check_trace(trace, n: int) -> None:
+    if len(trace.tokens) != n:
+        raise InputError(f"the trace has {len(trace.tokens)} tokens but maps of size {n}")
+
+
 def _mass_one(trace) -> dict[str, np.ndarray]:
     if not hasattr(trace, "tokens"):
         raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
                          f"got {type(trace).__name__}")
+    if is_on_demand(trace):
+        stream = MassStream(trace)
+        for layer, start, stop, block in trace.row_blocks():
+            stream.add(layer, start, stop,
+                       block[..., :causal_width(stop, stream.n)] if trace.causal else block)
+        return stream.result()
     attentions = as_array(trace, min_ndim=2)
     n = attentions.shape[-1]
-    if len(trace.tokens) != n:
-        raise InputError(f"the trace has {len(trace.tokens)} tokens but maps of size {n}")
+    _check_trace(trace, n)
     # Classes with fixed keys: sum_i sum_{j in S} A_ij = sum_{j in S} (column sum j).
     received = attentions.sum(axis=-2, dtype=np.float64)  # [..., T] mass each key receives
     result = {name: received[..., keys].sum(axis=-1) / n
               for name, keys in _key_sets(trace).items()}
     # Classes relative to the query: sums along a diagonal.
-    for name, offset in (("self", 0), ("previous", -1), ("next", 1)):
+    for name, offset in _DIAGONALS:
         diagonal = np.diagonal(attentions, offset=offset, axis1=-2, axis2=-1)
         result[name] = diagonal.sum(axis=-1, dtype=np.float64) / n
     return result
+
+
+_DIAGONALS = (("self", 0), ("previous", -1), ("next", 1))
+
+
+class MassStream:
+    """token_class_mass of an on-demand trace, a block of query rows at a time: the column
+    sums and the diagonals of _mass_one accumulated over the blocks (memory O(L H T)).
+    add() takes blocks [H, r, K] of rows start..stop-1 (K may stop short of T where the keys
+    left out are all 0) and does not change them."""
+
+    def __init__(self, trace):
+        n_layers, n_heads, self.n, _ = trace.maps_shape
+        _check_trace(trace, self.n)
+        self.key_sets = _key_sets(trace)
+        self.received = np.zeros((n_layers, n_heads, self.n), dtype=np.float64)
+        self.diagonals = {name: np.zeros((n_layers, n_heads), dtype=np.float64)
+                          for name, _ in _DIAGONALS}
+
+    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
+        width = block.shape[-1]
+        sums = thread_map(lambda h: block[h].sum(axis=0, dtype=np.float64),
+                          range(block.shape[0]))
+        self.received[layer, :, :width] += np.stack(sums)
+        rows = np.arange(start, stop)
+        for name, offset in _DIAGONALS:
+            keys = rows + offset
+            inside = (keys >= 0) & (keys < width)  # keys past the block's width hold 0
+            picked = block[:, rows[inside] - start, keys[inside]]
+            self.diagonals[name][layer] += picked.sum(axis=-1, dtype=np.float64)
+
+    def result(self) -> dict[str, np.ndarray]:
+        n = self.n
+        result = {name: self.received[..., keys].sum(axis=-1) / n
+                  for name, keys in self.key_sets.items()}
+        for name, _ in _DIAGONALS:
+            result[name] = self.diagonals[name] / n
+        return result
 
 
 def token_class_mass(trace) -> dict[str, np.ndarray]:
