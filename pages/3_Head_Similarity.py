@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz import analysis as A
 from mha_viz import export, fit, plots, ui
+from mha_viz.downsample import downsampled_labels
 
 ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
 NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
@@ -39,7 +40,6 @@ def pick_from_scatter(n_layers: int) -> None:
 with ui.guard():
     trace = ui.get_trace(selection)
     ui.trace_notes(trace)
-    ui.needs_full_maps(trace, "Head similarity")
     n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
     stem = selection.file_stem
 
@@ -61,7 +61,7 @@ with ui.guard():
                                   "each other; the coloured strips then show each head's layer.")
     with c3:
         all_rows = False
-        if n > ROW_LIMIT:
+        if n > ROW_LIMIT and not trace.on_demand:  # a long input: sampled rows only
             all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
                                  help=f"By default long inputs are compared on {ROW_LIMIT} "
                                       f"evenly spaced query rows; the cost grows with the "
@@ -93,8 +93,9 @@ with ui.guard():
     st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
             + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
 
-    dist = ui.memo(A.head_distances, trace.attentions, key=(selection.key, "dist"), kind=kind,
-                   max_rows=max_rows)
+    # an on-demand trace computes just the sampled rows of every head
+    dist = ui.memo(A.head_distances, trace if trace.on_demand else trace.attentions,
+                   key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
     order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", kind, max_rows))
     coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", kind, max_rows))
     names = [plots.head_name(l, h) for l in range(n_layer) for h in range(n_head)]
@@ -166,8 +167,16 @@ with ui.guard():
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
     screen = ui.figure_screen()
     narrow = screen is not None and screen.width < fit.NARROW_PX
-    fig = plots.head_heatmap_row([trace.attentions[i // n_head, i % n_head] for i in shown],
-                                 trace.display_tokens, titles, causal=trace.causal,
+    if trace.on_demand:  # block means of a long input's heads, one head at a time
+        factor = -(-n // SIDE_BY_SIDE_MAX)
+        shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
+                                                     i % n_head, factor),
+                              layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
+        shown_labels = downsampled_labels(trace.display_tokens, factor)
+    else:
+        shown_maps = [trace.attentions[i // n_head, i % n_head] for i in shown]
+        shown_labels = trace.display_tokens
+    fig = plots.head_heatmap_row(shown_maps, shown_labels, titles, causal=trace.causal,
                                  max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,
                                  height=int(screen.width + 40) if narrow else
                                  int(min(560, max(380, 1300 / len(shown) + 100))))

@@ -62,3 +62,21 @@ def bert_model(bert_folder):
 def minilm():
     from mha_viz import load_model
     return load_model("minilm")
+
+
+@pytest.fixture(scope="session")
+def long_models(checkpoint_factory, tmp_path_factory):
+    """Random-weight GPT-2, BERT and Llama (grouped-query) checkpoints with a context of 1,024
+    tokens: long enough for several blocks of query rows (the on-demand tests)."""
+    from mha_viz import load_model
+    from mha_viz.testing import make_llama_checkpoint
+
+    llama_folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_long"), n_layer=2,
+                                         n_head=4, n_kv_head=2, d_model=64, n_positions=1024)
+    return {
+        "gpt2": load_model(checkpoint_factory("gpt2", n_layer=2, n_head=4, d_model=64,
+                                              n_positions=1024)),
+        "bert": load_model(checkpoint_factory("bert", n_layer=2, n_head=4, d_model=64,
+                                              n_positions=1024)),
+        "llama": load_model(llama_folder),
+    }

@@ -242,8 +242,13 @@ def test_a_text_whose_maps_exceed_the_memory_budget_gets_maps_on_demand(monkeypa
     assert any("computed when you look at them" in t for t in texts(at.info))
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
     assert "overview" in titles[0] and "who attends to whom" in titles[1]
+    # Entropy and Head similarity stream their statistics over blocks of rows
+    for page, n_charts in (("pages/2_Entropy.py", 4), ("pages/3_Head_Similarity.py", 3)):
+        at = run_page(page, session={"_mv_state_text": text})
+        assert not at.exception and not at.error, texts(at.error)
+        assert len(charts(at)) == n_charts
     # the pages that need every map at once say how long a text they take
-    for page in ["pages/3_Head_Similarity.py", "pages/5_Inside_One_Head.py"]:
+    for page in ["pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"]:
         at = run_page(page, session={"_mv_state_text": text})
         assert not at.exception and not at.error
         assert any("Set *Max tokens* in the sidebar to" in t.replace("\\", "")

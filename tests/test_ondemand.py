@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz import load_model
 from mha_viz import model as model_module
 from mha_viz import trace as trace_module
 from mha_viz.attention import chunked_attention, scaled_dot_product_attention
 from mha_viz.errors import TraceFileError
 from mha_viz.ondemand import MapsTooLargeError
-from mha_viz.testing import make_llama_checkpoint
 from mha_viz.trace import AttentionTrace
 
 from test_engine_parity import reference_model
@@ -22,19 +20,6 @@ from test_engine_parity import reference_model
 # Long enough for three blocks of query rows (QUERY_CHUNK = 256) with a ragged last one.
 LONG_TEXT = ("The committee met on Tuesday; it voted 7-2 to approve the budget, and the mayor "
              "thanked everyone. ") * 32
-
-
-@pytest.fixture(scope="module")
-def long_models(checkpoint_factory, tmp_path_factory):
-    llama_folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_long"), n_layer=2,
-                                         n_head=4, n_kv_head=2, d_model=64, n_positions=1024)
-    return {
-        "gpt2": load_model(checkpoint_factory("gpt2", n_layer=2, n_head=4, d_model=64,
-                                              n_positions=1024)),
-        "bert": load_model(checkpoint_factory("bert", n_layer=2, n_head=4, d_model=64,
-                                              n_positions=1024)),
-        "llama": load_model(llama_folder),
-    }
 
 
 @pytest.fixture(scope="module")

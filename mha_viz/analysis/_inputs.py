@@ -154,6 +154,26 @@ def default_threads() -> int:
     return max(1, min(cpus, 8))
 
 
+class RowsDone:
+    """Streamed work reported to a progress(done, total) callback (a job's, which may raise
+    to cancel the computation): query rows of the on-demand inputs' maps read so far, of
+    `total`. Without a callback it does nothing."""
+
+    def __init__(self, progress=None, total: int = 0):
+        self.progress, self.total, self.done = progress, int(total), 0
+
+    def __call__(self, rows: int) -> None:
+        self.done += int(rows)
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def streamed_rows(sources) -> int:
+    """Query rows (layers x tokens) of the on-demand inputs among sources: what streaming
+    them reads."""
+    return sum(s.maps_shape[0] * s.maps_shape[2] for s in sources if is_on_demand(s))
+
+
 # Keys kept of a causal block: its rows' keys rounded up to a multiple of this, so that the
 # float32 sums over keys run in the same order as over all T keys (the extra keys are 0).
 CAUSAL_WIDTH_STEP = 256

@@ -16,6 +16,11 @@ else from a trace's own ``causal`` flag, else detected from the array being lowe
 
 Precision: the elementwise work is done in float32 (the maps are float32) with float64 sums;
 results agree with a float64 computation to about 1e-6 relative.
+
+An on-demand trace (trace.on_demand, a long input) is never turned into [L, H, T, T]: its
+row entropies [L, H, T] are filled a block of query rows at a time (trace.row_blocks), by
+the same per-block arithmetic (_entropy_block) as the whole-array path, so the numbers are
+the same (to the last bit on the traces tested).
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import (as_inputs, check_mask, is_many, is_on_demand, per_input, resolve_causal,
-                      causal_width, row_pieces, thread_map)
+from ._inputs import (RowsDone, as_inputs, causal_width, check_mask, is_many, is_on_demand,
+                      per_input, resolve_causal, row_pieces, streamed_rows, thread_map)
 
 __all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys"]
 
@@ -194,22 +199,24 @@ class RowEntropyStream:
 
 
 def _row_entropy_streamed(trace, causal: bool, normalized: bool, smoothing: float,
-                          valid_mask) -> np.ndarray:
+                          valid_mask, done: RowsDone) -> np.ndarray:
     n_layers, n_heads, n, _ = trace.maps_shape
     stream = RowEntropyStream(n_layers, n_heads, n, causal, smoothing, valid_mask)
     cut = causal and trace.causal  # keys after a causal block's last row are exact zeros
     for layer, start, stop, block in trace.row_blocks():
         # An on-demand trace's blocks are new arrays: worked on in place, no copy.
         stream.add(layer, start, stop, block[..., :causal_width(stop, n)] if cut else block)
+        done(stop - start)
     return stream.result(normalized)
 
 
 def _row_entropy_of(item, source, causal, normalized: bool, smoothing: float,
-                    valid_mask) -> np.ndarray:
+                    valid_mask, done: RowsDone) -> np.ndarray:
     """One input's row entropies: streamed over row blocks for an on-demand trace."""
     if is_on_demand(source):
         is_causal = resolve_causal(item, None, causal)
-        return _row_entropy_streamed(source, is_causal, normalized, smoothing, valid_mask)
+        return _row_entropy_streamed(source, is_causal, normalized, smoothing, valid_mask,
+                                     done)
     is_causal = resolve_causal(item, source, causal)
     return _row_entropy_one(source, is_causal, normalized, smoothing, valid_mask)
 
@@ -231,7 +238,7 @@ def _check_smoothing(smoothing: float) -> float:
 
 
 def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
-                causal: bool | None = None, valid_mask=None) -> np.ndarray:
+                causal: bool | None = None, valid_mask=None, progress=None) -> np.ndarray:
     """Per-query row entropy H_i = -sum_j A_ij ln A_ij in nats (0 ln 0 = 0). -> float [..., T].
 
     attentions: [..., T, T] (e.g. [L, H, T, T] or one head [T, T]) or an AttentionTrace.
@@ -243,16 +250,19 @@ def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
         detects a lower-triangular input.
     valid_mask: optional bool [T]; rows of invalid positions are NaN and the weight on
         invalid keys is dropped (rows renormalised over the valid keys they see).
+    progress: optional callback(done, total) over the query rows of an on-demand trace
+        (streamed a block of rows at a time); it may raise to stop the computation.
     """
     if is_many(attentions):
         raise InputError("row_entropy takes one input; use entropy() for the mean over texts")
     smoothing = _check_smoothing(smoothing)
     source, = as_inputs(attentions)
-    return _row_entropy_of(attentions, source, causal, normalized, smoothing, valid_mask)
+    done = RowsDone(progress, streamed_rows([source]))
+    return _row_entropy_of(attentions, source, causal, normalized, smoothing, valid_mask, done)
 
 
 def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_mask=None,
-            causal: bool | None = None) -> np.ndarray:
+            causal: bool | None = None, progress=None) -> np.ndarray:
     """A head's entropy: the mean over query rows of the row entropy (nats). -> [L, H]
     (generally the leading shape of the input, [...]).
 
@@ -263,14 +273,16 @@ def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_
     valid_mask: bool [T] (padding excluded: its rows and its keys are ignored). With a list
         of inputs, give one mask per input, or one mask shared by all.
     A list of inputs (arrays or traces, lengths may differ) gives the mean over inputs of
-    each input's head entropies.
+    each input's head entropies. An on-demand trace (a long input) is streamed a block of
+    query rows at a time, with the same numbers; progress: as for row_entropy.
     """
     smoothing = _check_smoothing(smoothing)
     sources = as_inputs(attentions)
     items = list(attentions) if is_many(attentions) else [attentions]
     masks = per_input(attentions, valid_mask)
+    done = RowsDone(progress, streamed_rows(sources))
     results = []
     for item, source, mask in zip(items, sources, masks):
-        rows = _row_entropy_of(item, source, causal, normalized, smoothing, mask)
+        rows = _row_entropy_of(item, source, causal, normalized, smoothing, mask, done)
         results.append(mean_over_rows(rows))
     return np.mean(results, axis=0) if len(results) > 1 else results[0]

@@ -14,6 +14,8 @@ shifted-duplicate induction score):
   and every remaining row is renormalised to sum to 1 (special.drop_positions); "previous"
   and "next" then mean the previous / next position that is kept. A row whose whole mass
   was on left-out keys stays all 0 (it counts 0 towards the score).
+- on-demand traces (long inputs) are read a block of query rows at a time, the left-out
+  positions removed from each block as drop_positions removes them from the whole maps.
 - ``normalization``: "ours" (the default) averages over the query rows that have the key
   in question; "transformer_lens" divides the summed mass by all T query rows, as
   TransformerLens's ``detect_head`` does with ``error_measure="mul"`` (score =
@@ -30,11 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_arrays, check_mask, is_many, per_input
-from .entropy import entropy
+from ._inputs import (RowsDone, as_arrays, as_inputs, check_mask, is_many, is_on_demand,
+                      maps_shape, per_input, streamed_rows)
+from .entropy import RowEntropyStream, entropy, mean_over_rows
 from .heads import head_name
-from .special import drop_positions
-from .token_classes import token_class_mass
+from .special import drop_positions, kept_block
+from .token_classes import MassStream, token_class_mass
 
 __all__ = ["previous_token_scores", "next_token_scores", "duplicate_token_scores",
            "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
@@ -53,17 +56,38 @@ def _check_normalization(normalization: str) -> str:
     return normalization
 
 
+@dataclass
+class _Prepared:
+    """One input of the text scores, its left-out positions removed: the maps as an array
+    [..., K, K], or an on-demand trace to stream with the kept positions (None: all)."""
+
+    array: np.ndarray | None
+    ids: np.ndarray | None  # the kept positions' token ids
+    trace: object = None
+    kept: np.ndarray | None = None
+
+    @property
+    def lead(self) -> tuple:
+        return tuple(self.trace.maps_shape[:-2]) if self.array is None else self.array.shape[:-2]
+
+    @property
+    def n(self) -> int:
+        if self.array is not None:
+            return self.array.shape[-1]
+        return self.trace.n_tokens if self.kept is None else len(self.kept)
+
+
 def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = False,
-              ids_needed: bool = False, what: str = "this score") -> list[tuple]:
-    """One (array [..., K, K], ids [K] or None) per input, the left-out positions removed
-    and rows renormalised."""
-    arrays = as_arrays(attentions)
+              ids_needed: bool = False, what: str = "this score") -> list[_Prepared]:
+    """One _Prepared per input, the left-out positions removed and rows renormalised (for
+    an on-demand trace: to be removed from each block of rows as it is read)."""
+    sources = as_inputs(attentions)
     items = list(attentions) if is_many(attentions) else [attentions]
     ids_list = per_input(attentions, token_ids)
     exclude_list = per_input(attentions, exclude)
     out = []
-    for item, array, ids, excluded in zip(items, arrays, ids_list, exclude_list):
-        n = array.shape[-1]
+    for item, source, ids, excluded in zip(items, sources, ids_list, exclude_list):
+        n = maps_shape(source)[-1]
         if ids is None:
             ids = getattr(item, "token_ids", None)
         if ids is not None:
@@ -83,13 +107,18 @@ def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = Fal
                 raise InputError("drop_special needs a trace (it reads trace.special_mask); "
                                  "for plain arrays pass exclude= a bool mask [T]")
             drop |= check_mask(special, n, name="special_mask")
+        kept = None
         if drop.any():
             if drop.all():
                 raise InputError("every position is left out: nothing remains to score")
-            array, kept = drop_positions(array, ~drop)
+            kept = np.flatnonzero(~drop)
             if ids is not None:
                 ids = ids[kept]
-        out.append((array, ids))
+        if is_on_demand(source):
+            out.append(_Prepared(None, ids, source, kept))
+        else:
+            array = source if kept is None else drop_positions(source, ~drop)[0]
+            out.append(_Prepared(array, ids))
     return out
 
 
@@ -109,6 +138,21 @@ def _diagonal_score(array: np.ndarray, offset: int, normalization: str) -> np.nd
     return mean
 
 
+def _text_score(prepared: _Prepared, key: str, normalization: str):
+    """One input's text score `key` ([L, H]; None for a pattern no row has, "ours"):
+    streamed for an on-demand trace, else from the array."""
+    if prepared.array is None:
+        return _streamed_scores(prepared, [key], normalization)[key]
+    array = prepared.array
+    if key in _DIAGONAL_KEYS:
+        return _diagonal_score(array, _DIAGONAL_KEYS[key], normalization)
+    if key == "induction (text)":
+        pattern = _shifted_mask(prepared.ids)
+    else:
+        pattern = _duplicate_mask(prepared.ids, key == "duplicate token (any)")
+    return _pattern_score(array, pattern, normalization)
+
+
 def previous_token_scores(attentions, *, exclude=None, drop_special: bool = False,
                           normalization: str = "ours") -> np.ndarray:
     """Previous-token score. -> [L, H]
@@ -124,7 +168,7 @@ def previous_token_scores(attentions, *, exclude=None, drop_special: bool = Fals
     """
     _check_normalization(normalization)
     prepared = _prepared(attentions, exclude=exclude, drop_special=drop_special)
-    return np.mean([_diagonal_score(a, 1, normalization) for a, _ in prepared], axis=0)
+    return np.mean([_text_score(p, "previous token", normalization) for p in prepared], axis=0)
 
 
 def next_token_scores(attentions, *, exclude=None, drop_special: bool = False,
@@ -138,23 +182,28 @@ def next_token_scores(attentions, *, exclude=None, drop_special: bool = False,
     """
     _check_normalization(normalization)
     prepared = _prepared(attentions, exclude=exclude, drop_special=drop_special)
-    return np.mean([_diagonal_score(a, -1, normalization) for a, _ in prepared], axis=0)
+    return np.mean([_text_score(p, "next token", normalization) for p in prepared], axis=0)
 
 
-def _duplicate_mask(ids: np.ndarray, include_later: bool) -> np.ndarray:
-    """bool [T, T]: [i, j] says j != i holds the same id as i (j < i unless include_later)."""
+def _duplicate_mask(ids: np.ndarray, include_later: bool, start: int = 0,
+                    stop: int | None = None) -> np.ndarray:
+    """bool [T, T]: [i, j] says j != i holds the same id as i (j < i unless include_later);
+    with start / stop, only the rows start..stop-1 ([stop - start, T])."""
     n = ids.shape[0]
-    same = ids[:, None] == ids[None, :]
-    np.fill_diagonal(same, False)
+    stop = n if stop is None else stop
+    rows = np.arange(start, stop)
+    same = ids[start:stop, None] == ids[None, :]
+    same[np.arange(len(rows)), rows] = False
     if not include_later:
-        same &= np.tri(n, k=-1, dtype=bool)  # keys j < i only
+        same &= np.arange(n)[None, :] < rows[:, None]  # keys j < i only
     return same
 
 
-def _shifted_mask(ids: np.ndarray) -> np.ndarray:
+def _shifted_mask(ids: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
     """bool [T, T]: [i, j + 1] for every j < i with id_j = id_i (TransformerLens's induction
-    pattern: the duplicate-token pattern moved one column right; j + 1 <= i always)."""
-    same = _duplicate_mask(ids, include_later=False)
+    pattern: the duplicate-token pattern moved one column right; j + 1 <= i always); with
+    start / stop, only those rows."""
+    same = _duplicate_mask(ids, False, start, stop)
     shifted = np.zeros_like(same)
     shifted[:, 1:] = same[:, :-1]
     return shifted
@@ -178,6 +227,120 @@ def _mean_or_zero(scores: list, shape) -> np.ndarray:
     return np.mean(scores, axis=0)
 
 
+# Text scores read on the diagonal: key -> how far before the query the key is (i - j).
+_DIAGONAL_KEYS = {"previous token": 1, "next token": -1}
+# Text scores read on a pattern of the token ids ("any": duplicates later in the text too).
+_PATTERN_KEYS = ("duplicate token", "duplicate token (any)", "induction (text)")
+# Pattern entries a stream keeps from one layer to the next (int32 row and key: 8 bytes each).
+_CACHED_ENTRIES = 1 << 23
+
+
+class _TextScoreStream:
+    """The text scores of an on-demand trace (previous / next token, duplicate token,
+    induction on the text), from blocks of query rows of its maps with the left-out
+    positions removed: the sums _diagonal_score and _pattern_score take, accumulated over
+    the blocks. Memory: O(L H + T) plus one block's pattern rows (and the patterns' entries
+    up to _CACHED_ENTRIES, reused by every layer). add() takes blocks [H, r, K'] of rows
+    start..stop-1 (K' may stop short of the n kept positions where the keys left out hold
+    0) and does not change them."""
+
+    def __init__(self, lead: tuple, n: int, ids: np.ndarray | None, wanted):
+        self.n, self.ids, self.wanted = n, ids, tuple(wanted)
+        if any(k in _DIAGONAL_KEYS for k in self.wanted) and n < 2:
+            raise InputError(f"need at least 2 tokens for this score, got T = {n}")
+        self.sums = {key: np.zeros(lead, dtype=np.float64) for key in self.wanted}
+        # Which rows have a non-empty pattern: "ours" averages over them (the other rows
+        # add 0 to the sum).
+        self.queries = {key: np.zeros(n, dtype=bool) for key in self.wanted
+                        if key in _PATTERN_KEYS}
+        self._entries: dict = {}
+        self._cached = 0
+
+    def entries(self, key: str, start: int, stop: int, width: int):
+        """(local rows, keys, each row's first entry) of the pattern `key` in rows
+        start..stop-1 and keys < width, row-major; and which of the rows have a pattern."""
+        found = self._entries.get((key, start, stop, width))
+        if found is not None:
+            return found
+        if key == "induction (text)":
+            # The duplicate pattern moved one key right (j + 1 <= i: always inside).
+            local, keys, firsts, queries = self.entries("duplicate token", start, stop, width)
+            found = local, keys + 1, firsts, queries
+        else:
+            pattern = _duplicate_mask(self.ids, key == "duplicate token (any)", start, stop)
+            # Keys past the block's width hold 0: only the pattern's entries inside it count.
+            local, keys = (i.astype(np.int32) for i in np.nonzero(pattern[:, :width]))
+            firsts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]]) if local.size \
+                else local
+            found = local, keys, firsts, pattern.any(axis=1)
+        if self._cached + found[0].size <= _CACHED_ENTRIES:
+            self._entries[key, start, stop, width] = found
+            self._cached += found[0].size
+        return found
+
+    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
+        width = block.shape[-1]
+        rows = np.arange(start, stop)
+        for key in self.wanted:
+            if key in _DIAGONAL_KEYS:
+                keys = rows - _DIAGONAL_KEYS[key]
+                inside = (keys >= 0) & (keys < min(width, self.n))
+                picked = block[:, rows[inside] - start, keys[inside]]
+                self.sums[key][layer] += picked.sum(axis=-1, dtype=np.float64)
+                continue
+            local, keys, firsts, queries = self.entries(key, start, stop, width)
+            self.queries[key][start:stop] = queries
+            if not local.size:
+                continue
+            values = block[:, local, keys].astype(np.float64)  # [H, entries], row-major
+            mass = np.add.reduceat(values, firsts, axis=-1)  # [H, rows with an entry]
+            self.sums[key][layer] += mass.sum(axis=-1)
+
+    def result(self, normalization: str) -> dict:
+        """{key: [L, H]}; a pattern score is None ("ours") when no row has the pattern."""
+        out = {}
+        for key in self.wanted:
+            if key in _DIAGONAL_KEYS:
+                mean = self.sums[key] / (self.n - 1)  # the mean along the diagonal
+                out[key] = mean * ((self.n - 1) / self.n) \
+                    if normalization == "transformer_lens" else mean
+            elif normalization == "transformer_lens":
+                out[key] = self.sums[key] / self.n
+            else:
+                count = int(self.queries[key].sum())
+                out[key] = self.sums[key] / count if count else None
+        return out
+
+
+def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool = False,
+                     entropy_rows: bool = False, done: RowsDone | None = None) -> dict:
+    """The text scores `wanted` of one on-demand trace in one pass over its row blocks;
+    with mass, also token_class_mass (on every token, under "mass"); with entropy_rows, the
+    normalised entropy of the maps after leaving out (under "entropy")."""
+    trace = prepared.trace
+    text = _TextScoreStream(prepared.lead, prepared.n, prepared.ids, wanted)
+    masses = MassStream(trace) if mass else None
+    entropies = RowEntropyStream(*prepared.lead, prepared.n, bool(trace.causal)) \
+        if entropy_rows else None
+    n, causal = trace.n_tokens, bool(trace.causal)
+    done = RowsDone() if done is None else done
+    for layer, start, stop, block in trace.row_blocks():
+        if masses is not None:  # on every token, before anything is left out
+            masses.add(layer, start, stop, kept_block(block, start, stop, None, n, causal)[2])
+        part = kept_block(block, start, stop, prepared.kept, n, causal)
+        if part is not None:
+            text.add(layer, *part)
+            if entropies is not None:
+                entropies.add(layer, *part)  # last: it works on the block in place
+        done(stop - start)
+    out = text.result(normalization)
+    if masses is not None:
+        out["mass"] = masses.result()
+    if entropies is not None:
+        out["entropy"] = mean_over_rows(entropies.result(normalized=True))
+    return out
+
+
 def duplicate_token_scores(attentions, token_ids=None, include_later: bool = False, *,
                            exclude=None, drop_special: bool = False,
                            normalization: str = "ours") -> np.ndarray:
@@ -199,12 +362,10 @@ def duplicate_token_scores(attentions, token_ids=None, include_later: bool = Fal
     _check_normalization(normalization)
     prepared = _prepared(attentions, token_ids, exclude, drop_special, ids_needed=True,
                          what="duplicate_token_scores")
-    scores = []
-    for array, ids in prepared:
-        score = _pattern_score(array, _duplicate_mask(ids, include_later), normalization)
-        if score is not None:
-            scores.append(score)
-    return _mean_or_zero(scores, prepared[0][0].shape[:-2])
+    key = "duplicate token (any)" if include_later else "duplicate token"
+    scores = [s for s in (_text_score(p, key, normalization) for p in prepared)
+              if s is not None]
+    return _mean_or_zero(scores, prepared[0].lead)
 
 
 def shifted_duplicate_scores(attentions, token_ids=None, *, exclude=None,
@@ -226,12 +387,9 @@ def shifted_duplicate_scores(attentions, token_ids=None, *, exclude=None,
     _check_normalization(normalization)
     prepared = _prepared(attentions, token_ids, exclude, drop_special, ids_needed=True,
                          what="shifted_duplicate_scores")
-    scores = []
-    for array, ids in prepared:
-        score = _pattern_score(array, _shifted_mask(ids), normalization)
-        if score is not None:
-            scores.append(score)
-    return _mean_or_zero(scores, prepared[0][0].shape[:-2])
+    scores = [s for s in (_text_score(p, "induction (text)", normalization) for p in prepared)
+              if s is not None]
+    return _mean_or_zero(scores, prepared[0].lead)
 
 
 def _check_int(value, name: str, minimum: int) -> int:
@@ -464,7 +622,8 @@ TEXT_PROBE = "the text"
 
 def role_scores(trace, *, exclude=None, drop_special: bool = False,
                 normalization: str = "ours", mass: dict | None = None,
-                entropy_normalised: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                entropy_normalised: np.ndarray | None = None,
+                progress=None) -> dict[str, np.ndarray]:
     """Every role score of one trace on its own text. -> {key: [L, H]}
 
     "previous token", "next token", "duplicate token", "induction (text)" (the shifted
@@ -478,13 +637,39 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     mass / entropy_normalised: token_class_mass(trace) and the normalised entropy, when the
     caller has them already (corpus statistics compute each once per segment); the entropy
     is only reused when nothing is left out.
+
+    An on-demand trace (a long input) gives every score from one pass over its blocks of
+    query rows (left-out positions removed from each block as it is read), with the same
+    numbers; progress: optional callback(done, total) over those rows (it may raise to stop
+    the computation).
     """
     _check_normalization(normalization)
     if is_many(trace) or not hasattr(trace, "token_ids"):
         raise InputError("role_scores takes one AttentionTrace")
-    (array, ids), = _prepared(trace, exclude=exclude, drop_special=drop_special)
+    prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special)
+    renew_entropy = entropy_normalised is None or exclude is not None or drop_special
+    if prepared.array is None:
+        # An on-demand trace: every score from one pass over its blocks of rows.
+        found = _streamed_scores(prepared, ["previous token", "next token", "duplicate token",
+                                            "induction (text)"], normalization,
+                                 mass=mass is None, entropy_rows=renew_entropy,
+                                 done=RowsDone(progress, streamed_rows([trace])))
+        mass = found["mass"] if mass is None else mass
+        lead = prepared.lead
+        return {
+            "previous token": found["previous token"],
+            "next token": found["next token"],
+            "duplicate token": _mean_or_zero(
+                [s for s in [found["duplicate token"]] if s is not None], lead),
+            "induction (text)": _mean_or_zero(
+                [s for s in [found["induction (text)"]] if s is not None], lead),
+            "first token": mass["first token"],
+            "[SEP]": mass["[SEP]"],
+            "entropy": found["entropy"] if renew_entropy else entropy_normalised,
+        }
+    array, ids = prepared.array, prepared.ids
     mass = token_class_mass(trace) if mass is None else mass
-    if entropy_normalised is None or exclude is not None or drop_special:
+    if renew_entropy:
         entropy_normalised = entropy(array, normalized=True, causal=bool(trace.causal))
     return {
         "previous token": _diagonal_score(array, 1, normalization),
@@ -507,9 +692,16 @@ def role_support(trace, *, exclude=None, drop_special: bool = False) -> dict[str
     "duplicate token": queries with an earlier occurrence of their token, "induction (text)":
     queries with a shifted-duplicate target (the same queries)}. A score resting on one or
     two queries says little."""
-    (array, ids), = _prepared(trace, exclude=exclude, drop_special=drop_special,
-                              ids_needed=True, what="role_support")
-    n = array.shape[-1]
+    prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special,
+                          ids_needed=True, what="role_support")
+    n, ids = prepared.n, prepared.ids
+    if prepared.array is None:
+        # No maps needed: a row has a duplicate (and so a shifted-duplicate target, j + 1
+        # <= i) when its token occurred before, counted in O(T), not from [T, T] masks.
+        _, first = np.unique(ids, return_index=True)
+        repeated = n - len(first)
+        return {"rows": n, "previous token": n - 1, "next token": n - 1,
+                "duplicate token": repeated, "induction (text)": repeated}
     return {"rows": n, "previous token": n - 1, "next token": n - 1,
             "duplicate token": int(_duplicate_mask(ids, False).any(axis=1).sum()),
             "induction (text)": int(_shifted_mask(ids).any(axis=1).sum())}

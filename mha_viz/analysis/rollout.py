@@ -7,16 +7,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_arrays
+from ._inputs import as_inputs, is_on_demand, maps_shape
 
 __all__ = ["head_mean", "head_max", "rollout"]
 
 
-def _layers(attentions) -> list[np.ndarray]:
-    arrays = as_arrays(attentions, min_ndim=4)
+def _layers(attentions, keep_on_demand: bool = False) -> list:
+    arrays = as_inputs(attentions, min_ndim=4, keep_on_demand=keep_on_demand)
     for array in arrays:
-        if array.ndim != 4:
-            raise InputError(f"attentions must be [L, H, T, T], got shape {list(array.shape)}")
+        if len(maps_shape(array)) != 4:
+            raise InputError(f"attentions must be [L, H, T, T], got shape "
+                             f"{list(maps_shape(array))}")
     return arrays
 
 
@@ -28,23 +29,76 @@ def _mean_heads(array: np.ndarray) -> np.ndarray:
     return total / array.shape[1]
 
 
-def head_mean(attentions) -> np.ndarray:
+def _max_heads(array: np.ndarray) -> np.ndarray:
+    return array.max(axis=1).astype(np.float64)
+
+
+def _window(shape, layer, start, stop) -> tuple[list[int], int, int]:
+    """The layers (all, or [layer]) and the rows start..stop-1 asked for, checked."""
+    n_layers, n = shape[0], shape[-1]
+    if layer is not None and not 0 <= int(layer) < n_layers:
+        raise InputError(f"layer {layer} is out of range (0..{n_layers - 1})")
+    start = int(start)
+    stop = n if stop is None else int(stop)
+    if not 0 <= start < stop <= n:
+        raise InputError(f"rows {start}..{stop} are not a window of the {n} rows")
+    return (list(range(n_layers)) if layer is None else [int(layer)]), start, stop
+
+
+def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
+    """reduce (_mean_heads / _max_heads) over one input's heads: [L or 1, rows, T] float64.
+    An on-demand trace is read a bounded block of rows at a time; the result (float64, one
+    map per layer) must fit in MATERIALISE_MAX_BYTES, as trace.attentions must."""
+    layers, start, stop = _window(maps_shape(source), layer, start, stop)
+    if not is_on_demand(source):
+        return reduce(source[layers[0]:layers[-1] + 1, :, start:stop])
+    from .. import ondemand, trace as trace_module
+
+    n_heads, n = source.n_heads, source.n_tokens
+    need = 8 * len(layers) * (stop - start) * n
+    if need > trace_module.MATERIALISE_MAX_BYTES:
+        raise ondemand.MapsTooLargeError(
+            f"the head {'mean' if reduce is _mean_heads else 'maximum'} of every layer of "
+            f"this {n:,}-token input would take {need / 2**30:.1f} GB: ask for one layer "
+            f"(layer=) or a window of rows (start=, stop=)")
+    out = np.empty((len(layers), stop - start, n), dtype=np.float64)
+    step = max(1, ondemand.BLOCK_ELEMENTS // (n_heads * n))
+    for index, current in enumerate(layers):
+        for first in range(start, stop, step):
+            last = min(first + step, stop)
+            block = source.rows(current, first, last)  # [H, rows, T]
+            out[index, first - start:last - start] = reduce(block[None])[0]
+    return out
+
+
+def _aggregate(attentions, reduce, layer, start, stop) -> np.ndarray:
+    sources = _layers(attentions, keep_on_demand=True)
+    found = np.mean([_reduce_heads(s, reduce, layer, start, stop) for s in sources], axis=0)
+    return found if layer is None else found[0]
+
+
+def head_mean(attentions, *, layer: int | None = None, start: int = 0,
+              stop: int | None = None) -> np.ndarray:
     """Mean over the heads of each layer: [L, H, T, T] -> [L, T, T]. Rows still sum to 1.
-    A list of inputs (same T) gives the mean over inputs."""
-    arrays = _layers(attentions)
-    return np.mean([_mean_heads(a) for a in arrays], axis=0)
+    A list of inputs (same T) gives the mean over inputs.
+
+    layer: only that layer's mean, [T, T]; start / stop: only query rows start..stop-1
+    ([L or no axis, stop - start, T]). An on-demand trace (a long input) is read a block of
+    rows at a time: ask it for one layer, or a window of rows, when all would not fit."""
+    return _aggregate(attentions, _mean_heads, layer, start, stop)
 
 
-def head_max(attentions) -> np.ndarray:
+def head_max(attentions, *, layer: int | None = None, start: int = 0,
+             stop: int | None = None) -> np.ndarray:
     """Element-wise maximum over the heads of each layer: [L, H, T, T] -> [L, T, T].
     Rows do NOT sum to 1 (a display aggregate, not a distribution). A list of inputs (same
-    T) gives the mean over inputs of the per-input maxima."""
-    arrays = _layers(attentions)
-    return np.mean([a.max(axis=1).astype(np.float64) for a in arrays], axis=0)
+    T) gives the mean over inputs of the per-input maxima. layer, start / stop: as for
+    head_mean."""
+    return _aggregate(attentions, _max_heads, layer, start, stop)
 
 
-_REDUCERS = {"mean": lambda a: _mean_heads(a),
-             "max": lambda a: a.max(axis=1).astype(np.float64),
+_REDUCERS = {"mean": _mean_heads,
+             "max": _max_heads,
              "min": lambda a: a.min(axis=1).astype(np.float64)}
 
 

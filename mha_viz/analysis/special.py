@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_array, check_mask
+from ._inputs import as_array, causal_width, check_mask
 
 __all__ = ["drop_positions", "special_keep_mask"]
 
@@ -25,11 +25,34 @@ def drop_positions(attentions, keep_mask) -> tuple[np.ndarray, np.ndarray]:
     if mask is None:
         raise InputError("keep_mask is required (bool [T], True = keep)")
     kept = np.flatnonzero(mask)
-    restricted = np.take(np.take(array, kept, axis=-1), kept, axis=-2)  # a new array
+    return _restricted(array, kept, kept), kept
+
+
+def _restricted(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """array[..., rows, :][..., keys] (a new array), each row divided by its mass on those
+    keys (rows with none stay 0): drop_positions' arithmetic, for the whole maps or for one
+    block of rows."""
+    restricted = np.take(np.take(array, rows, axis=-2), keys, axis=-1)
     sums = restricted.sum(axis=-1, keepdims=True, dtype=np.float64)
     scale = np.where(sums > 0, 1.0 / np.where(sums > 0, sums, 1.0), 0.0)
     restricted *= scale.astype(restricted.dtype)
-    return restricted, kept
+    return restricted
+
+
+def kept_block(block: np.ndarray, start: int, stop: int, kept: np.ndarray | None,
+               n_tokens: int, causal: bool):
+    """One block of an on-demand trace's rows start..stop-1, [H, stop - start, T], restricted
+    as drop_positions restricts the whole maps. -> (first, last, block [H, last - first, K'])
+    with its rows first..last-1 numbered among the kept positions, or None when the block
+    holds no kept row. kept: the kept positions (sorted), None for all. For a causal map the
+    keys after the block's last row (all 0) are left out: K' = causal_width(last, K)."""
+    if kept is None:
+        return start, stop, block[..., :causal_width(stop, n_tokens)] if causal else block
+    first, last = (int(i) for i in np.searchsorted(kept, [start, stop]))
+    if first == last:
+        return None
+    keys = kept[:causal_width(last, len(kept))] if causal else kept
+    return first, last, _restricted(block, kept[first:last] - start, keys)
 
 
 def special_keep_mask(trace, drop_first: bool = False) -> np.ndarray:

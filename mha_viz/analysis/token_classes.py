@@ -7,6 +7,9 @@ For one head with map A over n tokens and a key set S(i) per query i:
 i.e. the mean over all n query rows of the mass the row puts on S(i). Rows for which S(i) is
 empty contribute 0 (so "previous" counts row 0 as 0 and "next" counts the last row as 0; the
 head-role scores in roles.py instead average over the rows that have such a key).
+
+An on-demand trace is read a block of query rows at a time (MassStream): the column sums
+and the diagonals are added up over the blocks.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import unicodedata
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_array, causal_width, is_many, is_on_demand, thread_map
+from ._inputs import (RowsDone, as_array, causal_width, is_many, is_on_demand, streamed_rows,
+                      thread_map)
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
            "strip_token_markers"]
@@ -83,7 +87,7 @@ def _check_trace(trace, n: int) -> None:
         raise InputError(f"the trace has {len(trace.tokens)} tokens but maps of size {n}")
 
 
-def _mass_one(trace) -> dict[str, np.ndarray]:
+def _mass_one(trace, done: RowsDone) -> dict[str, np.ndarray]:
     if not hasattr(trace, "tokens"):
         raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
                          f"got {type(trace).__name__}")
@@ -92,6 +96,7 @@ def _mass_one(trace) -> dict[str, np.ndarray]:
         for layer, start, stop, block in trace.row_blocks():
             stream.add(layer, start, stop,
                        block[..., :causal_width(stop, stream.n)] if trace.causal else block)
+            done(stop - start)
         return stream.result()
     attentions = as_array(trace, min_ndim=2)
     n = attentions.shape[-1]
@@ -145,7 +150,7 @@ class MassStream:
         return result
 
 
-def token_class_mass(trace) -> dict[str, np.ndarray]:
+def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
     """Mass a(S) = (1/n) sum_i sum_{j in S(i)} A_ij per head for each class. -> {name: [L, H]}
 
     Keys (TOKEN_CLASSES): "[CLS]", "[SEP]" (positions whose token is literally "[CLS]" /
@@ -154,12 +159,17 @@ def token_class_mass(trace) -> dict[str, np.ndarray]:
     (position 0: [CLS] for BERT, the attention sink for GPT-2), "self" (j = i), "previous"
     (j = i - 1) and "next" (j = i + 1).
 
-    trace: an AttentionTrace, or a list of traces (the mean over them).
+    trace: an AttentionTrace, or a list of traces (the mean over them). An on-demand trace
+        (a long input) is streamed a block of query rows at a time (column sums and
+        diagonals added up over the blocks), with the same numbers.
+    progress: optional callback(done, total) over the query rows of on-demand traces; it
+        may raise to stop the computation.
     """
     traces = list(trace) if is_many(trace) else [trace]
     if not traces:
         raise InputError("token_class_mass: an empty list was given; pass at least one trace")
-    results = [_mass_one(t) for t in traces]
+    done = RowsDone(progress, streamed_rows(traces))
+    results = [_mass_one(t, done) for t in traces]
     shapes = {r["self"].shape for r in results}
     if len(shapes) > 1:
         raise InputError(f"token_class_mass: traces have different layer/head shapes {shapes}")
