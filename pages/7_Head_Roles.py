@@ -42,13 +42,16 @@ with ui.guard():
     model = selection.model
     info = model.info
     ui.trace_notes(trace)
-    ui.needs_full_maps(trace, "Head roles")
     causal = trace.causal
     first_name = "[CLS]" if trace.tokens[0] == "[CLS]" else "first token"
     stem = selection.file_stem
 
     hide_col, norm_col = st.columns(2)
-    keep = ui.hide_special_toggle(trace, hide_col)
+    if trace.on_demand:  # a long input: every map is never held at once
+        keep = None
+        hide_col.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
+    else:
+        keep = ui.hide_special_toggle(trace, hide_col)
     norm = ui.synced(norm_col.selectbox, "norm", "Normalisation", "ours",
                      options=list(A.NORMALIZATIONS), format_func=NORMS.get,
                      help="Ours averages over the query rows that have the key in question "
@@ -64,8 +67,17 @@ with ui.guard():
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
     keep_key = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
-    scores = ui.memo(A.role_scores, trace, key=(selection.key, keep_key, "roles"),
-                     exclude=exclude, normalization=norm)
+    if trace.on_demand:
+        # streamed over every head's rows: a job that shows its progress and can be cancelled
+        scores = ui.computed(("roles", selection.key, norm), A.role_scores, trace,
+                             label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
+                             normalization=norm)
+        if scores is None:
+            st.info("Cancelled: change an option or reload the page to compute it again.")
+            st.stop()
+    else:
+        scores = ui.memo(A.role_scores, trace, key=(selection.key, keep_key, "roles"),
+                         exclude=exclude, normalization=norm)
     support = ui.memo(A.role_support, trace, key=(selection.key, keep_key, "support"),
                       exclude=exclude)
     hidden = list(dict.fromkeys(trace.display_tokens[i] for i in np.flatnonzero(~keep))) \
@@ -247,7 +259,15 @@ with ui.guard():
     sharing = ui.kv_sharing_note(trace, head)
     if sharing:
         st.caption(sharing)
-    text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    if trace.on_demand:  # a long input's head as its overview: block means
+        factor = -(-trace.n_tokens // 256)
+        text_map = ui.memo(trace.block_mean, key=(selection.key, "overview", layer, head, factor),
+                           layer=layer, head=head, factor=factor)
+        labels = list(trace.display_tokens)
+    else:
+        factor = None
+        text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
+        text_map = text_maps[layer, head]
     probe_keep = probe.keep_mask(drop_probe)
     probe_map = probe.trace.attentions[layer, head]
     probe_labels = list(probe.trace.display_tokens)
@@ -256,8 +276,8 @@ with ui.guard():
         probe_labels = [probe_labels[i] for i in probe_kept]
     text_col, probe_col = st.columns(2)
     with text_col:
-        fig = plots.head_heatmap(text_maps[layer, head], labels, title=f"{name} on the text",
-                                 causal=causal, max_ticks=30,
+        fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text",
+                                 causal=causal, max_ticks=30, block_factor=factor,
                                  height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
         ui.show_figure(fig, key="head_text", alt=f"{name} on the text", share=0.5)
     with probe_col:

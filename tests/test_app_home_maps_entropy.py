@@ -242,11 +242,12 @@ def test_a_text_whose_maps_exceed_the_memory_budget_gets_maps_on_demand(monkeypa
     assert any("computed when you look at them" in t for t in texts(at.info))
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
     assert "overview" in titles[0] and "who attends to whom" in titles[1]
-    # Entropy and Head similarity stream their statistics over blocks of rows
-    for page, n_charts in (("pages/2_Entropy.py", 4), ("pages/3_Head_Similarity.py", 3)):
+    # Entropy, Head similarity and Head roles stream their statistics over blocks of rows
+    for page, n_charts in (("pages/2_Entropy.py", 4), ("pages/3_Head_Similarity.py", 3),
+                           ("pages/7_Head_Roles.py", 10)):
         at = run_page(page, session={"_mv_state_text": text})
         assert not at.exception and not at.error, texts(at.error)
-        assert len(charts(at)) == n_charts
+        assert len(charts(at)) == n_charts, page
     # the pages that need every map at once say how long a text they take
     for page in ["pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"]:
         at = run_page(page, session={"_mv_state_text": text})
