@@ -4,16 +4,19 @@
     model = load_model("minilm")            # bundled; or "gpt2", or a checkpoint folder
     trace = model.trace("The cat sat on the mat.")
     trace.attentions                        # float32 [layers, heads, T, T]
+    long = model.trace(book, maps="on_demand")   # maps computed when asked for
+    long.head_map(3, 7)                     # [T, T]
 """
 
 from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError, LoadError,
                      MhaVizError, NotAllowedError, OfflineError, TraceFileError,
                      UnsupportedModelError)
 from .model import Model, ModelInfo, Predictions, TargetMetric, load_model
+from .ondemand import MapsTooLargeError
 from .trace import AttentionTrace
 
 __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
-    "OfflineError", "NotAllowedError", "TraceFileError",
+    "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
 ]

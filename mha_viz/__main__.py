@@ -1,6 +1,6 @@
 """Command line:
 
-    python -m mha_viz trace --model minilm --text "..." [--out trace.npz]
+    python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--out trace.npz]
     python -m mha_viz corpus --model NAME (--input FILE [--column C] | --demo) --seg-len 128
         [--workers N] [--stats entropy,mass,roles,similarity] [--max-segments N] --out r.npz
 """
@@ -18,12 +18,13 @@ from .errors import InputError, MhaVizError
 def layer_summary(trace) -> list[str]:
     """One line per layer: mean entropy over heads, the sharpest head, where mass goes."""
     from .analysis.entropy import entropy
+    from .analysis.token_classes import token_class_mass
 
-    ent = entropy(trace.attentions)
+    ent = entropy(trace)  # a long input's trace is read a block of rows at a time
     lines = [f"{trace.model_name}: {trace.n_layers} layers x {trace.n_heads} heads, "
              f"{trace.n_tokens} tokens" + (f" (truncated from {trace.n_tokens_before_truncation})"
                                            if trace.truncated else "")]
-    first_mass = trace.attentions[..., 0].mean(-1)  # [L, H]: mass on the first token
+    first_mass = token_class_mass(trace)["first token"]  # [L, H]
     for layer in range(trace.n_layers):
         sharpest = int(ent[layer].argmin())
         lines.append(
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     trace_cmd.add_argument("--text", required=True)
     trace_cmd.add_argument("--text-pair", default=None, help="sentence B (BERT only)")
     trace_cmd.add_argument("--max-tokens", type=int, default=None)
+    trace_cmd.add_argument("--maps", default="auto", choices=["auto", "full", "on_demand"],
+                           help="hold every map, or keep what rebuilds them (long inputs); "
+                                "auto: whole up to 1 GiB of maps")
     trace_cmd.add_argument("--out", default=None, help="save the trace as .npz")
     corpus_cmd = commands.add_parser("corpus", help="head statistics over a corpus (mean and "
                                                     "spread over segments) into an .npz")
@@ -68,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         model = load_model(args.model)
-        trace = model.trace(args.text, text_pair=args.text_pair, max_tokens=args.max_tokens)
+        trace = model.trace(args.text, text_pair=args.text_pair, max_tokens=args.max_tokens,
+                            maps=args.maps)
     except MhaVizError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -190,3 +190,17 @@ def test_saved_bytes_is_the_size_of_the_arrays_saved(pairs):
     _, lazy = pairs["llama"]
     queries, keys, _ = lazy.maps_source.queries_keys_arrays()
     assert lazy.maps_source.saved_bytes() == queries.nbytes + keys.nbytes
+
+
+def test_the_command_line_summary_is_the_same_on_demand(checkpoint_factory, tmp_path, capsys):
+    from mha_viz.__main__ import main
+
+    folder = str(checkpoint_factory("gpt2", n_layer=2, n_head=4, d_model=64, n_positions=1024))
+    outputs = []
+    for maps in ("full", "on_demand"):
+        out = tmp_path / f"{maps}.npz"
+        assert main(["trace", "--model", folder, "--text", LONG_TEXT, "--maps", maps,
+                     "--out", str(out)]) == 0
+        outputs.append(capsys.readouterr().out.replace(str(out), "FILE"))
+    assert outputs[0] == outputs[1] and "mean entropy" in outputs[0]
+    assert AttentionTrace.load(tmp_path / "on_demand.npz").on_demand
