@@ -159,17 +159,22 @@ class OnDemandMaps:
             by_kv.setdefault(self.kv_heads[head], []).append(position)
         keys = int(rows.max()) + 1 if self.causal else self.n_tokens
         with torch.inference_mode():
+            # the keys each row cannot see (causal), shared by every head
+            hidden = torch.arange(keys)[None, :] > index[:, None] if self.causal else None
             for kv, positions in by_kv.items():
-                chosen = [heads[p] for p in positions]
-                block = q[chosen][:, index]  # [g, r, d]
+                chosen = torch.as_tensor([heads[p] for p in positions])
+                block = q[chosen[:, None], index[None, :]]  # [g, r, d], only these rows
                 scores = torch.matmul(block.reshape(-1, block.shape[-1]), k[kv, :keys].T)
-                scores = scores.view(len(chosen), len(rows), keys)
+                scores = scores.view(len(positions), len(rows), keys)
                 scores.mul_(scale)
-                if self.causal:
-                    hidden = torch.arange(keys)[None, :] > index[:, None]
+                if hidden is not None:
                     scores.masked_fill_(hidden, float("-inf"))
                 weights = torch.softmax(scores, dim=-1).numpy()
-                out[positions, :, :keys] = weights
+                first, last = positions[0], positions[-1] + 1
+                if last - first == len(positions):  # consecutive heads: a plain slice
+                    out[first:last, :, :keys] = weights
+                else:
+                    out[positions, :, :keys] = weights
         return out
 
 

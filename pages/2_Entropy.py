@@ -61,14 +61,18 @@ with ui.guard():
     memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
     stem = selection.file_stem
 
+    streamed = None
     if trace.on_demand:
-        # streamed over every head's rows: a job that shows its time and can be cancelled
-        ent = ui.computed(("entropy", memo_key, normalized, smoothing), A.entropy, trace,
-                          label=f"Computing every head's entropy over {n:,} tokens…",
-                          normalized=normalized, smoothing=smoothing, causal=trace.causal)
-        if ent is None:
+        # one pass over every head's rows for the entropy (both scales) and the mass: a job
+        # that shows its progress and can be cancelled
+        streamed = ui.computed(("entropy_and_mass", memo_key, smoothing), A.entropy_and_mass,
+                               trace, smoothing=smoothing,
+                               label=f"Computing every head's entropy and where its attention "
+                                     f"goes over {n:,} tokens…")
+        if streamed is None:
             st.info("Cancelled: change an option or reload the page to compute it again.")
             st.stop()
+        ent = streamed["normalised" if normalized else "entropy"]
     else:
         ent = ui.memo(A.entropy, maps, key=memo_key, normalized=normalized,
                       smoothing=smoothing, causal=trace.causal)
@@ -142,13 +146,8 @@ with ui.guard():
 
     # ---------------------------------------------------------------- token classes
     st.subheader("Where the attention goes: mass on kinds of tokens")
-    if trace.on_demand:
-        mass = ui.computed(("token_class_mass", selection.key), A.token_class_mass, trace,
-                           label=f"Computing where every head's attention goes over {n:,} "
-                                 f"tokens…")
-        if mass is None:
-            st.info("Cancelled: reload the page to compute it again.")
-            st.stop()
+    if streamed is not None:
+        mass = streamed["mass"]
     else:
         mass = ui.memo(A.token_class_mass, trace, key=selection.key)
     classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]

@@ -214,3 +214,18 @@ def test_what_does_not_stream_says_the_maps_are_too_large(pairs):
     _, lazy = pairs["gpt2", N_TOKENS]
     with pytest.raises(AssertionError, match="all its maps"):
         A.rollout(lazy)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("smoothing", [0.0, 1e-4])
+def test_entropy_and_mass_in_one_pass(pairs, family, smoothing):
+    full, lazy = pairs[family, N_TOKENS]
+    calls = []
+    both = A.entropy_and_mass(lazy, smoothing=smoothing,
+                              progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (lazy.n_layers * lazy.n_tokens,) * 2
+    same(A.entropy(full, smoothing=smoothing), both["entropy"])
+    same(A.entropy(full, normalized=True, smoothing=smoothing), both["normalised"])
+    same(A.token_class_mass(full), both["mass"])
+    again = A.entropy_and_mass(full, smoothing=smoothing)  # a full trace: the ordinary way
+    same(both["normalised"], again["normalised"])

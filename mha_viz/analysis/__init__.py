@@ -27,13 +27,13 @@ from .rollout import head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, special_keep_mask
-from .token_classes import (TOKEN_CLASSES, is_punctuation, strip_token_markers,
-                            token_class_mass, token_class_masks)
+from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
+                            strip_token_markers, token_class_mass, token_class_masks)
 
 __all__ = [
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
-    "strip_token_markers",
+    "strip_token_markers", "entropy_and_mass",
     "previous_token_scores", "next_token_scores", "duplicate_token_scores",
     "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
     "repeated_random_tokens", "induction_probe", "InductionProbe", "probe_description",

@@ -23,7 +23,7 @@ from ._inputs import (RowsDone, as_array, causal_width, is_many, is_on_demand, s
                       thread_map)
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
-           "strip_token_markers"]
+           "strip_token_markers", "entropy_and_mass"]
 
 TOKEN_CLASSES = ("[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next")
 
@@ -174,3 +174,31 @@ def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
     if len(shapes) > 1:
         raise InputError(f"token_class_mass: traces have different layer/head shapes {shapes}")
     return {name: np.mean([r[name] for r in results], axis=0) for name in TOKEN_CLASSES}
+
+
+def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, object]:
+    """Every head's entropy, raw and normalised, and token_class_mass, from ONE pass over a
+    long input's on-demand maps (each statistic alone would compute every map again): the
+    Entropy page's numbers. -> {"entropy": [L, H] nats, "normalised": [L, H], "mass":
+    {class: [L, H]}}, equal to entropy(trace, smoothing=...), entropy(trace,
+    normalized=True, smoothing=...) and token_class_mass(trace). A full trace gives them
+    the ordinary way. progress: callback(done, total) over query rows (may raise to stop)."""
+    from .entropy import RowEntropyStream, _check_smoothing, entropy, mean_over_rows
+
+    smoothing = _check_smoothing(smoothing)
+    if not is_on_demand(trace):
+        return {"entropy": entropy(trace, smoothing=smoothing),
+                "normalised": entropy(trace, normalized=True, smoothing=smoothing),
+                "mass": token_class_mass(trace)}
+    n_layers, n_heads, n, _ = trace.maps_shape
+    mass = MassStream(trace)
+    rows = RowEntropyStream(n_layers, n_heads, n, trace.causal, smoothing)
+    done = RowsDone(progress, streamed_rows([trace]))
+    for layer, start, stop, block in trace.row_blocks():
+        if trace.causal:  # the keys after a causal block's last row are exact zeros
+            block = block[..., :causal_width(stop, n)]
+        mass.add(layer, start, stop, block)  # reads the block; the entropy then works in it
+        rows.add(layer, start, stop, block)
+        done(stop - start)
+    return {"entropy": mean_over_rows(rows.result(False)),
+            "normalised": mean_over_rows(rows.result(True)), "mass": mass.result()}
