@@ -131,12 +131,12 @@ with ui.guard():
                                reference=row_ref, reference_name="uniform attention",
                                y_title=unit)
     ui.show_figure(fig, key="per_query", alt=f"Entropy per query token for {name}")
-    st.caption("Low bars: the token reads mostly from one place. The dashed line is the "
+    st.caption("Low values: the token reads mostly from one place. The dashed line is the "
                "entropy of uniform attention over the tokens that query can see"
                + (" (it grows along the text, as a causal model's row i sees i+1 tokens)."
                   if trace.causal and not normalized else ".")
-               + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover a "
-                  f"bar for its token." if n > 60 else ""))
+               + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover the "
+                  f"chart to see each one." if n > 60 else ""))
     ui.download_csv(partial(export.per_query_csv,
                             {unit: per_row, "uniform attention": np.broadcast_to(
                                 np.asarray(row_ref, dtype=float), per_row.shape)},

@@ -473,3 +473,15 @@ def test_log_colour_scale_keeps_the_plain_values_in_hover_and_cells():
 
 def test_attention_thumbnails_use_the_same_colour_scale_as_single_maps():
     assert P.GRID_SCALE == P.WEIGHT_SCALE
+
+
+def test_per_query_line_is_a_filled_line_past_bars_up_to():
+    n = P.layer_head.BARS_UP_TO + 1
+    v = np.linspace(0.0, 2.0, n)
+    fig = P.per_query_line(v, [f"t{i}" for i in range(n)], "Row entropy", reference=1.0)
+    values = fig.data[0]
+    assert values.type == "scatter" and values.fill == "tozeroy"
+    np.testing.assert_allclose(values.y, v)
+    assert values.hovertext[n - 1] == f"query {n - 1} 't{n - 1}'"
+    short = P.per_query_line(v[:-1], [f"t{i}" for i in range(n - 1)], "Row entropy")
+    assert short.data[0].type == "bar"

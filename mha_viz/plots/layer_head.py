@@ -121,6 +121,11 @@ def _layer_head_figure(trace: dict, title: str, note: str, n_layer: int, n_head:
     return fig
 
 
+# per_query_line draws bars up to this many queries, a filled line beyond
+BARS_UP_TO = 400
+_BAR_COLOUR = "#4a7fb5"
+
+
 def per_query_line(
     values: np.ndarray,
     labels: Sequence[str],
@@ -131,20 +136,24 @@ def per_query_line(
     fmt: str = ".3f",
     max_ticks: int = 60,
 ) -> go.Figure:
-    """Bars of a per-query quantity (e.g. row entropy) with a dashed reference line."""
+    """Bars of a per-query quantity (e.g. row entropy) with a dashed reference line; past
+    BARS_UP_TO queries a filled line instead (thousands of bars are thinner than a pixel and
+    draw as an empty chart)."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 1:
         raise InputError(f"values must be one number per query [T], got shape {v.shape}.")
     labels = _check_labels(labels, v.size)
     esc = [_esc(t) for t in labels]
     pos = np.arange(v.size)
-    fig = go.Figure(
-        go.Bar(
-            x=pos, y=v, name=_esc(y_title) or "value", marker_color="#4a7fb5",
-            hovertext=[f"query {i} '{t}'" for i, t in enumerate(esc)],
-            hovertemplate=f"%{{hovertext}}: %{{y:{fmt}}}<extra></extra>",
-        )
-    )
+    common = dict(x=pos, y=v, name=_esc(y_title) or "value",
+                  hovertext=[f"query {i} '{t}'" for i, t in enumerate(esc)],
+                  hovertemplate=f"%{{hovertext}}: %{{y:{fmt}}}<extra></extra>")
+    if v.size <= BARS_UP_TO:
+        values_trace = go.Bar(marker_color=_BAR_COLOUR, **common)
+    else:
+        values_trace = go.Scatter(mode="lines", fill="tozeroy", line=dict(color=_BAR_COLOUR,
+                                  width=1), fillcolor="rgba(74, 127, 181, 0.35)", **common)
+    fig = go.Figure(values_trace)
     if reference is not None:
         ref = np.asarray(reference, dtype=float)
         if ref.ndim == 0:
