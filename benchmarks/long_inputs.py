@@ -6,7 +6,8 @@ Cases (--cases, default all):
                  transformers' eager LlamaForCausalLM with output_attentions (the reference)
   smollm2-8192   SmolLM2-135M at its whole context, 8,192 tokens: our on-demand trace (the
                  full maps would be 72 GB: no reference can run), then what a page does with
-                 it: one head's 128-token window, its overview, and a 40-token line view
+                 it: one head's 128-token window, its overview, the overview of a
+                 layer's head mean, and a 40-token line view
   gpt2-1024      a GPT-2-small-shaped checkpoint (12 layers x 12 heads, d 768, random
                  weights, built here), 1,024 tokens: ours on demand, ours full, transformers
                  eager with output_attentions
@@ -136,10 +137,14 @@ def page_work(trace) -> dict:
     overview_s = timed(lambda h: plots.head_heatmap(
         trace.block_mean(layer, h, factor), labels, causal=trace.causal, block_factor=factor),
         0, 2, 3)
+    # the mean of the layer's heads: every head's rows, a band at a time
+    head_mean_overview_s = timed(lambda l: plots.head_heatmap(
+        trace.block_mean(l, None, factor), labels, causal=trace.causal, block_factor=factor),
+        layer, layer + 1, layer + 2)
     lines_s = timed(lambda s: plots.line_view(trace.rows(layer, s, s + 40)[:, :, s:s + 40],
                                               labels[s:s + 40], offset=s), 0, n // 2, n - 40)
     return dict(window_first_s=first_window, window_s=window_s, overview_s=overview_s,
-                lines_s=lines_s)
+                head_mean_overview_s=head_mean_overview_s, lines_s=lines_s)
 
 
 def smollm2_location() -> tuple[str, str]:

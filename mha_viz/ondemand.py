@@ -127,23 +127,26 @@ class OnDemandMaps:
                 stop = min(start + step, self.n_tokens)
                 yield layer, start, stop, self.rows(layer, start, stop)
 
-    def block_mean(self, layer: int, head: int, factor: int) -> np.ndarray:
-        """The head's map averaged over factor x factor blocks (the last block of each axis
-        may be smaller): [ceil(T / f), ceil(T / f)], computed a band of rows at a time."""
+    def block_mean(self, layer: int, head: int | None, factor: int) -> np.ndarray:
+        """The head's map (head=None: the mean of the layer's heads) averaged over factor x
+        factor blocks (the last block of each axis may be smaller): [ceil(T / f),
+        ceil(T / f)], computed a band of rows at a time."""
         factor = max(1, int(factor))
         n = self.n_tokens
+        heads = None if head is None else [head]
+        n_heads = self.n_heads if head is None else 1
         size = -(-n // factor)
         starts = np.arange(0, n, factor)
         widths = np.minimum(starts + factor, n) - starts
         out = np.empty((size, size), dtype=np.float64)
-        band = max(1, BLOCK_ELEMENTS // (n * factor)) * factor
+        band = max(1, BLOCK_ELEMENTS // (n * factor * n_heads)) * factor
         for start in range(0, n, band):
-            rows = self.rows(layer, start, start + band, [head])[0].astype(np.float64)
+            rows = self.rows(layer, start, start + band, heads).sum(axis=0, dtype=np.float64)
             sums = np.add.reduceat(np.add.reduceat(rows, np.arange(0, rows.shape[0], factor),
                                                    axis=0), starts, axis=1)
             first = start // factor
             out[first:first + sums.shape[0]] = sums
-        return (out / widths[:, None] / widths[None, :]).astype(np.float32)
+        return (out / n_heads / widths[:, None] / widths[None, :]).astype(np.float32)
 
     # --- the arithmetic ---------------------------------------------------------------------
 

@@ -156,13 +156,15 @@ class AttentionTrace:
                 stop = min(start + step, self.n_tokens)
                 yield layer, start, stop, self._full[layer, :, start:stop]
 
-    def block_mean(self, layer: int, head: int, factor: int) -> np.ndarray:
-        """The head's map averaged over factor x factor blocks: the overview of a long
-        input, [ceil(T / f), ceil(T / f)]."""
+    def block_mean(self, layer: int, head: int | None, factor: int) -> np.ndarray:
+        """The head's map (head=None: the mean of the layer's heads) averaged over factor x
+        factor blocks: the overview of a long input, [ceil(T / f), ceil(T / f)]."""
         if self.maps_source is not None:
             return self.maps_source.block_mean(layer, head, factor)
         from .downsample import block_mean
 
+        if head is None:
+            return block_mean(self._full[layer].mean(axis=0, dtype=np.float64), factor)
         return block_mean(self._full[layer, head], factor)
 
     def held_bytes(self) -> int:

@@ -82,11 +82,14 @@ def long_input_view(trace) -> None:
     st.info(f"Long input ({n:,} tokens): the maps are computed when you look at them, a block "
             f"of rows at a time, so the server's memory grows with the length, not its square. "
             f"Each head shows as an overview of the whole text and a window you move along it "
-            f"at full resolution. The grid of every head, hiding tokens and the head mean are "
-            f"drawn for inputs whose maps fit in memory at once.")
+            f"at full resolution. The grid of every head, hiding tokens and attention rollout "
+            f"are drawn for inputs whose maps fit in memory at once.")
     pick, size_col = st.columns([2, 3])
     with pick:
         layer, head = ui.head_picker(trace)
+        layer_mean = ui.synced(st.toggle, "lmean", "Mean of the layer's heads", False,
+                               help="Show the average of every head in the layer (what the "
+                                    "layer as a whole reads from) instead of one head.")
     with size_col:
         size = ui.synced(st.radio, "wsize", "Window", 128, options=WINDOW_SIZES,
                          format_func=lambda s: f"{s} tokens", horizontal=True,
@@ -97,29 +100,35 @@ def long_input_view(trace) -> None:
                       valid=lambda v: 0 <= int(v) <= n - size,
                       help="Drag to move the window along the text; the overview outlines it.")
     stop = start + size
-    name = plots.head_name(layer, head)
+    shown_head = None if layer_mean else head  # None: the layer's head mean
+    name = f"L{layer} head mean" if layer_mean else plots.head_name(layer, head)
     stem = selection.file_stem
     factor = -(-n // HEATMAP_MAX)
 
-    st.subheader(f"{name} (layer {layer}, head {head}): the whole text")
-    overview = ui.memo(trace.block_mean, key=(selection.key, "overview", layer, head, factor),
-                       layer=layer, head=head, factor=factor)
+    st.subheader((f"The mean of layer {layer}'s {trace.n_heads} heads" if layer_mean
+                  else f"{name} (layer {layer}, head {head})") + ": the whole text")
+    with st.spinner(f"Computing the overview of {name}…"):
+        overview = ui.memo(trace.block_mean,
+                           key=(selection.key, "overview", layer, shown_head, factor),
+                           layer=layer, head=shown_head, factor=factor)
     fig = plots.head_heatmap(overview, labels, title=f"{name}: overview", causal=trace.causal,
                              block_factor=factor, highlight=(start, stop), max_ticks=24,
                              height=760)
-    ui.show_figure(fig, key="overview", alt=f"Overview of head {name}", share=1.0)
+    ui.show_figure(fig, key="overview", alt=f"Overview of {name}", share=1.0)
     st.caption(f"Each cell is the mean weight of a {factor}×{factor} block of query and key "
                f"tokens; the red square is the window below.")
 
     st.subheader(f"{name}: tokens {start}–{stop - 1} at full resolution")
-    rows = trace.rows(layer, start, stop, [head])[0]  # [size, T]: every key of these rows
+    # [size, T]: every key of these rows
+    rows = (trace.rows(layer, start, stop).mean(axis=0) if layer_mean
+            else trace.rows(layer, start, stop, [head])[0])
     window = rows[:, start:stop]
     inside = float(window.sum(axis=1).mean())
     first = float(rows[:, 0].mean())
     fig = plots.head_heatmap(window, labels[start:stop], title=f"{name}: who attends to whom",
                              causal=trace.causal, offset=start, max_ticks=32,
                              height=None if size <= 64 else 720)
-    ui.show_figure(fig, key="window", alt=f"Window of head {name}", share=1.0)
+    ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0)
     st.caption(f"These {size} queries give {inside:.0%} of their attention to keys inside the "
                f"window" + (f" and {first:.0%} to the first token" if start > 0 else "")
                + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
@@ -129,16 +138,21 @@ def long_input_view(trace) -> None:
                     "This window as CSV", key="dl_window")
 
     st.subheader("The window as lines between tokens")
-    which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
-                      format_func={"one": f"head {name} only",
-                                   "all": f"all heads of layer {layer}"}.get, horizontal=True)
+    if layer_mean:  # the mean is not a head: each of the heads it averages gets its lines
+        which = "all"
+    else:
+        which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
+                          format_func={"one": f"head {name} only",
+                                       "all": f"all heads of layer {layer}"}.get,
+                          horizontal=True)
     line_stop = min(stop, start + LINE_WINDOW)
     lines = plots.line_view(trace.rows(layer, start, line_stop)[:, :, start:line_stop],
                             labels[start:line_stop], heads=None if which == "all" else [head],
                             layer=layer, offset=start, title=f"Layer {layer}: query → key")
     ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
-    st.caption(f"The first {line_stop - start} tokens of the window; lines to keys outside it "
-               f"are not drawn.")
+    st.caption(f"The first {line_stop - start} tokens of the window"
+               + (f", every head of layer {layer}" if layer_mean else "")
+               + "; lines to keys outside it are not drawn.")
 
     st.subheader("Which heads link two tokens")
     query, key_pos = pick_token_pair(labels, (n - 1, 0))

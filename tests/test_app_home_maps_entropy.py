@@ -242,6 +242,15 @@ def test_a_text_whose_maps_exceed_the_memory_budget_gets_maps_on_demand(monkeypa
     assert any("computed when you look at them" in t for t in texts(at.info))
     titles = [c["layout"]["title"]["text"] for c in charts(at)]
     assert "overview" in titles[0] and "who attends to whom" in titles[1]
+    head_overview = charts(at)[0]["data"][0]["z"]
+    # the layer's head mean, in the overview and the window
+    at.toggle(key="_mv_w_lmean").set_value(True).run()
+    assert not at.exception and not at.error, texts(at.error)
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert titles[0].startswith("L0 head mean: overview"), titles
+    assert titles[1].startswith("L0 head mean: who attends to whom"), titles
+    assert charts(at)[0]["data"][0]["z"] != head_overview
+    assert any("every head of layer 0" in t for t in texts(at.caption))
     # Entropy, Head similarity and Head roles stream their statistics over blocks of rows
     for page, n_charts in (("pages/2_Entropy.py", 4), ("pages/3_Head_Similarity.py", 3),
                            ("pages/7_Head_Roles.py", 10)):

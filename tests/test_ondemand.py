@@ -51,6 +51,8 @@ def test_every_map_equals_the_full_trace(pairs, family):
     assert np.abs(lazy.rows(0, 250, 520) - full.rows(0, 250, 520)).max() < 1e-6
     for factor in (1, 7, 64):
         assert np.abs(lazy.block_mean(1, 2, factor) - full.block_mean(1, 2, factor)).max() < 1e-6
+        assert np.abs(lazy.block_mean(1, None, factor) - full.block_mean(1, None, factor)
+                      ).max() < 1e-6
     # The maps are not trivial: rows sum to 1 and are far from uniform.
     assert np.allclose(lazy.head_map(1, 1).sum(-1), 1, atol=1e-5)
     assert lazy.head_map(1, 1).max() > 20 / full.n_tokens
@@ -64,6 +66,12 @@ def test_block_mean_is_the_mean_of_each_block(pairs):
     assert overview[2, 1] == pytest.approx(head_map[128:192, 64:128].mean(), abs=1e-7)
     last = -(-full.n_tokens // 64) - 1
     assert overview[last, 0] == pytest.approx(head_map[64 * last:, :64].mean(), abs=1e-7)
+    # head=None: the mean of the layer's heads, block-averaged
+    head_mean = full.layer_maps(1).astype(np.float64).mean(axis=0)
+    mean_overview = full.block_mean(1, None, 64)
+    assert mean_overview[2, 1] == pytest.approx(head_mean[128:192, 64:128].mean(), abs=1e-7)
+    assert mean_overview[last, 0] == pytest.approx(head_mean[64 * last:, :64].mean(), abs=1e-7)
+    assert abs(mean_overview[2, 1] - overview[2, 1]) > 1e-4  # not one head's blocks
 
 
 def test_on_demand_maps_equal_transformers(long_models, checkpoint_factory):

@@ -88,6 +88,15 @@ def test_attention_maps_of_a_long_input(sized_tab, long_server, long_query, scre
     slider.press("Home")
     tab.wait_for_function(f"() => ({FIRST_ROW})(1).startsWith('0 ')", polling=200)
     assert_no_exception(tab, long_server)
+    # the mean of layer 3's heads, asked for by the URL
+    open_page(tab, long_server, "Attention_Maps", 4, long_query + "&layer=3&lmean=1")
+    assert_no_exception(tab, long_server)
+    wait_fitted(tab)
+    titles = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(gd => String(gd.layout.title.text))""")
+    assert titles[0].startswith("L3 head mean: overview"), titles
+    assert titles[1].startswith("L3 head mean: who attends to whom"), titles
+    shoot_figures(tab, screenshots, f"long_input_{LONG_TOKENS}_maps_head_mean")
     assert_only_own_host(tab, long_server)
 
 
