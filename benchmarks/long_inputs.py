@@ -7,7 +7,8 @@ Cases (--cases, default all):
   smollm2-8192   SmolLM2-135M at its whole context, 8,192 tokens: our on-demand trace (the
                  full maps would be 72 GB: no reference can run), then what a page does with
                  it: one head's 128-token window, its overview, the overview of a
-                 layer's head mean, and a 40-token line view
+                 layer's head mean, a 40-token line view, and the Entropy page's pass
+                 over every map (entropy and token-class mass of every head)
   gpt2-1024      a GPT-2-small-shaped checkpoint (12 layers x 12 heads, d 768, random
                  weights, built here), 1,024 tokens: ours on demand, ours full, transformers
                  eager with output_attentions
@@ -112,6 +113,7 @@ def measure(engine: str, model_name: str, n_tokens: int) -> dict:
 def page_work(trace) -> dict:
     """What the Attention maps page computes for one head of a long input: median seconds."""
     from mha_viz import plots
+    from mha_viz.analysis import entropy_and_mass
 
     labels = list(trace.display_tokens)
     n = trace.n_tokens
@@ -143,8 +145,13 @@ def page_work(trace) -> dict:
         layer, layer + 1, layer + 2)
     lines_s = timed(lambda s: plots.line_view(trace.rows(layer, s, s + 40)[:, :, s:s + 40],
                                               labels[s:s + 40], offset=s), 0, n // 2, n - 40)
+    # the Entropy page: every head's entropy and token-class mass, one pass over every map
+    begin = time.perf_counter()
+    entropy_and_mass(trace)
+    entropy_s = time.perf_counter() - begin
     return dict(window_first_s=first_window, window_s=window_s, overview_s=overview_s,
-                head_mean_overview_s=head_mean_overview_s, lines_s=lines_s)
+                head_mean_overview_s=head_mean_overview_s, lines_s=lines_s,
+                entropy_page_s=entropy_s)
 
 
 def smollm2_location() -> tuple[str, str]:
@@ -191,7 +198,9 @@ def main() -> None:
             print(f"{engine:16s} {result['tokens']:6,d} tokens: {result['seconds']:7.2f} s, "
                   f"peak {result['peak_mb']:7,.0f} MB (trace {result['trace_mb']:7,.0f} MB)"
                   + (f", held {result['held_mb']:,.0f} MB" if "held_mb" in result else "")
-                  + extra)
+                  + extra
+                  + (f"; peak after them {result['peak_mb_after_pages']:,.0f} MB"
+                     if "peak_mb_after_pages" in result else ""))
         reference = next((r for r in results if r["engine"] == "transformers"), None)
         ours = next((r for r in results if r["engine"] == "ours-on-demand"), None)
         if reference and ours:

@@ -27,6 +27,7 @@ import torch
 
 from .attention import apply_rotary, kv_head_of
 from .errors import InputError
+from .transformer import QUERY_CHUNK as ROW_CHUNK  # query rows scored at once, as the forward
 
 # Elements (float32) of one block of rows across a layer's heads: 64 MB.
 BLOCK_ELEMENTS = 1 << 24
@@ -83,7 +84,7 @@ class OnDemandMaps:
     def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
         """The given query rows (any order) of `heads` in `layer`: [len(heads), len(rows), T]."""
         heads = self._check(layer, heads)
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)  # e.g. a reversed view
         if rows.size and (rows.min() < 0 or rows.max() >= self.n_tokens):
             raise InputError(f"a row is out of range (0..{self.n_tokens - 1})")
         return self._weights(layer, heads, rows)
@@ -150,34 +151,65 @@ class OnDemandMaps:
 
     # --- the arithmetic ---------------------------------------------------------------------
 
+    def _scratch(self, n_scores: int, n_hidden: int):
+        """This thread's buffers for a chunk's scores, weights (n_scores floats each) and
+        hidden keys (n_hidden bools), kept from call to call. A new allocation of tens of MB
+        is a new mapping (mha_viz.memory) whose every page faults in when first written:
+        made per chunk, that was a third of a streamed statistic's time. At most 2 x 3 heads
+        x 256 rows x T floats per thread (50 MB for SmolLM2 at 8,192 tokens)."""
+        local = self.__dict__.setdefault("_scratch_local", threading.local())
+        found = getattr(local, "buffers", None)
+        if found is None or found[0].numel() < n_scores or found[2].numel() < n_hidden:
+            found = (torch.empty(n_scores), torch.empty(n_scores),
+                     torch.empty(n_hidden, dtype=torch.bool))
+            local.buffers = found
+        return found
+
     def _weights(self, layer: int, heads: list[int], rows: np.ndarray) -> np.ndarray:
         q, k, scale = self.queries_keys(layer)
         out = np.zeros((len(heads), len(rows), self.n_tokens), dtype=np.float32)
         if not len(rows) or not heads:
             return out
-        index = torch.as_tensor(rows)
         # As in the forward: scores of the query heads sharing a key/value head in one GEMM.
         by_kv: dict[int, list[int]] = {}
         for position, head in enumerate(heads):
             by_kv.setdefault(self.kv_heads[head], []).append(position)
-        keys = int(rows.max()) + 1 if self.causal else self.n_tokens
+        groups = [(kv, positions, torch.as_tensor([heads[p] for p in positions]))
+                  for kv, positions in by_kv.items()]
+        chunk_rows = min(ROW_CHUNK, len(rows))
+        most_keys = int(rows.max()) + 1 if self.causal else self.n_tokens
+        most = max(len(positions) for _, positions, _ in groups) * chunk_rows * most_keys
+        scores_buffer, weights_buffer, hidden_buffer = self._scratch(most,
+                                                                     chunk_rows * most_keys)
+        key_positions = torch.arange(most_keys)
         with torch.inference_mode():
-            # the keys each row cannot see (causal), shared by every head
-            hidden = torch.arange(keys)[None, :] > index[:, None] if self.causal else None
-            for kv, positions in by_kv.items():
-                chosen = torch.as_tensor([heads[p] for p in positions])
-                block = q[chosen[:, None], index[None, :]]  # [g, r, d], only these rows
-                scores = torch.matmul(block.reshape(-1, block.shape[-1]), k[kv, :keys].T)
-                scores = scores.view(len(positions), len(rows), keys)
-                scores.mul_(scale)
-                if hidden is not None:
-                    scores.masked_fill_(hidden, float("-inf"))
-                weights = torch.softmax(scores, dim=-1).numpy()
-                first, last = positions[0], positions[-1] + 1
-                if last - first == len(positions):  # consecutive heads: a plain slice
-                    out[first:last, :, :keys] = weights
-                else:
-                    out[positions, :, :keys] = weights
+            # ROW_CHUNK rows at a time, as the forward does: a causal chunk multiplies only the
+            # keys up to its last row (about half the work of a whole band of ascending rows)
+            for first in range(0, len(rows), ROW_CHUNK):
+                index = torch.as_tensor(rows[first:first + ROW_CHUNK])
+                n_rows = len(index)
+                keys = int(index.max()) + 1 if self.causal else self.n_tokens
+                hidden = None
+                if self.causal:  # the keys each row cannot see, shared by every head
+                    hidden = torch.gt(key_positions[None, :keys], index[:, None],
+                                      out=hidden_buffer[:n_rows * keys].view(n_rows, keys))
+                chunk = slice(first, first + n_rows)
+                for kv, positions, chosen in groups:
+                    size = len(positions) * n_rows * keys
+                    block = q[chosen[:, None], index[None, :]]  # [g, r, d], only these rows
+                    scores = torch.matmul(block.reshape(-1, block.shape[-1]), k[kv, :keys].T,
+                                          out=scores_buffer[:size].view(-1, keys))
+                    scores = scores.view(len(positions), n_rows, keys)
+                    scores.mul_(scale)
+                    if hidden is not None:
+                        scores.masked_fill_(hidden, float("-inf"))
+                    weights = torch.softmax(scores, dim=-1, out=weights_buffer[:size].view(
+                        len(positions), n_rows, keys)).numpy()
+                    low, high = positions[0], positions[-1] + 1
+                    if high - low == len(positions):  # consecutive heads: a plain slice
+                        out[low:high, chunk, :keys] = weights
+                    else:
+                        out[positions, chunk, :keys] = weights
         return out
 
 

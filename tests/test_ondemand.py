@@ -58,6 +58,25 @@ def test_every_map_equals_the_full_trace(pairs, family):
     assert lazy.head_map(1, 1).max() > 20 / full.n_tokens
 
 
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_rows_in_any_order_from_two_threads(pairs, family):
+    """Rows are scored 256 at a time in the order given (a causal chunk only up to its last
+    row's keys) in per-thread buffers: shuffled rows, heads out of order and another thread
+    computing meanwhile give the full trace's rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    full, lazy = pairs[family]
+    order = np.random.default_rng(0).permutation(full.n_tokens)[:600]
+    heads = [3, 0, 2]
+    jobs = [(layer, rows) for layer in range(full.n_layers)
+            for rows in (order, np.sort(order)[::-1], order[:1])]
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(lambda job: lazy.gather_rows(job[0], job[1], heads), jobs))
+    for (layer, rows), got in zip(jobs, found):
+        expected = full.gather_rows(layer, rows, heads)
+        assert got.shape == expected.shape and np.abs(got - expected).max() < 1e-6
+
+
 def test_block_mean_is_the_mean_of_each_block(pairs):
     full, _ = pairs["gpt2"]
     head_map = full.head_map(1, 3).astype(np.float64)
