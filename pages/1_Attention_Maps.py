@@ -120,7 +120,7 @@ def long_input_view(trace) -> None:
 
     st.subheader(f"{name}: tokens {start}–{stop - 1} at full resolution")
     # [size, T]: every key of these rows
-    rows = (trace.rows(layer, start, stop).mean(axis=0) if layer_mean
+    rows = (A.head_mean(trace, layer=layer, start=start, stop=stop) if layer_mean
             else trace.rows(layer, start, stop, [head])[0])
     window = rows[:, start:stop]
     inside = float(window.sum(axis=1).mean())

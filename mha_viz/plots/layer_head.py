@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb
 
 from ..analysis.heads import head_name
 from ..downsample import thin_labels
@@ -151,8 +152,10 @@ def per_query_line(
     if v.size <= BARS_UP_TO:
         values_trace = go.Bar(marker_color=_BAR_COLOUR, **common)
     else:
+        red, green, blue = hex_to_rgb(_BAR_COLOUR)
         values_trace = go.Scatter(mode="lines", fill="tozeroy", line=dict(color=_BAR_COLOUR,
-                                  width=1), fillcolor="rgba(74, 127, 181, 0.35)", **common)
+                                  width=1), fillcolor=f"rgba({red}, {green}, {blue}, 0.35)",
+                                  **common)
     fig = go.Figure(values_trace)
     if reference is not None:
         ref = np.asarray(reference, dtype=float)
