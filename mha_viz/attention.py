@@ -100,6 +100,7 @@ def scaled_dot_product_attention(
     bias: torch.Tensor | None = None,
     scale: float | None = None,
     weights_out: torch.Tensor | None = None,
+    on_weights=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T * scale + bias) V with the softmax written out and its weights returned.
 
@@ -107,7 +108,8 @@ def scaled_dot_product_attention(
     group of H / H_kv consecutive query heads shares one key/value head; every query head
     still gets its own map). bias broadcastable to [B, H, T, S] (additive: 0 or -inf/min).
     weights_out, when given, is a [B, H, T, S] tensor the weights are written into, so a
-    caller collecting every layer's maps (a trace) needs no copy afterwards.
+    caller collecting every layer's maps (a trace) needs no copy afterwards. on_weights, when
+    given, maps the weights to the ones multiplied with V (an intervention on the pattern).
     Returns (context [B, H, T, d_k], weights [B, H, T, S]).
     """
     if scale is None:
@@ -126,6 +128,8 @@ def scaled_dot_product_attention(
         weights = torch.softmax(scores, dim=-1)
     else:
         weights = torch.softmax(scores, dim=-1, out=weights_out)
+    if on_weights is not None:  # an intervention reads or replaces the pattern
+        weights = on_weights(weights)
     context = torch.matmul(weights.reshape(batch, n_kv, group * length, keys), v)
     return context.view(batch, n_head, length, d_k), weights
 
@@ -250,6 +254,40 @@ class MultiHeadAttention(nn.Module):
         return (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
                 split_heads(v, self.n_kv_head))
 
+    def qkv_weights(self) -> tuple[torch.Tensor, ...]:
+        """W_Q [H, d_k, d], W_K and W_V [H_kv, d_k, d] and their biases [H, d_k] / [H_kv, d_k]
+        (None without biases): views of the projection, per head."""
+        q_width, kv_width = self.n_head * self.d_head, self.n_kv_head * self.d_head
+        if self.fused_qkv:
+            weight, bias = self.qkv.weight, self.qkv.bias
+            weights = weight.split([q_width, kv_width, kv_width])
+            biases = (None,) * 3 if bias is None else bias.split([q_width, kv_width, kv_width])
+        else:
+            weights = (self.query.weight, self.key.weight, self.value.weight)
+            biases = (self.query.bias, self.key.bias, self.value.bias)
+        counts = (self.n_head, self.n_kv_head, self.n_kv_head)
+        shaped = [w.view(n, self.d_head, self.d_model) for w, n in zip(weights, counts)]
+        shaped_bias = [None if b is None else b.view(n, self.d_head)
+                       for b, n in zip(biases, counts)]
+        return (*shaped, *shaped_bias)
+
+    def project_qkv_per_head(self, x: torch.Tensor):
+        """Per-head input streams X [B, 3, H, T, d] (one for each query head's query, key and
+        value: edge-level interventions give each head its own input) -> Q, K, V
+        [B, H, T, d_k], keys and values computed for each query head with the weights of the
+        key/value head it reads."""
+        w_q, w_k, w_v, b_q, b_k, b_v = self.qkv_weights()
+        index = torch.tensor(self.kv_heads)
+        out = []
+        for part, weight, bias, per_query in ((0, w_q, b_q, False), (1, w_k, b_k, True),
+                                              (2, w_v, b_v, True)):
+            if per_query:
+                weight = weight[index]
+                bias = None if bias is None else bias[index]
+            projected = torch.einsum("bhtd,hkd->bhtk", x[:, part], weight)
+            out.append(projected if bias is None else projected + bias[None, :, None, :])
+        return tuple(out)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -262,6 +300,8 @@ class MultiHeadAttention(nn.Module):
         record: dict | None = None,
         query_chunk: int | None = None,
         causal: bool = False,
+        hooks=None,
+        layer: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
@@ -274,8 +314,20 @@ class MultiHeadAttention(nn.Module):
         weights are kept only in weights_out (else returned as None), so memory grows with
         T, not T squared. bias is then only the padding bias [B, 1, 1, T] (or None), and
         causal says whether to mask future keys.
+        hooks: an interventions.Hooks that reads or replaces this layer's named activations
+        (q, k, v before rotation; pattern; z, each head's output before W_O; result, each
+        head's output through its slice of W_O, [B, T, H, d], computed only when asked).
+        x may then be per-head input streams [B, 3, H, T, d] (see project_qkv_per_head).
         """
-        q, k, v = self.project_qkv(x)
+        if x.dim() == 5:
+            q, k, v = self.project_qkv_per_head(x)
+        else:
+            q, k, v = self.project_qkv(x)
+        if hooks is not None:
+            if hooks.ungroup_kv and k.shape[1] != self.n_head:  # a key/value per query head
+                index = torch.tensor(self.kv_heads)
+                k, v = k[:, index], v[:, index]
+            q, k, v = hooks("q", layer, q), hooks("k", layer, k), hooks("v", layer, v)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if query_chunk is not None:
@@ -283,11 +335,22 @@ class MultiHeadAttention(nn.Module):
                                         weights_out)
             weights = weights_out
         else:
+            on_weights = None if hooks is None else (
+                lambda pattern: hooks("pattern", layer, pattern))
             context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale,
-                                                            weights_out)
+                                                            weights_out, on_weights)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
-        output = self.out(combine_heads(context))
+        if hooks is not None:
+            context = hooks("z", layer, context)
+        if hooks is not None and hooks.wants("result", layer):
+            w_out = self.out.weight.view(self.d_model, self.n_head, self.d_head)
+            result = hooks("result", layer, torch.einsum("bhtk,dhk->bthd", context, w_out))
+            output = result.sum(2)
+            if self.out.bias is not None:
+                output = output + self.out.bias
+        else:
+            output = self.out(combine_heads(context))
         if record is not None:
             record["context"], record["attn_out"] = context, output
         return output, weights

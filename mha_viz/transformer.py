@@ -135,6 +135,7 @@ class Block(nn.Module):
 
     def __init__(self, config: StackConfig, layer: int):
         super().__init__()
+        self.layer = layer
         self.pre_ln = config.pre_norm
         self.attn = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=True,
                                        bias=config.qkv_bias, scale=config.attention_scale(layer),
@@ -160,24 +161,39 @@ class Block(nn.Module):
         return self.ln_1(h) if self.pre_ln else h
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None, rotary=None, record=None, query_chunk=None, causal=False):
+                weights_out=None, rotary=None, record=None, query_chunk=None, causal=False,
+                hooks=None):
         """record, when given, receives the attention's "context" and "attn_out" and the
         MLP's output "mlp_out": the pieces a pre-norm layer adds to the residual stream.
-        query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept)."""
-        attended, weights = self.attn(self.attention_input(h), bias, head_mask, ablation,
+        query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
+        hooks: an interventions.Hooks called at this layer's named points: resid_pre,
+        attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
+        attn_out, resid_mid (the stream the MLP reads), mlp_in, mlp_out, resid_post, and
+        the attention's own (see MultiHeadAttention.forward)."""
+        layer = self.layer
+        attn_in = h
+        if hooks is not None:
+            h = hooks("resid_pre", layer, h)
+            attn_in = hooks("attn_in", layer, h)
+        attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
                                       attention_mask, weights_out, rotary, record,
-                                      query_chunk, causal)
-        if self.pre_ln:
-            h = h + attended
-            mlp_out = self.mlp(self.ln_2(h))
-            if record is not None:
-                record["mlp_out"] = mlp_out
-            return h + mlp_out, weights
-        h = self.ln_1(h + attended)
-        mlp_out = self.mlp(h)
+                                      query_chunk, causal, hooks, layer)
+        if hooks is not None:
+            attended = hooks("attn_out", layer, attended)
+        h = h + attended if self.pre_ln else self.ln_1(h + attended)
+        mlp_in = h
+        if hooks is not None:
+            h = hooks("resid_mid", layer, h)
+            mlp_in = hooks("mlp_in", layer, h)
+        mlp_out = self.mlp(self.ln_2(mlp_in) if self.pre_ln else mlp_in)
+        if hooks is not None:
+            mlp_out = hooks("mlp_out", layer, mlp_out)
         if record is not None:
             record["mlp_out"] = mlp_out
-        return self.ln_2(h + mlp_out), weights
+        out = h + mlp_out if self.pre_ln else self.ln_2(h + mlp_out)
+        if hooks is not None:
+            out = hooks("resid_post", layer, out)
+        return out, weights
 
 
 class TransformerStack(nn.Module):
@@ -252,7 +268,7 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None, records=None, query_chunk=None):
+                   layer_inputs=None, records=None, query_chunk=None, hooks=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -264,6 +280,8 @@ class TransformerStack(nn.Module):
         query_chunk: attention a block of query rows at a time (attention.chunked_attention;
         the weights are kept only in attentions_out): bias is then the padding bias only
         (key_bias), the causal mask being built per block.
+        hooks: an interventions.Hooks that reads or replaces named activations (see
+        Block.forward).
         """
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
@@ -279,16 +297,27 @@ class TransformerStack(nn.Module):
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
             record = None if records is None else {}
             h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            record, query_chunk, self.config.causal)
+                                            record, query_chunk, self.config.causal, hooks)
             if records is not None:
                 records.append(record)
             if keep_attentions:
                 kept.append(weights)
         return h, kept
 
-    def finish(self, h):
-        """Hidden state after the last layer -> the model's last hidden state."""
-        return self.final_ln(h) if self.config.final_norm else h
+    def finish(self, h, hooks=None):
+        """Hidden state after the last layer -> the model's last hidden state. hooks: the
+        final norm's "scale" [B, T, 1] (sqrt of the variance, or of the mean square, plus
+        eps), read or replaced when hooks.wants it."""
+        if not self.config.final_norm:
+            return h
+        if hooks is None or not hooks.wants("scale", None):
+            return self.final_ln(h)
+        norm = self.final_ln
+        if self.config.norm == "layernorm":
+            h = h - h.mean(-1, keepdim=True)
+        scale = hooks("scale", None, torch.sqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps))
+        out = h / scale * norm.weight
+        return out + norm.bias if getattr(norm, "bias", None) is not None else out
 
     def lm_logits(self, last_hidden):
         """Vocabulary logits from the last hidden state."""

@@ -23,6 +23,8 @@ from .heads import (attention_change, head_name, head_names, mask_to_names, name
                     nearest_heads, normalise_layers, opening_view, parse_head_name, rank_heads)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
+from .patching import (COMPONENTS, PatchingResult, activation_patching, attribution_patching,
+                       path_patching)
 from .rollout import head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
@@ -48,4 +50,6 @@ __all__ = [
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
     "opening_view", "direct_logit_attribution", "Attribution", "parse_head_name", "rank_heads",
     "nearest_heads", "normalise_layers",
+    "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
+    "COMPONENTS",
 ]
