@@ -110,3 +110,15 @@ def check_point(name: str, layer: int | None) -> None:
     elif name not in LAYER_POINTS:
         raise ValueError(f"unknown activation point '{name}': one of "
                          f"{', '.join(LAYER_POINTS + FINAL_POINTS)}")
+
+
+def run_with_hooks(network, ids: torch.Tensor, hooks: Hooks | None = None, start: int = 0,
+                   h: torch.Tensor | None = None) -> torch.Tensor:
+    """The final residual stream [B, T, d] of ids [B, T] with hooks (attention on whole rows,
+    so the pattern point exists); from layer ``start`` when h, the stream entering it, is
+    given (a patched run reuses the unpatched run's stream below the patch)."""
+    if h is None:
+        h, start = network.embed(ids), 0
+    bias = network.attention_bias(ids.shape[1]) if network.config.causal else None
+    final, _ = network.run_layers(h, start, None, bias, hooks=hooks)
+    return final

@@ -450,6 +450,15 @@ class Model:
                 trace.extra["ablation"] = "zero"
         return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden)
 
+    def run_with_cache(self, text_or_ids, names=None, ungroup_kv: bool = False,
+                       max_bytes: int | None = None):
+        """(logits [1, T, vocab], cache): one forward keeping the named activations, read as
+        cache["z", 20] or cache["blocks.20.attn.hook_z"] in TransformerLens's layouts (see
+        mha_viz.cache; names limits what is kept, within the memory budget)."""
+        from .cache import run_with_cache
+
+        return run_with_cache(self, text_or_ids, names, ungroup_kv, max_bytes)
+
     def last_hidden_state(self, text: str, text_pair: str | None = None) -> np.ndarray:
         """[T, d_model]: the last hidden state (after the final norm, where there is one)."""
         enc = self.encode(text, text_pair)

@@ -23,6 +23,7 @@ from .heads import (attention_change, head_name, head_names, mask_to_names, name
                     nearest_heads, normalise_layers, opening_view, parse_head_name, rank_heads)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
+from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .patching import (COMPONENTS, PatchingResult, activation_patching, attribution_patching,
                        path_patching)
 from .rollout import head_max, head_mean, rollout
@@ -51,5 +52,5 @@ __all__ = [
     "opening_view", "direct_logit_attribution", "Attribution", "parse_head_name", "rank_heads",
     "nearest_heads", "normalise_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
-    "COMPONENTS",
+    "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
 ]

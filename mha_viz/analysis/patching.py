@@ -27,7 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from ..errors import InputError
-from ..interventions import Interventions
+from ..interventions import Interventions, run_with_hooks
 from ..prompts import EncodedPair, PromptPair, as_pairs, encode_pairs
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
@@ -67,7 +67,7 @@ DIRECTIONS = {
 MAX_FORWARDS = 250_000  # patched runs of one call, in whole-forward equivalents
 CAPTURE_BYTES = 256 << 20  # what one chunk of pairs may hold of cached activations
 BATCH_BYTES = 192 << 20  # what one batch of patched copies may take in flight
-MAX_BATCH = 256
+MAX_BATCH = 512
 DEGENERATE = 1e-6  # |clean - corrupted| below this: the normalised effect is undefined
 
 
@@ -225,14 +225,8 @@ def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
 
 def run_from(model, ids: torch.Tensor, hooks=None, start: int = 0,
              h: torch.Tensor | None = None) -> torch.Tensor:
-    """The final residual stream [B, T, d] of ids, with hooks; from layer ``start`` when h
-    (the stream entering it) is given."""
-    net = model.network
-    if h is None:
-        h, start = net.embed(ids), 0
-    bias = net.attention_bias(ids.shape[1]) if net.config.causal else None
-    final, _ = net.run_layers(h, start, None, bias, hooks=hooks)
-    return final
+    """interventions.run_with_hooks on the model's network."""
+    return run_with_hooks(model.network, ids, hooks, start, h)
 
 
 def metric_of(model, final: torch.Tensor, batch: PairBatch, kind: str) -> torch.Tensor:
@@ -484,31 +478,62 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
     units = _units(model, axis, length)
     values = torch.empty(size, n_layer, len(units))
-    step = rows_per_batch(model, length)
+    # Every patch that changes something, as (layer, pair, unit) rows in layer order; a
+    # patch that puts back the value already there leaves the base metric.
+    pending = []  # per layer: (pairs, units, masks, sources)
     for layer in range(n_layer):
         activation = capture.captured[(point, layer)]
         base_act, source_act = activation[:size], activation[size:]
-        stream = capture.captured[("resid_pre", layer)][:size]
         pair_of = torch.arange(size).repeat_interleave(len(units))
         unit_of = torch.arange(len(units)).repeat(size)
-        mask_all = _pad_mask(_mask_for(units, axis, base_act.dim() - 1), base_act.shape)
-        for rows in _chunks(len(pair_of), step):
-            pairs, unit_rows = pair_of[rows], unit_of[rows]
-            mask = mask_all[unit_rows]
-            source = source_act[pairs]
-            changed = ((source != base_act[pairs]) & mask).flatten(1).any(1)
-            values[pairs[~changed], layer, unit_rows[~changed]] = m_base[pairs[~changed]]
-            if not changed.any():
-                continue
-            run_rows = pairs[changed]
-            patch = Interventions(ungroup_kv=ungroup).replace(point, layer, source[changed],
-                                                              mask[changed])
-            final = run_from(model, base_ids[run_rows], patch, layer, stream[run_rows])
-            values[run_rows, layer, unit_rows[changed]] = metric_of(
-                model, final, batch.rows(run_rows), kind)
+        mask = _pad_mask(_mask_for(units, axis, base_act.dim() - 1), base_act.shape)[unit_of]
+        changed = ((source_act[pair_of] != base_act[pair_of]) & mask).flatten(1).any(1)
+        values[pair_of[~changed], layer, unit_of[~changed]] = m_base[pair_of[~changed]]
+        pending.append((pair_of[changed], unit_of[changed], mask[changed],
+                        source_act[pair_of[changed]]))
+    rows = [(layer, i) for layer, (pairs, _, _, _) in enumerate(pending)
+            for i in range(len(pairs))]
+    for chunk in _chunks(len(rows), rows_per_batch(model, length)):
+        _staggered_run(model, batch, kind, point, ungroup, capture, pending,
+                       [rows[i] for i in chunk.tolist()], values)
     shape = _unit_shape(model, axis, length)
     return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
             m_corr.double().numpy())
+
+
+def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool, capture,
+                   pending, rows, values) -> None:
+    """Run patched copies of several layers as one batch that grows as it climbs: at layer
+    l the copies patched at l join, started from the base run's stream entering l, beside
+    those patched below it; each layer runs once for all of them (few, large matrix
+    products instead of a pass per layer's patches)."""
+    net = model.network
+    size, length = batch.size, batch.n_tokens
+    bias = net.attention_bias(length) if net.config.causal else None
+    h = None
+    pairs_in, units_in, layers_in = [], [], []
+    first = rows[0][0]
+    for layer in range(first, model.info.n_layer):
+        joining = [i for l, i in rows if l == layer]
+        hooks = None
+        if joining:
+            pairs, units, masks, sources = pending[layer]
+            index = torch.tensor(joining)
+            new_pairs = pairs[index]
+            stream = capture.captured[("resid_pre", layer)][:size][new_pairs]
+            old = 0 if h is None else h.shape[0]
+            h = stream if h is None else torch.cat([h, stream])
+            mask, source = masks[index], sources[index]
+            if old:
+                mask = torch.cat([mask.new_zeros(old, *mask.shape[1:]), mask])
+                source = torch.cat([source.new_zeros(old, *source.shape[1:]), source])
+            hooks = Interventions(ungroup_kv=ungroup).replace(point, layer, source, mask)
+            pairs_in.append(new_pairs)
+            units_in.append(units[index])
+            layers_in.append(torch.full((len(joining),), layer))
+        h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks)
+    pairs, units, layers = torch.cat(pairs_in), torch.cat(units_in), torch.cat(layers_in)
+    values[pairs, layers, units] = metric_of(model, h, batch.rows(pairs), kind)
 
 
 # --- attribution patching -------------------------------------------------------------------
@@ -681,7 +706,7 @@ def _path_batch(model, batch: PairBatch, kind: str, targets, direction: str):
                 values[pairs, layer, heads] = metric_of(model, final, batch.rows(pairs), kind)
                 continue
             bias = net.attention_bias(batch.n_tokens) if net.config.causal else None
-            net.run_layers(stream, layer, last + 1, bias, hooks=sender)
+            net.run_layers(stream, layer, last + 1, bias, hooks=sender)  # up to the receivers
             receiver = Interventions(ungroup_kv=True)
             for l, h, part in targets:
                 if l <= layer:
