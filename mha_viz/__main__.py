@@ -3,6 +3,9 @@
     python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--out trace.npz]
     python -m mha_viz corpus --model NAME (--input FILE [--column C] | --demo) --seg-len 128
         [--workers N] [--stats entropy,mass,roles,similarity] [--max-segments N] --out r.npz
+    python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
+        [--component head] [--direction denoise] [--method exact|attribution|path]
+        [--metric logit_diff] --out patch.npz
 """
 
 from __future__ import annotations
@@ -64,9 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     corpus_cmd.add_argument("--stats", default=",".join(("entropy", "mass", "roles",
                                                          "similarity")))
     corpus_cmd.add_argument("--out", required=True, help="the results, .npz")
+    patch_cmd = commands.add_parser("patch", help="activation, attribution or path patching "
+                                                  "over prompt pairs into an .npz")
+    patch_cmd.add_argument("--model", default="smollm2")
+    pairs_from = patch_cmd.add_mutually_exclusive_group(required=True)
+    pairs_from.add_argument("--pairs", help=".csv or .jsonl with clean, corrupted, target, "
+                                            "contrast (and optionally position)")
+    pairs_from.add_argument("--ioi", type=int, metavar="N",
+                            help="N generated indirect-object pairs")
+    patch_cmd.add_argument("--seed", type=int, default=0)
+    patch_cmd.add_argument("--component", default="head")
+    patch_cmd.add_argument("--direction", default="denoise", choices=["denoise", "noise"])
+    patch_cmd.add_argument("--method", default="exact", choices=["exact", "attribution", "path"])
+    patch_cmd.add_argument("--metric", default="logit_diff",
+                           choices=["logit_diff", "logit", "logprob"])
+    patch_cmd.add_argument("--out", required=True, help="the results, .npz")
     args = parser.parse_args(argv)
     if args.command == "corpus":
         return corpus_command(args)
+    if args.command == "patch":
+        return patch_command(args)
 
     from .model import load_model
 
@@ -131,6 +151,60 @@ def corpus_command(args) -> int:
         print(f"mean head entropy {np.nanmean(entropy):.3f} nats over "
               f"{result.n_segments:,} segments")
     print(f"saved {args.out} ({', '.join(sorted(result.arrays()))[:200]}...)")
+    return 0
+
+
+def patch_command(args) -> int:
+    from pathlib import Path
+
+    from .analysis import patching
+    from .model import load_model
+    from .prompts import ioi_pairs, read_pairs
+
+    def progress(done: int, total: int) -> None:
+        bar = "#" * int(30 * done / max(total, 1))
+        print(f"\r[{bar:30s}] {done}/{total} ", end="", file=sys.stderr, flush=True)
+
+    try:
+        model = load_model(args.model)
+        if args.pairs:
+            path = Path(args.pairs)
+            try:
+                data = path.read_bytes()
+            except OSError as error:
+                raise InputError(f"cannot read '{path}': {error.strerror}") from None
+            pairs = read_pairs(data, path.name)
+        else:
+            pairs = ioi_pairs(model, args.ioi, seed=args.seed)
+        if args.method == "path":
+            if args.component != "head":
+                raise InputError("path patching patches heads: --component head")
+            result = patching.path_patching(model, pairs, metric=args.metric,
+                                            direction=args.direction, progress=progress)
+        else:
+            run = (patching.activation_patching if args.method == "exact"
+                   else patching.attribution_patching)
+            result = run(model, pairs, metric=args.metric, component=args.component,
+                         direction=args.direction, progress=progress)
+    except MhaVizError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    print(f"{len(pairs)} pair(s), {result.metric}: clean {result.clean:.3f}, corrupted "
+          f"{result.corrupted:.3f} (means over pairs); {patching.DIRECTIONS[result.direction]}")
+    for note in result.notes:
+        print(f"note: {note}")
+    flat = np.nan_to_num(np.abs(result.normalized)).ravel()
+    rows, cols = result.normalized.shape[0], result.normalized.shape[-1]
+    print("strongest (normalised, 0 = corrupted, 1 = clean; ± std over pairs):")
+    for index in np.argsort(flat)[::-1][:10]:
+        where = np.unravel_index(index, result.normalized.shape)
+        label = (f"{result.row_labels[where[0]]} {result.col_labels[where[-1]]}"
+                 if result.normalized.ndim == 2 and where[0] < rows and where[-1] < cols
+                 else str(tuple(int(i) for i in where)))
+        print(f"  {label:24s} {result.normalized[where]: .3f} ± {result.std[where]:.3f}")
+    np.savez(args.out, **result.to_npz_dict())
+    print(f"saved {args.out}")
     return 0
 
 

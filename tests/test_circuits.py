@@ -112,5 +112,5 @@ def test_graph_edges_only_point_up(families):
 
 
 def test_post_norm_models_are_refused(bert_model):
-    with pytest.raises(InputError, match="pre-norm"):
+    with pytest.raises(InputError, match="pre-norm model"):
         edge_attribution_patching(bert_model, "a b c", "a b d", TargetMetric(-1, 5, 6))

@@ -644,3 +644,29 @@ def test_leading_space_rule(minilm):
     assert metric_token(model, " Mary", text) == model.token_id(" Mary")
     # WordPiece writes no leading space: "mary" is the word itself
     assert metric_token(minilm, "mary", "john gave a drink to") == minilm.token_id("mary")
+
+
+def test_command_line_patch(families, prompts, tmp_path, capsys):
+    import json
+
+    from mha_viz.__main__ import main
+    from mha_viz.prompts import pairs_to_jsonl, read_pairs
+
+    model, _, _ = families["gpt2"]
+    clean, corrupted, target, contrast = prompts["gpt2"]
+    pairs = [PromptPair(clean, corrupted, target, contrast)]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(pairs_to_jsonl(pairs))
+    assert read_pairs(path.read_bytes(), "pairs.jsonl") == pairs
+    out = tmp_path / "patch.npz"
+    code = main(["patch", "--model", model.info.name, "--pairs", str(path), "--out", str(out)])
+    assert code == 0
+    saved = np.load(out)
+    expected = activation_patching(model, pairs, metric="logit_diff")
+    assert np.allclose(saved["values"], expected.values)
+    assert str(saved["component"]) == "head"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"clean": clean, "corrupted": corrupted}) + "\n")
+    assert main(["patch", "--model", model.info.name, "--pairs", str(bad), "--out",
+                 str(out)]) == 2
+    assert "has no target" in capsys.readouterr().err

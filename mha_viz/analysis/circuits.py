@@ -30,6 +30,7 @@ import torch
 
 from ..errors import InputError
 from ..interventions import Interventions, run_with_hooks
+from .attribution import check_attributable
 from .patching import CAPTURE_BYTES, PairBatch, metric_of, prepare_pairs
 
 __all__ = ["Edge", "EdgeScores", "Circuit", "edge_attribution_patching", "circuit"]
@@ -126,14 +127,6 @@ def graph_nodes(model) -> tuple[list[str], list[str], np.ndarray]:
     return upstream, downstream, valid
 
 
-def _check_sum_of_components(model) -> None:
-    config = model.network.config
-    if not config.pre_norm or not config.final_norm or config.lm_head not in ("tied", "separate"):
-        raise InputError("edges need a pre-norm model whose residual stream is the sum of its "
-                         "components, ending in a norm and an unembedding (GPT-2, the Llama "
-                         "family); this model is post-norm or has no such LM head")
-
-
 # --- scoring ----------------------------------------------------------------------------------
 
 
@@ -190,7 +183,7 @@ def edge_attribution_patching(model, clean, corrupted=None, metric=None,
                               progress=None) -> EdgeScores:
     """Scores of every edge between components (docstring of this module); the same pairs
     and metrics as activation_patching. The mean over pairs, and each pair's."""
-    _check_sum_of_components(model)
+    check_attributable(model)
     prepared = prepare_pairs(model, clean, corrupted, metric)
     upstream, downstream, valid = graph_nodes(model)
     info = model.info
@@ -268,7 +261,7 @@ def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,
     """The strongest edges by |score| (top_k of them, or every edge with |score| >=
     threshold) and their faithfulness, measured exactly on every pair. scores: edge scores
     already computed for the same pairs and metric (else edge_attribution_patching runs)."""
-    _check_sum_of_components(model)
+    check_attributable(model)
     if (top_k is None) == (threshold is None):
         raise InputError("give either top_k or threshold")
     if top_k is not None and int(top_k) < 1:
