@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,12 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+from engine import median_seconds  # noqa: E402  (a warm-up call, then the median)
 
 from mha_viz import TargetMetric, load_model  # noqa: E402
 from mha_viz.analysis.patching import (activation_patching, attribution_patching,  # noqa: E402
                                        metric_of, prepare_pairs)
 from mha_viz.interventions import Interventions, run_with_hooks  # noqa: E402
-from mha_viz.prompts import PromptPair, ioi_pairs  # noqa: E402
+from mha_viz.prompts import ioi_pairs  # noqa: E402
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
@@ -41,21 +41,11 @@ PROSE = ("The town library opens at nine in the morning and closes at six in the
          "are looking for. ")
 
 
-def timed(fn, repeats=3):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def naive_per_head(model, clean, corrupted, metric, heads=None):
     """One whole forward of the corrupted prompt per head (z replaced by its clean value),
     plus the clean and corrupted forwards: -> seconds (for `heads` heads only, if given)."""
     prepared = prepare_pairs(model, clean, corrupted, metric)
     batch = next(prepared.batches(1))
-    info = model.info
     all_heads = [(l, h) for l in range(info.n_layer) for h in range(info.n_head)]
     chosen = all_heads if heads is None else all_heads[:: max(1, len(all_heads) // heads)][:heads]
     start = time.perf_counter()
@@ -79,17 +69,15 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model(args.model)
-    info = model.info
     print(f"{model}, {args.threads} torch threads")
     metric = TargetMetric(-1, " Mary", " John")
-    long_clean, long_corrupted = PROSE * 1 + CLEAN, PROSE * 1 + CORRUPTED
+    long_clean, long_corrupted = PROSE + CLEAN, PROSE + CORRUPTED
     n_long = len(model.encode(long_clean).input_ids)
     for label, clean, corrupted in (("IOI, 14 tokens", CLEAN, CORRUPTED),
                                     (f"prose + IOI, {n_long} tokens", long_clean,
                                      long_corrupted)):
         n = len(model.encode(clean).input_ids)
-        activation_patching(model, clean, corrupted, metric)  # warm-up
-        ours = timed(lambda: activation_patching(model, clean, corrupted, metric),
+        ours = median_seconds(lambda: activation_patching(model, clean, corrupted, metric),
                      repeats=3 if n < 50 else 1)
         sample = None if n < 50 else 30
         seconds, done, total = naive_per_head(model, clean, corrupted, metric, sample)
@@ -98,14 +86,16 @@ def main():
         print(f"\n{label} ({n} tokens): every head patched")
         print(f"  ours: {ours:.2f} s   one forward per head: {naive:.2f} s ({how})   "
               f"ratio {ours / naive:.3f} (target <= 0.15)")
-        forward = timed(lambda: model.logits(clean), repeats=5)
-        attribution = timed(lambda: attribution_patching(model, clean, corrupted, metric),
+        forward = median_seconds(lambda: model.logits(clean), repeats=5)
+        attribution = median_seconds(lambda: attribution_patching(model, clean, corrupted, metric),
                             repeats=3)
         print(f"  attribution patching: {attribution:.3f} s = {attribution / forward:.2f} "
               f"forwards (one forward {forward * 1000:.0f} ms; target <= 3)")
     pairs = ioi_pairs(model, 16, seed=0)
-    one = timed(lambda: activation_patching(model, [pairs[0]], metric="logit_diff"), repeats=3)
-    sixteen = timed(lambda: activation_patching(model, pairs, metric="logit_diff"), repeats=1)
+    one = median_seconds(lambda: activation_patching(model, [pairs[0]], metric="logit_diff"),
+                         repeats=3)
+    sixteen = median_seconds(lambda: activation_patching(model, pairs, metric="logit_diff"),
+                             repeats=1)
     print(f"\n16 IOI pairs: {sixteen:.2f} s against 16 x one pair {16 * one:.2f} s "
           f"(ratio {sixteen / (16 * one):.2f}; target < 1)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -244,6 +244,11 @@ class MultiHeadAttention(nn.Module):
     def kv_heads(self) -> list[int]:
         return kv_head_of(self.n_head, self.n_kv_head)
 
+    @property
+    def kv_index(self) -> torch.Tensor:
+        """kv_heads as an index: keys or values [B, H_kv, ...] -> one per query head."""
+        return torch.tensor(self.kv_heads)
+
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation)."""
         if self.fused_qkv:
@@ -277,7 +282,7 @@ class MultiHeadAttention(nn.Module):
         [B, H, T, d_k], keys and values computed for each query head with the weights of the
         key/value head it reads."""
         w_q, w_k, w_v, b_q, b_k, b_v = self.qkv_weights()
-        index = torch.tensor(self.kv_heads)
+        index = self.kv_index
         out = []
         for part, weight, bias, per_query in ((0, w_q, b_q, False), (1, w_k, b_k, True),
                                               (2, w_v, b_v, True)):
@@ -297,7 +302,6 @@ class MultiHeadAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         weights_out: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        record: dict | None = None,
         query_chunk: int | None = None,
         causal: bool = False,
         hooks=None,
@@ -308,14 +312,13 @@ class MultiHeadAttention(nn.Module):
         bias: additive attention mask (causal and/or padding). rotary: (cos, sin) tables of
         rotary_tables, applied to Q and K after the heads are split. head_mask: see
         gate_heads; the returned weights are the softmax's, untouched by the gate.
-        record, when given, receives "context" (each head's output before W_O, after the
-        gate, [B, H, T, d_k]) and "attn_out" (the output), for attribution.
         query_chunk: compute attention query_chunk rows at a time (chunked_attention): the
         weights are kept only in weights_out (else returned as None), so memory grows with
         T, not T squared. bias is then only the padding bias [B, 1, 1, T] (or None), and
         causal says whether to mask future keys.
         hooks: an interventions.Hooks that reads or replaces this layer's named activations
-        (q, k, v before rotation; pattern; z, each head's output before W_O; result, each
+        (q, k, v before rotation; pattern; z, each head's output before W_O, after the head
+        gate; result, each
         head's output through its slice of W_O, [B, T, H, d], computed only when asked).
         x may then be per-head input streams [B, 3, H, T, d] (see project_qkv_per_head).
         """
@@ -325,8 +328,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.project_qkv(x)
         if hooks is not None:
             if hooks.ungroup_kv and k.shape[1] != self.n_head:  # a key/value per query head
-                index = torch.tensor(self.kv_heads)
-                k, v = k[:, index], v[:, index]
+                k, v = k[:, self.kv_index], v[:, self.kv_index]
             q, k, v = hooks("q", layer, q), hooks("k", layer, k), hooks("v", layer, v)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
@@ -351,8 +353,6 @@ class MultiHeadAttention(nn.Module):
                 output = output + self.out.bias
         else:
             output = self.out(combine_heads(context))
-        if record is not None:
-            record["context"], record["attn_out"] = context, output
         return output, weights
 
     def fuse(self) -> "MultiHeadAttention":

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .errors import InputError
-from .interventions import FINAL_POINTS, Interventions, run_with_hooks
+from .interventions import FINAL_POINTS, Interventions, point_width, run_with_hooks
 
 CACHE_POINTS = ("resid_pre", "q", "k", "v", "pattern", "z", "result", "attn_out", "resid_mid",
                 "mlp_out", "resid_post")
@@ -84,17 +84,8 @@ class ActivationCache(Mapping):
 def cache_bytes(model, n_tokens: int, names, ungroup_kv: bool = False) -> dict[str, int]:
     """Bytes each name would take over every layer (float32)."""
     info = model.info
-    kv = info.n_head if ungroup_kv else info.n_kv_head
-    width = {"q": info.n_head * info.d_head, "z": info.n_head * info.d_head,
-             "k": kv * info.d_head, "v": kv * info.d_head,
-             "pattern": info.n_head * n_tokens, "result": info.n_head * info.d_model}
-    sizes = {}
-    for name in names:
-        if name == "scale":
-            sizes[name] = 4 * n_tokens
-        else:
-            sizes[name] = 4 * info.n_layer * n_tokens * width.get(name, info.d_model)
-    return sizes
+    return {name: 4 * n_tokens * (1 if name in FINAL_POINTS else info.n_layer)
+            * point_width(info, name, n_tokens, ungroup_kv) for name in names}
 
 
 def run_with_cache(model, text_or_ids, names=None, ungroup_kv: bool = False,

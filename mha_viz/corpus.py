@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from .errors import InputError
+from .text import decode_text_file
 from .trace import AttentionTrace
 
 STATS = ("entropy", "mass", "roles", "similarity")  # from the maps: the default
@@ -89,17 +90,8 @@ def demo_texts(limit: int | None = None) -> list[str]:
 
 
 def _decoded(data: bytes, name: str) -> str:
-    if not data:
-        raise InputError(f"'{name}' is empty")
-    if len(data) > MAX_CORPUS_BYTES:
-        raise InputError(f"'{name}' is {len(data):,} bytes, over the {MAX_CORPUS_BYTES:,} a "
-                         f"corpus may have here (the command line takes larger ones)")
-    if b"\0" in data[:65536]:
-        raise InputError(f"'{name}' is a binary file, not text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"'{name}' is not UTF-8 text (a binary file?)") from None
+    return decode_text_file(data, name, MAX_CORPUS_BYTES,
+                            "a corpus may have here (the command line takes larger ones)")
 
 
 def read_corpus(data: bytes, name: str, column: str | None = None) -> CorpusText:

@@ -113,12 +113,22 @@ def check_point(name: str, layer: int | None) -> None:
 
 
 def run_with_hooks(network, ids: torch.Tensor, hooks: Hooks | None = None, start: int = 0,
-                   h: torch.Tensor | None = None) -> torch.Tensor:
-    """The final residual stream [B, T, d] of ids [B, T] with hooks (attention on whole rows,
-    so the pattern point exists); from layer ``start`` when h, the stream entering it, is
-    given (a patched run reuses the unpatched run's stream below the patch)."""
+                   h: torch.Tensor | None = None, stop: int | None = None) -> torch.Tensor:
+    """The residual stream [B, T, d] leaving layer stop - 1 (the last, by default) of ids
+    [B, T], with hooks (attention on whole rows, so the pattern point exists); from layer
+    ``start`` when h, the stream entering it, is given (a patched run reuses the unpatched
+    run's stream below the patch)."""
     if h is None:
         h, start = network.embed(ids), 0
     bias = network.attention_bias(ids.shape[1]) if network.config.causal else None
-    final, _ = network.run_layers(h, start, None, bias, hooks=hooks)
+    final, _ = network.run_layers(h, start, stop, bias, hooks=hooks)
     return final
+
+
+def point_width(info, name: str, n_tokens: int, ungroup_kv: bool = False) -> int:
+    """Numbers one token of one layer holds at a point (info: a ModelInfo): what a capture
+    of it costs, L x T x this x 4 bytes over a whole run."""
+    kv = info.n_head if ungroup_kv else info.n_kv_head
+    return {"q": info.n_head * info.d_head, "z": info.n_head * info.d_head,
+            "k": kv * info.d_head, "v": kv * info.d_head, "pattern": info.n_head * n_tokens,
+            "result": info.n_head * info.d_model, "scale": 1}.get(name, info.d_model)

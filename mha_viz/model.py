@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 from . import checkpoints, memory
 from .errors import CorruptCheckpointError, InputError
+from .interventions import Interventions
 from .text import visible
 from .ondemand import LayerInputMaps
 from .trace import MATERIALISE_MAX_BYTES, AttentionTrace
@@ -312,8 +313,9 @@ class Model:
         return 4 * self.info.n_layer * n_tokens * self.info.d_model
 
     def _forward(self, ids: list[int], types: list[int] | None, mask=None,
-                 ablation: str = "zero", maps: str = "full", records: list | None = None):
-        """One forward. -> (maps: float32 [L, H, T, T] | LayerInputMaps | None, embedded,
+                 ablation: str = "zero", maps: str = "full", hooks=None):
+        """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
+        -> (maps: float32 [L, H, T, T] | LayerInputMaps | None, embedded,
         final residual, last hidden). Attention runs a block of query rows at a time
         (no [H, T, T] scores); full maps are written block by block into one buffer, so the
         array handed out is that buffer itself (no per-layer copies). Without maps, short
@@ -329,18 +331,18 @@ class Model:
                                      dtype=torch.float32)
                 # The same chunked arithmetic as on-demand maps: both give identical maps.
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
-                                          attentions_out=buffer, records=records,
-                                          query_chunk=QUERY_CHUNK)
+                                          attentions_out=buffer, query_chunk=QUERY_CHUNK,
+                                          hooks=hooks)
                 found = buffer.numpy()
             elif maps == "on_demand" or n > CHUNKED_FROM:
                 inputs: list | None = [] if maps == "on_demand" else None
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
-                                          layer_inputs=inputs, records=records,
-                                          query_chunk=QUERY_CHUNK)
+                                          layer_inputs=inputs, query_chunk=QUERY_CHUNK,
+                                          hooks=hooks)
                 found = None if inputs is None else LayerInputMaps(net, inputs)
             else:
                 final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
-                                          ablation, records=records)
+                                          ablation, hooks=hooks)
                 found = None
             return found, embedded, final, net.finish(final)
 
@@ -437,11 +439,12 @@ class Model:
         if mask is not None and mask.dim() != 2:
             raise InputError("a run takes one head mask of shape [layers, heads]")
         kind = self.maps_kind(len(enc.input_ids), maps)
-        records: list[dict] = []
+        kept = Interventions(capture=["z", "mlp_out"])  # what attribution reads
         found, embedded, final, last_hidden = self._forward(
-            enc.input_ids, enc.token_type_ids, mask, "zero", kind, records)
-        # attn_out is the heads' sum, which attribution recomputes per head: not kept
-        records = [{"context": r["context"], "mlp_out": r["mlp_out"]} for r in records]
+            enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept)
+        records = [{"context": kept.captured[("z", layer)],
+                    "mlp_out": kept.captured[("mlp_out", layer)]}
+                   for layer in range(self.info.n_layer)]
         trace = None
         if found is not None:
             trace = self._make_trace(enc, found, text, text_pair)

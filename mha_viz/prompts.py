@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass
 
 from .errors import InputError
+from .text import decode_text_file
 
 MAX_PAIRS = 1024  # a patching run over more pairs belongs in batches of its own
 MAX_PAIRS_FILE_BYTES = 5 * 2**20
@@ -146,15 +147,8 @@ def metric_token(model, token, text: str, name: str = "the pair", role: str = "t
 def read_pairs(data: bytes, name: str) -> list[PromptPair]:
     """Pairs from a .csv (a header with clean, corrupted, target, contrast and optionally
     position) or a .jsonl (one object per line with those fields)."""
-    if len(data) > MAX_PAIRS_FILE_BYTES:
-        raise InputError(f"{name} is {len(data) / 2**20:.1f} MB; a file of prompt pairs may be "
-                         f"at most {MAX_PAIRS_FILE_BYTES / 2**20:.0f} MB")
-    if b"\x00" in data[:4096]:
-        raise InputError(f"{name} is not a text file")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"{name} is not UTF-8 text") from None
+    text = decode_text_file(data, name, MAX_PAIRS_FILE_BYTES,
+                            "a file of prompt pairs may have")
     kind = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if kind == "csv":
         rows = _csv_rows(text, name)

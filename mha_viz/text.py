@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from .errors import InputError
+
 # Bidirectional formatting characters (Unicode's Bidi_Control property).
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                           "\u2066\u2067\u2068\u2069")
@@ -30,3 +32,18 @@ def visible(text: str) -> str:
         return text  # the common case, without a loop in Python
     return "".join(_escape(c) if (c in BIDI_CONTROLS or unicodedata.category(c) == "Cc")
                    and c not in _KEPT else c for c in text)
+
+
+def decode_text_file(data: bytes, name: str, max_bytes: int, what: str) -> str:
+    """An uploaded text file's text (UTF-8, a BOM dropped), or a clear error: empty, larger
+    than max_bytes (the message ends "over the N {what}"), binary, not UTF-8."""
+    if not data:
+        raise InputError(f"'{name}' is empty")
+    if len(data) > max_bytes:
+        raise InputError(f"'{name}' is {len(data):,} bytes, over the {max_bytes:,} {what}")
+    if b"\0" in data[:65536]:
+        raise InputError(f"'{name}' is a binary file, not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"'{name}' is not UTF-8 text (a binary file?)") from None

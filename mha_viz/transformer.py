@@ -161,11 +161,8 @@ class Block(nn.Module):
         return self.ln_1(h) if self.pre_ln else h
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None, rotary=None, record=None, query_chunk=None, causal=False,
-                hooks=None):
-        """record, when given, receives the attention's "context" and "attn_out" and the
-        MLP's output "mlp_out": the pieces a pre-norm layer adds to the residual stream.
-        query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
+                weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None):
+        """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
         attn_out, resid_mid (the stream the MLP reads), mlp_in, mlp_out, resid_post, and
@@ -176,8 +173,8 @@ class Block(nn.Module):
             h = hooks("resid_pre", layer, h)
             attn_in = hooks("attn_in", layer, h)
         attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
-                                      attention_mask, weights_out, rotary, record,
-                                      query_chunk, causal, hooks, layer)
+                                      attention_mask, weights_out, rotary, query_chunk,
+                                      causal, hooks, layer)
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
@@ -188,8 +185,6 @@ class Block(nn.Module):
         mlp_out = self.mlp(self.ln_2(mlp_in) if self.pre_ln else mlp_in)
         if hooks is not None:
             mlp_out = hooks("mlp_out", layer, mlp_out)
-        if record is not None:
-            record["mlp_out"] = mlp_out
         out = h + mlp_out if self.pre_ln else self.ln_2(h + mlp_out)
         if hooks is not None:
             out = hooks("resid_post", layer, out)
@@ -268,15 +263,13 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None, records=None, query_chunk=None, hooks=None):
+                   layer_inputs=None, query_chunk=None, hooks=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
         layer. attentions_out: [L, H, T, T] buffer the softmax writes into (batch of 1).
         keep_attentions: return a list of every layer's [B, H, T, T] weights.
         layer_inputs: a list that receives the hidden state entering each layer.
-        records: a list that receives, per layer, Block.forward's record (context, attn_out,
-        mlp_out).
         query_chunk: attention a block of query rows at a time (attention.chunked_attention;
         the weights are kept only in attentions_out): bias is then the padding bias only
         (key_bias), the causal mask being built per block.
@@ -295,11 +288,8 @@ class TransformerStack(nn.Module):
             if head_mask is not None:
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
-            record = None if records is None else {}
             h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            record, query_chunk, self.config.causal, hooks)
-            if records is not None:
-                records.append(record)
+                                            query_chunk, self.config.causal, hooks)
             if keep_attentions:
                 kept.append(weights)
         return h, kept

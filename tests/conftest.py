@@ -80,3 +80,42 @@ def long_models(checkpoint_factory, tmp_path_factory):
                                               n_positions=1024)),
         "llama": load_model(llama_folder),
     }
+
+
+@pytest.fixture(scope="session")
+def patch_models(gpt2_folder, tmp_path_factory):
+    """name -> (our model, transformers' model, where its activations are) for GPT-2 (MHA)
+    and Llama (GQA): the intervention tests' models, built once."""
+    from hf_reference import GPT2Hooks, LlamaHooks
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+
+    from mha_viz import load_model
+    from mha_viz.testing import make_llama_checkpoint
+
+    llama_folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_patch"), n_layer=3,
+                                         n_head=6, n_kv_head=2, d_model=96)
+    return {
+        "gpt2": (load_model(gpt2_folder),
+                 GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval(),
+                 GPT2Hooks),
+        "llama": (load_model(llama_folder),
+                  LlamaForCausalLM.from_pretrained(llama_folder,
+                                                   attn_implementation="eager").eval(),
+                  LlamaHooks),
+    }
+
+
+@pytest.fixture(scope="session")
+def patch_prompts(patch_models):
+    """Per family: clean, corrupted (one token swapped), target and contrast ids."""
+    from hf_reference import TEXT
+
+    from mha_viz.prompts import swap_token
+
+    out = {}
+    for name, (model, _, _) in patch_models.items():
+        ids = model.encode(TEXT).input_ids
+        corrupted = swap_token(model, TEXT, 3, ids[1])
+        assert len(model.encode(corrupted).input_ids) == len(ids)
+        out[name] = (TEXT, corrupted, ids[4], ids[1])
+    return out

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from mha_viz.errors import InputError
-from test_patching import families, ids_of  # noqa: F401  (shared fixtures)
+from hf_reference import ids_of
 
 TEXT = "the cat sat on the mat and the dog ran"
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_cache_equals_transformers(families, family):
-    model, hf, where = families[family]
+def test_cache_equals_transformers(patch_models, family):
+    model, hf, where = patch_models[family]
     where = where(hf)
     ids = ids_of(model, TEXT)
     logits, cache = model.run_with_cache(TEXT, names=["resid_pre", "attn_out", "mlp_out",
@@ -63,8 +63,8 @@ def test_cache_equals_transformers(families, family):
     assert "ln_final.hook_scale" in cache and "blocks.0.attn.hook_k" not in cache
 
 
-def test_cache_keys_names_and_grouped_kv(families):
-    model, _, _ = families["llama"]
+def test_cache_keys_names_and_grouped_kv(patch_models):
+    model, _, _ = patch_models["llama"]
     _, cache = model.run_with_cache(TEXT)
     info = model.info
     assert cache["k", 0].shape[2] == info.n_kv_head  # the model's own key/value heads

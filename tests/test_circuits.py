@@ -12,21 +12,18 @@ from mha_viz.analysis.circuits import (circuit, circuit_metric, edge_attribution
                                        graph_nodes)
 from mha_viz.analysis.patching import prepare_pairs
 from mha_viz.errors import InputError
-from test_patching import families, ids_of, prompts  # noqa: F401  (shared fixtures)
-
-
-def metric_of_prompt(prompt):
-    return TargetMetric(-1, prompt[2], prompt[3], "logit_diff")
+from hf_reference import ids_of, target_metric
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_edges_into_a_reader_sum_to_the_first_order_estimate_from_hooks(families, prompts,
+def test_edges_into_a_reader_sum_to_the_first_order_estimate_from_hooks(patch_models, patch_prompts,
                                                                         family):
-    model, hf, where = families[family]
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
-    scores = edge_attribution_patching(model, clean, corrupted, metric_of_prompt(prompts[family]))
+    metric = target_metric(patch_prompts[family])
+    scores = edge_attribution_patching(model, clean, corrupted, metric)
     final_norm = hf.transformer.ln_f if family == "gpt2" else hf.model.norm
     layer, head = where.n_layer - 1, 1
     block_in, final_in = {}, {}
@@ -75,31 +72,31 @@ def test_edges_into_a_reader_sum_to_the_first_order_estimate_from_hooks(families
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_circuit_of_every_edge_is_the_model_and_of_none_the_corrupted_run(families, prompts,
+def test_circuit_of_every_edge_is_the_model_and_of_none_the_corrupted_run(patch_models,
+                                                                         patch_prompts,
                                                                          family):
-    model, _, _ = families[family]
-    clean, corrupted, _, _ = prompts[family]
-    prepared = prepare_pairs(model, clean, corrupted, metric_of_prompt(prompts[family]))
+    model, _, _ = patch_models[family]
+    clean, corrupted, _, _ = patch_prompts[family]
+    metric = target_metric(patch_prompts[family])
+    prepared = prepare_pairs(model, clean, corrupted, metric)
     batch = next(prepared.batches(1))
     _, _, valid = graph_nodes(model)
     everything = circuit_metric(model, batch, "logit_diff", valid)
     nothing = circuit_metric(model, batch, "logit_diff", np.zeros_like(valid))
-    scores = edge_attribution_patching(model, clean, corrupted, metric_of_prompt(prompts[family]))
+    scores = edge_attribution_patching(model, clean, corrupted, metric)
     assert abs(everything[0] - scores.clean[0]) < 1e-4
     assert abs(nothing[0] - scores.corrupted[0]) < 1e-4
-    found = circuit(model, clean, corrupted, metric_of_prompt(prompts[family]),
-                    top_k=int(valid.sum()), scores=scores)
+    found = circuit(model, clean, corrupted, metric, top_k=int(valid.sum()), scores=scores)
     assert found.n_edges == int(valid.sum())
     assert abs(found.faithfulness - 1) < 1e-3
-    small = circuit(model, clean, corrupted, metric_of_prompt(prompts[family]), top_k=5,
-                    scores=scores)
+    small = circuit(model, clean, corrupted, metric, top_k=5, scores=scores)
     assert small.n_edges == 5 and np.isfinite(small.faithfulness)
     assert [abs(e.score) for e in small.edges] == sorted((abs(e.score) for e in small.edges),
                                                         reverse=True)
 
 
-def test_graph_edges_only_point_up(families):
-    model, _, _ = families["llama"]
+def test_graph_edges_only_point_up(patch_models):
+    model, _, _ = patch_models["llama"]
     upstream, downstream, valid = graph_nodes(model)
     n_layer, n_head = model.info.n_layer, model.info.n_head
     assert len(upstream) == 1 + n_layer * (n_head + 1)

@@ -4,194 +4,21 @@ GPT2LMHeadModel and LlamaForCausalLM (grouped-query) with the same random weight
 token ids. Every number of activation, path and attribution patching is compared within
 2e-3 on the metric; the laws that hold exactly are checked too."""
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
 
-from mha_viz import TargetMetric, load_model
+from mha_viz import TargetMetric
 from mha_viz.analysis.patching import (activation_patching, attribution_patching,
                                        path_patching)
 from mha_viz.errors import InputError
 from mha_viz.prompts import PromptPair, swap_token
 
+from hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked, ids_of,
+                          pattern_capture, pattern_patch, replace_input, replace_output, take,
+                          target_metric)
+
 TOL = 2e-3
-TEXT = "the cat sat on the mat and the dog ran to the"
-
-
-@pytest.fixture(scope="module")
-def families(gpt2_folder, tmp_path_factory):
-    """name -> (our model, transformers' model, adapter) for GPT-2 (MHA) and Llama (GQA)."""
-    from transformers import GPT2LMHeadModel, LlamaForCausalLM
-
-    from mha_viz.testing import make_llama_checkpoint
-
-    llama_folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_patch"), n_layer=3,
-                                         n_head=6, n_kv_head=2, d_model=96)
-    return {
-        "gpt2": (load_model(gpt2_folder),
-                 GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval(),
-                 GPT2Hooks),
-        "llama": (load_model(llama_folder),
-                  LlamaForCausalLM.from_pretrained(llama_folder,
-                                                   attn_implementation="eager").eval(),
-                  LlamaHooks),
-    }
-
-
-class GPT2Hooks:
-    """Where transformers' GPT-2 holds each activation."""
-
-    def __init__(self, hf):
-        self.hf = hf
-        config = hf.config
-        self.n_layer, self.n_head = config.n_layer, config.n_head
-        self.d = config.n_embd
-        self.dk = self.d // self.n_head
-
-    def block(self, layer):
-        return self.hf.transformer.h[layer]
-
-    def attn(self, layer):
-        return self.block(layer).attn
-
-    def out_proj(self, layer):  # its input is every head's z, [B, T, H * d_k]
-        return self.attn(layer).c_proj
-
-    def mlp(self, layer):
-        return self.block(layer).mlp
-
-    def qkv_module(self, part, layer):
-        return self.attn(layer).c_attn
-
-    def qkv_slice(self, part, head):
-        offset = {"q": 0, "k": self.d, "v": 2 * self.d}[part]
-        return slice(offset + head * self.dk, offset + (head + 1) * self.dk)
-
-    kv_function = None  # MHA: a query head's key is its own
-
-
-class LlamaHooks(GPT2Hooks):
-    def __init__(self, hf):
-        self.hf = hf
-        config = hf.config
-        self.n_layer, self.n_head = config.num_hidden_layers, config.num_attention_heads
-        self.n_kv = config.num_key_value_heads
-        self.d = config.hidden_size
-        self.dk = config.head_dim
-
-    def block(self, layer):
-        return self.hf.model.layers[layer]
-
-    def attn(self, layer):
-        return self.block(layer).self_attn
-
-    def out_proj(self, layer):
-        return self.attn(layer).o_proj
-
-    def qkv_module(self, part, layer):
-        return getattr(self.attn(layer), f"{part}_proj")
-
-    def qkv_slice(self, part, head):  # q: a query head; k, v: a key/value head
-        return slice(head * self.dk, (head + 1) * self.dk)
-
-    kv_function = "repeat_kv"
-
-
-@contextlib.contextmanager
-def hooked(handles):
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def replace_input(module, positions_fn):
-    """A forward pre-hook replacing the module's first input by positions_fn(input)."""
-    return module.register_forward_pre_hook(
-        lambda mod, args: (positions_fn(args[0]),) + tuple(args[1:]))
-
-
-def replace_output(module, fn):
-    def hook(mod, args, output):
-        if isinstance(output, tuple):
-            return (fn(output[0]),) + tuple(output[1:])
-        return fn(output)
-    return module.register_forward_hook(hook)
-
-
-def capture_input(module, store, key):
-    def hook(mod, args):
-        store[key] = args[0].detach().clone()
-    return module.register_forward_pre_hook(hook)
-
-
-def capture_output(module, store, key):
-    def hook(mod, args, output):
-        store[key] = (output[0] if isinstance(output, tuple) else output).detach().clone()
-    return module.register_forward_hook(hook)
-
-
-def hf_metric(hf, ids, target, contrast):
-    with torch.no_grad():
-        logits = hf(torch.tensor([ids])).logits[0, -1]
-    return float(logits[target] - logits[contrast])
-
-
-@contextlib.contextmanager
-def pattern_patch(monkeypatch, layer, head, source_patterns):
-    """transformers computes the weights inside a function: wrap the dropout it applies to
-    them (a no-op in eval mode; the only 4-D dropout) to swap in one head's pattern."""
-    original = torch.nn.functional.dropout
-    seen = {"n": 0}
-
-    def dropout(x, *args, **kwargs):
-        out = original(x, *args, **kwargs)
-        if x.dim() == 4:
-            if seen["n"] == layer:
-                out = out.clone()
-                out[:, head] = source_patterns[layer][:, head]
-            seen["n"] += 1
-        return out
-
-    monkeypatch.setattr(torch.nn.functional, "dropout", dropout)
-    yield
-    monkeypatch.setattr(torch.nn.functional, "dropout", original)
-
-
-def pattern_capture(monkeypatch, store):
-    original = torch.nn.functional.dropout
-
-    def dropout(x, *args, **kwargs):
-        out = original(x, *args, **kwargs)
-        if x.dim() == 4:
-            store.append(out.detach().clone())
-        return out
-
-    monkeypatch.setattr(torch.nn.functional, "dropout", dropout)
-    return original
-
-
-@pytest.fixture(scope="module")
-def prompts(families):
-    """Per family: clean, corrupted (one token swapped), target and contrast ids."""
-    out = {}
-    for name, (model, _, _) in families.items():
-        ids = model.encode(TEXT).input_ids
-        corrupted = swap_token(model, TEXT, 3, ids[1])
-        assert len(model.encode(corrupted).input_ids) == len(ids)
-        out[name] = (TEXT, corrupted, ids[4], ids[1])
-    return out
-
-
-def our_metric(prompt):
-    return TargetMetric(-1, prompt[2], prompt[3], "logit_diff")
-
-
-def ids_of(model, text):
-    return model.encode(text).input_ids
 
 
 # --- head patching, both directions ---------------------------------------------------------
@@ -199,10 +26,10 @@ def ids_of(model, text):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 @pytest.mark.parametrize("direction", ["denoise", "noise"])
-def test_head_patching_equals_hooks(families, prompts, family, direction):
-    model, hf, where = families[family]
+def test_head_patching_equals_hooks(patch_models, patch_prompts, family, direction):
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     base, source = (corrupted, clean) if direction == "denoise" else (clean, corrupted)
     base_ids, source_ids = ids_of(model, base), ids_of(model, source)
     store = {}
@@ -213,13 +40,10 @@ def test_head_patching_equals_hooks(families, prompts, family, direction):
         for head in range(where.n_head):
             cols = slice(head * where.dk, (head + 1) * where.dk)
 
-            def swap(x, layer=layer, cols=cols):
-                x = x.clone()
-                x[..., cols] = store[layer][..., cols]
-                return x
+            swap = take(store[layer], (..., cols))
             with hooked([replace_input(where.out_proj(layer), swap)]):
                 expected[layer, head] = hf_metric(hf, base_ids, target, contrast)
-    result = activation_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = activation_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                                  component="head", direction=direction)
     assert result.values.shape == expected.shape
     assert np.abs(result.values - expected).max() < TOL
@@ -235,10 +59,10 @@ def test_head_patching_equals_hooks(families, prompts, family, direction):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 @pytest.mark.parametrize("component", ["resid_pre", "attn_out", "mlp_out"])
-def test_stream_patching_by_position_equals_hooks(families, prompts, family, component):
-    model, hf, where = families[family]
+def test_stream_patching_by_position_equals_hooks(patch_models, patch_prompts, family, component):
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
     n = len(clean_ids)
     module_of = {"resid_pre": where.block, "attn_out": where.attn, "mlp_out": where.mlp}[component]
@@ -250,13 +74,10 @@ def test_stream_patching_by_position_equals_hooks(families, prompts, family, com
     expected = np.zeros((where.n_layer, n))
     for layer in range(where.n_layer):
         for pos in range(n):
-            def swap(x, layer=layer, pos=pos):
-                x = x.clone()
-                x[:, pos] = store[layer][:, pos]
-                return x
+            swap = take(store[layer], (slice(None), pos))
             with hooked([replace(module_of(layer), swap)]):
                 expected[layer, pos] = hf_metric(hf, corrupted_ids, target, contrast)
-    result = activation_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = activation_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                                  component=component)
     assert result.values.shape == (where.n_layer, n)
     assert np.abs(result.values - expected).max() < TOL
@@ -268,10 +89,10 @@ def test_stream_patching_by_position_equals_hooks(families, prompts, family, com
 @pytest.mark.parametrize("family,component", [("gpt2", "q"), ("gpt2", "k"), ("gpt2", "v"),
                                               ("llama", "q"), ("llama", "shared_k"),
                                               ("llama", "shared_v")])
-def test_qkv_patching_equals_hooks(families, prompts, family, component):
-    model, hf, where = families[family]
+def test_qkv_patching_equals_hooks(patch_models, patch_prompts, family, component):
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
     part = component[-1]
     store = {}
@@ -284,26 +105,23 @@ def test_qkv_patching_equals_hooks(families, prompts, family, component):
         for unit in range(n_units):
             cols = where.qkv_slice(part, unit)
 
-            def swap(x, layer=layer, cols=cols):
-                x = x.clone()
-                x[..., cols] = store[layer][..., cols]
-                return x
+            swap = take(store[layer], (..., cols))
             with hooked([replace_output(where.qkv_module(part, layer), swap)]):
                 expected[layer, unit] = hf_metric(hf, corrupted_ids, target, contrast)
-    result = activation_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = activation_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                                  component=component)
     assert np.abs(result.values - expected).max() < TOL
 
 
 @pytest.mark.parametrize("part", ["k", "v"])
-def test_grouped_query_key_value_of_one_query_head(families, prompts, monkeypatch, part):
+def test_grouped_query_key_value_of_one_query_head(patch_models, patch_prompts, monkeypatch, part):
     """On a grouped-query model, patching head h's k (or v) changes only what head h reads:
     transformers shares one key/value head by repeat_kv, wrapped here to patch one copy."""
     from transformers.models.llama import modeling_llama
 
-    model, hf, where = families["llama"]
+    model, hf, where = patch_models["llama"]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts["llama"]
+    clean, corrupted, target, contrast = patch_prompts["llama"]
     original = modeling_llama.repeat_kv
     calls = []
 
@@ -331,22 +149,22 @@ def test_grouped_query_key_value_of_one_query_head(families, prompts, monkeypatc
             monkeypatch.setattr(modeling_llama, "repeat_kv", patched)
             expected[layer, head] = hf_metric(hf, ids_of(model, corrupted), target, contrast)
     monkeypatch.setattr(modeling_llama, "repeat_kv", original)
-    result = activation_patching(model, clean, corrupted, our_metric(prompts["llama"]),
+    result = activation_patching(model, clean, corrupted, target_metric(patch_prompts["llama"]),
                                  component=part)
     assert result.values.shape == (where.n_layer, where.n_head)
     assert np.abs(result.values - expected).max() < TOL
     # the group's shared key is another intervention: the two must differ somewhere
-    shared = activation_patching(model, clean, corrupted, our_metric(prompts["llama"]),
+    shared = activation_patching(model, clean, corrupted, target_metric(patch_prompts["llama"]),
                                  component=f"shared_{part}")
     assert shared.values.shape == (where.n_layer, where.n_kv)
     assert not np.allclose(shared.values[:, 0], result.values[:, 0], atol=1e-4)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_pattern_patching_equals_hooks(families, prompts, family, monkeypatch):
-    model, hf, where = families[family]
+def test_pattern_patching_equals_hooks(patch_models, patch_prompts, family, monkeypatch):
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     patterns = []
     original = pattern_capture(monkeypatch, patterns)
     hf_metric(hf, ids_of(model, clean), target, contrast)
@@ -356,7 +174,7 @@ def test_pattern_patching_equals_hooks(families, prompts, family, monkeypatch):
         for head in range(where.n_head):
             with pattern_patch(monkeypatch, layer, head, patterns):
                 expected[layer, head] = hf_metric(hf, ids_of(model, corrupted), target, contrast)
-    result = activation_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = activation_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                                  component="pattern")
     assert np.abs(result.values - expected).max() < TOL
 
@@ -365,12 +183,12 @@ def test_pattern_patching_equals_hooks(families, prompts, family, monkeypatch):
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_path_patching_to_logits_equals_hooks(families, prompts, family):
+def test_path_patching_to_logits_equals_hooks(patch_models, patch_prompts, family):
     """Noising (Wang et al.): the clean run, one sender's z from the corrupted run, every
     attention layer above it frozen at its clean output, MLPs recomputed."""
-    model, hf, where = families[family]
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
     z_corr, attn_clean = {}, {}
     with hooked([capture_input(where.out_proj(l), z_corr, l) for l in range(where.n_layer)]):
@@ -382,31 +200,28 @@ def test_path_patching_to_logits_equals_hooks(families, prompts, family):
         for head in range(where.n_head):
             cols = slice(head * where.dk, (head + 1) * where.dk)
 
-            def swap(x, layer=layer, cols=cols):
-                x = x.clone()
-                x[..., cols] = z_corr[layer][..., cols]
-                return x
+            swap = take(z_corr[layer], (..., cols))
             handles = [replace_input(where.out_proj(layer), swap)]
             handles += [replace_output(where.attn(later), lambda x, later=later: attn_clean[later])
                         for later in range(layer + 1, where.n_layer)]
             with hooked(handles):
                 expected[layer, head] = hf_metric(hf, clean_ids, target, contrast)
-    result = path_patching(model, clean, corrupted, our_metric(prompts[family]))
+    result = path_patching(model, clean, corrupted, target_metric(patch_prompts[family]))
     assert result.receivers == "logits"
     assert np.abs(result.values - expected).max() < TOL
 
 
 @pytest.mark.parametrize("family,part", [("gpt2", "q"), ("gpt2", "k"), ("llama", "q"),
                                          ("llama", "v")])
-def test_path_patching_to_a_receiver_equals_hooks(families, prompts, family, part,
+def test_path_patching_to_a_receiver_equals_hooks(patch_models, patch_prompts, family, part,
                                                   monkeypatch):
     """Receiver L2.H1 (GPT-2: L1.H1) reading q, k or v: the sender's path recorded at the
     receiver's input with every other head frozen, then patched into a clean run."""
     from transformers.models.llama import modeling_llama
 
-    model, hf, where = families[family]
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
     receiver = (where.n_layer - 1, 1, part)
     z_corr, attn_clean = {}, {}
@@ -426,10 +241,7 @@ def test_path_patching_to_a_receiver_equals_hooks(families, prompts, family, par
                 continue
             cols = slice(head * where.dk, (head + 1) * where.dk)
 
-            def swap(x, layer=layer, cols=cols):
-                x = x.clone()
-                x[..., cols] = z_corr[layer][..., cols]
-                return x
+            swap = take(z_corr[layer], (..., cols))
             handles = [replace_input(where.out_proj(layer), swap)]
             handles += [replace_output(where.attn(later), lambda x, later=later: attn_clean[later])
                         for later in range(layer + 1, where.n_layer)]
@@ -464,13 +276,10 @@ def test_path_patching_to_a_receiver_equals_hooks(families, prompts, family, par
                 hf_metric(hf, clean_ids, target, contrast)
             r_cols = where.qkv_slice(part, r_head)
 
-            def put(x, r_cols=r_cols, value=got["x"]):
-                x = x.clone()
-                x[..., r_cols] = value[..., r_cols]
-                return x
+            put = take(got["x"], (..., r_cols))
             with hooked([replace_output(module, put)]):
                 expected[layer, head] = hf_metric(hf, clean_ids, target, contrast)
-    result = path_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = path_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                            receivers=[receiver])
     assert np.abs(result.values - expected).max() < TOL
 
@@ -479,10 +288,11 @@ def test_path_patching_to_a_receiver_equals_hooks(families, prompts, family, par
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_attribution_patching_equals_first_order_estimate_from_hooks(families, prompts, family):
-    model, hf, where = families[family]
+def test_attribution_patching_equals_first_order_estimate_from_hooks(patch_models, patch_prompts,
+                                                                      family):
+    model, hf, where = patch_models[family]
     where = where(hf)
-    clean, corrupted, target, contrast = prompts[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     clean_ids, corrupted_ids = ids_of(model, clean), ids_of(model, corrupted)
     z_clean = {}
     with hooked([capture_input(where.out_proj(l), z_clean, l) for l in range(where.n_layer)]):
@@ -503,7 +313,7 @@ def test_attribution_patching_equals_first_order_estimate_from_hooks(families, p
         delta = (z_clean[layer] - kept[layer].detach()) * kept[layer].grad
         per_head = delta[0].view(delta.shape[1], where.n_head, where.dk).sum((0, 2))
         expected[layer] = float(m_corr.detach()) + per_head.double().numpy()
-    result = attribution_patching(model, clean, corrupted, our_metric(prompts[family]),
+    result = attribution_patching(model, clean, corrupted, target_metric(patch_prompts[family]),
                                   component="head", compare_exact=True)
     assert np.abs(result.values - expected).max() < TOL
     assert result.method == "attribution" and result.exact.method == "exact"
@@ -514,10 +324,10 @@ def test_attribution_patching_equals_first_order_estimate_from_hooks(families, p
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_patching_laws(families, prompts, family):
-    model, _, _ = families[family]
-    clean, corrupted, target, contrast = prompts[family]
-    metric = our_metric(prompts[family])
+def test_patching_laws(patch_models, patch_prompts, family):
+    model, _, _ = patch_models[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
+    metric = target_metric(patch_prompts[family])
     first_diff = next(i for i, (a, b) in enumerate(zip(ids_of(model, clean),
                                                       ids_of(model, corrupted))) if a != b)
     stream = activation_patching(model, clean, corrupted, metric, component="resid_pre")
@@ -534,33 +344,35 @@ def test_patching_laws(families, prompts, family):
     assert np.all(noised.normalized[:, :first_diff] == 1)
 
 
-def test_every_head_and_mlp_patched_gives_the_clean_metric(families, prompts):
+def test_every_head_and_mlp_patched_gives_the_clean_metric(patch_models, patch_prompts):
     """Every head's z and every MLP's output from the clean run, in the corrupted run: the
     clean metric (through the engine's named points, as patching uses them)."""
-    from mha_viz.analysis.patching import metric_of, prepare_pairs, run_from
+    from mha_viz.analysis.patching import metric_of, prepare_pairs
+    from mha_viz.interventions import run_with_hooks
     from mha_viz.interventions import Interventions
 
-    model, _, _ = families["llama"]
-    clean, corrupted, _, _ = prompts["llama"]
-    prepared = prepare_pairs(model, clean, corrupted, our_metric(prompts["llama"]))
+    model, _, _ = patch_models["llama"]
+    clean, corrupted, _, _ = patch_prompts["llama"]
+    prepared = prepare_pairs(model, clean, corrupted, target_metric(patch_prompts["llama"]))
     batch = next(prepared.batches(1))
     with torch.inference_mode():
         source = Interventions(capture=["z", "mlp_out"])
-        m_clean = metric_of(model, run_from(model, batch.clean, source), batch, "logit_diff")
+        net = model.network
+        m_clean = metric_of(model, run_with_hooks(net, batch.clean, source), batch, "logit_diff")
         patch = Interventions()
         for layer in range(model.info.n_layer):
             patch.replace("z", layer, source.captured[("z", layer)])
             patch.replace("mlp_out", layer, source.captured[("mlp_out", layer)])
-        m_patched = metric_of(model, run_from(model, batch.corrupted, patch), batch,
+        m_patched = metric_of(model, run_with_hooks(model.network, batch.corrupted, patch), batch,
                               "logit_diff")
-        m_corr = metric_of(model, run_from(model, batch.corrupted), batch, "logit_diff")
+        m_corr = metric_of(model, run_with_hooks(net, batch.corrupted), batch, "logit_diff")
     # only the embeddings differ, and nothing reads them but the layers patched above
     assert abs(float(m_patched - m_clean)) < 1e-4
     assert abs(float(m_corr - m_clean)) > 1e-2
 
 
-def test_batches_of_pairs_equal_one_pair_at_a_time(families, prompts):
-    model, _, _ = families["gpt2"]
+def test_batches_of_pairs_equal_one_pair_at_a_time(patch_models, patch_prompts):
+    model, _, _ = patch_models["gpt2"]
     text = TEXT
     ids = model.encode(text).input_ids
     pairs = [PromptPair(text, swap_token(model, text, pos, ids[1]), ids[4], ids[1])
@@ -597,10 +409,10 @@ def test_bert_patches_at_a_masked_position(bert_model):
 # --- bad input ---------------------------------------------------------------------------------
 
 
-def test_bad_pairs_get_clear_messages(families, prompts, minilm):
-    model, _, _ = families["gpt2"]
-    clean, corrupted, target, contrast = prompts["gpt2"]
-    metric = our_metric(prompts["gpt2"])
+def test_bad_pairs_get_clear_messages(patch_models, patch_prompts, minilm):
+    model, _, _ = patch_models["gpt2"]
+    clean, corrupted, target, contrast = patch_prompts["gpt2"]
+    metric = target_metric(patch_prompts["gpt2"])
     with pytest.raises(InputError, match="same number of tokens"):
         activation_patching(model, clean, "the cat", metric)
     with pytest.raises(InputError, match="same tokens"):
@@ -646,14 +458,14 @@ def test_leading_space_rule(minilm):
     assert metric_token(minilm, "mary", "john gave a drink to") == minilm.token_id("mary")
 
 
-def test_command_line_patch(families, prompts, tmp_path, capsys):
+def test_command_line_patch(patch_models, patch_prompts, tmp_path, capsys):
     import json
 
     from mha_viz.__main__ import main
     from mha_viz.prompts import pairs_to_jsonl, read_pairs
 
-    model, _, _ = families["gpt2"]
-    clean, corrupted, target, contrast = prompts["gpt2"]
+    model, _, _ = patch_models["gpt2"]
+    clean, corrupted, target, contrast = patch_prompts["gpt2"]
     pairs = [PromptPair(clean, corrupted, target, contrast)]
     path = tmp_path / "pairs.jsonl"
     path.write_text(pairs_to_jsonl(pairs))

@@ -31,7 +31,8 @@ import torch
 from ..errors import InputError
 from ..interventions import Interventions, run_with_hooks
 from .attribution import check_attributable
-from .patching import CAPTURE_BYTES, PairBatch, metric_of, prepare_pairs
+from .patching import (CAPTURE_BYTES, DEGENERATE, PairBatch, _over_batches, metric_of,
+                       prepare_pairs)
 
 __all__ = ["Edge", "EdgeScores", "Circuit", "edge_attribution_patching", "circuit"]
 
@@ -146,7 +147,7 @@ def _split_streams(n_head: int):
 
 def _score_batch(model, batch: PairBatch, kind: str):
     n_layer, n_head = model.info.n_layer, model.info.n_head
-    writes = ["resid_pre", "result", "mlp_out"]
+    writes = [("resid_pre", 0), "result", "mlp_out"]  # the embeddings, heads, MLPs
     with torch.inference_mode():
         clean = Interventions(capture=writes)
         m_clean = metric_of(model, run_with_hooks(model.network, batch.clean, clean), batch, kind)
@@ -184,23 +185,20 @@ def edge_attribution_patching(model, clean, corrupted=None, metric=None,
     """Scores of every edge between components (docstring of this module); the same pairs
     and metrics as activation_patching. The mean over pairs, and each pair's."""
     check_attributable(model)
-    prepared = prepare_pairs(model, clean, corrupted, metric)
+    return _edge_scores(model, prepare_pairs(model, clean, corrupted, metric), progress)
+
+
+def _edge_scores(model, prepared, progress=None) -> EdgeScores:
     upstream, downstream, valid = graph_nodes(model)
-    info = model.info
-    per_token = 4 * info.d_model * (len(upstream) + len(downstream)) * 3
+    per_token = 4 * model.info.d_model * (len(upstream) + len(downstream)) * 3
     chunk = max(1, min(16, CAPTURE_BYTES // (per_token * max(p.n_tokens for p in prepared.pairs))))
-    found, clean_m, corr_m = {}, {}, {}
-    for batch in prepared.batches(chunk):
+
+    def work(batch):
         scores, m_clean, m_corr = _score_batch(model, batch, prepared.kind)
-        for row, pair in enumerate(batch.pairs):
-            found[pair.index] = np.where(valid, scores[row], np.nan)
-            clean_m[pair.index], corr_m[pair.index] = m_clean[row], m_corr[row]
-        if progress is not None:
-            progress(len(found), len(prepared.pairs))
-    order = sorted(found)
-    per_pair = np.stack([found[i] for i in order])
+        return np.where(valid, scores, np.nan), m_clean, m_corr
+    per_pair, clean_m, corr_m = _over_batches(prepared, chunk, 1, progress, work)
     return EdgeScores(upstream, downstream, per_pair.mean(0), per_pair, prepared.description,
-                      np.array([clean_m[i] for i in order]), np.array([corr_m[i] for i in order]))
+                      clean_m, corr_m)
 
 
 # --- the circuit, measured exactly ----------------------------------------------------------------
@@ -219,7 +217,7 @@ def circuit_metric(model, batch: PairBatch, kind: str, kept: np.ndarray) -> np.n
         corrupted_writes = _writes(model, corrupted, batch.size)  # [B, U, T, d]
         # the embeddings are the run's input: the clean prompt's
         deltas = [net.embed(batch.clean) - corrupted_writes[:, 0]]
-        run = Interventions(capture=["result", "mlp_out"])
+        run = Interventions()
 
         def reading(rows: slice, base: torch.Tensor) -> torch.Tensor:
             """base + sum over kept edges of the deltas known so far, for readers `rows`."""
@@ -266,8 +264,9 @@ def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,
         raise InputError("give either top_k or threshold")
     if top_k is not None and int(top_k) < 1:
         raise InputError("top_k must be at least 1")
+    prepared = prepare_pairs(model, clean, corrupted, metric)
     if scores is None:
-        scores = edge_attribution_patching(model, clean, corrupted, metric)
+        scores = _edge_scores(model, prepared)
     ranked = scores.ranked()
     if top_k is not None:
         edges = ranked[:int(top_k)]
@@ -278,8 +277,7 @@ def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,
     kept = np.zeros(scores.scores.shape, dtype=bool)
     for edge in edges:
         kept[up_index[edge.upstream], down_index[edge.downstream]] = True
-    prepared = prepare_pairs(model, clean, corrupted, metric)
-    measured, clean_m, corr_m = {}, {}, {}
+    measured = {}
     for batch in prepared.batches(8):
         values = circuit_metric(model, batch, prepared.kind, kept)
         for row, pair in enumerate(batch.pairs):
@@ -291,7 +289,7 @@ def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,
     clean_m, corr_m = scores.clean, scores.corrupted
     gap = clean_m - corr_m
     notes = []
-    defined = np.abs(gap) > 1e-6
+    defined = np.abs(gap) >= DEGENERATE
     if not defined.all():
         notes.append("pairs whose clean and corrupted metric are equal are left out of the "
                      "faithfulness (it divides by their difference)")

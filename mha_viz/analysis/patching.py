@@ -27,8 +27,8 @@ import torch
 from torch.nn import functional as F
 
 from ..errors import InputError
-from ..interventions import Interventions, run_with_hooks
-from ..prompts import EncodedPair, PromptPair, as_pairs, encode_pairs
+from ..interventions import Interventions, point_width, run_with_hooks
+from ..prompts import EncodedPair, as_pairs, encode_pairs
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
            "attribution_patching", "path_patching", "prepare_pairs"]
@@ -223,12 +223,6 @@ def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
 # --- the pieces every sweep uses ----------------------------------------------------------
 
 
-def run_from(model, ids: torch.Tensor, hooks=None, start: int = 0,
-             h: torch.Tensor | None = None) -> torch.Tensor:
-    """interventions.run_with_hooks on the model's network."""
-    return run_with_hooks(model.network, ids, hooks, start, h)
-
-
 def metric_of(model, final: torch.Tensor, batch: PairBatch, kind: str) -> torch.Tensor:
     """[B] the metric of each row from the final residual stream [B, T, d]: the final norm
     and the unembedding at the row's position only."""
@@ -250,12 +244,11 @@ def _token_logits(net, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _pairs_per_chunk(model, n_tokens: int, points: dict) -> int:
-    """Pairs whose two runs' cached activations fit CAPTURE_BYTES."""
-    info, config = model.info, model.network.config
-    per_layer = {"z": info.n_head * config.d_head, "q": info.n_head * config.d_head,
-                 "k": info.n_head * config.d_head, "v": info.n_head * config.d_head,
-                 "pattern": info.n_head * n_tokens, "result": info.n_head * info.d_model}
-    width = sum(per_layer.get(name, info.d_model) * count for name, count in points.items())
+    """Pairs whose two runs' cached activations fit CAPTURE_BYTES (points: name -> how many
+    copies of it are held; keys and values counted per query head)."""
+    info = model.info
+    width = sum(point_width(info, name, n_tokens, ungroup_kv=True) * count
+                for name, count in points.items())
     per_pair = 2 * 4 * info.n_layer * n_tokens * width
     return max(1, min(64, CAPTURE_BYTES // max(per_pair, 1)))
 
@@ -284,54 +277,21 @@ def _check_component(model, component: str) -> tuple[str, str, bool]:
     return COMPONENTS[component]
 
 
-def _units(model, axis: str, n_tokens: int) -> list[tuple[int, ...]]:
-    """What one patch covers, as indices into the point's non-batch dimensions."""
-    info = model.info
-    if axis == "head":
-        return [(h,) for h in range(info.n_head)]
-    if axis == "kv_head":
-        return [(g,) for g in range(info.n_kv_head)]
-    if axis == "head_position":
-        return [(h, t) for h in range(info.n_head) for t in range(n_tokens)]
-    return [(t,) for t in range(n_tokens)]
-
-
 def _unit_shape(model, axis: str, n_tokens: int) -> tuple[int, ...]:
+    """The shape of one pair's values at one layer: what the units of a component span."""
     info = model.info
     return {"head": (info.n_head,), "kv_head": (info.n_kv_head,),
             "head_position": (info.n_head, n_tokens), "position": (n_tokens,)}[axis]
 
 
-def _mask_for(units: list[tuple[int, ...]], axis: str, value_dims: int) -> torch.Tensor:
-    """A boolean mask [R, ...] selecting each row's unit, broadcastable to the point's value
-    [R, *value dims]: heads are dimension 1, positions dimension 1 (streams) or 2 (heads)."""
-    rows = len(units)
-    if axis in ("head", "kv_head"):
-        size = max(u[0] for u in units) + 1
-        mask = torch.zeros(rows, size, dtype=torch.bool)
-        mask[torch.arange(rows), torch.tensor([u[0] for u in units])] = True
-        return mask.view(rows, size, *([1] * (value_dims - 1)))
-    if axis == "head_position":
-        heads = max(u[0] for u in units) + 1
-        length = max(u[1] for u in units) + 1
-        mask = torch.zeros(rows, heads, length, dtype=torch.bool)
-        mask[torch.arange(rows), torch.tensor([u[0] for u in units]),
-             torch.tensor([u[1] for u in units])] = True
-        return mask.view(rows, heads, length, *([1] * (value_dims - 2)))
-    length = max(u[0] for u in units) + 1
-    mask = torch.zeros(rows, length, dtype=torch.bool)
-    mask[torch.arange(rows), torch.tensor([u[0] for u in units])] = True
-    return mask.view(rows, length, *([1] * (value_dims - 1)))
-
-
-def _pad_mask(mask: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """Grow a unit mask built from the units present to the point's full extent."""
-    full = torch.zeros(mask.shape[0], *[s if m != 1 else 1 for m, s in zip(mask.shape[1:],
-                                                                            shape[1:])],
-                       dtype=torch.bool)
-    index = tuple(slice(0, m) for m in mask.shape[1:])
-    full[(slice(None),) + index] = mask
-    return full
+def _unit_masks(model, axis: str, value_shape: torch.Size) -> torch.Tensor:
+    """[U, ...] boolean masks, one per unit a patch covers, broadcastable to the point's value
+    [B, *value_shape[1:]]: heads (or key/value heads) are its dimension 1; positions its
+    dimension 1 (streams) or 2 (a head's rows)."""
+    shape = _unit_shape(model, axis, value_shape[2 if axis == "head_position" else 1])
+    units = math.prod(shape)
+    rest = len(value_shape) - 1 - len(shape)
+    return torch.eye(units, dtype=torch.bool).view(units, *shape, *([1] * rest))
 
 
 def _labels(model, axis: str, tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -366,7 +326,6 @@ def _summarise(prepared: PreparedPairs, component: str, direction: str, method: 
     shape = (-1,) + (1,) * (per_pair.ndim - 1)
     safe_gap = np.where(degenerate, np.nan, gap).reshape(shape)
     normalized = (per_pair - corrupted.reshape(shape)) / safe_gap
-    n = per_pair.shape[0]
     counted = int((~degenerate).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_norm = (np.nanmean(normalized, axis=0) if counted else
@@ -421,7 +380,7 @@ def _check_work(model, prepared: PreparedPairs, axis: str) -> None:
     info = model.info
     forwards = 0.0
     for pair in prepared.pairs:
-        units = len(_units(model, axis, pair.n_tokens))
+        units = math.prod(_unit_shape(model, axis, pair.n_tokens))
         forwards += units * (info.n_layer + 1) / 2
     if forwards > MAX_FORWARDS:
         raise InputError(f"this run would take about {forwards:,.0f} forward passes, more than "
@@ -473,20 +432,21 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     base_ids, source_ids = _base_and_source(direction, batch)
     capture = Interventions(capture=[point, "resid_pre"], ungroup_kv=ungroup)
     both = torch.cat([base_ids, source_ids])
-    metrics = metric_of(model, run_from(model, both, capture), batch.twice(), kind)
+    metrics = metric_of(model, run_with_hooks(model.network, both, capture), batch.twice(), kind)
     m_base, m_source = metrics[:size], metrics[size:]
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
-    units = _units(model, axis, length)
-    values = torch.empty(size, n_layer, len(units))
+    shape = _unit_shape(model, axis, length)
+    n_units = math.prod(shape)
+    values = torch.empty(size, n_layer, n_units)
     # Every patch that changes something, as (layer, pair, unit) rows in layer order; a
     # patch that puts back the value already there leaves the base metric.
     pending = []  # per layer: (pairs, units, masks, sources)
     for layer in range(n_layer):
         activation = capture.captured[(point, layer)]
         base_act, source_act = activation[:size], activation[size:]
-        pair_of = torch.arange(size).repeat_interleave(len(units))
-        unit_of = torch.arange(len(units)).repeat(size)
-        mask = _pad_mask(_mask_for(units, axis, base_act.dim() - 1), base_act.shape)[unit_of]
+        pair_of = torch.arange(size).repeat_interleave(n_units)
+        unit_of = torch.arange(n_units).repeat(size)
+        mask = _unit_masks(model, axis, base_act.shape)[unit_of]
         changed = ((source_act[pair_of] != base_act[pair_of]) & mask).flatten(1).any(1)
         values[pair_of[~changed], layer, unit_of[~changed]] = m_base[pair_of[~changed]]
         pending.append((pair_of[changed], unit_of[changed], mask[changed],
@@ -496,7 +456,6 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     for chunk in _chunks(len(rows), rows_per_batch(model, length)):
         _staggered_run(model, batch, kind, point, ungroup, capture, pending,
                        [rows[i] for i in chunk.tolist()], values)
-    shape = _unit_shape(model, axis, length)
     return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
             m_corr.double().numpy())
 
@@ -572,23 +531,23 @@ def _attribute_batch(model, batch: PairBatch, kind: str, point: str, axis: str,
     base_ids, source_ids = _base_and_source(direction, batch)
     with torch.inference_mode():
         source = Interventions(capture=[point], ungroup_kv=ungroup)
-        m_source = metric_of(model, run_from(model, source_ids, source), batch, kind)
+        m_source = metric_of(model, run_with_hooks(model.network, source_ids, source), batch, kind)
     with torch.enable_grad():
         base = Interventions(capture=[point], ungroup_kv=ungroup, keep_graph=True)
         # the weights need no gradient: the stream carries the graph from the embeddings up
         stream = model.network.embed(base_ids).detach().requires_grad_(True)
-        m_base = metric_of(model, run_from(model, base_ids, base, 0, stream), batch, kind)
+        final = run_with_hooks(model.network, base_ids, base, 0, stream)
+        m_base = metric_of(model, final, batch, kind)
         activations = [base.captured[(point, layer)] for layer in range(n_layer)]
         grads = torch.autograd.grad(m_base.sum(), activations)
-    units = _units(model, axis, length)
-    values = torch.empty(size, n_layer, len(units), dtype=torch.float64)
+    shape = _unit_shape(model, axis, length)
+    values = torch.empty(size, n_layer, math.prod(shape), dtype=torch.float64)
     for layer, (act, grad) in enumerate(zip(activations, grads)):
         delta = (source.captured[(point, layer)] - act.detach()).double() * grad.double()
         values[:, layer] = _sum_per_unit(delta, axis).reshape(size, -1)
     values += m_base.detach().double()[:, None, None]
     m_base, m_source = m_base.detach().double().numpy(), m_source.double().numpy()
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
-    shape = _unit_shape(model, axis, length)
     return values.view(size, n_layer, *shape).numpy(), m_clean, m_corr
 
 
@@ -671,50 +630,40 @@ def path_patching(model, clean, corrupted=None, metric=None, receivers="logits",
 
 
 def _path_batch(model, batch: PairBatch, kind: str, targets, direction: str):
-    info = model.info
+    net, info = model.network, model.info
     n_layer, n_head = info.n_layer, info.n_head
     size = batch.size
     base_ids, source_ids = _base_and_source(direction, batch)
-    points = ["z", "resid_pre", "attn_out"]
-    receiver_parts = sorted({part for _, _, part in targets or []})
-    base = Interventions(capture=points + receiver_parts, ungroup_kv=True)
-    m_base = metric_of(model, run_from(model, base_ids, base), batch, kind)
+    base = Interventions(capture=["z", "resid_pre", "attn_out"])
+    m_base = metric_of(model, run_with_hooks(net, base_ids, base), batch, kind)
     source = Interventions(capture=["z"])
-    m_source = metric_of(model, run_from(model, source_ids, source), batch, kind)
+    m_source = metric_of(model, run_with_hooks(net, source_ids, source), batch, kind)
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
-    values = m_base[:, None, None].repeat(1, n_layer, n_head).clone()
+    values = m_base[:, None, None].repeat(1, n_layer, n_head)
+    # senders run up to the last receiver's layer (the logits: every layer)
     last = n_layer if targets is None else max(l for l, _, _ in targets)
+    stop = n_layer if targets is None else last + 1
     first_receiver = None if targets is None else min(l for l, _, _ in targets)
+    head_masks = _unit_masks(model, "head", base.captured[("z", 0)].shape)  # [H, H, 1, 1]
     step = rows_per_batch(model, batch.n_tokens)
-    for layer in range(min(last, n_layer)):
+    for layer in range(last):
         pair_of = torch.arange(size).repeat_interleave(n_head)
         head_of = torch.arange(n_head).repeat(size)
         for rows in _chunks(len(pair_of), step):
             pairs, heads = pair_of[rows], head_of[rows]
-            mask = torch.zeros(len(rows), n_head, 1, 1, dtype=torch.bool)
-            mask[torch.arange(len(rows)), heads] = True
             sender = Interventions(capture=[(p, l) for l, _, p in targets or []],
                                    ungroup_kv=True)
-            sender.replace("z", layer, source.captured[("z", layer)][pairs], mask)
-            stop = n_layer if targets is None else last + 1
+            sender.replace("z", layer, source.captured[("z", layer)][pairs], head_masks[heads])
             for later in range(layer + 1, stop):  # every other head frozen at the base run
                 sender.replace("attn_out", later, base.captured[("attn_out", later)][pairs])
             stream = base.captured[("resid_pre", layer)][pairs]
-            net = model.network
-            if targets is None:
-                final = run_from(model, base_ids[pairs], sender, layer, stream)
-                values[pairs, layer, heads] = metric_of(model, final, batch.rows(pairs), kind)
-                continue
-            bias = net.attention_bias(batch.n_tokens) if net.config.causal else None
-            net.run_layers(stream, layer, last + 1, bias, hooks=sender)  # up to the receivers
-            receiver = Interventions(ungroup_kv=True)
-            for l, h, part in targets:
-                if l <= layer:
-                    continue  # a sender at or above its receiver's layer cannot reach it
-                head_mask = torch.zeros(1, n_head, 1, 1, dtype=torch.bool)
-                head_mask[0, h] = True
-                receiver.replace(part, l, sender.captured[(part, l)], head_mask)
-            start = base.captured[("resid_pre", first_receiver)][pairs]
-            final = run_from(model, base_ids[pairs], receiver, first_receiver, start)
+            final = run_with_hooks(net, base_ids[pairs], sender, layer, stream, stop)
+            if targets is not None:  # the receivers read what the senders' paths changed
+                receiver = Interventions(ungroup_kv=True)
+                for l, h, part in targets:
+                    if l > layer:  # a sender at or above its receiver's layer cannot reach it
+                        receiver.replace(part, l, sender.captured[(part, l)], head_masks[h])
+                start = base.captured[("resid_pre", first_receiver)][pairs]
+                final = run_with_hooks(net, base_ids[pairs], receiver, first_receiver, start)
             values[pairs, layer, heads] = metric_of(model, final, batch.rows(pairs), kind)
     return (values.double().numpy(), m_clean.double().numpy(), m_corr.double().numpy())

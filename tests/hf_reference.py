@@ -1,0 +1,163 @@
+"""An independent reference for the intervention tests: where transformers' own GPT-2 and
+Llama hold each activation, and forward hooks that read or replace it (written here, not
+taken from mha_viz)."""
+
+import contextlib
+
+import torch
+
+TEXT = "the cat sat on the mat and the dog ran to the"
+
+
+class GPT2Hooks:
+    """Where transformers' GPT-2 holds each activation."""
+
+    def __init__(self, hf):
+        self.hf = hf
+        config = hf.config
+        self.n_layer, self.n_head = config.n_layer, config.n_head
+        self.d = config.n_embd
+        self.dk = self.d // self.n_head
+
+    def block(self, layer):
+        return self.hf.transformer.h[layer]
+
+    def attn(self, layer):
+        return self.block(layer).attn
+
+    def out_proj(self, layer):  # its input is every head's z, [B, T, H * d_k]
+        return self.attn(layer).c_proj
+
+    def mlp(self, layer):
+        return self.block(layer).mlp
+
+    def qkv_module(self, part, layer):
+        return self.attn(layer).c_attn
+
+    def qkv_slice(self, part, head):
+        offset = {"q": 0, "k": self.d, "v": 2 * self.d}[part]
+        return slice(offset + head * self.dk, offset + (head + 1) * self.dk)
+
+    kv_function = None  # MHA: a query head's key is its own
+
+
+class LlamaHooks(GPT2Hooks):
+    def __init__(self, hf):
+        self.hf = hf
+        config = hf.config
+        self.n_layer, self.n_head = config.num_hidden_layers, config.num_attention_heads
+        self.n_kv = config.num_key_value_heads
+        self.d = config.hidden_size
+        self.dk = config.head_dim
+
+    def block(self, layer):
+        return self.hf.model.layers[layer]
+
+    def attn(self, layer):
+        return self.block(layer).self_attn
+
+    def out_proj(self, layer):
+        return self.attn(layer).o_proj
+
+    def qkv_module(self, part, layer):
+        return getattr(self.attn(layer), f"{part}_proj")
+
+    def qkv_slice(self, part, head):  # q: a query head; k, v: a key/value head
+        return slice(head * self.dk, (head + 1) * self.dk)
+
+    kv_function = "repeat_kv"
+
+
+@contextlib.contextmanager
+def hooked(handles):
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def replace_input(module, positions_fn):
+    """A forward pre-hook replacing the module's first input by positions_fn(input)."""
+    return module.register_forward_pre_hook(
+        lambda mod, args: (positions_fn(args[0]),) + tuple(args[1:]))
+
+
+def replace_output(module, fn):
+    def hook(mod, args, output):
+        if isinstance(output, tuple):
+            return (fn(output[0]),) + tuple(output[1:])
+        return fn(output)
+    return module.register_forward_hook(hook)
+
+
+def take(source, index):
+    """x -> a copy of x with x[index] taken from source (what a patching hook does)."""
+    def swap(x):
+        x = x.clone()
+        x[index] = source[index]
+        return x
+    return swap
+
+
+def capture_input(module, store, key):
+    def hook(mod, args):
+        store[key] = args[0].detach().clone()
+    return module.register_forward_pre_hook(hook)
+
+
+def capture_output(module, store, key):
+    def hook(mod, args, output):
+        store[key] = (output[0] if isinstance(output, tuple) else output).detach().clone()
+    return module.register_forward_hook(hook)
+
+
+def hf_metric(hf, ids, target, contrast):
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0, -1]
+    return float(logits[target] - logits[contrast])
+
+
+@contextlib.contextmanager
+def pattern_patch(monkeypatch, layer, head, source_patterns):
+    """transformers computes the weights inside a function: wrap the dropout it applies to
+    them (a no-op in eval mode; the only 4-D dropout) to swap in one head's pattern."""
+    original = torch.nn.functional.dropout
+    seen = {"n": 0}
+
+    def dropout(x, *args, **kwargs):
+        out = original(x, *args, **kwargs)
+        if x.dim() == 4:
+            if seen["n"] == layer:
+                out = out.clone()
+                out[:, head] = source_patterns[layer][:, head]
+            seen["n"] += 1
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", dropout)
+    yield
+    monkeypatch.setattr(torch.nn.functional, "dropout", original)
+
+
+def pattern_capture(monkeypatch, store):
+    original = torch.nn.functional.dropout
+
+    def dropout(x, *args, **kwargs):
+        out = original(x, *args, **kwargs)
+        if x.dim() == 4:
+            store.append(out.detach().clone())
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "dropout", dropout)
+    return original
+
+
+def ids_of(model, text):
+    return model.encode(text).input_ids
+
+
+def target_metric(prompt):
+    """The logit difference target - contrast at the last token of a patch_prompts entry."""
+    from mha_viz import TargetMetric
+
+    return TargetMetric(-1, prompt[2], prompt[3], "logit_diff")
