@@ -293,6 +293,17 @@ class MultiHeadAttention(nn.Module):
             out.append(projected if bias is None else projected + bias[None, :, None, :])
         return tuple(out)
 
+    def with_past(self, k: torch.Tensor, v: torch.Tensor, past) -> tuple[torch.Tensor, ...]:
+        """Keys and values of the earlier positions, then these: one key/value per query head
+        on both sides when either side has them so."""
+        past_k, past_v = past
+        if past_k.shape[1] != k.shape[1]:
+            if past_k.shape[1] < k.shape[1]:
+                past_k, past_v = past_k[:, self.kv_index], past_v[:, self.kv_index]
+            else:
+                k, v = k[:, self.kv_index], v[:, self.kv_index]
+        return torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -306,6 +317,7 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         hooks=None,
         layer: int = 0,
+        past: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
@@ -321,6 +333,10 @@ class MultiHeadAttention(nn.Module):
         gate; result, each
         head's output through its slice of W_O, [B, T, H, d], computed only when asked).
         x may then be per-head input streams [B, 3, H, T, d] (see project_qkv_per_head).
+        past: the keys (rotated) and values of the positions before x's, [B, H_kv or H, S,
+        d_k]: x is then positions S.. of the text, which read those keys as well as their
+        own (a causal run reusing an unchanged prefix; rotary tables and bias are the
+        caller's, for these rows).
         """
         if x.dim() == 5:
             q, k, v = self.project_qkv_per_head(x)
@@ -332,6 +348,10 @@ class MultiHeadAttention(nn.Module):
             q, k, v = hooks("q", layer, q), hooks("k", layer, k), hooks("v", layer, v)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        if hooks is not None:
+            q, k = hooks("rot_q", layer, q), hooks("rot_k", layer, k)
+        if past is not None:
+            k, v = self.with_past(k, v, past)
         if query_chunk is not None:
             context = chunked_attention(q, k, v, self.scale, causal, bias, query_chunk,
                                         weights_out)

@@ -3,7 +3,7 @@ addressed as ``cache["z", 20]`` or by TransformerLens's hook names
 (``cache["blocks.20.attn.hook_z"]``), in TransformerLens's layouts, so notebooks port:
 
     resid_pre, resid_mid, resid_post, attn_out, mlp_out   [batch, pos, d_model]
-    q, k, v, z                                            [batch, pos, head, d_head]
+    q, k, v, z, rot_q, rot_k                              [batch, pos, head, d_head]
     result                                                [batch, pos, head, d_model]
     pattern                                               [batch, head, query_pos, key_pos]
     scale (final norm; cache["scale"])                    [batch, pos, 1]
@@ -23,17 +23,21 @@ import torch
 from .errors import InputError
 from .interventions import FINAL_POINTS, Interventions, point_width, run_with_hooks
 
-CACHE_POINTS = ("resid_pre", "q", "k", "v", "pattern", "z", "result", "attn_out", "resid_mid",
-                "mlp_out", "resid_post")
-DEFAULT_POINTS = tuple(p for p in CACHE_POINTS if p != "result") + ("scale",)
+CACHE_POINTS = ("resid_pre", "q", "k", "v", "rot_q", "rot_k", "pattern", "z", "result",
+                "attn_out", "resid_mid", "mlp_out", "resid_post")
+# result is H times the stream's size; rot_q and rot_k repeat q and k but for the rotation
+DEFAULT_POINTS = tuple(p for p in CACHE_POINTS if p not in ("result", "rot_q", "rot_k")) + (
+    "scale",)
 HOOK_NAMES = {
     "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid",
     "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out",
     "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "z": "attn.hook_z",
+    "rot_q": "attn.hook_rot_q", "rot_k": "attn.hook_rot_k",
     "pattern": "attn.hook_pattern", "result": "attn.hook_result",
 }
 _BY_HOOK = {hook: name for name, hook in HOOK_NAMES.items()}
-_HEAD_FIRST = ("q", "k", "v", "z")  # the engine's [B, H, T, d_k] -> [B, T, H, d_k]
+# the engine's [B, H, T, d_k] -> TransformerLens's [B, T, H, d_k]
+_HEAD_FIRST = ("q", "k", "v", "rot_q", "rot_k", "z")
 
 
 class ActivationCache(Mapping):

@@ -13,6 +13,8 @@ heads, H_kv key/value heads, d_k head width):
                k, v      [B, H_kv, T, d_k]   keys and values of each key/value head, keys
                                      before rotation ([B, H, T, d_k] with ungroup_kv: the key
                                      and value as each query head reads them)
+               rot_q, rot_k                  queries and keys as scored: after rotary
+                                             positions (q and k, in models without them)
                pattern   [B, H, T, T]        the softmax weights, as multiplied with V
                z         [B, H, T, d_k]      each head's output before W_O
                result    [B, T, H, d]        each head's output through its slice of W_O
@@ -37,9 +39,8 @@ from typing import Callable
 
 import torch
 
-LAYER_POINTS = ("resid_pre", "attn_in", "q", "k", "v", "pattern", "z", "result", "attn_out",
-                "resid_mid", "mlp_in", "mlp_out", "resid_post")
-HEAD_POINTS = ("q", "k", "v", "pattern", "z", "result")
+LAYER_POINTS = ("resid_pre", "attn_in", "q", "k", "v", "rot_q", "rot_k", "pattern", "z",
+                "result", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
 FINAL_POINTS = ("scale",)
 # Points the engine computes only when asked (they cost work a plain forward skips).
 OPTIONAL_POINTS = ("result", "scale")
@@ -130,5 +131,6 @@ def point_width(info, name: str, n_tokens: int, ungroup_kv: bool = False) -> int
     of it costs, L x T x this x 4 bytes over a whole run."""
     kv = info.n_head if ungroup_kv else info.n_kv_head
     return {"q": info.n_head * info.d_head, "z": info.n_head * info.d_head,
+            "rot_q": info.n_head * info.d_head, "rot_k": kv * info.d_head,
             "k": kv * info.d_head, "v": kv * info.d_head, "pattern": info.n_head * n_tokens,
             "result": info.n_head * info.d_model, "scale": 1}.get(name, info.d_model)

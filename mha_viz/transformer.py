@@ -161,12 +161,14 @@ class Block(nn.Module):
         return self.ln_1(h) if self.pre_ln else h
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
-                weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None):
+                weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
+                past=None):
         """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
         attn_out, resid_mid (the stream the MLP reads), mlp_in, mlp_out, resid_post, and
-        the attention's own (see MultiHeadAttention.forward)."""
+        the attention's own (see MultiHeadAttention.forward). past: the keys and values of
+        the positions before h's (MultiHeadAttention.forward)."""
         layer = self.layer
         attn_in = h
         if hooks is not None:
@@ -174,7 +176,7 @@ class Block(nn.Module):
             attn_in = hooks("attn_in", layer, h)
         attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
                                       attention_mask, weights_out, rotary, query_chunk,
-                                      causal, hooks, layer)
+                                      causal, hooks, layer, past)
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
@@ -263,7 +265,7 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None, query_chunk=None, hooks=None):
+                   layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -275,11 +277,17 @@ class TransformerStack(nn.Module):
         (key_bias), the causal mask being built per block.
         hooks: an interventions.Hooks that reads or replaces named activations (see
         Block.forward).
+        offset, past_kv: h holds positions offset.. of the text, and past_kv[layer] the keys
+        (rotated) and values of positions 0..offset-1 at each layer run, which they read too
+        (a causal run that reuses an unchanged prefix); bias is then for these rows
+        (attention.causal_rows_bias(offset, offset + T)).
         """
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
         stop = self.config.n_layer if stop is None else stop
-        rotary = self.rotary(h.shape[1])
+        rotary = self.rotary(offset + h.shape[1])
+        if rotary is not None and offset:
+            rotary = (rotary[0][offset:], rotary[1][offset:])
         kept = []
         for layer in range(start, stop):
             if layer_inputs is not None:
@@ -288,8 +296,9 @@ class TransformerStack(nn.Module):
             if head_mask is not None:
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
+            past = None if past_kv is None else past_kv[layer]
             h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            query_chunk, self.config.causal, hooks)
+                                            query_chunk, self.config.causal, hooks, past)
             if keep_attentions:
                 kept.append(weights)
         return h, kept

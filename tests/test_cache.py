@@ -80,3 +80,22 @@ def test_cache_keys_names_and_grouped_kv(patch_models):
         model.run_with_cache(TEXT, names=["attention"])
     with pytest.raises(InputError, match="would take"):
         model.run_with_cache(TEXT, max_bytes=1000)
+
+
+def test_rotated_queries_and_keys(patch_models):
+    """rot_q / rot_k are q / k after the rotary positions: equal to them at position 0
+    (no rotation) and equal to transformers' own rotation of them."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    model, hf, _ = patch_models["llama"]
+    ids = ids_of(model, TEXT)
+    _, cache = model.run_with_cache(TEXT, names=["q", "k", "rot_q", "rot_k"])
+    position_ids = torch.arange(len(ids))[None]
+    cos, sin = hf.model.rotary_emb(torch.zeros(1), position_ids)
+    for layer in range(model.info.n_layer):
+        q, k = cache["q", layer].transpose(1, 2), cache["k", layer].transpose(1, 2)
+        rot_q, rot_k = apply_rotary_pos_emb(q, k, cos, sin)
+        assert torch.allclose(cache["blocks.%d.attn.hook_rot_q" % layer],
+                              rot_q.transpose(1, 2), atol=1e-5)
+        assert torch.allclose(cache["rot_k", layer], rot_k.transpose(1, 2), atol=1e-5)
+        assert torch.equal(cache["rot_q", layer][:, 0], cache["q", layer][:, 0])

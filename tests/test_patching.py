@@ -12,6 +12,7 @@ from mha_viz import TargetMetric
 from mha_viz.analysis.patching import (activation_patching, attribution_patching,
                                        path_patching)
 from mha_viz.errors import InputError
+from mha_viz.interventions import run_with_hooks
 from mha_viz.prompts import PromptPair, swap_token
 
 from hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked, ids_of,
@@ -348,7 +349,6 @@ def test_every_head_and_mlp_patched_gives_the_clean_metric(patch_models, patch_p
     """Every head's z and every MLP's output from the clean run, in the corrupted run: the
     clean metric (through the engine's named points, as patching uses them)."""
     from mha_viz.analysis.patching import metric_of, prepare_pairs
-    from mha_viz.interventions import run_with_hooks
     from mha_viz.interventions import Interventions
 
     model, _, _ = patch_models["llama"]
@@ -482,3 +482,29 @@ def test_command_line_patch(patch_models, patch_prompts, tmp_path, capsys):
     assert main(["patch", "--model", model.info.name, "--pairs", str(bad), "--out",
                  str(out)]) == 2
     assert "has no target" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("ungroup", [False, True])
+def test_a_run_after_a_kept_prefix_equals_the_whole_run(patch_models, family, ungroup):
+    """The engine's prefix reuse (what patching builds on): positions s.. run with the keys
+    and values of positions 0..s-1 from a whole run give that run's streams exactly, with
+    learned (GPT-2) and rotary (Llama) positions, keys and values shared or per query head."""
+    from mha_viz.attention import causal_rows_bias
+    from mha_viz.interventions import Interventions
+
+    model, _, _ = patch_models[family]
+    net = model.network
+    ids = torch.tensor([ids_of(model, TEXT)])
+    n, prefix = ids.shape[1], 5
+    with torch.inference_mode():
+        whole = Interventions(capture=["resid_pre", "rot_k", "v"], ungroup_kv=ungroup)
+        final = run_with_hooks(net, ids, whole)
+        past = {layer: (whole.captured[("rot_k", layer)][:, :, :prefix],
+                        whole.captured[("v", layer)][:, :, :prefix])
+                for layer in range(model.info.n_layer)}
+        for start in range(model.info.n_layer):
+            stream = whole.captured[("resid_pre", start)][:, prefix:]
+            after, _ = net.run_layers(stream, start, None, causal_rows_bias(prefix, n),
+                                      offset=prefix, past_kv=past)
+            assert torch.allclose(after, final[:, prefix:], atol=1e-5)

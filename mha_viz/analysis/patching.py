@@ -27,6 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from ..errors import InputError
+from ..attention import causal_rows_bias
 from ..interventions import Interventions, point_width, run_with_hooks
 from ..prompts import EncodedPair, as_pairs, encode_pairs
 
@@ -408,7 +409,7 @@ def activation_patching(model, clean, corrupted=None, metric=None, component: st
     _check_work(model, prepared, axis)
     n_layer = model.info.n_layer
     chunk = _pairs_per_chunk(model, max(p.n_tokens for p in prepared.pairs),
-                             {point: 1, "resid_pre": 1})
+                             {point: 1, "resid_pre": 1, "rot_k": 1, "v": 1})
     with torch.inference_mode():
         per_pair, clean_m, corrupted_m = _over_batches(
             prepared, chunk, n_layer, progress,
@@ -430,7 +431,8 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     n_layer = model.info.n_layer
     size, length = batch.size, batch.n_tokens
     base_ids, source_ids = _base_and_source(direction, batch)
-    capture = Interventions(capture=[point, "resid_pre"], ungroup_kv=ungroup)
+    # the keys and values of the unchanged prefix, for patched runs that start after it
+    capture = Interventions(capture=[point, "resid_pre", "rot_k", "v"], ungroup_kv=ungroup)
     both = torch.cat([base_ids, source_ids])
     metrics = metric_of(model, run_with_hooks(model.network, both, capture), batch.twice(), kind)
     m_base, m_source = metrics[:size], metrics[size:]
@@ -438,6 +440,7 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     shape = _unit_shape(model, axis, length)
     n_units = math.prod(shape)
     values = torch.empty(size, n_layer, n_units)
+    prefix = _unchanged_prefix(model, batch)
     # Every patch that changes something, as (layer, pair, unit) rows in layer order; a
     # patch that puts back the value already there leaves the base metric.
     pending = []  # per layer: (pairs, units, masks, sources)
@@ -448,6 +451,7 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
         unit_of = torch.arange(n_units).repeat(size)
         mask = _unit_masks(model, axis, base_act.shape)[unit_of]
         changed = ((source_act[pair_of] != base_act[pair_of]) & mask).flatten(1).any(1)
+        changed &= _suffix(point, mask, prefix).flatten(1).any(1)  # the prefix is unchanged
         values[pair_of[~changed], layer, unit_of[~changed]] = m_base[pair_of[~changed]]
         pending.append((pair_of[changed], unit_of[changed], mask[changed],
                         source_act[pair_of[changed]]))
@@ -455,20 +459,43 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
             for i in range(len(pairs))]
     for chunk in _chunks(len(rows), rows_per_batch(model, length)):
         _staggered_run(model, batch, kind, point, ungroup, capture, pending,
-                       [rows[i] for i in chunk.tolist()], values)
+                       [rows[i] for i in chunk.tolist()], values, prefix)
     return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
             m_corr.double().numpy())
 
 
+def _unchanged_prefix(model, batch: PairBatch) -> int:
+    """Positions before the first token where any pair's prompts differ (and before every
+    metric position): in a causal model nothing there changes in either run, so patched runs
+    compute only the positions after it, reading the prefix's keys and values from the base
+    run. 0 for a bidirectional model."""
+    if not model.info.causal:
+        return 0
+    return min(min(pair.first_difference, pair.position) for pair in batch.pairs)
+
+
+_STREAMS = ("resid_pre", "attn_in", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+
+
+def _suffix(point: str, value: torch.Tensor, prefix: int) -> torch.Tensor:
+    """A point's value, source or mask [R, ...] from position `prefix` on (positions are
+    dimension 1 of a stream, 2 of a head's q, k, v, z or pattern rows; a mask that spans
+    every position with size 1 there is left whole)."""
+    dim = 1 if point in _STREAMS else 2
+    return value if value.shape[dim] == 1 else value.narrow(dim, prefix,
+                                                            value.shape[dim] - prefix)
+
+
 def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool, capture,
-                   pending, rows, values) -> None:
+                   pending, rows, values, prefix: int = 0) -> None:
     """Run patched copies of several layers as one batch that grows as it climbs: at layer
     l the copies patched at l join, started from the base run's stream entering l, beside
     those patched below it; each layer runs once for all of them (few, large matrix
-    products instead of a pass per layer's patches)."""
+    products instead of a pass per layer's patches). Only positions from `prefix` on are
+    computed: the prefix's keys and values come from the base run."""
     net = model.network
     size, length = batch.size, batch.n_tokens
-    bias = net.attention_bias(length) if net.config.causal else None
+    bias = causal_rows_bias(prefix, length) if net.config.causal else None
     h = None
     pairs_in, units_in, layers_in = [], [], []
     first = rows[0][0]
@@ -479,10 +506,11 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
             pairs, units, masks, sources = pending[layer]
             index = torch.tensor(joining)
             new_pairs = pairs[index]
-            stream = capture.captured[("resid_pre", layer)][:size][new_pairs]
+            stream = capture.captured[("resid_pre", layer)][:size][new_pairs, prefix:]
             old = 0 if h is None else h.shape[0]
             h = stream if h is None else torch.cat([h, stream])
-            mask, source = masks[index], sources[index]
+            mask = _suffix(point, masks[index], prefix)
+            source = _suffix(point, sources[index], prefix)
             if old:
                 mask = torch.cat([mask.new_zeros(old, *mask.shape[1:]), mask])
                 source = torch.cat([source.new_zeros(old, *source.shape[1:]), source])
@@ -490,9 +518,17 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
             pairs_in.append(new_pairs)
             units_in.append(units[index])
             layers_in.append(torch.full((len(joining),), layer))
-        h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks)
+        past = None
+        if prefix:
+            running = torch.cat(pairs_in)
+            past = {layer: tuple(capture.captured[(name, layer)][:size][running, :, :prefix]
+                                 for name in ("rot_k", "v"))}
+        h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks, offset=prefix,
+                              past_kv=past)
     pairs, units, layers = torch.cat(pairs_in), torch.cat(units_in), torch.cat(layers_in)
-    values[pairs, layers, units] = metric_of(model, h, batch.rows(pairs), kind)
+    rows_batch = batch.rows(pairs)
+    rows_batch.positions = rows_batch.positions - prefix  # h holds positions prefix..
+    values[pairs, layers, units] = metric_of(model, h, rows_batch, kind)
 
 
 # --- attribution patching -------------------------------------------------------------------
