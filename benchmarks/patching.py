@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from engine import median_seconds  # noqa: E402  (a warm-up call, then the median)
+from engine import median_seconds, text_of  # noqa: E402  (median: a warm-up, then the median)
 
 from mha_viz import TargetMetric, load_model  # noqa: E402
 from mha_viz.analysis.patching import (activation_patching, attribution_patching,  # noqa: E402
@@ -34,11 +34,7 @@ from mha_viz.prompts import ioi_pairs  # noqa: E402
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
-PROSE = ("The town library opens at nine in the morning and closes at six in the evening. "
-         "Most people come in after work to borrow a book or read the newspaper, and on "
-         "Saturdays the children's corner is full of families. The librarians know many of the "
-         "regular visitors by name, and they are always happy to help someone find what they "
-         "are looking for. ")
+LONG_TOKENS = 128  # the long pair: prose, then the indirect-object sentence
 
 
 def naive_per_head(model, clean, corrupted, metric, heads=None):
@@ -46,6 +42,7 @@ def naive_per_head(model, clean, corrupted, metric, heads=None):
     plus the clean and corrupted forwards: -> seconds (for `heads` heads only, if given)."""
     prepared = prepare_pairs(model, clean, corrupted, metric)
     batch = next(prepared.batches(1))
+    info = model.info
     all_heads = [(l, h) for l in range(info.n_layer) for h in range(info.n_head)]
     chosen = all_heads if heads is None else all_heads[:: max(1, len(all_heads) // heads)][:heads]
     start = time.perf_counter()
@@ -71,14 +68,13 @@ def main():
     model = load_model(args.model)
     print(f"{model}, {args.threads} torch threads")
     metric = TargetMetric(-1, " Mary", " John")
-    long_clean, long_corrupted = PROSE + CLEAN, PROSE + CORRUPTED
-    n_long = len(model.encode(long_clean).input_ids)
-    for label, clean, corrupted in (("IOI, 14 tokens", CLEAN, CORRUPTED),
-                                    (f"prose + IOI, {n_long} tokens", long_clean,
-                                     long_corrupted)):
+    prose = text_of(model, LONG_TOKENS - len(model.encode(CLEAN).input_ids)) + " "
+    long_clean, long_corrupted = prose + CLEAN, prose + CORRUPTED
+    for label, clean, corrupted in (("IOI", CLEAN, CORRUPTED),
+                                    ("prose + IOI", long_clean, long_corrupted)):
         n = len(model.encode(clean).input_ids)
         ours = median_seconds(lambda: activation_patching(model, clean, corrupted, metric),
-                     repeats=3 if n < 50 else 1)
+                              repeats=3 if n < 50 else 1)
         sample = None if n < 50 else 30
         seconds, done, total = naive_per_head(model, clean, corrupted, metric, sample)
         naive = seconds * (total + 2) / (done + 2)
@@ -87,8 +83,8 @@ def main():
         print(f"  ours: {ours:.2f} s   one forward per head: {naive:.2f} s ({how})   "
               f"ratio {ours / naive:.3f} (target <= 0.15)")
         forward = median_seconds(lambda: model.logits(clean), repeats=5)
-        attribution = median_seconds(lambda: attribution_patching(model, clean, corrupted, metric),
-                            repeats=3)
+        attribution = median_seconds(
+            lambda: attribution_patching(model, clean, corrupted, metric), repeats=3)
         print(f"  attribution patching: {attribution:.3f} s = {attribution / forward:.2f} "
               f"forwards (one forward {forward * 1000:.0f} ms; target <= 3)")
     pairs = ioi_pairs(model, 16, seed=0)
