@@ -346,8 +346,9 @@ def test_patching_laws(patch_models, patch_prompts, family):
 
 
 def test_every_head_and_mlp_patched_gives_the_clean_metric(patch_models, patch_prompts):
-    """Every head's z and every MLP's output from the clean run, in the corrupted run: the
-    clean metric (through the engine's named points, as patching uses them)."""
+    """Every head's z and every MLP's output from the clean run, in the corrupted run, or the
+    whole residual stream entering any one layer: the clean metric (through the engine's
+    named points, as patching uses them)."""
     from mha_viz.analysis.patching import metric_of, prepare_pairs
     from mha_viz.interventions import Interventions
 
@@ -363,12 +364,23 @@ def test_every_head_and_mlp_patched_gives_the_clean_metric(patch_models, patch_p
         for layer in range(model.info.n_layer):
             patch.replace("z", layer, source.captured[("z", layer)])
             patch.replace("mlp_out", layer, source.captured[("mlp_out", layer)])
-        m_patched = metric_of(model, run_with_hooks(model.network, batch.corrupted, patch), batch,
+        m_patched = metric_of(model, run_with_hooks(net, batch.corrupted, patch), batch,
                               "logit_diff")
         m_corr = metric_of(model, run_with_hooks(net, batch.corrupted), batch, "logit_diff")
-    # only the embeddings differ, and nothing reads them but the layers patched above
+        # the residual stream at every position of any one layer: the clean run from there on
+        streams = Interventions(capture=["resid_pre"])
+        run_with_hooks(net, batch.clean, streams)
+        whole_layer = []
+        for layer in range(model.info.n_layer):
+            one = Interventions().replace("resid_pre", layer,
+                                          streams.captured[("resid_pre", layer)])
+            whole_layer.append(float(metric_of(model, run_with_hooks(net, batch.corrupted, one),
+                                               batch, "logit_diff")))
+    # the embeddings differ only at the swapped position, which the last position reads
+    # only through the heads patched above
     assert abs(float(m_patched - m_clean)) < 1e-4
     assert abs(float(m_corr - m_clean)) > 1e-2
+    assert np.abs(np.array(whole_layer) - float(m_clean)).max() < 1e-4
 
 
 def test_batches_of_pairs_equal_one_pair_at_a_time(patch_models, patch_prompts):
