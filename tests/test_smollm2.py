@@ -152,3 +152,32 @@ def test_smollm2_induction_probe_finds_induction_heads(smollm2):
     strong = np.argwhere(scores > 0.5)
     assert 1 <= len(strong) <= 60, scores.max()
     assert strong[:, 0].min() >= 5  # none in the first layers: induction needs a previous-token head
+
+
+def test_smollm2_head_patching_equals_hooks(smollm2, reference):
+    """Exact head patching of the indirect-object pair on the real model, against forward
+    hooks on transformers' LlamaForCausalLM read from the same file (a sample of heads: the
+    circuit's and a few others)."""
+    from hf_reference import LlamaHooks, capture_input, hf_metric, hooked, replace_input, take
+
+    from mha_viz import TargetMetric
+    from mha_viz.analysis import activation_patching
+
+    ref, _ = reference
+    where = LlamaHooks(ref)
+    clean = "When Mary and John went to the store, John gave a drink to"
+    corrupted = "When Mary and John went to the store, Mary gave a drink to"
+    mary, john = smollm2.token_id(" Mary"), smollm2.token_id(" John")
+    clean_ids = smollm2.encode(clean).input_ids
+    corrupted_ids = smollm2.encode(corrupted).input_ids
+    result = activation_patching(smollm2, clean, corrupted, TargetMetric(-1, mary, john))
+    z_clean = {}
+    with hooked([capture_input(where.out_proj(l), z_clean, l) for l in range(where.n_layer)]):
+        assert abs(hf_metric(ref, clean_ids, mary, john) - result.clean) < 2e-3
+    assert abs(hf_metric(ref, corrupted_ids, mary, john) - result.corrupted) < 2e-3
+    for layer, head in [(23, 3), (20, 0), (24, 4), (17, 4), (29, 1), (0, 0), (10, 5)]:
+        cols = slice(head * where.dk, (head + 1) * where.dk)
+        swap = take(z_clean[layer], (..., cols))
+        with hooked([replace_input(where.out_proj(layer), swap)]):
+            expected = hf_metric(ref, corrupted_ids, mary, john)
+        assert abs(result.values[layer, head] - expected) < 2e-3, (layer, head)
