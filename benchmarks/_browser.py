@@ -13,6 +13,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# the script run is over and at least one chart is drawn
+READY = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return app && app.getAttribute('data-test-script-state') === 'notRunning'
+        && document.querySelectorAll('.js-plotly-plot').length >= 1;
+}"""
+
 WORDS = ("the animal did not cross the street because it was too tired and the cat sat on "
          "the warm mat while students read about attention heads in a quiet classroom").split()
 
@@ -69,3 +76,17 @@ def stop_server(process: subprocess.Popen) -> None:
         process.wait(10)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def print_load() -> None:
+    """The machine's load while a benchmark ran: figures from a busy machine mislead."""
+    print(f"    machine load average during the run: {os.getloadavg()[0]:.1f} "
+          f"({os.cpu_count()} CPUs)")
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def launch(playwright, chromium: str):
+    """Debian's chromium, headless, with the flags every browser run here uses."""
+    return playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)

@@ -14,7 +14,6 @@ the masked trace, the map-change heatmap and the before/after maps are drawn too
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,8 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _browser import free_port, minilm_tokenizer, start_server, stop_server, text_of  # noqa: E402
+from _browser import (READY, free_port, launch, minilm_tokenizer, print_load,  # noqa: E402
+                      start_server, stop_server, text_of)
 ALL_NEW = """([old, n]) => {
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -35,11 +35,6 @@ ALL_NEW = """([old, n]) => {
 }"""
 FIRST_ID = """() => { const gd = document.querySelector('.js-plotly-plot');
     return (gd && gd.layout.meta && gd.layout.meta.input) || null; }"""
-READY = """() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    return app && app.getAttribute('data-test-script-state') === 'notRunning'
-        && document.querySelectorAll('.js-plotly-plot').length >= 1;
-}"""
 
 
 def main(argv=None) -> int:
@@ -58,10 +53,7 @@ def main(argv=None) -> int:
     server = start_server(port, log_path)
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=args.chromium,
-                args=["--headless", "--no-sandbox", "--disable-gpu",
-                      "--disable-background-networking"])
+            browser = launch(pw, args.chromium)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             query = "?text=" + quote(text_of(tokenizer, args.tokens, 0))
             if args.off:
@@ -92,9 +84,7 @@ def main(argv=None) -> int:
                   + (f", heads off: {args.off}" if args.off else "")
                   + f": submit -> pruning page rendered: median {statistics.median(times):.2f} s,"
                   f" min {min(times):.2f} s, max {max(times):.2f} s over {len(times)}")
-            load = os.getloadavg()
-            print(f"    machine load average during the run: {load[0]:.1f} "
-                  f"({os.cpu_count()} CPUs)")
+            print_load()
             browser.close()
     finally:
         stop_server(server)

@@ -22,7 +22,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = ["matrix_csv", "table_csv", "layer_head_csv", "per_query_csv", "class_mass_csv",
-           "trace_npz", "safe_filename", "position_labels"]
+           "trace_npz", "safe_filename", "position_labels", "patching_csv", "npz_bytes"]
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -127,6 +127,35 @@ def per_query_csv(values: Mapping[str, np.ndarray], labels: Sequence[str],
 def class_mass_csv(mass: Mapping[str, np.ndarray]) -> bytes:
     """token_class_mass() output {class: [L, H]} as one row per head, one column per class."""
     return layer_head_csv({f"mass on {name}": value for name, value in mass.items()})
+
+
+def patching_csv(result) -> bytes:
+    """A PatchingResult ([rows, columns] components: layer x head, layer x position) in long
+    form: one row per component with its patched metric (mean over pairs), normalised
+    effect, spread over pairs and 95% interval."""
+    values = np.asarray(result.values, dtype=float)
+    if values.ndim != 2:
+        raise InputError(f"patching_csv takes [rows, columns] results, got shape {values.shape}")
+    rows, cols = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]),
+                             indexing="ij")
+    rows, cols = rows.ravel(), cols.ravel()
+    return table_csv({
+        "row": [result.row_labels[i] for i in rows],
+        "column": [result.col_labels[j] for j in cols],
+        "patched_metric": values.ravel(),
+        "normalized": np.asarray(result.normalized, dtype=float).ravel(),
+        "std_over_pairs": np.asarray(result.std, dtype=float).ravel(),
+        "ci95_low": np.asarray(result.ci95_low, dtype=float).ravel(),
+        "ci95_high": np.asarray(result.ci95_high, dtype=float).ravel(),
+    })
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Arrays as an .npz file (no pickled objects: numpy.load reads it with
+    allow_pickle=False)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buffer.getvalue()
 
 
 def trace_npz(trace) -> bytes:

@@ -117,6 +117,29 @@ def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[E
     return encoded
 
 
+@dataclass(frozen=True)
+class PromptComparison:
+    """Two prompts as the model reads them, side by side (what a person checks before
+    patching): their display tokens and where they differ."""
+    clean_tokens: list[str]
+    corrupted_tokens: list[str]
+    differing: list[int]  # positions (of the shorter) whose tokens differ
+
+    @property
+    def same_length(self) -> bool:
+        return len(self.clean_tokens) == len(self.corrupted_tokens)
+
+
+def compare_prompts(model, clean: str, corrupted: str) -> PromptComparison:
+    """Tokenize both prompts (an empty one raises InputError) and mark the positions where
+    their tokens differ."""
+    clean_ids = model.encode(clean).input_ids
+    corrupted_ids = model.encode(corrupted).input_ids
+    differing = [i for i, (a, b) in enumerate(zip(clean_ids, corrupted_ids)) if a != b]
+    return PromptComparison(model.display_tokens(list(clean_ids)),
+                            model.display_tokens(list(corrupted_ids)), differing)
+
+
 def metric_token(model, token, text: str, name: str = "the pair", role: str = "target") -> int:
     """A metric token by id or by label, with the tokenizer's own rules: a label that is
     several tokens, or that lacks the leading space a new word takes after this text

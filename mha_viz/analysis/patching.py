@@ -32,7 +32,7 @@ from ..interventions import Interventions, point_width, run_with_hooks
 from ..prompts import EncodedPair, as_pairs, encode_pairs
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
-           "attribution_patching", "path_patching", "prepare_pairs"]
+           "attribution_patching", "path_patching", "prepare_pairs", "strongest_components"]
 
 # component -> (engine point, what one patch covers, key/value per query head)
 COMPONENTS = {
@@ -108,6 +108,22 @@ class PatchingResult:
     def n_pairs(self) -> int:
         return int(self.per_pair.shape[0])
 
+    @property
+    def base(self) -> float:
+        """The normalised metric of the run being patched: 0 (corrupted) when denoising, 1
+        (clean) when noising and in path patching's clean run."""
+        return 0.0 if self.direction == "denoise" else 1.0
+
+    @property
+    def effect(self) -> np.ndarray:
+        """What each patch changed, normalised: normalized − base. 0 = the patch changed
+        nothing; +1 moved the metric the whole way from corrupted to clean, −1 the reverse."""
+        return self.normalized - self.base
+
+    @property
+    def per_pair_effect(self) -> np.ndarray:
+        return self.per_pair_normalized - self.base
+
     def to_npz_dict(self) -> dict:
         out = {k: getattr(self, k) for k in (
             "values", "normalized", "per_pair", "per_pair_normalized", "clean_per_pair",
@@ -117,6 +133,23 @@ class PatchingResult:
                    row_labels=np.asarray(self.row_labels), col_labels=np.asarray(self.col_labels),
                    clean=np.asarray(self.clean), corrupted=np.asarray(self.corrupted))
         return out
+
+
+def strongest_components(result: PatchingResult, k: int = 8) -> list[tuple[str, float, float]]:
+    """The k components of a [rows, columns] result with the largest |effect| (the normalised
+    change the patch made, PatchingResult.effect), as (name, effect, patched metric); a head
+    is named "L3.H1", a position "L3 @ 5"."""
+    normalized = np.asarray(result.effect, dtype=float)
+    if normalized.ndim != 2:
+        raise InputError("strongest_components takes a [rows, columns] result")
+    order = np.argsort(np.nan_to_num(np.abs(normalized), nan=-1.0).ravel())[::-1][:int(k)]
+    found = []
+    for flat in order:
+        r, c = np.unravel_index(flat, normalized.shape)
+        name = (f"{result.row_labels[r]}.{result.col_labels[c]}" if result.col_labels[c][:1] in "HK"
+                else f"{result.row_labels[r]} @ {c}")
+        found.append((name, float(normalized[r, c]), float(result.values[r, c])))
+    return found
 
 
 # --- pairs as batches -----------------------------------------------------------------------
@@ -401,7 +434,8 @@ def activation_patching(model, clean, corrupted=None, metric=None, component: st
     kind), or clean a PromptPair or a list of them (metric: the kind, as a string or a
     TargetMetric; each pair has its own target and contrast). direction "denoise" runs the
     corrupted prompt with one clean activation; "noise" the clean prompt with one corrupted
-    activation. progress(done, total) is called as layers finish."""
+    activation. progress(done, total) counts patches (one component of one layer of one pair)
+    as batches of them finish."""
     _check_direction(direction)
     point, axis, ungroup = _check_component(model, component)
     prepared = prepare_pairs(model, clean, corrupted, metric)
@@ -410,11 +444,21 @@ def activation_patching(model, clean, corrupted=None, metric=None, component: st
     n_layer = model.info.n_layer
     chunk = _pairs_per_chunk(model, max(p.n_tokens for p in prepared.pairs),
                              {point: 1, "resid_pre": 1, "rot_k": 1, "v": 1})
+    # progress counts patches (a head at a layer of a pair), reported as batches of them end
+    total = sum(n_layer * math.prod(_unit_shape(model, axis, pair.n_tokens))
+                for pair in prepared.pairs)
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
     with torch.inference_mode():
         per_pair, clean_m, corrupted_m = _over_batches(
-            prepared, chunk, n_layer, progress,
+            prepared, chunk, n_layer, None,
             lambda batch: _patch_batch(model, batch, prepared.kind, point, axis, ungroup,
-                                       direction))
+                                       direction, advance))
     return _summarise(prepared, component, direction, "exact", per_pair, clean_m, corrupted_m,
                       axis)
 
@@ -426,8 +470,10 @@ def _base_and_source(direction: str, batch: PairBatch):
 
 
 def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungroup: bool,
-                 direction: str):
-    """[P, *unit shape] patched metrics, and the clean and corrupted metrics [P]."""
+                 direction: str, advance=None):
+    """[P, *unit shape] patched metrics, and the clean and corrupted metrics [P].
+    advance(n) is told as n more patches are done."""
+    advance = advance or (lambda n: None)
     n_layer = model.info.n_layer
     size, length = batch.size, batch.n_tokens
     base_ids, source_ids = _base_and_source(direction, batch)
@@ -457,9 +503,11 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
                         source_act[pair_of[changed]]))
     rows = [(layer, i) for layer, (pairs, _, _, _) in enumerate(pending)
             for i in range(len(pairs))]
+    advance(size * n_layer * n_units - len(rows))  # the patches that change nothing
     for chunk in _chunks(len(rows), rows_per_batch(model, length)):
         _staggered_run(model, batch, kind, point, ungroup, capture, pending,
                        [rows[i] for i in chunk.tolist()], values, prefix)
+        advance(len(chunk))
     return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
             m_corr.double().numpy())
 

@@ -12,13 +12,16 @@ builders:
 
 One module per view: ``maps`` (one head, the all-heads grid, heads side by side, the line
 view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass),
-``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``; ``_style``
+``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
+``circuits`` (patching effects, attribution against exact, the circuit graph); ``_style``
 holds the template, colours and helpers they share.
 """
 
 from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK_GREY,
                      WEIGHT_SCALE, columns_at_bottom)
 from ..analysis.heads import head_name
+from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
+                       patching_heatmap, position_patching_map)
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view,
                    model_view_grid)
@@ -34,6 +37,9 @@ __all__ = [
     "HIGHLIGHT",
     "MASK_GREY",
     "WEIGHT_SCALE",
+    "attribution_scatter",
+    "circuit_graph",
+    "circuit_point_to_node",
     "class_mass_by_layer",
     "distance_heatmap",
     "grid_point_to_head",
@@ -45,7 +51,10 @@ __all__ = [
     "line_view",
     "matrix_figure",
     "model_view_grid",
+    "node_to_head",
+    "patching_heatmap",
     "per_query_line",
+    "position_patching_map",
     "pruning_curve_figure",
     "tensor_figure",
     "columns_at_bottom",

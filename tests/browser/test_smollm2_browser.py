@@ -47,7 +47,7 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
                 links.all_inner_texts())]
             assert [t for _, _, t in sorted(boxes)] == [
                 "Attention maps", "Entropy", "Head similarity", "Pruning impact",
-                "Inside one head", "Predictions", "Head roles", "Corpus"], boxes
+                "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits"], boxes
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
         if size == "phone":  # figures stack, keep >= 250 px, and no text overprints
