@@ -22,5 +22,5 @@ def test_ioi_patching_finds_the_circuit():
     order = np.argsort(-np.abs(result.normalized).ravel())[:8]
     top = {(int(i) // model.info.n_head, int(i) % model.info.n_head) for i in order}
     assert all(layer >= 15 for layer, _ in top), top  # late layers, not the first ones
-    assert {(20, 0), (23, 3), (24, 4)} <= top  # S-inhibition, name mover, negative mover
+    assert {(20, 0), (23, 3), (24, 4)} <= top  # S-inhibition, subject suppression, negative mover
     assert result.normalized[24, 4] < 0 < result.normalized[23, 3]

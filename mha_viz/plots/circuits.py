@@ -128,8 +128,7 @@ def position_patching_map(shown: np.ndarray, raw: np.ndarray, tokens: Sequence[s
         go.Figure(trace), _title(title, note),
         height=int(max(320, 20 * n_layer + 200)), meta=dict(cells=[n_layer, n_tokens]),
         xaxis=dict(title=dict(text="position"), tickmode="array",
-                   tickvals=list(range(n_tokens)), ticktext=labels, showgrid=False,
-                   tickangle=-60),
+                   tickvals=list(range(n_tokens)), ticktext=labels, showgrid=False),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(n_layer)),
                    ticktext=[f"L{l}" for l in range(n_layer)], showgrid=False,
                    autorange="reversed"))
