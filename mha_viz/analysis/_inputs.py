@@ -174,19 +174,6 @@ def streamed_rows(sources) -> int:
     return sum(s.maps_shape[0] * s.maps_shape[2] for s in sources if is_on_demand(s))
 
 
-# Keys kept of a causal block: its rows' keys rounded up to a multiple of this, so that the
-# float32 sums over keys run in the same order as over all T keys (the extra keys are 0).
-CAUSAL_WIDTH_STEP = 256
-
-
-def causal_width(stop: int, n_tokens: int) -> int:
-    """The keys to keep of a causal block of rows ..stop-1: every key its rows see (0..stop-1),
-    rounded up to CAUSAL_WIDTH_STEP (all T when that reaches the last, partial, step of T),
-    so the statistics equal the whole-array path's to the last bit."""
-    width = -(-int(stop) // CAUSAL_WIDTH_STEP) * CAUSAL_WIDTH_STEP
-    return width if width <= n_tokens // CAUSAL_WIDTH_STEP * CAUSAL_WIDTH_STEP else n_tokens
-
-
 def row_pieces(n_rows: int, row_elements: int, chunk_elements: int) -> list[tuple[int, int]]:
     """(start, stop) pieces of n_rows rows of row_elements each, about chunk_elements per
     piece: how one block of rows is shared out to threads."""

@@ -17,10 +17,9 @@ else from a trace's own ``causal`` flag, else detected from the array being lowe
 Precision: the elementwise work is done in float32 (the maps are float32) with float64 sums;
 results agree with a float64 computation to about 1e-6 relative.
 
-An on-demand trace (trace.on_demand, a long input) is never turned into [L, H, T, T]: its
-row entropies [L, H, T] are filled a block of query rows at a time (trace.row_blocks), by
-the same per-block arithmetic (_entropy_block) as the whole-array path, so the numbers are
-the same (to the last bit on the traces tested).
+Every input is read the same way, a block of query rows at a time (mha_viz.streaming): maps
+held whole, a long input's maps rebuilt on demand, a corpus batch. The statistic is one
+accumulator, RowEntropy.
 """
 
 from __future__ import annotations
@@ -28,10 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import (RowsDone, as_inputs, causal_width, check_mask, is_many, is_on_demand,
-                      per_input, resolve_causal, row_pieces, streamed_rows, thread_map)
+from ..streaming import MapsSource, accumulate, source_of
+from ._inputs import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
+                      resolve_causal, row_pieces, thread_map)
 
-__all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys"]
+__all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
+           "RowEntropy"]
 
 # Elements per chunk of maps (float32 work arrays; chunks are shared out to threads).
 _CHUNK_ELEMENTS = 1 << 22
@@ -130,56 +131,44 @@ def _finish_rows(out: np.ndarray, counts: np.ndarray, normalized: bool) -> np.nd
     return out
 
 
-def _row_entropy_one(attentions: np.ndarray, causal: bool, normalized: bool, smoothing: float,
-                     valid_mask) -> np.ndarray:
-    n = attentions.shape[-1]
-    visible = visible_keys(n, causal, valid_mask)
-    counts = visible.sum(axis=1)  # [T] keys each row can see
-    lead = attentions.shape[:-2]
-    flat = attentions.reshape(-1, n, n)
-    out = np.empty((flat.shape[0], n), dtype=np.float64)
-    visible_f = None if visible.all() else visible.astype(np.float32)
-    spread = _spread(counts, smoothing)
-    chunk = max(1, _CHUNK_ELEMENTS // (n * n))
+class RowEntropy:
+    """Row entropies [L, H, T] of one input's maps, an accumulator (mha_viz.streaming):
+    update() fills the rows of each block with _entropy_block's arithmetic, merge() takes the
+    rows another accumulator of the same input filled (shards of rows, in any order), result()
+    gives them (NaN for rows that see no key; normalised on request). Memory O(L H T) plus the
+    block. It works in the blocks it owns, so the driver gives it each block last."""
 
-    def rows_of(start):
-        # float32 elementwise work on a copy we may modify, float64 sums over keys
-        block = np.array(flat[start:start + chunk], dtype=np.float32)
-        return _entropy_block(block, visible_f, spread, smoothing)
-
-    starts = list(range(0, flat.shape[0], chunk))
-    for start, rows in zip(starts, thread_map(rows_of, starts)):
-        out[start:start + chunk] = rows
-    return _finish_rows(out, counts, normalized).reshape(*lead, n)
-
-
-class RowEntropyStream:
-    """Row entropies of an on-demand trace's maps [L, H, T], filled a block of query rows at
-    a time (the rows of _row_entropy_one, with the same arithmetic): memory O(L H T) plus
-    the block. add() takes blocks [H, r, K] of rows start..stop-1 and works on them in place
-    (give it last, or a copy); K may stop short of T for a causal map (the keys after the
-    block's last row are all 0)."""
+    in_place = True
 
     def __init__(self, n_layers: int, n_heads: int, n_tokens: int, causal: bool,
                  smoothing: float = 0.0, valid_mask=None):
         self.n, self.causal, self.smoothing = n_tokens, bool(causal), float(smoothing)
         self.mask = check_mask(valid_mask, n_tokens)
         self.counts = _visible_counts(n_tokens, self.causal, self.mask)
-        # As visible_keys(...).all() decides in the whole-array path: rows are renormalised
-        # over what they see whenever some row does not see every key.
+        # Rows are renormalised over what they see whenever some row does not see every key.
         self.restricted = (self.causal and n_tokens > 1) or (
             self.mask is not None and not self.mask.all())
         self.spread = _spread(self.counts, self.smoothing)
-        self.out = np.empty((n_layers, n_heads, n_tokens), dtype=np.float64)
+        self.out = np.full((n_layers, n_heads, n_tokens), np.nan)
+        self.filled = np.zeros((n_layers, n_tokens), dtype=bool)
 
-    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
-        width = block.shape[-1]
+    @classmethod
+    def for_source(cls, source, causal: bool | None = None, smoothing: float = 0.0,
+                   valid_mask=None) -> "RowEntropy":
+        """For a source's shape; the rows see keys as `causal` says (default: the source's)."""
+        return cls(source.n_layers, source.n_heads, source.n_tokens,
+                   source.causal if causal is None else causal, smoothing, valid_mask)
+
+    def update(self, block) -> None:
+        start, stop, width = block.start, block.stop, block.width
+        rows = block.rows if block.owned and block.rows.dtype == np.float32 else np.array(
+            block.rows, dtype=np.float32)
         visible_f = None
         if self.restricted:
-            rows = np.arange(start, stop)
+            index = np.arange(start, stop)
             visible = np.ones((stop - start, width), dtype=bool)
             if self.causal:
-                visible &= np.arange(width)[None, :] <= rows[:, None]
+                visible &= np.arange(width)[None, :] <= index[:, None]
             if self.mask is not None:
                 visible &= self.mask[None, :width] & self.mask[start:stop, None]
             visible_f = visible.astype(np.float32)
@@ -187,38 +176,78 @@ class RowEntropyStream:
 
         def piece(bounds):
             a, b = bounds
-            return _entropy_block(block[:, a:b], None if visible_f is None else visible_f[a:b],
+            return _entropy_block(rows[:, a:b], None if visible_f is None else visible_f[a:b],
                                   spread[a:b], self.smoothing)
 
-        pieces = row_pieces(stop - start, block.shape[0] * width, _CHUNK_ELEMENTS)
-        for (a, b), rows in zip(pieces, thread_map(piece, pieces)):
-            self.out[layer, :, start + a:start + b] = rows
+        pieces = row_pieces(stop - start, rows.shape[0] * width, _CHUNK_ELEMENTS)
+        for (a, b), values in zip(pieces, thread_map(piece, pieces)):
+            self.out[block.layer, :, start + a:start + b] = values
+        self.filled[block.layer, start:stop] = True
 
-    def result(self, normalized: bool) -> np.ndarray:
-        return _finish_rows(self.out, self.counts, normalized)
+    def merge(self, other: "RowEntropy") -> "RowEntropy":
+        taken = np.broadcast_to(other.filled[:, None, :], self.out.shape)
+        self.out = np.where(taken, other.out, self.out)
+        self.filled |= other.filled
+        return self
 
-
-def _row_entropy_streamed(trace, causal: bool, normalized: bool, smoothing: float,
-                          valid_mask, done: RowsDone) -> np.ndarray:
-    n_layers, n_heads, n, _ = trace.maps_shape
-    stream = RowEntropyStream(n_layers, n_heads, n, causal, smoothing, valid_mask)
-    cut = causal and trace.causal  # keys after a causal block's last row are exact zeros
-    for layer, start, stop, block in trace.row_blocks():
-        # An on-demand trace's blocks are new arrays: worked on in place, no copy.
-        stream.add(layer, start, stop, block[..., :causal_width(stop, n)] if cut else block)
-        done(stop - start)
-    return stream.result(normalized)
+    def result(self, normalized: bool = False) -> np.ndarray:
+        if not self.filled.all():
+            raise InputError("row entropies were asked for before every row was read")
+        return _finish_rows(self.out.copy(), self.counts, normalized)
 
 
-def _row_entropy_of(item, source, causal, normalized: bool, smoothing: float,
-                    valid_mask, done: RowsDone) -> np.ndarray:
-    """One input's row entropies: streamed over row blocks for an on-demand trace."""
-    if is_on_demand(source):
-        is_causal = resolve_causal(item, None, causal)
-        return _row_entropy_streamed(source, is_causal, normalized, smoothing, valid_mask,
-                                     done)
-    is_causal = resolve_causal(item, source, causal)
-    return _row_entropy_one(source, is_causal, normalized, smoothing, valid_mask)
+def _is_source(value) -> bool:
+    return hasattr(value, "blocks") and hasattr(value, "n_tokens")
+
+
+def _source_for(item, causal) -> tuple[object, bool, tuple]:
+    """(source, whether its rows see keys causally, the leading shape of the result): a
+    source as it is, a trace's rows, an array [..., T, T] as maps [N, H, T, T] (its leading
+    axes folded into two)."""
+    if _is_source(item):
+        return item, item.causal if causal is None else bool(causal), (item.n_layers,
+                                                                       item.n_heads)
+    if hasattr(item, "row_blocks"):
+        return source_of(item), resolve_causal(item, None, causal), tuple(item.maps_shape[:2])
+    array = as_array(item)
+    lead = array.shape[:-2]
+    heads = lead[-1] if lead else 1
+    groups = int(np.prod(lead[:-1])) if len(lead) > 1 else 1
+    maps = array.reshape(groups, heads, *array.shape[-2:])
+    is_causal = resolve_causal(item, array, causal)
+    # the rows see keys as is_causal says, so a block may leave out the keys they cannot
+    return MapsSource(maps, is_causal), is_causal, lead
+
+
+def _row_entropy_of(item, causal, normalized: bool, smoothing: float, valid_mask,
+                    done: RowsDone) -> np.ndarray:
+    """One input's row entropies [..., T], from its row blocks."""
+    source, is_causal, lead = _source_for(item, causal)
+    rows = RowEntropy.for_source(source, is_causal, smoothing, valid_mask)
+    accumulate(source, [rows], done)
+    return rows.result(normalized).reshape(*lead, source.n_tokens)
+
+
+def _check_inputs(items) -> None:
+    """Traces and maps [..., T, T] of one layer/head shape (sources are checked by use)."""
+    plain = [item for item in items if not _is_source(item)]
+    if plain:
+        as_inputs(plain)
+
+
+def _rows_to_read(items) -> int:
+    """Query rows the inputs' blocks hold (layers x tokens, or maps x tokens): the total a
+    progress callback counts towards."""
+    total = 0
+    for item in items:
+        if _is_source(item):
+            total += item.n_layers * item.n_tokens
+            continue
+        shape = item.maps_shape if hasattr(item, "maps_shape") else np.shape(
+            getattr(item, "attentions", item))
+        groups = int(np.prod(shape[:-3])) if len(shape) > 3 else 1
+        total += groups * int(shape[-1])
+    return total
 
 
 def mean_over_rows(rows: np.ndarray) -> np.ndarray:
@@ -250,15 +279,15 @@ def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
         detects a lower-triangular input.
     valid_mask: optional bool [T]; rows of invalid positions are NaN and the weight on
         invalid keys is dropped (rows renormalised over the valid keys they see).
-    progress: optional callback(done, total) over the query rows of an on-demand trace
-        (streamed a block of rows at a time); it may raise to stop the computation.
+    progress: optional callback(done, total) over the query rows read (a block of rows at a
+        time); it may raise to stop the computation.
     """
     if is_many(attentions):
         raise InputError("row_entropy takes one input; use entropy() for the mean over texts")
     smoothing = _check_smoothing(smoothing)
-    source, = as_inputs(attentions)
-    done = RowsDone(progress, streamed_rows([source]))
-    return _row_entropy_of(attentions, source, causal, normalized, smoothing, valid_mask, done)
+    _check_inputs([attentions])
+    done = RowsDone(progress, _rows_to_read([attentions]))
+    return _row_entropy_of(attentions, causal, normalized, smoothing, valid_mask, done)
 
 
 def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_mask=None,
@@ -274,15 +303,17 @@ def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_
         of inputs, give one mask per input, or one mask shared by all.
     A list of inputs (arrays or traces, lengths may differ) gives the mean over inputs of
     each input's head entropies. An on-demand trace (a long input) is streamed a block of
-    query rows at a time, with the same numbers; progress: as for row_entropy.
+    query rows at a time, as every input is; progress: as for row_entropy.
     """
     smoothing = _check_smoothing(smoothing)
-    sources = as_inputs(attentions)
     items = list(attentions) if is_many(attentions) else [attentions]
+    if not items:
+        raise InputError("an empty list was given; pass at least one input")
+    _check_inputs(items)
     masks = per_input(attentions, valid_mask)
-    done = RowsDone(progress, streamed_rows(sources))
+    done = RowsDone(progress, _rows_to_read(items))
     results = []
-    for item, source, mask in zip(items, sources, masks):
-        rows = _row_entropy_of(item, source, causal, normalized, smoothing, mask, done)
+    for item, mask in zip(items, masks):
+        rows = _row_entropy_of(item, causal, normalized, smoothing, mask, done)
         results.append(mean_over_rows(rows))
     return np.mean(results, axis=0) if len(results) > 1 else results[0]

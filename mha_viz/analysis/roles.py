@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..streaming import RowBlock
 from ._inputs import (RowsDone, as_arrays, as_inputs, check_mask, is_many, is_on_demand,
                       maps_shape, per_input, streamed_rows)
-from .entropy import RowEntropyStream, entropy, mean_over_rows
+from .entropy import RowEntropy, entropy, mean_over_rows
 from .heads import head_name
 from .special import drop_positions, kept_block
-from .token_classes import MassStream, token_class_mass
+from .token_classes import ClassMass, token_class_mass
 
 __all__ = ["previous_token_scores", "next_token_scores", "duplicate_token_scores",
            "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
@@ -319,19 +320,19 @@ def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool
     normalised entropy of the maps after leaving out (under "entropy")."""
     trace = prepared.trace
     text = _TextScoreStream(prepared.lead, prepared.n, prepared.ids, wanted)
-    masses = MassStream(trace) if mass else None
-    entropies = RowEntropyStream(*prepared.lead, prepared.n, bool(trace.causal)) \
-        if entropy_rows else None
     n, causal = trace.n_tokens, bool(trace.causal)
+    masses = ClassMass(trace, *prepared.lead, n) if mass else None
+    entropies = RowEntropy(*prepared.lead, prepared.n, causal) if entropy_rows else None
     done = RowsDone() if done is None else done
     for layer, start, stop, block in trace.row_blocks():
         if masses is not None:  # on every token, before anything is left out
-            masses.add(layer, start, stop, kept_block(block, start, stop, None, n, causal)[2])
+            whole = kept_block(block, start, stop, None, n, causal)
+            masses.update(RowBlock(layer, *whole))
         part = kept_block(block, start, stop, prepared.kept, n, causal)
         if part is not None:
             text.add(layer, *part)
-            if entropies is not None:
-                entropies.add(layer, *part)  # last: it works on the block in place
+            if entropies is not None:  # last: it works in the block (computed for this pass)
+                entropies.update(RowBlock(layer, *part, owned=bool(block.flags.owndata)))
         done(stop - start)
     out = text.result(normalization)
     if masses is not None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_array, causal_width, check_mask
+from ..streaming import causal_width
+from ._inputs import as_array, check_mask
 
 __all__ = ["drop_positions", "special_keep_mask"]
 

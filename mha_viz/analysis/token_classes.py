@@ -8,8 +8,8 @@ i.e. the mean over all n query rows of the mass the row puts on S(i). Rows for w
 empty contribute 0 (so "previous" counts row 0 as 0 and "next" counts the last row as 0; the
 head-role scores in roles.py instead average over the rows that have such a key).
 
-An on-demand trace is read a block of query rows at a time (MassStream): the column sums
-and the diagonals are added up over the blocks.
+Every trace is read a block of query rows at a time (mha_viz.streaming; the accumulator
+ClassMass): the column sums and the diagonals are added up over the blocks.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import unicodedata
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import (RowsDone, as_array, causal_width, is_many, is_on_demand, streamed_rows,
-                      thread_map)
+from ..streaming import MapsSource, accumulate, source_of
+from ._inputs import RowsDone, as_array, is_many, thread_map
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
-           "strip_token_markers", "entropy_and_mass"]
+           "strip_token_markers", "entropy_and_mass", "ClassMass"]
 
 TOKEN_CLASSES = ("[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next")
 
@@ -87,59 +87,43 @@ def _check_trace(trace, n: int) -> None:
         raise InputError(f"the trace has {len(trace.tokens)} tokens but maps of size {n}")
 
 
-def _mass_one(trace, done: RowsDone) -> dict[str, np.ndarray]:
-    if not hasattr(trace, "tokens"):
-        raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
-                         f"got {type(trace).__name__}")
-    if is_on_demand(trace):
-        stream = MassStream(trace)
-        for layer, start, stop, block in trace.row_blocks():
-            stream.add(layer, start, stop,
-                       block[..., :causal_width(stop, stream.n)] if trace.causal else block)
-            done(stop - start)
-        return stream.result()
-    attentions = as_array(trace, min_ndim=2)
-    n = attentions.shape[-1]
-    _check_trace(trace, n)
-    # Classes with fixed keys: sum_i sum_{j in S} A_ij = sum_{j in S} (column sum j).
-    received = attentions.sum(axis=-2, dtype=np.float64)  # [..., T] mass each key receives
-    result = {name: received[..., keys].sum(axis=-1) / n
-              for name, keys in _key_sets(trace).items()}
-    # Classes relative to the query: sums along a diagonal.
-    for name, offset in _DIAGONALS:
-        diagonal = np.diagonal(attentions, offset=offset, axis1=-2, axis2=-1)
-        result[name] = diagonal.sum(axis=-1, dtype=np.float64) / n
-    return result
+class ClassMass:
+    """token_class_mass of one input, an accumulator (mha_viz.streaming): the mass each key
+    receives (column sums) and the self / previous / next diagonals, added up over blocks of
+    query rows; merge() adds another accumulator's sums (shards of rows, in any order).
+    Memory O(L H T). It only reads the blocks."""
 
+    in_place = False
 
-_DIAGONALS = (("self", 0), ("previous", -1), ("next", 1))
-
-
-class MassStream:
-    """token_class_mass of an on-demand trace, a block of query rows at a time: the column
-    sums and the diagonals of _mass_one accumulated over the blocks (memory O(L H T)).
-    add() takes blocks [H, r, K] of rows start..stop-1 (K may stop short of T where the keys
-    left out are all 0) and does not change them."""
-
-    def __init__(self, trace):
-        n_layers, n_heads, self.n, _ = trace.maps_shape
+    def __init__(self, trace, n_layers: int, n_heads: int, n_tokens: int):
+        self.n = n_tokens
         _check_trace(trace, self.n)
         self.key_sets = _key_sets(trace)
         self.received = np.zeros((n_layers, n_heads, self.n), dtype=np.float64)
         self.diagonals = {name: np.zeros((n_layers, n_heads), dtype=np.float64)
                           for name, _ in _DIAGONALS}
 
-    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
-        width = block.shape[-1]
-        sums = thread_map(lambda h: block[h].sum(axis=0, dtype=np.float64),
-                          range(block.shape[0]))
-        self.received[layer, :, :width] += np.stack(sums)
-        rows = np.arange(start, stop)
+    @classmethod
+    def for_source(cls, trace, source) -> "ClassMass":
+        return cls(trace, source.n_layers, source.n_heads, source.n_tokens)
+
+    def update(self, block) -> None:
+        rows, start, stop, width = block.rows, block.start, block.stop, block.width
+        sums = thread_map(lambda h: rows[h].sum(axis=0, dtype=np.float64),
+                          range(rows.shape[0]))
+        self.received[block.layer, :, :width] += np.stack(sums)
+        index = np.arange(start, stop)
         for name, offset in _DIAGONALS:
-            keys = rows + offset
+            keys = index + offset
             inside = (keys >= 0) & (keys < width)  # keys past the block's width hold 0
-            picked = block[:, rows[inside] - start, keys[inside]]
-            self.diagonals[name][layer] += picked.sum(axis=-1, dtype=np.float64)
+            picked = rows[:, index[inside] - start, keys[inside]]
+            self.diagonals[name][block.layer] += picked.sum(axis=-1, dtype=np.float64)
+
+    def merge(self, other: "ClassMass") -> "ClassMass":
+        self.received += other.received
+        for name in self.diagonals:
+            self.diagonals[name] += other.diagonals[name]
+        return self
 
     def result(self) -> dict[str, np.ndarray]:
         n = self.n
@@ -148,6 +132,21 @@ class MassStream:
         for name, _ in _DIAGONALS:
             result[name] = self.diagonals[name] / n
         return result
+
+
+_DIAGONALS = (("self", 0), ("previous", -1), ("next", 1))
+
+
+def _source_of_trace(trace):
+    """A trace's rows; plain maps with tokens (an object with attentions and tokens) as
+    whole maps."""
+    if not hasattr(trace, "tokens"):
+        raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
+                         f"got {type(trace).__name__}")
+    if hasattr(trace, "row_blocks"):
+        return source_of(trace)
+    maps = as_array(trace, min_ndim=4)
+    return MapsSource(maps, bool(getattr(trace, "causal", False)))
 
 
 def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
@@ -159,17 +158,21 @@ def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
     (position 0: [CLS] for BERT, the attention sink for GPT-2), "self" (j = i), "previous"
     (j = i - 1) and "next" (j = i + 1).
 
-    trace: an AttentionTrace, or a list of traces (the mean over them). An on-demand trace
-        (a long input) is streamed a block of query rows at a time (column sums and
-        diagonals added up over the blocks), with the same numbers.
-    progress: optional callback(done, total) over the query rows of on-demand traces; it
-        may raise to stop the computation.
+    trace: an AttentionTrace, or a list of traces (the mean over them), read a block of
+        query rows at a time (column sums and diagonals added up over the blocks).
+    progress: optional callback(done, total) over the query rows read; it may raise to stop
+        the computation.
     """
     traces = list(trace) if is_many(trace) else [trace]
     if not traces:
         raise InputError("token_class_mass: an empty list was given; pass at least one trace")
-    done = RowsDone(progress, streamed_rows(traces))
-    results = [_mass_one(t, done) for t in traces]
+    sources = [_source_of_trace(t) for t in traces]
+    done = RowsDone(progress, sum(s.n_layers * s.n_tokens for s in sources))
+    results = []
+    for one, source in zip(traces, sources):
+        mass = ClassMass.for_source(one, source)
+        accumulate(source, [mass], done)
+        results.append(mass.result())
     shapes = {r["self"].shape for r in results}
     if len(shapes) > 1:
         raise InputError(f"token_class_mass: traces have different layer/head shapes {shapes}")
@@ -181,24 +184,15 @@ def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, 
     long input's on-demand maps (each statistic alone would compute every map again): the
     Entropy page's numbers. -> {"entropy": [L, H] nats, "normalised": [L, H], "mass":
     {class: [L, H]}}, equal to entropy(trace, smoothing=...), entropy(trace,
-    normalized=True, smoothing=...) and token_class_mass(trace). A full trace gives them
-    the ordinary way. progress: callback(done, total) over query rows (may raise to stop)."""
-    from .entropy import RowEntropyStream, _check_smoothing, entropy, mean_over_rows
+    normalized=True, smoothing=...) and token_class_mass(trace). progress: callback(done,
+    total) over query rows (may raise to stop)."""
+    from .entropy import RowEntropy, _check_smoothing, mean_over_rows
 
     smoothing = _check_smoothing(smoothing)
-    if not is_on_demand(trace):
-        return {"entropy": entropy(trace, smoothing=smoothing),
-                "normalised": entropy(trace, normalized=True, smoothing=smoothing),
-                "mass": token_class_mass(trace)}
-    n_layers, n_heads, n, _ = trace.maps_shape
-    mass = MassStream(trace)
-    rows = RowEntropyStream(n_layers, n_heads, n, trace.causal, smoothing)
-    done = RowsDone(progress, streamed_rows([trace]))
-    for layer, start, stop, block in trace.row_blocks():
-        if trace.causal:  # the keys after a causal block's last row are exact zeros
-            block = block[..., :causal_width(stop, n)]
-        mass.add(layer, start, stop, block)  # reads the block; the entropy then works in it
-        rows.add(layer, start, stop, block)
-        done(stop - start)
+    source = _source_of_trace(trace)
+    mass = ClassMass.for_source(trace, source)
+    rows = RowEntropy.for_source(source, smoothing=smoothing)
+    # one pass: the mass reads each block, then the entropy works in it
+    accumulate(source, [mass, rows], RowsDone(progress, source.n_layers * source.n_tokens))
     return {"entropy": mean_over_rows(rows.result(False)),
             "normalised": mean_over_rows(rows.result(True)), "mass": mass.result()}

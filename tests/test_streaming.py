@@ -1,0 +1,153 @@
+"""Sources, accumulators and the driver (mha_viz.streaming, issue 25): entropy and token-class
+mass read a block of query rows at a time from maps held whole, from maps rebuilt on demand
+and from lists of traces, and equal the formulas of docs/analyses.md computed here from the
+full [L, H, T, T] maps in float64; accumulators merge exactly, shards in any order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_viz import analysis as A
+from mha_viz import ondemand
+from mha_viz.analysis.entropy import RowEntropy
+from mha_viz.analysis.token_classes import ClassMass, token_class_masks
+from mha_viz.streaming import MapsSource, RowBlock, accumulate, causal_width, source_of
+
+TEXT = ("The committee met on Tuesday; it voted 7-2 to approve the budget, and the mayor "
+        "thanked everyone. ") * 48
+FAMILIES = ["gpt2", "bert", "llama"]
+
+
+@pytest.fixture(scope="module")
+def traces(long_models):
+    """(whole trace, on-demand trace) of 1,000 tokens per family."""
+    found = {}
+    for family, model in long_models.items():
+        whole = model.trace(TEXT, max_tokens=1000, maps="full")
+        lazy = model.trace(TEXT, max_tokens=1000, maps="on_demand")
+        assert lazy.on_demand and not whole.on_demand and whole.n_tokens == 1000
+        found[family] = whole, lazy
+    return found
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(ondemand, "BLOCK_ELEMENTS", 4 * 1000 * 53)  # 53 rows: 19 blocks a layer
+
+
+def formula_entropy(maps: np.ndarray, causal: bool, normalized: bool) -> np.ndarray:
+    """Mean over rows of -sum_j A_ij ln A_ij (float64), / ln(keys row i sees) if normalised
+    (rows seeing one key left out)."""
+    a = maps.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rows = -np.where(a > 0, a * np.log(a), 0.0).sum(axis=-1)
+        if normalized:
+            n = a.shape[-1]
+            seen = np.arange(1, n + 1) if causal else np.full(n, n)
+            rows = np.where(seen > 1, rows / np.log(seen), np.nan)
+    return np.nanmean(rows, axis=-1)
+
+
+def formula_mass(maps: np.ndarray, trace) -> dict:
+    """(1/n) sum_i sum_{j in S(i)} A_ij for every class, from the masks [T, T]."""
+    n = maps.shape[-1]
+    return {name: (maps.astype(np.float64) * mask).sum(axis=(-1, -2)) / n
+            for name, mask in token_class_masks(trace).items()}
+
+
+def close(found, expected, atol=1e-6):
+    if isinstance(expected, dict):
+        assert found.keys() == expected.keys()
+        for key in expected:
+            close(found[key], expected[key], atol)
+        return
+    np.testing.assert_allclose(np.asarray(found), np.asarray(expected), atol=atol, rtol=0,
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_entropy_and_mass_equal_the_formulas_whole_and_on_demand(traces, family):
+    whole, lazy = traces[family]
+    maps = whole.attentions
+    for normalized in (False, True):
+        expected = formula_entropy(maps, whole.causal, normalized)
+        close(A.entropy(whole, normalized=normalized), expected)
+        close(A.entropy(lazy, normalized=normalized), expected)
+        close(A.entropy(maps, normalized=normalized, causal=whole.causal), expected)
+    mass = formula_mass(maps, whole)
+    close(A.token_class_mass(whole), mass)
+    close(A.token_class_mass(lazy), mass)
+    both = A.entropy_and_mass(lazy)
+    close(both["entropy"], formula_entropy(maps, whole.causal, False))
+    close(both["normalised"], formula_entropy(maps, whole.causal, True))
+    close(both["mass"], mass)
+    # a list of traces, held whole and on demand: the mean over inputs
+    close(A.entropy([whole, lazy]), formula_entropy(maps, whole.causal, False))
+
+
+def test_one_head_and_other_leading_shapes_keep_their_shape(traces):
+    whole, _ = traces["gpt2"]
+    maps = whole.attentions
+    close(A.entropy(maps[1, 2], causal=True), formula_entropy(maps[1, 2], True, False))
+    close(A.entropy(maps[1], causal=True), formula_entropy(maps[1], True, False))
+    assert A.row_entropy(maps[0, 0, :10, :10]).shape == (10,)
+    stacked = np.stack([maps, maps])  # [2, L, H, T, T]
+    close(A.entropy(stacked, causal=True), formula_entropy(stacked, True, False))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shards_of_rows_merge_exactly_in_any_order(traces, family):
+    _, lazy = traces[family]
+    source = source_of(lazy)
+    blocks = list(source.blocks())
+    assert len(blocks) > 20 and all(b.owned for b in blocks)  # rows computed for this pass
+    rng = np.random.default_rng(0)
+    shard_of = rng.integers(0, 3, len(blocks))
+    entropies, masses = [], []
+    for shard in range(3):
+        rows = RowEntropy.for_source(source)
+        mass = ClassMass.for_source(lazy, source)
+        for block, owner in zip(blocks, shard_of):
+            if owner == shard:
+                copy = RowBlock(block.layer, block.start, block.stop, block.rows.copy(), True)
+                mass.update(copy)
+                rows.update(copy)
+        entropies.append(rows)
+        masses.append(mass)
+    order = rng.permutation(3)
+    rows, mass = entropies[order[0]], masses[order[0]]
+    for k in order[1:]:
+        rows, mass = rows.merge(entropies[k]), mass.merge(masses[k])
+    one_pass_rows = RowEntropy.for_source(source)
+    one_pass_mass = ClassMass.for_source(lazy, source)
+    accumulate(source, [one_pass_rows, one_pass_mass])
+    np.testing.assert_array_equal(rows.result(), one_pass_rows.result())
+    close(mass.result(), one_pass_mass.result(), atol=1e-12)
+    with pytest.raises(Exception, match="before every row"):
+        entropies[order[0]].__class__.for_source(source).result()
+
+
+def test_the_driver_lets_readers_see_a_block_before_it_is_worked_in(traces):
+    """RowEntropy works in the blocks it owns; the driver gives it each block after the mass
+    has read it, whatever order the accumulators are given in."""
+    _, lazy = traces["llama"]
+    source = source_of(lazy)
+    rows = RowEntropy.for_source(source)
+    mass = ClassMass.for_source(lazy, source)
+    accumulate(source, [rows, mass])
+    close(mass.result(), A.token_class_mass(lazy), atol=1e-12)
+
+
+def test_whole_maps_are_views_and_causal_blocks_leave_out_zero_keys():
+    rng = np.random.default_rng(1)
+    maps = np.tril(rng.random((1, 2, 600, 600))).astype(np.float32)
+    maps /= maps.sum(-1, keepdims=True)
+    source = MapsSource(maps, causal=True)
+    blocks = list(source.blocks(max_elements=2 * 600 * 100))
+    assert [(b.start, b.stop) for b in blocks][:2] == [(0, 100), (100, 200)]
+    assert all(not b.owned and np.shares_memory(b.rows, maps) for b in blocks)
+    assert blocks[0].width == causal_width(100, 600) == 256
+    assert blocks[-1].width == 600  # the last, partial step of 256 keeps every key
+    close(A.entropy(source), formula_entropy(maps, True, False))
+    np.testing.assert_array_equal(maps, np.tril(maps))  # nothing was written in the maps
