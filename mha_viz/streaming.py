@@ -70,13 +70,15 @@ class RowBlock:
 
 
 class Source(Protocol):
-    """Where attention rows come from."""
+    """Where attention rows come from. blocks(cut=False): every key of every row (for a
+    statistic that first removes positions, then cuts)."""
     n_layers: int
     n_heads: int
     n_tokens: int
     causal: bool  # nothing above the diagonal: blocks may leave out the keys after their rows
 
-    def blocks(self, max_elements: int | None = None) -> Iterator[RowBlock]: ...
+    def blocks(self, max_elements: int | None = None, cut: bool = True
+               ) -> Iterator[RowBlock]: ...
 
 
 def _elements(max_elements: int | None) -> int:
@@ -97,13 +99,14 @@ class MapsSource:
         self.n_layers, self.n_heads, self.n_tokens = (int(s) for s in maps.shape[:3])
         self.causal = bool(causal)
 
-    def blocks(self, max_elements: int | None = None) -> Iterator[RowBlock]:
+    def blocks(self, max_elements: int | None = None, cut: bool = True
+               ) -> Iterator[RowBlock]:
         step = max(1, _elements(max_elements) // (self.n_heads * self.n_tokens))
         for layer in range(self.n_layers):
             for start in range(0, self.n_tokens, step):
                 stop = min(start + step, self.n_tokens)
                 yield RowBlock(layer, start, stop, _cut(self.maps[layer, :, start:stop], stop,
-                                                        self.n_tokens, self.causal))
+                                                        self.n_tokens, self.causal and cut))
 
 
 class TraceSource:
@@ -115,9 +118,11 @@ class TraceSource:
         self.n_layers, self.n_heads, self.n_tokens = (int(s) for s in trace.maps_shape[:3])
         self.causal = bool(trace.causal)
 
-    def blocks(self, max_elements: int | None = None) -> Iterator[RowBlock]:
+    def blocks(self, max_elements: int | None = None, cut: bool = True
+               ) -> Iterator[RowBlock]:
         for layer, start, stop, rows in self.trace.row_blocks(_elements(max_elements)):
-            yield RowBlock(layer, start, stop, _cut(rows, stop, self.n_tokens, self.causal),
+            yield RowBlock(layer, start, stop, _cut(rows, stop, self.n_tokens,
+                                                    self.causal and cut),
                            owned=bool(rows.flags.owndata))
 
 

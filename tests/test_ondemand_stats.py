@@ -211,10 +211,15 @@ def test_a_saved_long_trace_streams_too(pairs):
     same(A.role_scores(full, drop_special=True), A.role_scores(loaded, drop_special=True))
 
 
-def test_what_does_not_stream_says_the_maps_are_too_large(pairs):
-    _, lazy = pairs["gpt2", N_TOKENS]
-    with pytest.raises(AssertionError, match="all its maps"):
+def test_rollout_reads_rows_and_says_when_its_layers_would_not_fit(pairs, monkeypatch):
+    """Rollout multiplies whole [T, T] layers: it reads the heads' rows a block at a time
+    (never all maps), and refuses with a message when its L float64 layers would not fit."""
+    full, lazy = pairs["gpt2", N_TOKENS]
+    with pytest.raises(MapsTooLargeError, match="layer="):
         A.rollout(lazy)
+    monkeypatch.setattr(trace_module, "MATERIALISE_MAX_BYTES", 1 << 30)
+    same(A.rollout(full), A.rollout(lazy))
+    same(A.rollout(full, head_reduce="max"), A.rollout(lazy, head_reduce="max"))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

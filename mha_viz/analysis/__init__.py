@@ -4,11 +4,13 @@ Definitions follow docs ANALYSES.md; layers and heads are numbered from 0. Most 
 attentions [L, H, T, T] (rows are queries, columns keys, rows sum to 1), an AttentionTrace, or
 a list of them (several texts: the mean over them).
 
-An on-demand trace (trace.on_demand: a long input whose maps are recomputed when asked for) is
-streamed by entropy, row_entropy, token_class_mass, the text role scores, role_scores and
-role_support, head_distances (the compared rows gathered) and head_mean / head_max (a layer,
-a window of rows): the same numbers as from the full trace, memory O(T) per head plus one
-bounded block of rows. The others read trace.attentions, which says when it would not fit.
+Every statistic reads its input a bounded block of query rows at a time, whether the trace
+holds its maps or rebuilds them on demand (a long input): entropy, row_entropy,
+token_class_mass, the text role scores, role_scores and role_support as accumulators over
+row blocks (mha_viz.streaming, docs/streaming.md), head_distances from the compared rows
+gathered, head_mean / head_max / rollout a block of rows at a time. Memory: O(T) per head
+plus one block. The probes (induction_pattern_scores) and drop_positions read whole maps of
+short inputs.
 """
 
 from .attribution import Attribution, direct_logit_attribution

@@ -4,10 +4,9 @@ Every analysis accepts one input or several: an attention array, an AttentionTra
 with an ``attentions`` attribute), or a list / tuple of either. These helpers turn that into a
 list of float arrays and check shapes, raising InputError with a readable message.
 
-An on-demand trace (trace.on_demand: the maps are recomputed when asked for, a block of query
-rows at a time) is not turned into an array by the analyses that stream: as_inputs keeps it
-as it is, and they read it through row_blocks / gather_rows (never trace.attentions, which
-for a long input would not fit).
+A trace is kept as it is (as_inputs): the analyses read it a block of rows at a time
+(mha_viz.streaming, trace.gather_rows), never as trace.attentions, which for a long input
+would not fit. Whether it holds its maps or rebuilds them on demand is the trace's business.
 """
 
 from __future__ import annotations
@@ -51,37 +50,41 @@ def as_array(value, *, min_ndim: int = 2, name: str = "attentions") -> np.ndarra
 
 
 def as_arrays(value, *, min_ndim: int = 2, name: str = "attentions") -> list[np.ndarray]:
-    """One input or a list of inputs -> a non-empty list of arrays [..., T, T]."""
-    return as_inputs(value, min_ndim=min_ndim, name=name, keep_on_demand=False)
+    """One input or a list of inputs -> a non-empty list of arrays [..., T, T] (a trace gives
+    all its maps: for short inputs such as a probe's)."""
+    arrays = [as_array(item, min_ndim=min_ndim, name=name) for item in _items(value, name)]
+    _same_leading(arrays, name)
+    return arrays
 
 
-def is_on_demand(value) -> bool:
-    """True for a trace whose maps are computed when asked for (trace.on_demand), which the
-    streaming analyses read a block of rows at a time instead of as one array."""
-    return getattr(value, "on_demand", False) is True
-
-
-def maps_shape(value) -> tuple[int, ...]:
-    """[..., T, T] of an array or of a trace's maps, computing nothing."""
-    if is_on_demand(value):
-        return tuple(value.maps_shape)
-    return tuple(np.shape(value))
-
-
-def as_inputs(value, *, min_ndim: int = 2, name: str = "attentions",
-              keep_on_demand: bool = True) -> list:
-    """One input or a list of inputs -> a non-empty list with, per input, an array
-    [..., T, T], or the on-demand trace itself (keep_on_demand) for the caller to stream."""
+def _items(value, name: str) -> list:
     items = list(value) if is_many(value) else [value]
     if not items:
         raise InputError(f"{name}: an empty list was given; pass at least one input")
-    arrays = [item if keep_on_demand and is_on_demand(item)
-              else as_array(item, min_ndim=min_ndim, name=name) for item in items]
-    leading = {maps_shape(a)[:-2] for a in arrays}
+    return items
+
+
+def maps_shape(value) -> tuple[int, ...]:
+    """[..., T, T] of a trace's maps or an array, computing nothing."""
+    return tuple(value.maps_shape) if hasattr(value, "maps_shape") else tuple(np.shape(value))
+
+
+def _same_leading(inputs, name: str) -> None:
+    leading = {maps_shape(a)[:-2] for a in inputs}
     if len(leading) > 1:
         raise InputError(f"{name}: all inputs must have the same layers and heads, got leading "
                          f"shapes {sorted(list(s) for s in leading)}")
-    return arrays
+
+
+def as_inputs(value, *, min_ndim: int = 2, name: str = "attentions") -> list:
+    """One input or a list of inputs -> a non-empty list with, per input, the trace itself
+    (it gives its rows, however it holds its maps) or an array [..., T, T]; checked for one
+    layer/head shape."""
+    inputs = [item if hasattr(item, "row_blocks") else as_array(item, min_ndim=min_ndim,
+                                                                  name=name)
+              for item in _items(value, name)]
+    _same_leading(inputs, name)
+    return inputs
 
 
 def per_input(value, other) -> list:
@@ -166,12 +169,6 @@ class RowsDone:
         self.done += int(rows)
         if self.progress is not None:
             self.progress(self.done, self.total)
-
-
-def streamed_rows(sources) -> int:
-    """Query rows (layers x tokens) of the on-demand inputs among sources: what streaming
-    them reads."""
-    return sum(s.maps_shape[0] * s.maps_shape[2] for s in sources if is_on_demand(s))
 
 
 def row_pieces(n_rows: int, row_elements: int, chunk_elements: int) -> list[tuple[int, int]]:

@@ -14,8 +14,9 @@ shifted-duplicate induction score):
   and every remaining row is renormalised to sum to 1 (special.drop_positions); "previous"
   and "next" then mean the previous / next position that is kept. A row whose whole mass
   was on left-out keys stays all 0 (it counts 0 towards the score).
-- on-demand traces (long inputs) are read a block of query rows at a time, the left-out
-  positions removed from each block as drop_positions removes them from the whole maps.
+- every input, maps held whole or rebuilt on demand, is read a block of query rows at a
+  time (mha_viz.streaming), the left-out positions removed from each block as
+  drop_positions removes them from the whole maps.
 - ``normalization``: "ours" (the default) averages over the query rows that have the key
   in question; "transformer_lens" divides the summed mass by all T query rows, as
   TransformerLens's ``detect_head`` does with ``error_measure="mul"`` (score =
@@ -32,13 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..streaming import RowBlock
-from ._inputs import (RowsDone, as_arrays, as_inputs, check_mask, is_many, is_on_demand,
-                      maps_shape, per_input, streamed_rows)
-from .entropy import RowEntropy, entropy, mean_over_rows
+from ..streaming import MapsSource, RowBlock, TraceSource
+from ._inputs import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
+from .entropy import RowEntropy, mean_over_rows
 from .heads import head_name
 from .special import drop_positions, kept_block
-from .token_classes import ClassMass, token_class_mass
+from .token_classes import ClassMass
 
 __all__ = ["previous_token_scores", "next_token_scores", "duplicate_token_scores",
            "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
@@ -59,36 +59,48 @@ def _check_normalization(normalization: str) -> str:
 
 @dataclass
 class _Prepared:
-    """One input of the text scores, its left-out positions removed: the maps as an array
-    [..., K, K], or an on-demand trace to stream with the kept positions (None: all)."""
+    """One input of the text scores: where its rows come from (a source of [N, H] maps: a
+    trace's, or an array's leading axes folded into two), its leading shape, the kept
+    positions (None: all) and their token ids."""
 
-    array: np.ndarray | None
+    source: object
+    lead: tuple
     ids: np.ndarray | None  # the kept positions' token ids
-    trace: object = None
     kept: np.ndarray | None = None
-
-    @property
-    def lead(self) -> tuple:
-        return tuple(self.trace.maps_shape[:-2]) if self.array is None else self.array.shape[:-2]
+    trace: object = None
 
     @property
     def n(self) -> int:
-        if self.array is not None:
-            return self.array.shape[-1]
-        return self.trace.n_tokens if self.kept is None else len(self.kept)
+        return self.source.n_tokens if self.kept is None else len(self.kept)
+
+    def unfold(self, value):
+        """A [N, H] result in the input's leading shape."""
+        return None if value is None else np.asarray(value).reshape(self.lead)
+
+
+def _source_and_lead(item) -> tuple[object, tuple]:
+    if hasattr(item, "row_blocks"):
+        return TraceSource(item), tuple(item.maps_shape[:2])
+    array = as_array(item)
+    lead = array.shape[:-2]
+    heads = lead[-1] if lead else 1
+    groups = int(np.prod(lead[:-1])) if len(lead) > 1 else 1
+    # nothing here assumes a causal map: every key of every row is read
+    return MapsSource(array.reshape(groups, heads, *array.shape[-2:]), False), lead
 
 
 def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = False,
               ids_needed: bool = False, what: str = "this score") -> list[_Prepared]:
-    """One _Prepared per input, the left-out positions removed and rows renormalised (for
-    an on-demand trace: to be removed from each block of rows as it is read)."""
-    sources = as_inputs(attentions)
+    """One _Prepared per input; the left-out positions are removed from each block of rows
+    as it is read (rows renormalised, as drop_positions does to whole maps)."""
+    as_inputs(attentions)  # checks them: traces or maps [..., T, T] of one layer/head shape
     items = list(attentions) if is_many(attentions) else [attentions]
     ids_list = per_input(attentions, token_ids)
     exclude_list = per_input(attentions, exclude)
     out = []
-    for item, source, ids, excluded in zip(items, sources, ids_list, exclude_list):
-        n = maps_shape(source)[-1]
+    for item, ids, excluded in zip(items, ids_list, exclude_list):
+        source, lead = _source_and_lead(item)
+        n = source.n_tokens
         if ids is None:
             ids = getattr(item, "token_ids", None)
         if ids is not None:
@@ -115,43 +127,15 @@ def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = Fal
             kept = np.flatnonzero(~drop)
             if ids is not None:
                 ids = ids[kept]
-        if is_on_demand(source):
-            out.append(_Prepared(None, ids, source, kept))
-        else:
-            array = source if kept is None else drop_positions(source, ~drop)[0]
-            out.append(_Prepared(array, ids))
+        out.append(_Prepared(source, lead, ids, kept,
+                             item if hasattr(item, "row_blocks") else None))
     return out
 
 
-def _diagonal_mean(array: np.ndarray, offset: int) -> np.ndarray:
-    """Mean of A[i, i - offset] over the rows where that key exists."""
-    n = array.shape[-1]
-    if n < 2:
-        raise InputError(f"need at least 2 tokens for this score, got T = {n}")
-    return np.diagonal(array, offset=-offset, axis1=-2, axis2=-1).mean(axis=-1, dtype=np.float64)
-
-
-def _diagonal_score(array: np.ndarray, offset: int, normalization: str) -> np.ndarray:
-    mean = _diagonal_mean(array, offset)
-    if normalization == "transformer_lens":
-        n = array.shape[-1]
-        return mean * ((n - abs(offset)) / n)  # the sum along the diagonal / n
-    return mean
-
-
 def _text_score(prepared: _Prepared, key: str, normalization: str):
-    """One input's text score `key` ([L, H]; None for a pattern no row has, "ours"):
-    streamed for an on-demand trace, else from the array."""
-    if prepared.array is None:
-        return _streamed_scores(prepared, [key], normalization)[key]
-    array = prepared.array
-    if key in _DIAGONAL_KEYS:
-        return _diagonal_score(array, _DIAGONAL_KEYS[key], normalization)
-    if key == "induction (text)":
-        pattern = _shifted_mask(prepared.ids)
-    else:
-        pattern = _duplicate_mask(prepared.ids, key == "duplicate token (any)")
-    return _pattern_score(array, pattern, normalization)
+    """One input's text score `key` (its leading shape; None for a pattern no row has,
+    "ours"), from one pass over its rows."""
+    return prepared.unfold(_streamed_scores(prepared, [key], normalization)[key])
 
 
 def previous_token_scores(attentions, *, exclude=None, drop_special: bool = False,
@@ -200,28 +184,6 @@ def _duplicate_mask(ids: np.ndarray, include_later: bool, start: int = 0,
     return same
 
 
-def _shifted_mask(ids: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """bool [T, T]: [i, j + 1] for every j < i with id_j = id_i (TransformerLens's induction
-    pattern: the duplicate-token pattern moved one column right; j + 1 <= i always); with
-    start / stop, only those rows."""
-    same = _duplicate_mask(ids, False, start, stop)
-    shifted = np.zeros_like(same)
-    shifted[:, 1:] = same[:, :-1]
-    return shifted
-
-
-def _pattern_score(array: np.ndarray, pattern: np.ndarray, normalization: str):
-    """Mass on the pattern per query row, averaged ("ours": over the rows whose pattern is
-    not empty, None if none is; "transformer_lens": over all rows)."""
-    mass = np.einsum("...ij,ij->...i", array, pattern.astype(array.dtype), dtype=np.float64)
-    if normalization == "transformer_lens":
-        return mass.sum(axis=-1) / array.shape[-1]
-    queries = pattern.any(axis=1)
-    if not queries.any():
-        return None
-    return mass[..., queries].mean(axis=-1)
-
-
 def _mean_or_zero(scores: list, shape) -> np.ndarray:
     if not scores:
         return np.zeros(shape, dtype=np.float64)
@@ -239,7 +201,7 @@ _CACHED_ENTRIES = 1 << 23
 class _TextScoreStream:
     """The text scores of an on-demand trace (previous / next token, duplicate token,
     induction on the text), from blocks of query rows of its maps with the left-out
-    positions removed: the sums _diagonal_score and _pattern_score take, accumulated over
+    positions removed: the mass on the diagonal or the token pattern, accumulated over
     the blocks. Memory: O(L H + T) plus one block's pattern rows (and the patterns' entries
     up to _CACHED_ENTRIES, reused by every layer). add() takes blocks [H, r, K'] of rows
     start..stop-1 (K' may stop short of the n kept positions where the keys left out hold
@@ -315,24 +277,29 @@ class _TextScoreStream:
 
 def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool = False,
                      entropy_rows: bool = False, done: RowsDone | None = None) -> dict:
-    """The text scores `wanted` of one on-demand trace in one pass over its row blocks;
-    with mass, also token_class_mass (on every token, under "mass"); with entropy_rows, the
-    normalised entropy of the maps after leaving out (under "entropy")."""
-    trace = prepared.trace
-    text = _TextScoreStream(prepared.lead, prepared.n, prepared.ids, wanted)
-    n, causal = trace.n_tokens, bool(trace.causal)
-    masses = ClassMass(trace, *prepared.lead, n) if mass else None
-    entropies = RowEntropy(*prepared.lead, prepared.n, causal) if entropy_rows else None
+    """The text scores `wanted` of one input in one pass over its blocks of rows (results
+    [N, H], as its source folds them); with mass, also token_class_mass (on every token,
+    under "mass"); with entropy_rows, the normalised entropy of the maps after leaving out
+    (under "entropy")."""
+    source = prepared.source
+    fold = (source.n_layers, source.n_heads)
+    text = _TextScoreStream(fold, prepared.n, prepared.ids, wanted)
+    n, causal = source.n_tokens, bool(source.causal)
+    masses = ClassMass(prepared.trace, *fold, n) if mass else None
+    entropies = RowEntropy(*fold, prepared.n, causal) if entropy_rows else None
     done = RowsDone() if done is None else done
-    for layer, start, stop, block in trace.row_blocks():
+    # whole rows: kept_block leaves out what is left out, then cuts a causal block's keys
+    for block in source.blocks(cut=False):
+        layer, start, stop, rows = block.layer, block.start, block.stop, block.rows
         if masses is not None:  # on every token, before anything is left out
-            whole = kept_block(block, start, stop, None, n, causal)
-            masses.update(RowBlock(layer, *whole))
-        part = kept_block(block, start, stop, prepared.kept, n, causal)
+            masses.update(RowBlock(layer, *kept_block(rows, start, stop, None, n, causal)))
+        part = kept_block(rows, start, stop, prepared.kept, n, causal)
         if part is not None:
             text.add(layer, *part)
-            if entropies is not None:  # last: it works in the block (computed for this pass)
-                entropies.update(RowBlock(layer, *part, owned=bool(block.flags.owndata)))
+            if entropies is not None:  # last: it may work in a block computed for this pass
+                # restricted blocks are new arrays; otherwise it is the block's own
+                owned = block.owned or prepared.kept is not None
+                entropies.update(RowBlock(layer, *part, owned=owned))
         done(stop - start)
     out = text.result(normalization)
     if masses is not None:
@@ -639,51 +606,32 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     caller has them already (corpus statistics compute each once per segment); the entropy
     is only reused when nothing is left out.
 
-    An on-demand trace (a long input) gives every score from one pass over its blocks of
-    query rows (left-out positions removed from each block as it is read), with the same
-    numbers; progress: optional callback(done, total) over those rows (it may raise to stop
-    the computation).
+    Every score comes from one pass over the trace's blocks of query rows (left-out
+    positions removed from each block as it is read); progress: optional callback(done,
+    total) over those rows (it may raise to stop the computation).
     """
     _check_normalization(normalization)
     if is_many(trace) or not hasattr(trace, "token_ids"):
         raise InputError("role_scores takes one AttentionTrace")
     prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special)
     renew_entropy = entropy_normalised is None or exclude is not None or drop_special
-    if prepared.array is None:
-        # An on-demand trace: every score from one pass over its blocks of rows.
-        found = _streamed_scores(prepared, ["previous token", "next token", "duplicate token",
-                                            "induction (text)"], normalization,
-                                 mass=mass is None, entropy_rows=renew_entropy,
-                                 done=RowsDone(progress, streamed_rows([trace])))
-        mass = found["mass"] if mass is None else mass
-        lead = prepared.lead
-        return {
-            "previous token": found["previous token"],
-            "next token": found["next token"],
-            "duplicate token": _mean_or_zero(
-                [s for s in [found["duplicate token"]] if s is not None], lead),
-            "induction (text)": _mean_or_zero(
-                [s for s in [found["induction (text)"]] if s is not None], lead),
-            "first token": mass["first token"],
-            "[SEP]": mass["[SEP]"],
-            "entropy": found["entropy"] if renew_entropy else entropy_normalised,
-        }
-    array, ids = prepared.array, prepared.ids
-    mass = token_class_mass(trace) if mass is None else mass
-    if renew_entropy:
-        entropy_normalised = entropy(array, normalized=True, causal=bool(trace.causal))
+    # every score from one pass over the blocks of rows
+    found = _streamed_scores(prepared, ["previous token", "next token", "duplicate token",
+                                        "induction (text)"], normalization,
+                             mass=mass is None, entropy_rows=renew_entropy,
+                             done=RowsDone(progress, trace.n_layers * trace.n_tokens))
+    mass = found["mass"] if mass is None else mass
+    lead = prepared.lead
     return {
-        "previous token": _diagonal_score(array, 1, normalization),
-        "next token": _diagonal_score(array, -1, normalization),
+        "previous token": found["previous token"],
+        "next token": found["next token"],
         "duplicate token": _mean_or_zero(
-            [s for s in [_pattern_score(array, _duplicate_mask(ids, False), normalization)]
-             if s is not None], array.shape[:-2]),
+            [s for s in [found["duplicate token"]] if s is not None], lead),
         "induction (text)": _mean_or_zero(
-            [s for s in [_pattern_score(array, _shifted_mask(ids), normalization)]
-             if s is not None], array.shape[:-2]),
+            [s for s in [found["induction (text)"]] if s is not None], lead),
         "first token": mass["first token"],
         "[SEP]": mass["[SEP]"],
-        "entropy": entropy_normalised,
+        "entropy": found["entropy"] if renew_entropy else entropy_normalised,
     }
 
 
@@ -696,16 +644,12 @@ def role_support(trace, *, exclude=None, drop_special: bool = False) -> dict[str
     prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special,
                           ids_needed=True, what="role_support")
     n, ids = prepared.n, prepared.ids
-    if prepared.array is None:
-        # No maps needed: a row has a duplicate (and so a shifted-duplicate target, j + 1
-        # <= i) when its token occurred before, counted in O(T), not from [T, T] masks.
-        _, first = np.unique(ids, return_index=True)
-        repeated = n - len(first)
-        return {"rows": n, "previous token": n - 1, "next token": n - 1,
-                "duplicate token": repeated, "induction (text)": repeated}
+    # A row has a duplicate (and so a shifted-duplicate target, j + 1 <= i) when its token
+    # occurred before: counted in O(T), no [T, T] masks.
+    _, first = np.unique(ids, return_index=True)
+    repeated = n - len(first)
     return {"rows": n, "previous token": n - 1, "next token": n - 1,
-            "duplicate token": int(_duplicate_mask(ids, False).any(axis=1).sum()),
-            "induction (text)": int(_shifted_mask(ids).any(axis=1).sum())}
+            "duplicate token": repeated, "induction (text)": repeated}
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,33 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_inputs, is_on_demand, maps_shape
+from ._inputs import as_array, maps_shape
 
 __all__ = ["head_mean", "head_max", "rollout"]
 
 
-def _layers(attentions, keep_on_demand: bool = False) -> list:
-    arrays = as_inputs(attentions, min_ndim=4, keep_on_demand=keep_on_demand)
-    for array in arrays:
-        if len(maps_shape(array)) != 4:
+def _layers(attentions) -> list:
+    """One input or a list -> traces as they are (they give rows however they hold their
+    maps) and arrays [L, H, T, T]."""
+    items = list(attentions) if isinstance(attentions, (list, tuple)) else [attentions]
+    if not items:
+        raise InputError("attentions: an empty list was given; pass at least one input")
+    found = [item if hasattr(item, "rows") else as_array(item, min_ndim=4) for item in items]
+    shapes = {tuple(maps_shape(f)[:2]) for f in found}
+    for item in found:
+        if len(maps_shape(item)) != 4:
             raise InputError(f"attentions must be [L, H, T, T], got shape "
-                             f"{list(maps_shape(array))}")
-    return arrays
+                             f"{list(maps_shape(item))}")
+    if len(shapes) > 1:
+        raise InputError(f"attentions: all inputs must have the same layers and heads, got "
+                         f"{sorted(shapes)}")
+    return found
+
+
+def _rows(value, layer: int, start: int, stop: int) -> np.ndarray:
+    """[H, stop - start, T]: a trace's rows (held or computed), or an array's."""
+    return value.rows(layer, start, stop) if hasattr(value, "rows") else value[layer, :,
+                                                                             start:stop]
 
 
 def _mean_heads(array: np.ndarray) -> np.ndarray:
@@ -46,17 +61,17 @@ def _window(shape, layer, start, stop) -> tuple[list[int], int, int]:
 
 
 def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
-    """reduce (_mean_heads / _max_heads) over one input's heads: [L or 1, rows, T] float64.
-    An on-demand trace is read a bounded block of rows at a time; the result (float64, one
-    map per layer) must fit in MATERIALISE_MAX_BYTES, as trace.attentions must."""
-    layers, start, stop = _window(maps_shape(source), layer, start, stop)
-    if not is_on_demand(source):
-        return reduce(source[layers[0]:layers[-1] + 1, :, start:stop])
+    """reduce (_mean_heads / _max_heads) over one input's heads: [L or 1, rows, T] float64,
+    read a bounded block of rows at a time. The result (float64, one map per layer) must fit
+    in MATERIALISE_MAX_BYTES, as trace.attentions must, or take no more than the input
+    already holds."""
     from .. import ondemand, trace as trace_module
 
-    n_heads, n = source.n_heads, source.n_tokens
+    layers, start, stop = _window(maps_shape(source), layer, start, stop)
+    n_heads, n = maps_shape(source)[1], maps_shape(source)[-1]
     need = 8 * len(layers) * (stop - start) * n
-    if need > trace_module.MATERIALISE_MAX_BYTES:
+    held = source.held_bytes() if hasattr(source, "held_bytes") else source.nbytes
+    if need > max(trace_module.MATERIALISE_MAX_BYTES, held):
         raise ondemand.MapsTooLargeError(
             f"the head {'mean' if reduce is _mean_heads else 'maximum'} of every layer of "
             f"this {n:,}-token input would take {need / 2**30:.1f} GB: ask for one layer "
@@ -66,13 +81,13 @@ def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
     for index, current in enumerate(layers):
         for first in range(start, stop, step):
             last = min(first + step, stop)
-            block = source.rows(current, first, last)  # [H, rows, T]
-            out[index, first - start:last - start] = reduce(block[None])[0]
+            out[index, first - start:last - start] = reduce(
+                _rows(source, current, first, last)[None])[0]
     return out
 
 
 def _aggregate(attentions, reduce, layer, start, stop) -> np.ndarray:
-    sources = _layers(attentions, keep_on_demand=True)
+    sources = _layers(attentions)
     found = np.mean([_reduce_heads(s, reduce, layer, start, stop) for s in sources], axis=0)
     return found if layer is None else found[0]
 
@@ -83,8 +98,8 @@ def head_mean(attentions, *, layer: int | None = None, start: int = 0,
     A list of inputs (same T) gives the mean over inputs.
 
     layer: only that layer's mean, [T, T]; start / stop: only query rows start..stop-1
-    ([L or no axis, stop - start, T]). An on-demand trace (a long input) is read a block of
-    rows at a time: ask it for one layer, or a window of rows, when all would not fit."""
+    ([L or no axis, stop - start, T]). Every input is read a block of rows at a time; for a
+    long input ask for one layer, or a window of rows, when all would not fit."""
     return _aggregate(attentions, _mean_heads, layer, start, stop)
 
 
@@ -128,12 +143,12 @@ def rollout(attentions, residual_weight: float = 0.5, head_reduce: str = "mean",
     r = float(residual_weight)
     if not 0.0 <= r <= 1.0:
         raise InputError(f"residual_weight must be in [0, 1], got {residual_weight}")
-    arrays = _layers(attentions)
     results = []
-    for array in arrays:
-        n = array.shape[-1]
+    for source in _layers(attentions):
+        n = maps_shape(source)[-1]
         identity = np.eye(n)
-        layers = _REDUCERS[head_reduce](array)  # [L, T, T]
+        # the heads reduced a block of rows at a time: [L, T, T] (what the product needs)
+        layers = _reduce_heads(source, _REDUCERS[head_reduce], None, 0, None)
         current = None
         partial = []
         for layer in layers:

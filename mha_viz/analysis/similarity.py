@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import (RowsDone, as_inputs, check_mask, default_threads, is_on_demand,
+from ._inputs import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
                       maps_shape, per_input)
 
 __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels"]
@@ -169,25 +169,37 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
 SIMILARITY_WORK = 6e9
 
 
-# Comparing every row of an on-demand trace is refused past this much work (N^2 x rows x T,
-# minutes of CPU): it asks for max_rows instead.
+# Comparing every row of an input is refused past this much work (N^2 x rows x T, minutes of
+# CPU): it asks for max_rows instead.
 STREAMED_SIMILARITY_WORK = 10 * SIMILARITY_WORK
 
 
-def _js_sum_streamed(trace, rows: np.ndarray, keys: np.ndarray, smoothing: float,
-                     renormalise: bool, n_threads: int, done: RowsDone) -> np.ndarray:
-    """_js_sum over an on-demand trace's rows: each group of rows gathered from every layer
-    (trace.gather_rows) into one bounded [L*H, rows, T] block, the groups' sums added."""
-    from .. import ondemand
-
-    n_layers, n_heads, n, _ = trace.maps_shape
-    group = max(1, ondemand.BLOCK_ELEMENTS // (n_layers * n_heads * n))
-    total = np.zeros((n_layers * n_heads,) * 2, dtype=np.float64)
-    for start in range(0, len(rows), group):
-        chosen = rows[start:start + group]
+def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
+    """The rows `chosen` of every head's map, float32 [N, len(chosen), T] (N = all heads,
+    layer-major): a trace gives them however it holds its maps, an array by indexing."""
+    if hasattr(item, "gather_rows"):
+        n_layers, n_heads, n, _ = item.maps_shape
         flat = np.empty((n_layers * n_heads, len(chosen), n), dtype=np.float32)
         for layer in range(n_layers):
-            flat[layer * n_heads:(layer + 1) * n_heads] = trace.gather_rows(layer, chosen)
+            flat[layer * n_heads:(layer + 1) * n_heads] = item.gather_rows(layer, chosen)
+        return flat
+    n = item.shape[-1]
+    return item.reshape(-1, n, n)[:, chosen]
+
+
+def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: float,
+                        renormalise: bool, n_threads: int, done: RowsDone) -> np.ndarray:
+    """_js_sum over the compared rows, gathered from every head a bounded group of rows at a
+    time (never more than BLOCK_ELEMENTS floats), the groups' sums added."""
+    from .. import ondemand
+
+    shape = maps_shape(item)
+    n_maps, n = int(np.prod(shape[:-2])), shape[-1]
+    group = max(1, ondemand.BLOCK_ELEMENTS // (n_maps * n))
+    total = np.zeros((n_maps, n_maps), dtype=np.float64)
+    for start in range(0, len(rows), group):
+        chosen = rows[start:start + group]
+        flat = _rows_of_every_head(item, chosen)
         total += _js_sum(flat, np.arange(len(chosen)), keys, smoothing, renormalise, n_threads)
         done(len(chosen))
     return total
@@ -219,12 +231,12 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
     valid_mask: bool [T] (one per input with a list): rows and keys of invalid (padding)
         positions are ignored; rows are renormalised over the valid keys.
     attentions: [L, H, T, T] (or any [..., T, T]), a trace, or a list of them (lengths may
-        differ; the mean over inputs). An on-demand trace (a long input) gives only the
-        compared rows, gathered from every layer a bounded group at a time; comparing every
-        row of one costs more than STREAMED_SIMILARITY_WORK is refused (pass max_rows).
+        differ; the mean over inputs). Only the compared rows are read, gathered from every
+        layer a bounded group at a time; comparing every row when that costs more than
+        STREAMED_SIMILARITY_WORK is refused (pass max_rows).
     n_threads: worker threads (default: the CPUs available, at most 8).
-    progress: optional callback(done, total) over the compared rows of on-demand traces
-        (it may raise to stop the computation).
+    progress: optional callback(done, total) over the compared rows (it may raise to stop
+        the computation).
 
     Computed exactly (no sampling unless max_rows), with float32 elementwise work and float64
     accumulation; values agree with a float64 reference to about 1e-6.
@@ -243,40 +255,36 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
                 or max_rows < 1:
             raise InputError(f"max_rows must be None or a positive integer, got {max_rows!r}")
     threads = default_threads() if n_threads is None else int(n_threads)
-    sources = as_inputs(attentions)
+    as_inputs(attentions)  # checks them: traces or maps [..., T, T] of one layer/head shape
+    items = list(attentions) if is_many(attentions) else [attentions]
     masks = per_input(attentions, valid_mask)
     selected = []
-    for source, mask in zip(sources, masks):
-        shape = maps_shape(source)
+    for item, mask in zip(items, masks):
+        item = item if hasattr(item, "gather_rows") else as_array(item)
+        shape = maps_shape(item)
         n = shape[-1]
         mask = check_mask(mask, n)
         positions = np.arange(n) if mask is None else np.flatnonzero(mask)
         if positions.size == 0:
             raise InputError("valid_mask leaves no position")
         rows = positions[_row_selection(positions.size, max_rows)]
-        if is_on_demand(source) and max_rows is None:
+        heads = int(np.prod(shape[:-2]))
+        if max_rows is None and float(heads) ** 2 * len(rows) * len(positions) \
+                > STREAMED_SIMILARITY_WORK:
             # Said before any work: every row of a long input is minutes to hours of it.
-            heads = int(np.prod(shape[:-2]))
-            if float(heads) ** 2 * len(rows) * len(positions) > STREAMED_SIMILARITY_WORK:
-                raise InputError(
-                    f"comparing all {heads} heads on every one of the {n:,} query rows of "
-                    f"this long input (maps computed on demand) is too much work; pass "
-                    f"max_rows= (e.g. max_rows={rows_within_work(heads, n, n)}: evenly "
-                    f"spaced rows, the cost is proportional to their number)")
-        selected.append((source, positions, rows, mask))
-    done = RowsDone(progress, sum(len(rows) for source, _, rows, _ in selected
-                                  if is_on_demand(source)))
+            raise InputError(
+                f"comparing all {heads} heads on every one of the {n:,} query rows of this "
+                f"long input is too much work; pass max_rows= (e.g. max_rows="
+                f"{rows_within_work(heads, n, n)}: evenly spaced rows, the cost is "
+                f"proportional to their number)")
+        selected.append((item, positions, rows, mask))
+    done = RowsDone(progress, sum(len(rows) for _, _, rows, _ in selected))
     results = []
-    for source, positions, rows, mask in selected:
-        if is_on_demand(source):
-            # Only the compared rows are computed, a bounded group of them at a time.
-            js_sum = _js_sum_streamed(source, rows, positions, smoothing,
-                                      renormalise=mask is not None, n_threads=threads,
-                                      done=done)
-        else:
-            n = source.shape[-1]
-            js_sum = _js_sum(source.reshape(-1, n, n), rows, positions, smoothing,
-                             renormalise=mask is not None, n_threads=threads)
+    for item, positions, rows, mask in selected:
+        # Only the compared rows are read, a bounded group of them at a time.
+        js_sum = _js_sum_over_groups(item, rows, positions, smoothing,
+                                     renormalise=mask is not None, n_threads=threads,
+                                     done=done)
         results.append(js_sum / len(rows))
     js = np.mean(results, axis=0) if len(results) > 1 else results[0]
     js = np.clip(js, 0.0, _LN2)
