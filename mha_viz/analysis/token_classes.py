@@ -109,9 +109,12 @@ class ClassMass:
 
     def update(self, block) -> None:
         rows, start, stop, width = block.rows, block.start, block.stop, block.width
-        sums = thread_map(lambda h: rows[h].sum(axis=0, dtype=np.float64),
-                          range(rows.shape[0]))
-        self.received[block.layer, :, :width] += np.stack(sums)
+        if rows.size >= _THREADED_ELEMENTS:  # a long input's block: a thread per head
+            sums = np.stack(thread_map(lambda h: rows[h].sum(axis=0, dtype=np.float64),
+                                       range(rows.shape[0])))
+        else:  # a short one: one call (a pool of threads would cost more than the sums)
+            sums = rows.sum(axis=1, dtype=np.float64)
+        self.received[block.layer, :, :width] += sums
         index = np.arange(start, stop)
         for name, offset in _DIAGONALS:
             keys = index + offset
@@ -135,6 +138,7 @@ class ClassMass:
 
 
 _DIAGONALS = (("self", 0), ("previous", -1), ("next", 1))
+_THREADED_ELEMENTS = 1 << 22
 
 
 def _source_of_trace(trace):
