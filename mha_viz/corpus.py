@@ -16,9 +16,11 @@ How it works:
   packed together with another, and a final piece shorter than ``min_len`` is dropped and
   counted.
 - Segments run in padded batches (similar lengths together; padding is masked, so each
-  segment's maps are the ones it gets alone, to float rounding), and each segment's
-  statistics are added to running moments as its batch comes out: memory does not grow with
-  the corpus.
+  segment's maps are the ones it gets alone, to float rounding), one layer at a time
+  (model.attention_by_layer): each layer's maps go to every segment's accumulators
+  (SegmentStatistics, mha_viz.streaming) while they are fresh, then are dropped, and each
+  segment's statistics are added to running moments as its batch comes out: memory does not
+  grow with the corpus, and no segment's trace is built.
 - Moments merge exactly (Chan et al.'s parallel update of count, mean and squared
   deviations), so a corpus split into shards gives the same answer however it is split.
   ``run(..., workers=N)`` runs shards in N local processes with ``run_shard``.
@@ -289,39 +291,108 @@ class Moments:
 # --------------------------------------------------------------------------- statistics
 
 
+class SegmentStatistics:
+    """Every per-head statistic of one segment computed from its maps (STATS), as
+    accumulators (mha_viz.streaming) fed blocks of the segment's rows, from a trace or
+    straight from a batch's forward (run_shard): entropy (raw and normalised, one pass),
+    token-class mass, the role scores on the text and head distances on the sampled rows.
+    The importance statistics need the model again and are not here."""
+
+    def __init__(self, stats: Sequence[str], tokens: list[str], display_tokens: list[str],
+                 token_ids, n_layers: int, n_heads: int, causal: bool,
+                 similarity_rows: int | None = SIMILARITY_ROWS):
+        from .analysis.entropy import RowEntropy
+        from .analysis.roles import TEXT_SCORE_KEYS, TextScores
+        from .analysis.similarity import ComparedRows
+        from .analysis.token_classes import ClassMass
+
+        labels = _Labels(tokens, display_tokens)
+        n = len(tokens)
+        self.stats = tuple(stats)
+        self.entropy = self.mass = self.text = self.compared = None
+        if "entropy" in stats or "roles" in stats:
+            self.entropy = RowEntropy(n_layers, n_heads, n, causal)
+        if "mass" in stats or "roles" in stats:
+            self.mass = ClassMass(labels, n_layers, n_heads, n)
+        if "roles" in stats:
+            self.text = TextScores((n_layers, n_heads), n, np.asarray(token_ids),
+                                   TEXT_SCORE_KEYS)
+        if "similarity" in stats:
+            self.compared = ComparedRows(n_layers, n_heads, n, similarity_rows)
+
+    @property
+    def accumulators(self) -> list:
+        return [a for a in (self.mass, self.text, self.compared, self.entropy)
+                if a is not None]
+
+    def update(self, block) -> None:
+        for accumulator in self.accumulators:  # the entropy last: it may work in the block
+            accumulator.update(block)
+
+    def result(self) -> dict[str, np.ndarray]:
+        from .analysis.entropy import mean_over_rows
+        from .analysis.roles import roles_of
+
+        out = {}
+        normalised = mass = None
+        if self.entropy is not None:
+            normalised = mean_over_rows(self.entropy.result(normalized=True))
+        if self.mass is not None:
+            mass = self.mass.result()
+        if "entropy" in self.stats:
+            out["entropy"] = mean_over_rows(self.entropy.result(normalized=False))
+            out["entropy_normalised"] = normalised
+        if "mass" in self.stats:
+            for name, value in mass.items():
+                out["mass " + name] = value
+        if "roles" in self.stats:
+            scores = roles_of(self.text.result("ours"), mass, normalised,
+                              self.text.sums["previous token"].shape)
+            for name, value in scores.items():
+                if name != "entropy":  # the normalised entropy above
+                    out["role " + name] = value
+        if self.compared is not None:
+            out["js_distance"] = self.compared.result()
+        return out
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """What the token-class mass reads of a segment: its tokens and display tokens."""
+    tokens: list[str]
+    display_tokens: list[str]
+
+
 def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
                        similarity_rows: int | None = SIMILARITY_ROWS,
                        model=None) -> dict[str, np.ndarray]:
     """Every per-head statistic of one segment's trace, by name -> array (the importance
     statistics run the model again: they need it)."""
-    from . import analysis as A
+    from .streaming import accumulate, source_of
+
+    out = {}
+    from_maps = [s for s in stats if s in STATS]
+    if from_maps:
+        n_layers, n_heads = trace.maps_shape[:2]
+        segment = SegmentStatistics(from_maps, list(trace.tokens), list(trace.display_tokens),
+                                    trace.token_ids, n_layers, n_heads, bool(trace.causal),
+                                    similarity_rows)
+        accumulate(source_of(trace), segment.accumulators)
+        out.update(segment.result())
+    out.update(_importance(model, trace.token_ids, stats))
+    return out
+
+
+def _importance(model, token_ids, stats) -> dict[str, np.ndarray]:
+    """The head-importance statistics of one segment (they run the model again)."""
     from .analysis.pruning import ablation_effects, gradient_importance
 
     out = {}
-    normalised = mass = None
-    if "entropy" in stats or "roles" in stats:  # each computed once, shared with the roles
-        normalised = A.entropy(trace.attentions, normalized=True, causal=trace.causal)
-    if "mass" in stats or "roles" in stats:
-        mass = A.token_class_mass(trace)
-    if "entropy" in stats:
-        out["entropy"] = A.entropy(trace.attentions, causal=trace.causal)
-        out["entropy_normalised"] = normalised
-    if "mass" in stats:
-        for name, value in mass.items():
-            out["mass " + name] = value
-    if "roles" in stats:
-        scores = A.role_scores(trace, mass=mass, entropy_normalised=normalised)
-        for name, value in scores.items():
-            if name != "entropy":  # the normalised entropy above
-                out["role " + name] = value
-    if "similarity" in stats:
-        out["js_distance"] = A.head_distances(trace.attentions, max_rows=similarity_rows)
     if "ablation" in stats:
-        out["ablation_effect"] = ablation_effects(model, [model.encoding_of_ids(
-            trace.token_ids)])
+        out["ablation_effect"] = ablation_effects(model, [model.encoding_of_ids(token_ids)])
     if "gradient" in stats:
         out["gradient_importance"] = gradient_importance(model, [model.encoding_of_ids(
-            trace.token_ids)])
+            token_ids)])
     return out
 
 
@@ -426,27 +497,33 @@ def _key(name: str) -> str:
 # --------------------------------------------------------------------------- running
 
 
-def _traces(model, batch: list[list[int]]) -> list[AttentionTrace]:
-    """One padded forward for a batch of segments -> each segment's own trace."""
-    width = max(len(ids) for ids in batch)
-    pad = model.tokenizer.pad_token_id or 0
-    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids in batch])
-    mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
-    with torch.inference_mode():
-        _, kept = model.network(input_ids, attention_mask=mask, keep_attentions=True)
-    layers = [weights.numpy() for weights in kept]  # L x [B, H, T, T], no copies
-    traces = []
-    for row, ids in enumerate(batch):
-        n = len(ids)
-        # one contiguous [L, H, n, n] per segment: its own tokens only, no padding copied
-        maps = np.stack([weights[row, :, :n, :n] for weights in layers])
-        traces.append(model.trace_from_maps(ids, maps))
-    return traces
+def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
+                      similarity_rows: int | None) -> list[dict[str, np.ndarray]]:
+    """One padded forward for a batch of segments, run a layer at a time: each layer's
+    maps go to every segment's accumulators while they are fresh, and are dropped; -> each
+    segment's statistics."""
+    from .streaming import RowBlock
+
+    info = model.info
+    from_maps = [s for s in stats if s in STATS]
+    segments = []
+    for ids in batch:
+        tokens, display = model.token_labels(ids)
+        segments.append(SegmentStatistics(from_maps, tokens, display, ids, info.n_layer,
+                                          info.n_head, info.causal, similarity_rows))
+    if from_maps:
+        for layer, weights in model.attention_by_layer(batch):
+            for row, (ids, segment) in enumerate(zip(batch, segments)):
+                n = len(ids)
+                segment.update(RowBlock(layer, 0, n, weights[row, :, :n, :n]))
+    return [{**(segment.result() if from_maps else {}), **_importance(model, ids, stats)}
+            for ids, segment in zip(batch, segments)]
 
 
 def default_batch_size(model, seg_len: int) -> int:
-    """Segments per forward: their maps (L x H x T^2 floats) within about 256 MB."""
-    per_segment = model.info.n_layer * model.info.n_head * seg_len * seg_len * 4
+    """Segments per forward: one layer's scores and weights (2 x H x T^2 floats; the batch
+    runs a layer at a time) within about 256 MB."""
+    per_segment = 2 * model.info.n_head * seg_len * seg_len * 4
     return int(max(1, min(64, (256 * 2**20) // max(per_segment, 1))))
 
 
@@ -470,10 +547,10 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
     result = CorpusResult({}, 0, 0)
     for start in range(0, len(order), batch_size):
         batch = [segments[i] for i in order[start:start + batch_size]]
-        for trace in _traces(model, batch):
-            values = segment_statistics(trace, per_segment, similarity_rows, model)
+        for ids, values in zip(batch, _batch_statistics(model, batch, per_segment,
+                                                        similarity_rows)):
             result = result.merge(CorpusResult({k: Moments.of(v) for k, v in values.items()},
-                                               1, trace.n_tokens))
+                                               1, len(ids)))
         if progress is not None:
             progress(min(start + batch_size, len(order)), len(order))
     return result

@@ -395,10 +395,32 @@ class Model:
         return Encoding(ids, [0] * len(ids), [i in self._special_ids for i in ids], False,
                         len(ids))
 
-    def trace_from_maps(self, ids, attentions) -> AttentionTrace:
-        """A trace of pre-tokenized ids whose maps were computed elsewhere (a padded batch,
-        mha_viz.corpus): the tokens, labels and special-token mask this model gives them."""
-        return self._make_trace(self.encoding_of_ids(ids), attentions, "", None)
+    def token_labels(self, ids) -> tuple[list[str], list[str]]:
+        """(tokens, display tokens) of pre-tokenized ids, as a trace of them holds them."""
+        ids = [int(i) for i in ids]
+        with self._tokenizer_lock:
+            tokens = list(self.tokenizer.convert_ids_to_tokens(ids))
+        return tokens, self.display_tokens(ids)
+
+    def attention_by_layer(self, batch: list[list[int]]):
+        """Run a batch of pre-tokenized segments (padded, the padding masked, so each
+        segment's maps are those it gets alone) one layer at a time, yielding (layer,
+        weights [B, H, W, W] float32) as each layer's attention is computed: segment b's own
+        maps are weights[b, :, :n_b, :n_b]. Nothing is kept from one layer to the next but
+        the hidden state, so a statistic reads the maps while they are fresh and the batch
+        never holds [B, L, H, W, W]."""
+        width = max(len(ids) for ids in batch)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch])
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
+        net = self.network
+        with torch.inference_mode():
+            h = net.embed(input_ids)
+            bias = net.attention_bias(width, mask)
+            for layer in range(net.config.n_layer):
+                h, kept = net.run_layers(h, layer, layer + 1, bias, attention_mask=mask,
+                                         keep_attentions=True)
+                yield layer, kept[0].numpy()
 
     def _check_ids(self, ids) -> list[int]:
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]

@@ -151,3 +151,47 @@ def test_whole_maps_are_views_and_causal_blocks_leave_out_zero_keys():
     assert blocks[-1].width == 600  # the last, partial step of 256 keeps every key
     close(A.entropy(source), formula_entropy(maps, True, False))
     np.testing.assert_array_equal(maps, np.tril(maps))  # nothing was written in the maps
+
+
+def formula_js(maps: np.ndarray, rows: np.ndarray, smoothing: float = 1e-3) -> np.ndarray:
+    """Mean over the given rows of JS(p'_a, p'_b) between every two heads (float64), rows
+    smoothed p' = (1 - s) p + s / n."""
+    n = maps.shape[-1]
+    p = maps.reshape(-1, n, n)[:, rows].astype(np.float64) * (1 - smoothing) + smoothing / n
+    m = 0.5 * (p[:, None] + p[None, :])
+    kl = lambda a, b: (a * np.log(a / b)).sum(-1)  # noqa: E731
+    return (0.5 * kl(p[:, None], m) + 0.5 * kl(p[None, :], m)).mean(-1)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, family):
+    """corpus.run feeds each layer's maps of a padded batch to the accumulators as the
+    forward makes them; its per-segment values equal the formulas on each segment's own full
+    maps (traced alone)."""
+    from mha_viz import corpus
+
+    model = long_models[family]
+    texts = ["The cat sat on the mat because it was warm and the dog slept.",
+             "When Mary and John went to the store, John gave a drink to Mary.",
+             "Short text here."]
+    segments = corpus.segment(model, texts, seg_len=16, min_len=4)
+    assert len({len(s) for s in segments.ids}) > 1  # padding in the batch
+    found = corpus.run(model, segments, stats=("entropy", "mass", "roles", "similarity"),
+                       similarity_rows=5)
+    expected = {"entropy": [], "entropy_normalised": [], "mass first token": [],
+                "mass previous": [], "role previous token": [], "js_distance": []}
+    for ids in segments.ids:
+        trace = model.trace_ids(ids)
+        maps, n = trace.attentions, trace.n_tokens
+        expected["entropy"].append(formula_entropy(maps, trace.causal, False))
+        expected["entropy_normalised"].append(formula_entropy(maps, trace.causal, True))
+        expected["mass first token"].append(maps[..., :, 0].astype(np.float64).sum(-1) / n)
+        expected["mass previous"].append(np.diagonal(maps, -1, -2, -1).sum(-1) / n)
+        expected["role previous token"].append(np.diagonal(maps, -1, -2, -1).mean(-1))
+        rows = np.unique(np.round(np.linspace(0, n - 1, 5)).astype(int))
+        js = formula_js(maps, rows)
+        np.fill_diagonal(js, 0.0)
+        expected["js_distance"].append(js)
+    for name, values in expected.items():
+        close(found.mean(name), np.mean(values, axis=0), atol=2e-6)
+        close(found.std(name), np.std(values, axis=0), atol=2e-6)

@@ -44,6 +44,7 @@ __all__ = ["previous_token_scores", "next_token_scores", "duplicate_token_scores
            "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
            "repeated_random_tokens", "induction_probe", "InductionProbe", "probe_description",
            "role_scores", "role_support", "strongest_roles", "HeadRole", "NORMALIZATIONS",
+           "TextScores", "TEXT_SCORE_KEYS", "roles_of",
            "ROLE_KEYS", "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD",
            "FOCUSED_THRESHOLD"]
 
@@ -190,6 +191,8 @@ def _mean_or_zero(scores: list, shape) -> np.ndarray:
     return np.mean(scores, axis=0)
 
 
+# The text scores role_scores gives, in one pass.
+TEXT_SCORE_KEYS = ("previous token", "next token", "duplicate token", "induction (text)")
 # Text scores read on the diagonal: key -> how far before the query the key is (i - j).
 _DIAGONAL_KEYS = {"previous token": 1, "next token": -1}
 # Text scores read on a pattern of the token ids ("any": duplicates later in the text too).
@@ -198,10 +201,10 @@ _PATTERN_KEYS = ("duplicate token", "duplicate token (any)", "induction (text)")
 _CACHED_ENTRIES = 1 << 23
 
 
-class _TextScoreStream:
-    """The text scores of an on-demand trace (previous / next token, duplicate token,
-    induction on the text), from blocks of query rows of its maps with the left-out
-    positions removed: the mass on the diagonal or the token pattern, accumulated over
+class TextScores:
+    """The text scores of one input (previous / next token, duplicate token, induction on
+    the text), an accumulator (mha_viz.streaming) over blocks of query rows of its maps with
+    the left-out positions removed: the mass on the diagonal or the token pattern, accumulated over
     the blocks. Memory: O(L H + T) plus one block's pattern rows (and the patterns' entries
     up to _CACHED_ENTRIES, reused by every layer). add() takes blocks [H, r, K'] of rows
     start..stop-1 (K' may stop short of the n kept positions where the keys left out hold
@@ -240,6 +243,19 @@ class _TextScoreStream:
             self._entries[key, start, stop, width] = found
             self._cached += found[0].size
         return found
+
+    in_place = False
+
+    def update(self, block) -> None:
+        """A RowBlock of the kept positions' rows."""
+        self.add(block.layer, block.start, block.stop, block.rows)
+
+    def merge(self, other: "TextScores") -> "TextScores":
+        for key in self.wanted:
+            self.sums[key] += other.sums[key]
+            if key in self.queries:
+                self.queries[key] |= other.queries[key]
+        return self
 
     def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
         width = block.shape[-1]
@@ -283,7 +299,7 @@ def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool
     (under "entropy")."""
     source = prepared.source
     fold = (source.n_layers, source.n_heads)
-    text = _TextScoreStream(fold, prepared.n, prepared.ids, wanted)
+    text = TextScores(fold, prepared.n, prepared.ids, wanted)
     n, causal = source.n_tokens, bool(source.causal)
     masses = ClassMass(prepared.trace, *fold, n) if mass else None
     entropies = RowEntropy(*fold, prepared.n, causal) if entropy_rows else None
@@ -616,22 +632,26 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special)
     renew_entropy = entropy_normalised is None or exclude is not None or drop_special
     # every score from one pass over the blocks of rows
-    found = _streamed_scores(prepared, ["previous token", "next token", "duplicate token",
-                                        "induction (text)"], normalization,
+    found = _streamed_scores(prepared, TEXT_SCORE_KEYS, normalization,
                              mass=mass is None, entropy_rows=renew_entropy,
                              done=RowsDone(progress, trace.n_layers * trace.n_tokens))
-    mass = found["mass"] if mass is None else mass
-    lead = prepared.lead
+    return roles_of(found, found["mass"] if mass is None else mass,
+                    found["entropy"] if renew_entropy else entropy_normalised, prepared.lead)
+
+
+def roles_of(text: dict, mass: dict, entropy_normalised: np.ndarray, lead: tuple) -> dict:
+    """role_scores' dict from its parts: TextScores' result (a pattern no row has counts
+    0), token_class_mass and the normalised entropy."""
+    def pattern(key):
+        return _mean_or_zero([s for s in [text[key]] if s is not None], lead)
     return {
-        "previous token": found["previous token"],
-        "next token": found["next token"],
-        "duplicate token": _mean_or_zero(
-            [s for s in [found["duplicate token"]] if s is not None], lead),
-        "induction (text)": _mean_or_zero(
-            [s for s in [found["induction (text)"]] if s is not None], lead),
+        "previous token": text["previous token"],
+        "next token": text["next token"],
+        "duplicate token": pattern("duplicate token"),
+        "induction (text)": pattern("induction (text)"),
         "first token": mass["first token"],
         "[SEP]": mass["[SEP]"],
-        "entropy": found["entropy"] if renew_entropy else entropy_normalised,
+        "entropy": entropy_normalised,
     }
 
 

@@ -26,7 +26,8 @@ from ..errors import InputError
 from ._inputs import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
                       maps_shape, per_input)
 
-__all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels"]
+__all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels",
+           "ComparedRows"]
 
 _LN2 = math.log(2.0)
 _TINY = np.float32(np.finfo(np.float32).tiny)
@@ -286,10 +287,58 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
                                      renormalise=mask is not None, n_threads=threads,
                                      done=done)
         results.append(js_sum / len(rows))
-    js = np.mean(results, axis=0) if len(results) > 1 else results[0]
+    return _finish(np.mean(results, axis=0) if len(results) > 1 else results[0], kind)
+
+
+def _finish(js: np.ndarray, kind: str) -> np.ndarray:
+    """Mean JS over rows -> clipped to [0, ln 2], 0 on the diagonal; its root for
+    "js_distance"."""
     js = np.clip(js, 0.0, _LN2)
     np.fill_diagonal(js, 0.0)
     return np.sqrt(js) if kind == "js_distance" else js
+
+
+class ComparedRows:
+    """head_distances of one input as an accumulator (mha_viz.streaming): it keeps, from the
+    blocks it is fed, the query rows head_distances compares (all, or max_rows evenly spaced
+    ones) of every head, [L*H, rows, T]; result() compares them. For a source that produces
+    every row anyway (a corpus batch); head_distances itself asks a trace for the compared
+    rows only."""
+
+    in_place = False
+
+    def __init__(self, n_layers: int, n_heads: int, n_tokens: int,
+                 max_rows: int | None = None, smoothing: float = 1e-3,
+                 n_threads: int | None = None):
+        self.n_heads, self.n, self.smoothing = n_heads, n_tokens, float(smoothing)
+        self.threads = default_threads() if n_threads is None else int(n_threads)
+        self.rows = _row_selection(n_tokens, max_rows)
+        self.flat = np.zeros((n_layers * n_heads, len(self.rows), n_tokens), dtype=np.float32)
+        self.filled = np.zeros((n_layers, len(self.rows)), dtype=bool)
+
+    def update(self, block) -> None:
+        inside = np.flatnonzero((self.rows >= block.start) & (self.rows < block.stop))
+        if not inside.size:
+            return
+        heads = slice(block.layer * self.n_heads, (block.layer + 1) * self.n_heads)
+        # keys past the block's width are zeros (a causal block's cut)
+        self.flat[heads][:, inside, :block.width] = block.rows[:, self.rows[inside]
+                                                              - block.start]
+        self.filled[block.layer, inside] = True
+
+    def merge(self, other: "ComparedRows") -> "ComparedRows":
+        taken = np.repeat(other.filled, self.n_heads, axis=0)  # [L*H, rows]
+        self.flat[taken] = other.flat[taken]
+        self.filled |= other.filled
+        return self
+
+    def result(self, kind: str = "js") -> np.ndarray:
+        if not self.filled.all():
+            raise InputError("head distances were asked for before every compared row was read")
+        keys = np.arange(self.n)
+        js_sum = _js_sum(self.flat, np.arange(len(self.rows)), keys, self.smoothing, False,
+                         self.threads)
+        return _finish(js_sum / len(self.rows), kind)
 
 
 def _clean_distances(distances) -> np.ndarray:
