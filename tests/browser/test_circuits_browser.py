@@ -45,9 +45,12 @@ NODE_CENTRE = """(name) => {
 
 
 def open_without_charts(page, server, query: str) -> None:
+    """Open the page where a message, not a chart, ends it; wait until the run is over and
+    the message is there (a rerun after the URL hand-over may redraw the page once)."""
     page.goto(f"{server.url}/Circuits{query}")
-    page.wait_for_selector('[data-testid="stAlert"]')
-    settle(page, 0)
+    for _ in range(2):
+        page.wait_for_selector('[data-testid="stAlert"]')
+        settle(page, 0)
 
 
 def click_point(tab, locate: str, arg) -> None:
@@ -134,7 +137,9 @@ def test_bad_pairs_in_the_browser(page, app_server, query, message):
     assert_no_exception(page, app_server)
     errors = error_texts(page)
     assert len(errors) == 1 and message in errors[0], errors
-    assert page.get_by_label("Clean prompt", exact=True).count() == 1  # the inputs are still there
+    clean = page.get_by_label("Clean prompt", exact=True)
+    clean.wait_for()  # the inputs are still there
+    assert clean.count() == 1
     page_text = page.locator('[data-testid="stMain"]').inner_text()
     assert "Traceback" not in page_text
 
