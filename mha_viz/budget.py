@@ -96,6 +96,23 @@ def check_fits(n_layer: int, n_head: int, n_tokens: int, budget: int | None = No
         f"budget). Shorten it to {fits:,} tokens or fewer (Max tokens, in the sidebar).")
 
 
+def maps_fit(n_layer: int, n_head: int, n_tokens: int, budget: int | None = None) -> bool:
+    """Whether one input's maps, all at once, fit ONE_INPUT_SHARE of the budget: what a view
+    that needs every whole map at once (hiding tokens, every head side by side) asks."""
+    budget = budget_bytes() if budget is None else budget
+    return maps_bytes(n_layer, n_head, n_tokens) <= ONE_INPUT_SHARE * budget
+
+
+def check_held(trace, budget: int | None = None) -> None:
+    """InputError when what an opened trace holds (its maps, or what rebuilds them) would take
+    more than ONE_INPUT_SHARE of the budget."""
+    budget = budget_bytes() if budget is None else budget
+    if trace.held_bytes() > ONE_INPUT_SHARE * budget:
+        check_fits(trace.n_layers, trace.n_heads, trace.n_tokens, budget)
+        raise InputError(f"this trace holds {trace.held_bytes() / 2**30:.1f} GB, more than "
+                         f"this server keeps for one input")
+
+
 def on_demand_bytes(n_layer: int, d_model: int, n_tokens: int) -> int:
     """Bytes of one input's on-demand trace: the hidden state entering each layer."""
     return 4 * n_layer * d_model * n_tokens

@@ -175,6 +175,12 @@ class AttentionTrace:
             return held + int(self._full.nbytes)
         return held + int(self.maps_source.held_bytes())
 
+    def saved_bytes(self) -> int:
+        """About the size of the file save() writes: the maps, or what rebuilds them."""
+        if self.maps_source is None:
+            return int(self._full.nbytes)
+        return int(self.maps_source.saved_bytes())
+
     @property
     def n_layers(self) -> int:
         return self.maps_shape[0]

@@ -167,7 +167,7 @@ def long_input_view(trace) -> None:
 with ui.guard():
     trace = ui.get_trace(selection)
     ui.trace_notes(trace)
-    if trace.on_demand:
+    if not ui.maps_fit(trace):
         long_input_view(trace)
         st.stop()
 

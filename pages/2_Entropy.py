@@ -45,7 +45,7 @@ with ui.guard():
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
-    if trace.on_demand:  # a long input: every map is never held at once
+    if not ui.maps_fit(trace):  # a long input: every map is never held at once
         keep = None
         c3.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
     else:
@@ -62,7 +62,7 @@ with ui.guard():
     stem = selection.file_stem
 
     streamed = None
-    if trace.on_demand:
+    if not ui.maps_fit(trace):
         # one pass over every head's rows for the entropy (both scales) and the mass: a job
         # that shows its progress and can be cancelled
         streamed = ui.computed(("entropy_and_mass", memo_key, smoothing), A.entropy_and_mass,

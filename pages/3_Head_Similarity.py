@@ -61,7 +61,7 @@ with ui.guard():
                                   "each other; the coloured strips then show each head's layer.")
     with c3:
         all_rows = False
-        if n > ROW_LIMIT and not trace.on_demand:  # a long input: sampled rows only
+        if n > ROW_LIMIT and ui.maps_fit(trace):  # a long input: sampled rows only
             all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
                                  help=f"By default long inputs are compared on {ROW_LIMIT} "
                                       f"evenly spaced query rows; the cost grows with the "
@@ -93,8 +93,8 @@ with ui.guard():
     st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
             + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
 
-    # an on-demand trace computes just the sampled rows of every head
-    dist = ui.memo(A.head_distances, trace if trace.on_demand else trace.attentions,
+    # only the compared rows of every head are read (a long input computes just those)
+    dist = ui.memo(A.head_distances, trace,
                    key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
     order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", kind, max_rows))
     coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", kind, max_rows))
@@ -167,7 +167,7 @@ with ui.guard():
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
     screen = ui.figure_screen()
     narrow = screen is not None and screen.width < fit.NARROW_PX
-    if trace.on_demand:  # block means of a long input's heads, one head at a time
+    if not ui.maps_fit(trace):  # block means of a long input's heads, one at a time
         factor = -(-n // SIDE_BY_SIDE_MAX)
         shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
                                                      i % n_head, factor),

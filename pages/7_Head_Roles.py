@@ -47,7 +47,7 @@ with ui.guard():
     stem = selection.file_stem
 
     hide_col, norm_col = st.columns(2)
-    if trace.on_demand:  # a long input: every map is never held at once
+    if not ui.maps_fit(trace):  # a long input: every map is never held at once
         keep = None
         hide_col.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
     else:
@@ -67,7 +67,7 @@ with ui.guard():
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
     keep_key = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
-    if trace.on_demand:
+    if not ui.maps_fit(trace):
         # streamed over every head's rows: a job that shows its progress and can be cancelled
         scores = ui.computed(("roles", selection.key, norm), A.role_scores, trace,
                              label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
@@ -259,7 +259,7 @@ with ui.guard():
     sharing = ui.kv_sharing_note(trace, head)
     if sharing:
         st.caption(sharing)
-    if trace.on_demand:  # a long input's head as its overview: block means
+    if not ui.maps_fit(trace):  # a long input's head as its overview: block means
         factor = -(-trace.n_tokens // 256)
         text_map = ui.memo(trace.block_mean, key=(selection.key, "overview", layer, head, factor),
                            layer=layer, head=head, factor=factor)

@@ -54,7 +54,7 @@ The package, by concern (pages import only ``mha_viz.ui``):
 """
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_trace,
-                      job_runner, masked_trace, memo, peek, run_or_wait)
+                      job_runner, maps_fit, masked_trace, memo, peek, run_or_wait)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
@@ -74,7 +74,7 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
     "shown_maps", "hidden_note", "opening", "memo", "computed", "run_or_wait", "peek",
-    "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
+    "cancelled", "clear", "job_runner", "masked_trace", "maps_fit", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",

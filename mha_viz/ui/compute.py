@@ -376,6 +376,13 @@ def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, butt
     return None
 
 
+def maps_fit(trace: AttentionTrace) -> bool:
+    """Whether every whole map of this input may be held at once (within the share of the
+    memory budget one input gets): views that need them all (hiding tokens, every head's map
+    side by side) are offered; otherwise the page shows overviews and windows of rows."""
+    return budget.maps_fit(trace.n_layers, trace.n_heads, trace.n_tokens)
+
+
 def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
     """The selection's trace with the heads where mask == 0 switched off (cached per mask)."""
     mask = np.asarray(mask, dtype=np.float32)

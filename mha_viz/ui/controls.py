@@ -218,8 +218,7 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
             if current is None or current != digest or not store.get(_uploaded_key(digest))[0]:
                 try:
                     trace = AttentionTrace.load(data, max_bytes=MAX_UPLOAD_BYTES)
-                    if not trace.on_demand:  # a saved long trace holds queries and keys
-                        budget.check_fits(trace.n_layers, trace.n_heads, trace.n_tokens)
+                    budget.check_held(trace)  # its maps, or the queries and keys
                 except MhaVizError as error:
                     st.error(f"This file cannot be opened: {md_escape(as_sentence(str(error)))}")
                     return None, None

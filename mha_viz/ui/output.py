@@ -13,7 +13,7 @@ import streamlit as st
 from .. import export, fit, plots
 from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
-from .compute import Selection, cached_trace
+from .compute import Selection, cached_trace, maps_fit
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape
 from .state import image_format, presenting, take_incoming_params
 
@@ -245,14 +245,13 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
         return export.trace_npz(cached_trace(*selection.key))
 
     where = where or st
-    if trace.on_demand:
-        # A long input's file holds each layer's queries and keys, which rebuild its maps.
-        size = trace.maps_source.saved_bytes()
-        if size > MAX_UPLOAD_BYTES:
-            where.caption(f"The trace of this long input would be a {size / 2**20:,.0f} MB "
-                          f"file: too big to download here. From Python, "
-                          f"`model.trace(text, maps=\"on_demand\").save(path)` writes it.")
-            return
+    # A long input's file holds each layer's queries and keys, which rebuild its maps.
+    size = trace.saved_bytes()
+    if size > MAX_UPLOAD_BYTES:
+        where.caption(f"The trace of this input would be a {size / 2**20:,.0f} MB file: too "
+                      f"big to download here (or to open again). From Python, "
+                      f"`model.trace(text).save(path)` writes it.")
+        return
     download_bytes(trace_again, f"{selection.file_stem}_trace.npz",
                    "⬇ Trace (.npz)", key="_mv_dl_trace",
                    help="Every head's attention (for a long input: each layer's queries and "
@@ -331,9 +330,9 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
 
 
 def needs_full_maps(trace: AttentionTrace, what: str) -> None:
-    """Stop a page that reads every head's whole map at once when this input's maps are
-    computed on demand (a long input), saying how long a text the page takes."""
-    if not trace.on_demand:
+    """Stop a page that reads every head's whole map at once when this input's maps would
+    not all fit at once (a long input), saying how long a text the page takes."""
+    if maps_fit(trace):
         return
     from .. import budget
 
