@@ -195,3 +195,40 @@ def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, fami
     for name, values in expected.items():
         close(found.mean(name), np.mean(values, axis=0), atol=2e-6)
         close(found.std(name), np.std(values, axis=0), atol=2e-6)
+
+
+@pytest.fixture(scope="module")
+def long_2048(checkpoint_factory, tmp_path_factory):
+    """Random-weight GPT-2, BERT and Llama (GQA) with a 2,048-token context: (whole trace,
+    on-demand trace) of 2,048 tokens each."""
+    from mha_viz import load_model
+    from mha_viz.testing import make_llama_checkpoint
+
+    models = {
+        "gpt2": load_model(checkpoint_factory("gpt2", n_layer=2, n_head=2, d_model=32,
+                                              n_positions=2048)),
+        "bert": load_model(checkpoint_factory("bert", n_layer=2, n_head=2, d_model=32,
+                                              n_positions=2048)),
+        "llama": load_model(make_llama_checkpoint(tmp_path_factory.mktemp("llama_2048"),
+                                                  n_layer=2, n_head=4, n_kv_head=2, d_model=32,
+                                                  n_positions=2048)),
+    }
+    text = TEXT * 3
+    return {family: (model.trace(text, max_tokens=2048, maps="full"),
+                     model.trace(text, max_tokens=2048, maps="on_demand"))
+            for family, model in models.items()}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_2048_tokens_on_demand_equal_the_formulas(long_2048, family, monkeypatch):
+    monkeypatch.setattr(ondemand, "BLOCK_ELEMENTS", 1 << 20)  # a few hundred rows a block
+    whole, lazy = long_2048[family]
+    assert whole.n_tokens == lazy.n_tokens == 2048 and lazy.on_demand
+    maps = whole.attentions
+    both = A.entropy_and_mass(lazy)
+    close(both["entropy"], formula_entropy(maps, whole.causal, False))
+    close(both["normalised"], formula_entropy(maps, whole.causal, True))
+    close(both["mass"], formula_mass(maps, whole))
+    roles = A.role_scores(lazy)
+    close(roles["previous token"], np.diagonal(maps, -1, -2, -1).mean(-1))
+    close(roles["first token"], maps[..., :, 0].astype(np.float64).sum(-1) / 2048)
