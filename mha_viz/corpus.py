@@ -322,11 +322,15 @@ class SegmentStatistics:
 
     @property
     def accumulators(self) -> list:
-        return [a for a in (self.mass, self.text, self.compared, self.entropy)
-                if a is not None]
+        """In the order a block goes to them (streaming.ordered: the entropy, which may work
+        in the block, last)."""
+        from .streaming import ordered
+
+        return ordered([a for a in (self.mass, self.text, self.compared, self.entropy)
+                        if a is not None])
 
     def update(self, block) -> None:
-        for accumulator in self.accumulators:  # the entropy last: it may work in the block
+        for accumulator in self.accumulators:
             accumulator.update(block)
 
     def result(self) -> dict[str, np.ndarray]:

@@ -34,7 +34,7 @@ from .errors import InputError
 from . import ondemand
 
 __all__ = ["RowBlock", "Source", "MapsSource", "TraceSource", "Accumulator", "source_of",
-           "sources_of", "accumulate", "causal_width"]
+           "is_source", "fold_maps", "ordered", "accumulate", "causal_width"]
 
 # Keys kept of a causal block: its rows' keys rounded up to a multiple of this, so that the
 # float32 sums over keys run in the same order as over all T keys (the extra keys are 0).
@@ -126,10 +126,24 @@ class TraceSource:
                            owned=bool(rows.flags.owndata))
 
 
+def is_source(value) -> bool:
+    """Whether value is a source already (it yields blocks)."""
+    return hasattr(value, "blocks") and hasattr(value, "n_tokens")
+
+
+def fold_maps(array: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """Maps [..., T, T] of any leading shape as [N, H, T, T] (the leading axes folded into
+    two, heads last), and the leading shape, to unfold a [N, H] result."""
+    lead = array.shape[:-2]
+    heads = lead[-1] if lead else 1
+    groups = int(np.prod(lead[:-1])) if len(lead) > 1 else 1
+    return array.reshape(groups, heads, *array.shape[-2:]), lead
+
+
 def source_of(value, causal: bool | None = None) -> Source:
     """A source for one input: a trace (anything with row_blocks and maps_shape), a source,
     or maps [L, H, T, T] (causal: say so, or it is detected: nothing above the diagonal)."""
-    if hasattr(value, "blocks") and hasattr(value, "n_tokens"):
+    if is_source(value):
         return value
     if hasattr(value, "row_blocks") and hasattr(value, "maps_shape"):
         return TraceSource(value)
@@ -139,18 +153,6 @@ def source_of(value, causal: bool | None = None) -> Source:
     if maps.ndim != 4:
         raise InputError(f"a source needs maps [L, H, T, T], got shape {list(maps.shape)}")
     return MapsSource(maps, is_lower_triangular(maps) if causal is None else causal)
-
-
-def sources_of(value) -> list[Source]:
-    """One input or a list of inputs -> a non-empty list of sources of one layer/head shape."""
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    if not items:
-        raise InputError("an empty list was given; pass at least one input")
-    sources = [source_of(item) for item in items]
-    if len({(s.n_layers, s.n_heads) for s in sources}) > 1:
-        raise InputError("all inputs must have the same layers and heads, got "
-                         f"{sorted({(s.n_layers, s.n_heads) for s in sources})}")
-    return sources
 
 
 class Accumulator(Protocol):
@@ -165,13 +167,19 @@ class Accumulator(Protocol):
     def result(self): ...
 
 
+def ordered(accumulators: Sequence[Accumulator]) -> list[Accumulator]:
+    """The order to give a block to accumulators: those that only read it, then those that
+    may work in it (in_place)."""
+    return sorted(accumulators, key=lambda a: bool(getattr(a, "in_place", False)))
+
+
 def accumulate(source: Source, accumulators: Sequence[Accumulator], progress=None,
                max_elements: int | None = None) -> None:
     """Feed every block of ``source`` to every accumulator, in one pass. progress(rows): told
     how many query rows each block held (it may raise to stop)."""
-    ordered = sorted(accumulators, key=lambda a: bool(getattr(a, "in_place", False)))
+    readers_first = ordered(accumulators)
     for block in source.blocks(max_elements):
-        for accumulator in ordered:
+        for accumulator in readers_first:
             accumulator.update(block)
         if progress is not None:
             progress(block.n_rows)

@@ -61,12 +61,12 @@ def set_target_from_pills() -> None:
 
 
 @ui.callback
-def receiver_from_map() -> None:
+def receiver_from_map(n_head: int) -> None:
     """A click in the head map: that head becomes path patching's receiver."""
     points = ((st.session_state.get("patch_heads") or {}).get("selection") or {}).get(
         "points") or []
     for point in points:
-        picked = plots.grid_point_to_head(point, 10**6)
+        picked = plots.grid_point_to_head(point, n_head)
         if picked is not None and point.get("curve_number", 1) == 1:
             ui.set_value("c_recv", f"L{picked[0]}.H{picked[1]}")
             ui.set_value("c_view", "paths")
@@ -244,7 +244,7 @@ def heads_view(model, pairs, kind, direction, auto):
         raw_name=f"patched {result.metric}", shown_name=what, clickable=True,
         layers_across=layers_across())
     fig.layout.meta["pairs"] = pairs_digest(pairs)  # which pairs it shows (tests, benchmark)
-    ui.show_figure(fig, key="patch_heads", on_select=receiver_from_map,
+    ui.show_figure(fig, key="patch_heads", on_select=partial(receiver_from_map, info.n_head),
                    alt="Patching effect of every head")
     ranked = P.strongest_components(result, TOP_HEADS)
     st.markdown(f"**Strongest heads** ({ui.md_escape(result.metric)}; "

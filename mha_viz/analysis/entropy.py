@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..streaming import MapsSource, accumulate, source_of
+from ..streaming import MapsSource, accumulate, fold_maps, is_source, source_of
 from ._inputs import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
                       resolve_causal, row_pieces, thread_map)
 
@@ -196,58 +196,42 @@ class RowEntropy:
         return _finish_rows(self.out.copy(), self.counts, normalized)
 
 
-def _is_source(value) -> bool:
-    return hasattr(value, "blocks") and hasattr(value, "n_tokens")
-
-
 def _source_for(item, causal) -> tuple[object, bool, tuple]:
     """(source, whether its rows see keys causally, the leading shape of the result): a
-    source as it is, a trace's rows, an array [..., T, T] as maps [N, H, T, T] (its leading
-    axes folded into two)."""
-    if _is_source(item):
+    source as it is, a trace's rows, an array [..., T, T] as maps [N, H, T, T]."""
+    if is_source(item):
         return item, item.causal if causal is None else bool(causal), (item.n_layers,
                                                                        item.n_heads)
     if hasattr(item, "row_blocks"):
         return source_of(item), resolve_causal(item, None, causal), tuple(item.maps_shape[:2])
     array = as_array(item)
-    lead = array.shape[:-2]
-    heads = lead[-1] if lead else 1
-    groups = int(np.prod(lead[:-1])) if len(lead) > 1 else 1
-    maps = array.reshape(groups, heads, *array.shape[-2:])
+    maps, lead = fold_maps(array)
     is_causal = resolve_causal(item, array, causal)
     # the rows see keys as is_causal says, so a block may leave out the keys they cannot
     return MapsSource(maps, is_causal), is_causal, lead
 
 
-def _row_entropy_of(item, causal, normalized: bool, smoothing: float, valid_mask,
+def _sources_for(items, causal) -> list[tuple[object, bool, tuple]]:
+    """_source_for of every input, the traces and arrays among them checked first (one
+    layer/head shape; sources are checked by use)."""
+    plain = [item for item in items if not is_source(item)]
+    if plain:
+        as_inputs(plain)
+    return [_source_for(item, causal) for item in items]
+
+
+def _row_entropy_of(found, normalized: bool, smoothing: float, valid_mask,
                     done: RowsDone) -> np.ndarray:
-    """One input's row entropies [..., T], from its row blocks."""
-    source, is_causal, lead = _source_for(item, causal)
+    """One input's row entropies [..., T] from its source (_source_for)."""
+    source, is_causal, lead = found
     rows = RowEntropy.for_source(source, is_causal, smoothing, valid_mask)
     accumulate(source, [rows], done)
     return rows.result(normalized).reshape(*lead, source.n_tokens)
 
 
-def _check_inputs(items) -> None:
-    """Traces and maps [..., T, T] of one layer/head shape (sources are checked by use)."""
-    plain = [item for item in items if not _is_source(item)]
-    if plain:
-        as_inputs(plain)
-
-
-def _rows_to_read(items) -> int:
-    """Query rows the inputs' blocks hold (layers x tokens, or maps x tokens): the total a
-    progress callback counts towards."""
-    total = 0
-    for item in items:
-        if _is_source(item):
-            total += item.n_layers * item.n_tokens
-            continue
-        shape = item.maps_shape if hasattr(item, "maps_shape") else np.shape(
-            getattr(item, "attentions", item))
-        groups = int(np.prod(shape[:-3])) if len(shape) > 3 else 1
-        total += groups * int(shape[-1])
-    return total
+def _rows_to_read(found) -> int:
+    """Query rows the sources' blocks hold: the total a progress callback counts towards."""
+    return sum(source.n_layers * source.n_tokens for source, _, _ in found)
 
 
 def mean_over_rows(rows: np.ndarray) -> np.ndarray:
@@ -285,9 +269,9 @@ def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
     if is_many(attentions):
         raise InputError("row_entropy takes one input; use entropy() for the mean over texts")
     smoothing = _check_smoothing(smoothing)
-    _check_inputs([attentions])
-    done = RowsDone(progress, _rows_to_read([attentions]))
-    return _row_entropy_of(attentions, causal, normalized, smoothing, valid_mask, done)
+    found = _sources_for([attentions], causal)
+    return _row_entropy_of(found[0], normalized, smoothing, valid_mask,
+                           RowsDone(progress, _rows_to_read(found)))
 
 
 def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_mask=None,
@@ -309,11 +293,11 @@ def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_
     items = list(attentions) if is_many(attentions) else [attentions]
     if not items:
         raise InputError("an empty list was given; pass at least one input")
-    _check_inputs(items)
+    found = _sources_for(items, causal)
     masks = per_input(attentions, valid_mask)
-    done = RowsDone(progress, _rows_to_read(items))
+    done = RowsDone(progress, _rows_to_read(found))
     results = []
-    for item, mask in zip(items, masks):
-        rows = _row_entropy_of(item, causal, normalized, smoothing, mask, done)
+    for one, mask in zip(found, masks):
+        rows = _row_entropy_of(one, normalized, smoothing, mask, done)
         results.append(mean_over_rows(rows))
     return np.mean(results, axis=0) if len(results) > 1 else results[0]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..streaming import MapsSource, RowBlock, TraceSource
+from ..streaming import MapsSource, RowBlock, TraceSource, fold_maps
 from ._inputs import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
 from .entropy import RowEntropy, mean_over_rows
 from .heads import head_name
@@ -82,12 +82,9 @@ class _Prepared:
 def _source_and_lead(item) -> tuple[object, tuple]:
     if hasattr(item, "row_blocks"):
         return TraceSource(item), tuple(item.maps_shape[:2])
-    array = as_array(item)
-    lead = array.shape[:-2]
-    heads = lead[-1] if lead else 1
-    groups = int(np.prod(lead[:-1])) if len(lead) > 1 else 1
+    maps, lead = fold_maps(as_array(item))
     # nothing here assumes a causal map: every key of every row is read
-    return MapsSource(array.reshape(groups, heads, *array.shape[-2:]), False), lead
+    return MapsSource(maps, False), lead
 
 
 def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = False,

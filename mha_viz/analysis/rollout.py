@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_array, maps_shape
+from ._inputs import as_inputs, maps_shape
 
 __all__ = ["head_mean", "head_max", "rollout"]
 
@@ -15,18 +15,11 @@ __all__ = ["head_mean", "head_max", "rollout"]
 def _layers(attentions) -> list:
     """One input or a list -> traces as they are (they give rows however they hold their
     maps) and arrays [L, H, T, T]."""
-    items = list(attentions) if isinstance(attentions, (list, tuple)) else [attentions]
-    if not items:
-        raise InputError("attentions: an empty list was given; pass at least one input")
-    found = [item if hasattr(item, "rows") else as_array(item, min_ndim=4) for item in items]
-    shapes = {tuple(maps_shape(f)[:2]) for f in found}
+    found = as_inputs(attentions, min_ndim=4)
     for item in found:
         if len(maps_shape(item)) != 4:
             raise InputError(f"attentions must be [L, H, T, T], got shape "
                              f"{list(maps_shape(item))}")
-    if len(shapes) > 1:
-        raise InputError(f"attentions: all inputs must have the same layers and heads, got "
-                         f"{sorted(shapes)}")
     return found
 
 

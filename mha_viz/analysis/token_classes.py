@@ -19,8 +19,8 @@ import unicodedata
 import numpy as np
 
 from ..errors import InputError
-from ..streaming import MapsSource, accumulate, source_of
-from ._inputs import RowsDone, as_array, is_many, thread_map
+from ..streaming import accumulate, source_of
+from ._inputs import RowsDone, is_many, thread_map
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
            "strip_token_markers", "entropy_and_mass", "ClassMass"]
@@ -147,10 +147,7 @@ def _source_of_trace(trace):
     if not hasattr(trace, "tokens"):
         raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
                          f"got {type(trace).__name__}")
-    if hasattr(trace, "row_blocks"):
-        return source_of(trace)
-    maps = as_array(trace, min_ndim=4)
-    return MapsSource(maps, bool(getattr(trace, "causal", False)))
+    return source_of(trace, causal=bool(getattr(trace, "causal", False)))
 
 
 def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
