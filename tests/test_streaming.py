@@ -232,3 +232,67 @@ def test_2048_tokens_on_demand_equal_the_formulas(long_2048, family, monkeypatch
     roles = A.role_scores(lazy)
     close(roles["previous token"], np.diagonal(maps, -1, -2, -1).mean(-1))
     close(roles["first token"], maps[..., :, 0].astype(np.float64).sum(-1) / 2048)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_lists_of_traces_of_different_lengths_equal_the_mean_of_the_formulas(long_models,
+                                                                             family):
+    """A list of inputs, some held whole and some rebuilt on demand, of different lengths:
+    every statistic is the mean over inputs of each input's formula."""
+    model = long_models[family]
+    items = [model.trace(TEXT, max_tokens=300, maps="full"),
+             model.trace(TEXT, max_tokens=700, maps="on_demand"),
+             model.trace(TEXT[40:], max_tokens=450, maps="on_demand")]
+    fulls = [model.trace(TEXT, max_tokens=300, maps="full"), *(
+        model.trace(text, max_tokens=n, maps="full") for text, n in ((TEXT, 700),
+                                                                   (TEXT[40:], 450)))]
+    assert [t.n_tokens for t in fulls] == [300, 700, 450] and items[1].on_demand
+    maps = [t.attentions for t in fulls]
+    causal = fulls[0].causal
+    for normalized in (False, True):
+        close(A.entropy(items, normalized=normalized),
+              np.mean([formula_entropy(m, causal, normalized) for m in maps], axis=0))
+    masses = [formula_mass(m, t) for m, t in zip(maps, fulls)]
+    close(A.token_class_mass(items), {k: np.mean([m[k] for m in masses], axis=0)
+                                      for k in masses[0]})
+    rows = [np.unique(np.round(np.linspace(0, t.n_tokens - 1, 6)).astype(int)) for t in fulls]
+    js = np.mean([formula_js(m, r) for m, r in zip(maps, rows)], axis=0)
+    np.fill_diagonal(js, 0.0)
+    close(A.head_distances(items, kind="js", max_rows=6), js, atol=2e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_8192_tokens_on_demand_equal_the_formulas(checkpoint_factory, tmp_path_factory,
+                                                  family, monkeypatch):
+    """8,192 tokens rebuilt on demand (one layer: the full maps the formulas read are 256 MB
+    a head): entropy, normalised entropy, the first-token and previous-token mass."""
+    from mha_viz import load_model
+    from mha_viz.testing import make_llama_checkpoint
+
+    n = 8192
+    if family == "llama":
+        folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_8192"), n_layer=1,
+                                       n_head=2, n_kv_head=1, d_model=16, n_positions=n)
+    else:
+        folder = checkpoint_factory(family, n_layer=1, n_head=2, d_model=16, n_positions=n)
+    model = load_model(folder)
+    monkeypatch.setattr(ondemand, "BLOCK_ELEMENTS", 1 << 22)  # 256 rows a block
+    lazy = model.trace(TEXT * 12, max_tokens=n, maps="on_demand")
+    assert lazy.n_tokens == n and lazy.on_demand
+    both = A.entropy_and_mass(lazy)
+    maps = model.trace(TEXT * 12, max_tokens=n, maps="full").attentions  # [1, 2, n, n]
+    causal = lazy.causal
+    expected = {"entropy": [], "normalised": [], "first": [], "previous": []}
+    for head in range(maps.shape[1]):  # a head at a time: float64 copies of one head
+        one = maps[:, head:head + 1]
+        expected["entropy"].append(formula_entropy(one, causal, False))
+        expected["normalised"].append(formula_entropy(one, causal, True))
+        expected["first"].append(one[..., :, 0].astype(np.float64).sum(-1) / n)
+        expected["previous"].append(np.diagonal(one, -1, -2, -1).astype(np.float64)
+                                    .sum(-1) / n)
+    stacked = {k: np.concatenate(v, axis=1) for k, v in expected.items()}
+    close(both["entropy"], stacked["entropy"])
+    close(both["normalised"], stacked["normalised"])
+    close(both["mass"]["first token"], stacked["first"])
+    close(both["mass"]["previous"], stacked["previous"])
