@@ -6,6 +6,8 @@
     trace.attentions                        # float32 [layers, heads, T, T]
     long = model.trace(book, maps="on_demand")   # maps computed when asked for
     long.head_map(3, 7)                     # [T, T]
+    t5 = load_model("path/to/t5")           # an encoder-decoder (T5, BART, Marian)
+    t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
 """
 
 from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError, LoadError,
@@ -13,10 +15,12 @@ from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError
                      UnsupportedModelError)
 from .model import Model, ModelInfo, Predictions, TargetMetric, load_model
 from .ondemand import MapsTooLargeError
+from .seq2seq import EncoderDecoderModel, EncoderDecoderTrace
 from .trace import AttentionTrace
 
 __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
+    "EncoderDecoderModel", "EncoderDecoderTrace",
 ]

@@ -90,6 +90,51 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.cat((rotated * cos + rotate_half(rotated) * sin, rest), dim=-1)
 
 
+# --- relative position bias (T5) and sinusoidal positions (Marian) --------------------------
+
+
+def relative_position_bucket(relative: torch.Tensor, bidirectional: bool, n_buckets: int,
+                             max_distance: int) -> torch.Tensor:
+    """T5's bucket of each relative position (key position - query position; Raffel et al.
+    2020, after Mesh TensorFlow). Bidirectional: half the buckets for keys after the query,
+    half for keys before; causal: only keys before (or at) the query. Of each half, the first
+    n/2 buckets are exact distances 0..n/2-1, the rest cover n/2..max_distance in
+    logarithmically growing steps, and every distance past max_distance shares the last."""
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        n_buckets //= 2
+        buckets = buckets + (relative > 0).long() * n_buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp(min=0)
+    exact = n_buckets // 2
+    # the float arithmetic of the reference (log in float32, then truncation)
+    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                   * (n_buckets - exact)).long()
+    far = far.clamp(max=n_buckets - 1)
+    return buckets + torch.where(distance < exact, distance, far)
+
+
+def relative_positions(n_queries: int, n_keys: int, offset: int = 0) -> torch.Tensor:
+    """[T, S] key position - query position, queries at positions offset.."""
+    return (torch.arange(n_keys)[None, :] - torch.arange(offset, offset + n_queries)[:, None])
+
+
+def sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:
+    """[P, d] sinusoidal positions (Vaswani et al. 2017) in Marian's layout: the sines of
+    every frequency in the first half, the cosines in the second (not interleaved); angles in
+    float64, as the reference computes them."""
+    import numpy as np
+
+    j = np.arange(dim)
+    angles = np.arange(n_positions)[:, None] / np.power(10000, 2 * (j // 2) / dim)[None, :]
+    half = dim // 2 + dim % 2
+    table = np.empty((n_positions, dim), dtype=np.float64)
+    table[:, :half] = np.sin(angles[:, 0::2])
+    table[:, half:] = np.cos(angles[:, 1::2])
+    return torch.from_numpy(table).float()
+
+
 # --- attention ------------------------------------------------------------------------------
 
 
@@ -249,9 +294,13 @@ class MultiHeadAttention(nn.Module):
         """kv_heads as an index: keys or values [B, H_kv, ...] -> one per query head."""
         return torch.tensor(self.kv_heads)
 
-    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation)."""
-        if self.fused_qkv:
+    def project_qkv(self, x: torch.Tensor, memory: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation).
+        memory [B, S, d]: cross-attention, keys and values from it ([B, H_kv, S, d_k])."""
+        if memory is not None:
+            q, k, v = self.query(x), self.key(memory), self.value(memory)
+        elif self.fused_qkv:
             kv_width = self.n_kv_head * self.d_head
             q, k, v = self.qkv(x).split([self.n_head * self.d_head, kv_width, kv_width], dim=-1)
         else:
@@ -318,6 +367,7 @@ class MultiHeadAttention(nn.Module):
         hooks=None,
         layer: int = 0,
         past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        memory: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
@@ -337,11 +387,13 @@ class MultiHeadAttention(nn.Module):
         d_k]: x is then positions S.. of the text, which read those keys as well as their
         own (a causal run reusing an unchanged prefix; rotary tables and bias are the
         caller's, for these rows).
+        memory [B, S, d]: cross-attention (queries from x, keys and values from memory, an
+        encoder's output; separate projections); the weights are then [B, H, T, S].
         """
         if x.dim() == 5:
             q, k, v = self.project_qkv_per_head(x)
         else:
-            q, k, v = self.project_qkv(x)
+            q, k, v = self.project_qkv(x, memory)
         if hooks is not None:
             if hooks.ungroup_kv and k.shape[1] != self.n_head:  # a key/value per query head
                 k, v = k[:, self.kv_index], v[:, self.kv_index]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from torch.nn import functional as F
 from . import checkpoints, memory
 from .errors import CorruptCheckpointError, InputError
 from .interventions import Interventions
-from .text import visible
 from .ondemand import LayerInputMaps
+from .tokens import Tokenizing
 from .trace import MATERIALISE_MAX_BYTES, AttentionTrace
 from .transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 
@@ -30,6 +29,7 @@ SCORE_NAMES = {
     "next_token_loss": "next-token cross-entropy (nats/token)",
     "mlm_loss": "masked-LM cross-entropy on a fixed 15% of tokens (nats/token)",
     "embedding_shift": "embedding shift: 1 - cosine(mean-pooled embedding, unmasked one)",
+    "target_loss": "cross-entropy of the target, teacher-forced (nats/token)",
 }
 
 
@@ -50,6 +50,10 @@ class ModelInfo:
     kv_heads: tuple[int, ...]  # for each query head, the key/value head it reads
     description: str  # the architecture in words: norm, positions, MLP, attention kind
     has_lm_head: bool  # token predictions are possible (logits, predict)
+    # an encoder-decoder (T5, BART, Marian): n_layer / n_head above are the decoder's
+    encoder_decoder: bool = False
+    n_encoder_layer: int = 0
+    n_encoder_head: int = 0
 
     @property
     def attention_kind(self) -> str:
@@ -213,27 +217,13 @@ def clean_text(text) -> str:
     return text[:MAX_TEXT_CHARS]
 
 
-class Model:
+class Model(Tokenizing):
     """A checkpoint loaded into our own engine, with its tokenizer."""
 
     def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
+        super().__init__(tokenizer)
         self.network = network
-        self.tokenizer = tokenizer
         self.info = info
-        # [UNK] stands for real text (a 101-character word in BERT): not special, unless the
-        # same id also serves as BOS/EOS/... (GPT-2's <|endoftext|> is all of them)
-        named = {getattr(tokenizer, f"{role}_token_id", None)
-                 for role in ("bos", "eos", "sep", "cls", "pad", "mask")}
-        unknown = tokenizer.unk_token_id
-        self._special_ids = set(tokenizer.all_special_ids) - (
-            {unknown} if unknown is not None and unknown not in named else set())
-        # WordPiece tokens ("##ing") read as they are; byte-level BPE tokens ("Ġthe") need
-        # decoding to be readable.
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._wordpiece = type(getattr(backend, "model", None)).__name__ == "WordPiece"
-        # A fast tokenizer is not safe to call from two threads at once ("Already borrowed"),
-        # and truncation is a setting on it: app sessions share one Model, so they take turns.
-        self._tokenizer_lock = threading.Lock()
 
     def __repr__(self) -> str:
         i = self.info
@@ -276,20 +266,6 @@ class Model:
         cut = n_chars > MAX_TEXT_CHARS
         return Encoding(ids, types, special, n_before > limit or cut, n_before,
                         n_chars if cut else None)
-
-    def display_tokens(self, ids: list[int]) -> list[str]:
-        """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵,
-        other control and text-direction characters as escapes (mha_viz.text.visible)."""
-        with self._tokenizer_lock:
-            tokens = self.tokenizer.convert_ids_to_tokens(ids)
-            if self._wordpiece:
-                return [visible(token) for token in tokens]
-            strings = [self.tokenizer.convert_tokens_to_string([token]) for token in tokens]
-        labels = []
-        for token, text in zip(tokens, strings):
-            text = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
-            labels.append(visible(text or token))
-        return labels
 
     # --- tracing -------------------------------------------------------------------------
 
@@ -712,6 +688,11 @@ def describe(config) -> str:
     if config.positions == "rotary":
         fraction = "" if config.rotary_fraction == 1 else f" on {config.rotary_fraction:.0%} of each head"
         positions = f"rotary positions (RoPE, theta {config.rope_theta:g}{fraction})"
+    elif config.positions == "relative":
+        positions = (f"relative position bias ({config.relative_buckets} buckets up to "
+                     f"distance {config.relative_max_distance}, shared by every layer)")
+    elif config.positions == "sinusoidal":
+        positions = "sinusoidal absolute positions"
     else:
         positions = "learned absolute positions"
     mlp = f"gated MLP ({config.activation})" if config.gated_mlp else f"MLP ({config.activation})"
@@ -726,6 +707,8 @@ def describe(config) -> str:
     lm = {"tied": "LM head tied to the embedding", "separate": "separate LM head",
           "mlm": "masked-LM head", "none": "no LM head"}[config.lm_head]
     order = "causal" if config.causal else "bidirectional"
+    if config.cross_attention:
+        order += " with cross-attention to the encoder"
     return f"{order}; {where} {norm}; {positions}; {mlp}; {heads}; {lm}"
 
 
@@ -741,6 +724,10 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
     tokenizer.model_max_length = int(1e9)
     logging.getLogger("transformers").setLevel(logging.ERROR)
     config = network.config
+    if not isinstance(network, TransformerStack):  # an encoder and a decoder
+        from .seq2seq import encoder_decoder_model
+
+        return encoder_decoder_model(resolved, network, tokenizer)
     if config.causal and config.has_lm_head:
         score_kind = "next_token_loss"
     elif config.lm_head == "mlm" and tokenizer.mask_token_id is not None:

@@ -340,3 +340,99 @@ def _gguf_vocab(folder: Path, vocab_size: int):
     merges = [merge if isinstance(merge, str) else " ".join(merge)
               for merge in data["model"]["merges"]]
     return tokens, types, merges, size
+
+
+# --- encoder-decoder checkpoints (T5, BART, Marian) ---------------------------------------
+
+# Special tokens and the ids the model's config gives them, per family; the tokenizer wraps
+# a source as the family's own does (T5 and Marian: text </s>; BART: <s> text </s>).
+_SEQ2SEQ_SPECIALS = {
+    "t5": (["<pad>", "</s>", "<unk>"], "$A </s>"),
+    "bart": (["<s>", "<pad>", "</s>", "<unk>"], "<s> $A </s>"),
+    "marian": (["</s>", "<unk>", "<pad>"], "$A </s>"),
+}
+
+
+def build_seq2seq_tokenizer(folder: str | Path, family: str, vocab_size: int = 600):
+    """A byte-level BPE trained here with the family's special tokens and wrapping, saved
+    as a PreTrainedTokenizerFast (offline: no sentencepiece model needed)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials, template = _SEQ2SEQ_SPECIALS[family]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=template, special_tokens=[(t, tokenizer.token_to_id(t)) for t in specials
+                                         if t in template])
+    named = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+    if "<s>" in specials:
+        named["bos_token"] = "<s>"
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, **named)
+    wrapped.save_pretrained(str(folder))
+    return wrapped
+
+
+def make_seq2seq_checkpoint(folder: str | Path, family: str = "t5", n_layer=2,
+                            n_decoder_layer: int | None = None, n_head=4, d_model=64,
+                            d_ff=96, gated: bool = False, tie_word_embeddings: bool = True,
+                            n_positions=128, vocab_size: int | None = None, seed=0,
+                            init_std=0.2, **config_extra) -> Path:
+    """Save a random T5ForConditionalGeneration (v1.0 ReLU, or gated-GELU with gated),
+    BartForConditionalGeneration or MarianMTModel + tokenizer to folder; return it.
+
+    As for the other families, weights far from the usual initialisation give sharp,
+    varied maps; norms and biases are perturbed so that a mix-up of two of them shows.
+    vocab_size: a larger embedding than the tokenizer's (a real model's LM-head cost).
+    """
+    import torch
+    import transformers
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_seq2seq_tokenizer(folder, family)
+    vocab = max(len(tokenizer), vocab_size or 0)
+    ids = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+    n_decoder_layer = n_decoder_layer or n_layer
+    if family == "t5":
+        config = transformers.T5Config(
+            vocab_size=vocab, d_model=d_model, d_kv=d_model // n_head, d_ff=d_ff,
+            num_layers=n_layer, num_decoder_layers=n_decoder_layer, num_heads=n_head,
+            relative_attention_num_buckets=config_extra.pop("buckets", 8),
+            relative_attention_max_distance=config_extra.pop("max_distance", 20),
+            feed_forward_proj="gated-gelu" if gated else "relu", dropout_rate=0.0,
+            initializer_factor=init_std * 10, tie_word_embeddings=tie_word_embeddings,
+            decoder_start_token_id=tokenizer.pad_token_id, n_positions=n_positions, **ids,
+            **config_extra)
+        model_class = transformers.T5ForConditionalGeneration
+    else:
+        marian = family == "marian"
+        config = (transformers.MarianConfig if marian else transformers.BartConfig)(
+            vocab_size=vocab, d_model=d_model, encoder_layers=n_layer,
+            decoder_layers=n_decoder_layer, encoder_attention_heads=n_head,
+            decoder_attention_heads=n_head, encoder_ffn_dim=d_ff, decoder_ffn_dim=d_ff,
+            max_position_embeddings=n_positions, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, init_std=init_std, scale_embedding=marian,
+            decoder_start_token_id=(tokenizer.pad_token_id if marian
+                                    else tokenizer.eos_token_id),
+            forced_eos_token_id=None, **ids, **config_extra)
+        model_class = (transformers.MarianMTModel if marian
+                       else transformers.BartForConditionalGeneration)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" in name or "layernorm" in name or name.endswith(".bias"):
+                parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape,
+                                                      generator=generator))
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return folder

@@ -19,7 +19,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .attention import (MultiHeadAttention, causal_mask_bias, kv_head_of, padding_mask_bias,
-                        rotary_tables)
+                        relative_position_bucket, relative_positions, rotary_tables,
+                        sinusoidal_table)
 
 # Activation names as they appear in config.json. "gelu_new", "gelu_fast" and
 # "gelu_pytorch_tanh" are all the tanh approximation that GPT-2 was trained with.
@@ -37,7 +38,10 @@ NORMS = ("layernorm", "rmsnorm")
 # are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
 CHUNKED_FROM = 512
 QUERY_CHUNK = 256
-POSITIONS = ("learned", "rotary")
+# learned: absolute, added to the embeddings (GPT-2, BERT, BART with an offset); rotary: on
+# Q and K (Llama); sinusoidal: fixed, added (Marian); relative: a learned bias per head and
+# bucket of key - query distance, added to the scores (T5)
+POSITIONS = ("learned", "rotary", "sinusoidal", "relative")
 LM_HEADS = ("tied", "separate", "mlm", "none")
 
 
@@ -69,9 +73,17 @@ class StackConfig:
     embedding_norm: bool = False  # a norm right after the embeddings (BERT)
     final_norm: bool = True  # a norm after the last layer (pre-norm stacks)
     lm_head: str = "tied"  # "tied" to the token embedding | "separate" | "mlm" (BERT) | "none"
-    # GPT-2 variants (scale_attn_weights, scale_attn_by_inverse_layer_idx) change the scale
+    # GPT-2 variants (scale_attn_weights, scale_attn_by_inverse_layer_idx) change the scale;
+    # T5 does not scale its scores at all
     scale_attn_weights: bool = True
     scale_attn_by_inverse_layer_idx: bool = False
+    position_offset: int = 0  # learned positions: position p reads row p + offset (BART: 2)
+    embed_scale: float = 1.0  # token embeddings times this (sqrt(d_model): Marian, some BART)
+    relative_buckets: int = 32  # T5's relative position bias: buckets and the distance
+    relative_max_distance: int = 128  # past which every distance shares the last bucket
+    cross_attention: bool = False  # a decoder: each layer also attends to an encoder's output
+    unembed_scale: float = 1.0  # the last hidden state times this before the LM head (T5)
+    logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
 
     @property
     def d_head(self) -> int:
@@ -116,12 +128,38 @@ class StackConfig:
             found.append(f"positions '{self.positions}' are not one of {', '.join(POSITIONS)}")
         if self.lm_head not in LM_HEADS:
             found.append(f"LM head '{self.lm_head}' is not one of {', '.join(LM_HEADS)}")
+        if self.positions == "relative" and not (
+                self.relative_buckets >= 4 and self.relative_buckets % 2 == 0
+                and self.relative_max_distance > self.relative_buckets // 2):
+            found.append(f"the relative position settings ({self.relative_buckets} buckets, "
+                         f"max distance {self.relative_max_distance}) are out of range: an "
+                         f"even number of at least 4 buckets, and a max distance past half "
+                         f"of them")
+        if self.position_offset < 0 or not self.embed_scale > 0:
+            found.append("the embedding settings (position offset, scale) are out of range")
         if self.positions == "rotary" and not (0 < self.rotary_fraction <= 1
                                                and self.rotary_dim >= 2 and self.rope_theta > 0):
             found.append("the rotary settings (theta, fraction) are out of range")
         if self.activation not in ACTIVATIONS:
             found.append(f"activation '{self.activation}' is not supported")
         return found
+
+
+@dataclass
+class CrossInput:
+    """What a decoder's cross-attention reads: the encoder's output states [B, S, d], the
+    padding bias of its tokens ([B, 1, 1, S] or None), a gate per cross head ([L, H] or
+    None) and where the weights go: kept (a list, every layer's [B, H, T, S] appended) or
+    weights_out ([L, H, T, S], written in place; batch of 1)."""
+    states: torch.Tensor
+    bias: torch.Tensor | None = None
+    head_mask: torch.Tensor | None = None
+    ablation: str = "zero"
+    kept: list | None = None
+    weights_out: torch.Tensor | None = None
+
+    def weights_out_for(self, layer: int):
+        return None if self.weights_out is None else self.weights_out[layer].unsqueeze(0)
 
 
 def make_norm(config: StackConfig) -> nn.Module:
@@ -143,6 +181,12 @@ class Block(nn.Module):
                                        out_bias=config.out_bias)
         self.ln_1 = make_norm(config)
         self.ln_2 = make_norm(config)
+        if config.cross_attention:  # queries from this stream, keys and values from memory
+            self.cross = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=False,
+                                            bias=config.qkv_bias,
+                                            scale=config.attention_scale(layer),
+                                            d_head=config.d_head, out_bias=config.out_bias)
+            self.ln_cross = make_norm(config)
         self.gated = config.gated_mlp
         # A gated MLP's gate and up projections are one matrix [gate; up]: one GEMM.
         width = 2 * config.d_ff if self.gated else config.d_ff
@@ -160,15 +204,26 @@ class Block(nn.Module):
         """What the heads read: the normalised residual stream (pre-norm) or h itself."""
         return self.ln_1(h) if self.pre_ln else h
 
+    def attend_to_memory(self, h, memory: "CrossInput"):
+        """The cross-attention sub-layer: h attends to the encoder's output."""
+        gate = None if memory.head_mask is None else memory.head_mask[self.layer]
+        attended, weights = self.cross(self.ln_cross(h) if self.pre_ln else h, memory.bias,
+                                       gate, memory.ablation, None, memory.weights_out_for(
+                                           self.layer), memory=memory.states)
+        if memory.kept is not None:
+            memory.kept.append(weights)
+        return h + attended if self.pre_ln else self.ln_cross(h + attended)
+
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
                 weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
-                past=None):
+                past=None, memory=None):
         """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
         attn_out, resid_mid (the stream the MLP reads), mlp_in, mlp_out, resid_post, and
         the attention's own (see MultiHeadAttention.forward). past: the keys and values of
-        the positions before h's (MultiHeadAttention.forward)."""
+        the positions before h's (MultiHeadAttention.forward). memory: a decoder layer's
+        encoder output and what it needs, a CrossInput; its weights go to memory.kept."""
         layer = self.layer
         attn_in = h
         if hooks is not None:
@@ -180,6 +235,8 @@ class Block(nn.Module):
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
+        if memory is not None:
+            h = self.attend_to_memory(h, memory)
         mlp_in = h
         if hooks is not None:
             h = hooks("resid_mid", layer, h)
@@ -199,7 +256,12 @@ class TransformerStack(nn.Module):
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         if config.positions == "learned":
-            self.pos_emb = nn.Embedding(config.max_positions, config.d_model)
+            self.pos_emb = nn.Embedding(config.max_positions + config.position_offset,
+                                        config.d_model)
+        elif config.positions == "sinusoidal":  # fixed: computed, never read from a file
+            self.register_buffer("pos_table", torch.empty(0), persistent=False)
+        elif config.positions == "relative":
+            self.rel_bias = nn.Embedding(config.relative_buckets, config.n_head)
         if config.type_vocab_size:
             self.type_emb = nn.Embedding(config.type_vocab_size, config.d_model)
         if config.embedding_norm:
@@ -214,15 +276,23 @@ class TransformerStack(nn.Module):
             self.mlm_dense = nn.Linear(config.d_model, config.d_model)
             self.mlm_ln = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
             self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        if config.logits_bias:
+            self.logits_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self._rotary_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     # --- the forward, in pieces ---------------------------------------------------------
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
         """[B, T] ids -> hidden state entering layer 0, [B, T, d]."""
+        config = self.config
         h = self.tok_emb(input_ids)
-        if self.config.positions == "learned":
-            h = h + self.pos_emb(torch.arange(input_ids.shape[1], device=input_ids.device))
+        if config.embed_scale != 1.0:
+            h = h * config.embed_scale
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        if config.positions == "learned":
+            h = h + self.pos_emb(positions + config.position_offset)
+        elif config.positions == "sinusoidal":
+            h = h + self.sinusoids(input_ids.shape[1])
         if self.config.type_vocab_size:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
@@ -230,6 +300,25 @@ class TransformerStack(nn.Module):
         if self.config.embedding_norm:
             h = self.emb_ln(h)
         return h
+
+    def sinusoids(self, length: int) -> torch.Tensor:
+        """[T, d] fixed positions (attention.sinusoidal_table), built once for the context."""
+        if self.pos_table.shape[0] < length:
+            size = max(length, self.config.max_positions)
+            self.pos_table = sinusoidal_table(size, self.config.d_model)
+        return self.pos_table[:length]
+
+    def position_bias(self, n_queries: int, n_keys: int | None = None, offset: int = 0):
+        """T5's relative position bias [1, H, T, S] (None for other positions): each head's
+        learned value for the bucket of every (query, key) distance, added to the scores;
+        bidirectional buckets in an encoder, causal ones in a decoder."""
+        if self.config.positions != "relative":
+            return None
+        buckets = relative_position_bucket(
+            relative_positions(n_queries, n_queries if n_keys is None else n_keys, offset),
+            not self.config.causal, self.config.relative_buckets,
+            self.config.relative_max_distance).to(self.rel_bias.weight.device)
+        return self.rel_bias(buckets).permute(2, 0, 1).unsqueeze(0)
 
     def key_bias(self, attention_mask: torch.Tensor | None = None, dtype=torch.float32):
         """The padding bias [B, 1, 1, T] alone (None without padding): what chunked
@@ -240,8 +329,12 @@ class TransformerStack(nn.Module):
 
     def attention_bias(self, length: int, attention_mask: torch.Tensor | None = None,
                        dtype=torch.float32):
-        """The additive mask every layer shares: causal for causal models, padding when given."""
+        """The additive bias every layer shares: causal for causal models, padding when
+        given, and T5's relative position bias."""
         bias = causal_mask_bias(length, dtype) if self.config.causal else None
+        relative = self.position_bias(length)
+        if relative is not None:
+            bias = relative if bias is None else relative + bias
         if attention_mask is not None and not bool(attention_mask.all()):
             padding = padding_mask_bias(attention_mask, dtype)
             bias = padding if bias is None else bias + padding
@@ -265,7 +358,8 @@ class TransformerStack(nn.Module):
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
-                   layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None):
+                   layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None,
+                   memory: CrossInput | None = None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -281,6 +375,8 @@ class TransformerStack(nn.Module):
         (rotated) and values of positions 0..offset-1 at each layer run, which they read too
         (a causal run that reuses an unchanged prefix); bias is then for these rows
         (attention.causal_rows_bias(offset, offset + T)).
+        memory: a decoder's encoder output (CrossInput), read by every layer's
+        cross-attention.
         """
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
@@ -298,7 +394,8 @@ class TransformerStack(nn.Module):
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
             past = None if past_kv is None else past_kv[layer]
             h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            query_chunk, self.config.causal, hooks, past)
+                                            query_chunk, self.config.causal, hooks, past,
+                                            memory)
             if keep_attentions:
                 kept.append(weights)
         return h, kept
@@ -321,10 +418,9 @@ class TransformerStack(nn.Module):
     def lm_logits(self, last_hidden):
         """Vocabulary logits from the last hidden state."""
         head = self.config.lm_head
-        if head == "tied":
-            return last_hidden @ self.tok_emb.weight.T
-        if head == "separate":
-            return self.lm_head(last_hidden)
+        if head in ("tied", "separate"):
+            logits = self.scaled_for_unembedding(last_hidden) @ self.unembedding().T
+            return logits + self.logits_bias if self.config.logits_bias else logits
         if head == "mlm":
             x = self.mlm_ln(ACTIVATIONS[self.config.activation](self.mlm_dense(last_hidden)))
             return x @ self.tok_emb.weight.T + self.mlm_bias
@@ -334,9 +430,14 @@ class TransformerStack(nn.Module):
         """The logits of a few tokens only, [..., len(token_ids)]: with a plain unembedding,
         len(token_ids) dot products instead of the whole vocabulary (a target metric
         measured for every head of a sweep needs just these)."""
-        if self.config.lm_head in ("tied", "separate"):
-            return last_hidden @ self.unembedding()[token_ids].T
+        if self.config.lm_head in ("tied", "separate") and not self.config.logits_bias:
+            return self.scaled_for_unembedding(last_hidden) @ self.unembedding()[token_ids].T
         return self.lm_logits(last_hidden)[..., token_ids]
+
+    def scaled_for_unembedding(self, last_hidden):
+        """What W_U multiplies: the last hidden state, times T5's d_model**-0.5 when tied."""
+        scale = self.config.unembed_scale
+        return last_hidden if scale == 1.0 else last_hidden * scale
 
     def unembedding(self) -> torch.Tensor:
         """[vocab, d] W_U as the logits use it (tied or separate), for attribution."""
@@ -354,7 +455,8 @@ class TransformerStack(nn.Module):
         QUERY_CHUNK rows: a long input's forward then needs no [H, T, T] scores."""
         length = input_ids.shape[1]
         h = self.embed(input_ids, token_type_ids)
-        if length > CHUNKED_FROM and not keep_attentions and attentions_out is None:
+        if (length > CHUNKED_FROM and not keep_attentions and attentions_out is None
+                and self.config.positions != "relative"):  # a relative bias is per row and key
             h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask), head_mask,
                                       ablation, attention_mask, query_chunk=QUERY_CHUNK)
         else:

@@ -98,11 +98,11 @@ def test_missing_path_and_nonsense_name(tmp_path):
 
 
 def test_unsupported_architecture(tmp_path, bert_folder):
-    shutil.copytree(bert_folder, tmp_path / "t5")
-    (tmp_path / "t5" / "config.json").write_text(json.dumps(
-        {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 64}))
-    with pytest.raises(UnsupportedModelError, match="t5"):
-        load_model(tmp_path / "t5")
+    shutil.copytree(bert_folder, tmp_path / "mamba")
+    (tmp_path / "mamba" / "config.json").write_text(json.dumps(
+        {"model_type": "mamba", "architectures": ["MambaForCausalLM"], "d_model": 64}))
+    with pytest.raises(UnsupportedModelError, match="'mamba' model .* mha-viz runs .*t5"):
+        load_model(tmp_path / "mamba")
 
 
 def test_garbled_config(tmp_path, bert_folder):

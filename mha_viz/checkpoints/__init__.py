@@ -28,6 +28,7 @@ import torch
 
 from ..errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
                       OfflineError, UnsupportedModelError)
+from ..encoder_decoder import EncoderDecoderConfig, build_network
 from ..transformer import StackConfig, TransformerStack
 from . import families
 from .families import TensorSource
@@ -45,7 +46,8 @@ HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "be
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 HUB_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
-             "merges.txt", "special_tokens_map.json", "added_tokens.json"]
+             "merges.txt", "special_tokens_map.json", "added_tokens.json",
+             "spiece.model", "source.spm", "target.spm"]  # T5's and Marian's SentencePiece
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 HUB_PROBE_SECONDS = 4.0
 # Sizes past these are not a model anyone can run here: a config claiming them is refused
@@ -246,11 +248,14 @@ def _resolve_path_or_hub(text: str, local_dirs: list[Path] | None) -> ResolvedCh
 # --- config ------------------------------------------------------------------------------
 
 
-def check_config(config: StackConfig, where: str) -> StackConfig:
+def check_config(config: StackConfig | EncoderDecoderConfig, where: str):
     """Refuse a configuration that cannot be built or is absurdly large, before allocating."""
     problems = config.problems()
-    problems += [f"{name} is {getattr(config, name):,}, over the limit of {limit:,}"
-                 for name, limit in LIMITS.items() if getattr(config, name) > limit]
+    stacks = ((config.encoder, config.decoder) if isinstance(config, EncoderDecoderConfig)
+              else (config,))
+    problems += [f"{name} is {getattr(stack, name):,}, over the limit of {limit:,}"
+                 for stack in stacks for name, limit in LIMITS.items()
+                 if getattr(stack, name) > limit]
     if problems:
         raise CorruptCheckpointError(f"{where} describes a model that cannot be built: "
                                      f"{'; '.join(problems)}")
@@ -328,15 +333,16 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
         f"'{folder}' has config.json but no weights file: expected one of {', '.join(WEIGHT_FILES)}")
 
 
-def build_stack(config: StackConfig, tensors: dict[str, torch.Tensor | None],
-                missing: list[str]) -> TransformerStack:
-    """Our parameters (as a family mapped them) onto a TransformerStack, every shape checked."""
+def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[str]):
+    """Our parameters (as a family mapped them) onto a TransformerStack (or an encoder-
+    decoder's two), every shape checked."""
     if missing:
         raise CorruptCheckpointError(
             f"the weights lack {len(missing)} tensor(s) a {config.arch} model with this config "
             f"needs, e.g. {', '.join(missing[:3])}. Is the config from the same checkpoint?")
     with torch.device("meta"):
-        stack = TransformerStack(config)
+        stack = build_network(config)
+    # a shared parameter (an encoder-decoder's one embedding) under its first name only
     expected = {name: tuple(p.shape) for name, p in stack.named_parameters()}
     extra = sorted(set(tensors) - set(expected))
     if extra:  # a family mapping a tensor the stack does not have: our bug, said plainly
@@ -347,7 +353,10 @@ def build_stack(config: StackConfig, tensors: dict[str, torch.Tensor | None],
                 f"tensor {name} has shape {list(tensors[name].shape)}, but the config implies "
                 f"{list(shape)}")
     state = {name: tensor.to(torch.float32).contiguous() for name, tensor in tensors.items()}
-    stack.load_state_dict(state, strict=True, assign=True)
+    unread = stack.load_state_dict(state, strict=False, assign=True).missing_keys
+    unread = [name for name in unread if name in expected]  # not the other name of a shared one
+    if unread:
+        raise CorruptCheckpointError(f"no tensor for {', '.join(unread[:3])}")
     return stack.eval().requires_grad_(False)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from .. import budget, checkpoints, export, jobs
-from ..errors import MhaVizError, OfflineError
+from ..errors import MhaVizError, OfflineError, UnsupportedModelError
 from ..model import ForwardRun, Model, load_model
 from ..trace import AttentionTrace
 from .messages import callback, show_error
@@ -43,10 +43,16 @@ def get_model(name: str) -> Model:
     if failed is not None and time.monotonic() - failed[0] < _OFFLINE_RETRY_SECONDS:
         raise failed[1]
     try:
-        return _load_model_cached(name)
+        model = _load_model_cached(name)
     except OfflineError as error:
         _offline_failures[name] = (time.monotonic(), error)
         raise
+    if model.info.encoder_decoder:
+        raise UnsupportedModelError(
+            f"'{model.info.arch}' is an encoder-decoder model: the library traces its encoder, "
+            f"decoder and cross-attention (EncoderDecoderModel.trace), and the pages do not "
+            f"show them yet")
+    return model
 
 
 def _forward_cached(kind: str, name: str, text: str, pair: str | None,

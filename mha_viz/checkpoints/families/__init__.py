@@ -6,7 +6,8 @@ A family module provides:
     NAME                      the family's name, for people ("gpt2", "bert", "llama")
     MODEL_TYPES               config.json "model_type" values it reads
     GGUF_ARCHITECTURES        GGUF "general.architecture" values it reads (may be empty)
-    config_from_hf(raw)       config.json (a dict) -> StackConfig
+    config_from_hf(raw)       config.json (a dict) -> StackConfig (or, for an encoder-decoder,
+                              an encoder_decoder.EncoderDecoderConfig of two)
     tensors_from_hf(source, config) -> (config, {our name: tensor})
     config_from_gguf(meta)    GGUF metadata -> StackConfig          (if GGUF_ARCHITECTURES)
     tensors_from_gguf(source, config) -> {our name: tensor}          (if GGUF_ARCHITECTURES)
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from . import bert, gpt2, llama
+from . import bart, bert, gpt2, llama, t5
 
-FAMILIES = (gpt2, bert, llama)
+FAMILIES = (gpt2, bert, llama, t5, bart)
 
 
 def for_model_type(model_type):

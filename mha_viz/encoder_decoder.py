@@ -1,0 +1,107 @@
+"""An encoder-decoder (T5, BART, Marian) from the same pieces as every other model: two
+TransformerStacks, the decoder's layers each with a cross-attention sub-layer whose queries
+come from the decoder stream and whose keys and values come from the encoder's output.
+
+    encoder: source ids [B, S] -> states [B, S, d]      (bidirectional self-attention)
+    decoder: target ids [B, T] -> self-attention (causal) -> cross-attention to the states
+             -> MLP, every layer -> final norm -> LM head -> logits [B, T, vocab]
+
+Nothing here knows a family: the family modules (checkpoints/families/t5.py, bart.py) say
+what varies, in the two StackConfigs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import nn
+
+from .transformer import CrossInput, StackConfig, TransformerStack
+
+
+@dataclass(frozen=True)
+class EncoderDecoderConfig:
+    """Two stacks and what ties them: the token ids the decoder starts from and stops at,
+    the padding id, and whether the two stacks share one token embedding."""
+    arch: str
+    encoder: StackConfig
+    decoder: StackConfig
+    decoder_start_token_id: int
+    eos_token_id: int | None
+    pad_token_id: int | None
+    shared_embeddings: bool = True
+    extra: dict = field(default_factory=dict, compare=False)  # for people: the family's words
+
+    # What the rest of mha_viz reads of a config, from the decoder (where predictions are).
+    @property
+    def vocab_size(self) -> int:
+        return self.decoder.vocab_size
+
+    @property
+    def has_lm_head(self) -> bool:
+        return self.decoder.has_lm_head
+
+    def problems(self) -> list[str]:
+        found = [f"encoder: {p}" for p in self.encoder.problems()]
+        found += [f"decoder: {p}" for p in self.decoder.problems()]
+        if self.encoder.d_model != self.decoder.d_model:
+            found.append(f"the encoder's width {self.encoder.d_model} is not the decoder's "
+                         f"{self.decoder.d_model}")
+        if self.shared_embeddings and self.encoder.vocab_size != self.decoder.vocab_size:
+            found.append(f"a shared embedding with two vocabulary sizes "
+                         f"({self.encoder.vocab_size}, {self.decoder.vocab_size})")
+        if not 0 <= self.decoder_start_token_id < self.decoder.vocab_size:
+            found.append(f"decoder_start_token_id {self.decoder_start_token_id} is outside "
+                         f"the vocabulary")
+        if self.encoder.causal or not self.decoder.causal or not self.decoder.cross_attention:
+            found.append("an encoder-decoder needs a bidirectional encoder and a causal "
+                         "decoder with cross-attention")
+        return found
+
+
+class EncoderDecoderStack(nn.Module):
+    def __init__(self, config: EncoderDecoderConfig):
+        super().__init__()
+        self.config = config
+        self.encoder = TransformerStack(config.encoder)
+        self.decoder = TransformerStack(config.decoder)
+        if config.shared_embeddings:  # one matrix, as the checkpoint holds it
+            self.decoder.tok_emb = self.encoder.tok_emb
+
+    def encode(self, input_ids, attention_mask=None, keep_attentions=False,
+               attentions_out=None, head_mask=None, ablation="zero"):
+        """Source ids [B, S] -> (encoder states [B, S, d], kept weights)."""
+        return self.encoder(input_ids, attention_mask=attention_mask, head_mask=head_mask,
+                            ablation=ablation, attentions_out=attentions_out,
+                            keep_attentions=keep_attentions)
+
+    def decode(self, decoder_input_ids, states, attention_mask=None, keep_attentions=False,
+               attentions_out=None, cross_out=None, head_mask=None, cross_head_mask=None,
+               ablation="zero"):
+        """Target ids [B, T] reading encoder states [B, S, d] -> (last hidden [B, T, d],
+        self-attention weights kept, cross-attention weights kept). attentions_out
+        [L, H, T, T] and cross_out [L, H, T, S]: buffers the weights are written into."""
+        decoder = self.decoder
+        h = decoder.embed(decoder_input_ids)
+        cross = CrossInput(states, self.encoder.key_bias(attention_mask), cross_head_mask,
+                           ablation, [] if keep_attentions else None, cross_out)
+        h, kept = decoder.run_layers(h, 0, None, decoder.attention_bias(h.shape[1]),
+                                     head_mask, ablation, None, attentions_out,
+                                     keep_attentions, memory=cross)
+        return decoder.finish(h), kept, cross.kept or []
+
+    def forward(self, input_ids, decoder_input_ids, attention_mask=None,
+                keep_attentions=False):
+        """-> (logits [B, T, vocab], encoder, decoder and cross weights kept: lists of one
+        [B, H, ., .] per layer, empty unless keep_attentions)."""
+        states, encoder_weights = self.encode(input_ids, attention_mask, keep_attentions)
+        last, decoder_weights, cross_weights = self.decode(
+            decoder_input_ids, states, attention_mask, keep_attentions)
+        return self.decoder.lm_logits(last), encoder_weights, decoder_weights, cross_weights
+
+
+def build_network(config) -> nn.Module:
+    """The module a configuration describes: one stack, or an encoder and a decoder."""
+    if isinstance(config, EncoderDecoderConfig):
+        return EncoderDecoderStack(config)
+    return TransformerStack(config)

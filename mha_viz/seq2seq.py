@@ -1,0 +1,234 @@
+"""Encoder-decoder models (T5, BART, Marian) in the library: a source text and a target text
+in, the three kinds of attention out, with the names transformers gives them.
+
+    from mha_viz import load_model
+    model = load_model("path/to/t5-folder")
+    trace = model.trace("The house is small.", target="Das Haus ist klein.")
+    trace.encoder_attentions   # [L_enc, H, S, S]  source tokens attend to source tokens
+    trace.decoder_attentions   # [L_dec, H, T, T]  target tokens to earlier target tokens
+    trace.cross_attentions     # [L_dec, H, T, S]  target tokens to source tokens
+    model.logits("The house is small.", target="Das Haus ist klein.")   # [T, vocab]
+
+The decoder reads the target teacher-forced: its input is the decoder start token followed by
+the target's tokens but the last (``target_ids``); position i predicts target token i
+(``labels``). Without a target, the decoder runs on the model's own greedy output of up to
+``max_new_tokens`` tokens (at most MAX_NEW_TOKENS), so a source alone still shows
+cross-attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .encoder_decoder import EncoderDecoderStack
+from .errors import CorruptCheckpointError, InputError
+from .tokens import Tokenizing
+
+DEFAULT_NEW_TOKENS = 32
+MAX_NEW_TOKENS = 128
+KINDS = ("encoder", "decoder", "cross")
+KIND_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
+              "cross": "cross-attention"}
+
+
+@dataclass
+class EncoderDecoderTrace:
+    """Every head's attention of one source and target. Rows are queries, columns keys:
+    encoder maps over source tokens, decoder maps over the decoder's input tokens, and
+    cross-attention maps have target rows and source columns (each row sums to 1)."""
+    source_text: str
+    target_text: str | None  # None: the target is the model's own greedy output
+    source_ids: list[int]
+    target_ids: list[int]  # the decoder's input: start token, then the target's tokens
+    labels: list[int]  # what each decoder position predicts: the target's tokens
+    source_tokens: list[str]
+    target_tokens: list[str]  # of target_ids
+    label_tokens: list[str]
+    encoder_attentions: np.ndarray
+    decoder_attentions: np.ndarray
+    cross_attentions: np.ndarray
+    model_name: str
+    source_truncated: bool = False
+    generated: bool = False
+    max_new_tokens: int = 0  # the bound on a generated target (0: the target was given)
+
+    def attentions(self, kind: str) -> np.ndarray:
+        """One kind's maps: "encoder", "decoder" or "cross"."""
+        return {"encoder": self.encoder_attentions, "decoder": self.decoder_attentions,
+                "cross": self.cross_attentions}[_check_kind(kind)]
+
+    def row_tokens(self, kind: str) -> list[str]:
+        """The queries' tokens of a kind's maps."""
+        return self.source_tokens if _check_kind(kind) == "encoder" else self.target_tokens
+
+    def column_tokens(self, kind: str) -> list[str]:
+        """The keys' tokens of a kind's maps."""
+        return self.target_tokens if _check_kind(kind) == "decoder" else self.source_tokens
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise InputError(f"the kind of attention is one of {', '.join(KINDS)}, got {kind!r}")
+    return kind
+
+
+class EncoderDecoderModel(Tokenizing):
+    """An encoder-decoder checkpoint in our engine (EncoderDecoderStack), with its tokenizer."""
+
+    def __init__(self, network: EncoderDecoderStack, tokenizer, info):
+        super().__init__(tokenizer)
+        self.network = network
+        self.info = info
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (f"EncoderDecoderModel({i.name!r}: {i.arch}, encoder {i.n_encoder_layer} x "
+                f"{i.n_encoder_head}, decoder {i.n_layer} x {i.n_head} heads)")
+
+    # --- tokenizing ----------------------------------------------------------------------
+
+    def encode_source(self, text: str) -> tuple[list[int], bool]:
+        """The source's ids as the tokenizer wraps them, cut to the encoder's context ->
+        (ids, whether it was cut)."""
+        from .model import clean_text
+
+        text = clean_text(text)
+        limit = self.network.config.encoder.max_positions
+        with self._tokenizer_lock:
+            ids = list(self.tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
+        cut = len(ids) > limit
+        if cut:  # keep the tokenizer's closing token(s): the end of the text is dropped
+            ids = ids[:limit - 1] + ids[-1:]
+        if all(i in self._special_ids for i in ids):
+            raise InputError("the source has no tokens this model's tokenizer keeps")
+        return ids, cut
+
+    def encode_target(self, text: str) -> list[int]:
+        """The target's tokens (what the decoder is to predict), with the tokenizer's
+        closing token. A target longer than the decoder's context is refused."""
+        from .model import clean_text
+
+        text = clean_text(text)
+        with self._tokenizer_lock:
+            labels = list(self.tokenizer(text, add_special_tokens=True,
+                                         verbose=False)["input_ids"])
+        limit = self.network.config.decoder.max_positions
+        if len(labels) > limit:
+            raise InputError(f"the target is {len(labels)} tokens; this model's decoder reads "
+                             f"at most {limit}")
+        return labels
+
+    def decoder_input(self, labels: list[int]) -> list[int]:
+        """Teacher forcing: the start token, then every label but the last."""
+        return [self.network.config.decoder_start_token_id] + list(labels[:-1])
+
+    # --- running -------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def generate(self, source_ids: list[int], max_new_tokens: int = DEFAULT_NEW_TOKENS
+                 ) -> list[int]:
+        """The model's greedy continuation of the decoder start token: up to max_new_tokens
+        tokens, ending at the end-of-sequence token when the model writes it."""
+        n = _check_new_tokens(max_new_tokens,
+                              self.network.config.decoder.max_positions)
+        states, _ = self.network.encode(torch.tensor([source_ids]))
+        out = []
+        eos = self.network.config.eos_token_id
+        for _ in range(n):
+            decoder_ids = torch.tensor([[self.network.config.decoder_start_token_id, *out]])
+            last, _, _ = self.network.decode(decoder_ids, states)
+            logits = self.network.decoder.lm_logits(last[0, -1])
+            out.append(int(logits.argmax()))
+            if out[-1] == eos:
+                break
+        return out
+
+    def _labels(self, source_ids, target, max_new_tokens) -> tuple[list[int], bool]:
+        """The target's tokens, or the model's greedy output when no target is given ->
+        (labels, generated)."""
+        if target is None or isinstance(target, str) and not target.strip():
+            return self.generate(source_ids, max_new_tokens), True
+        return self.encode_target(target), False
+
+    @torch.inference_mode()
+    def trace(self, source: str, target: str | None = None,
+              max_new_tokens: int = DEFAULT_NEW_TOKENS) -> EncoderDecoderTrace:
+        """Every head's encoder, decoder and cross-attention maps for a source and a target
+        (the model's own greedy output when no target is given)."""
+        source_ids, cut = self.encode_source(source)
+        labels, generated = self._labels(source_ids, target, max_new_tokens)
+        decoder_ids = self.decoder_input(labels)
+        _, encoder, decoder, cross = self.network(torch.tensor([source_ids]),
+                                                  torch.tensor([decoder_ids]),
+                                                  keep_attentions=True)
+
+        def stacked(weights):
+            return torch.cat(weights).numpy()
+
+        return EncoderDecoderTrace(
+            source_text=source, target_text=None if generated else target,
+            source_ids=source_ids, target_ids=decoder_ids, labels=labels,
+            source_tokens=self.display_tokens(source_ids),
+            target_tokens=self.display_tokens(decoder_ids),
+            label_tokens=self.display_tokens(labels),
+            encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
+            cross_attentions=stacked(cross), model_name=self.info.name,
+            source_truncated=cut, generated=generated,
+            max_new_tokens=int(max_new_tokens) if generated else 0)
+
+    @torch.inference_mode()
+    def logits(self, source: str, target: str | None = None,
+               max_new_tokens: int = DEFAULT_NEW_TOKENS) -> np.ndarray:
+        """[T, vocab]: what the decoder predicts at each position, teacher-forced on the
+        target (or on the model's greedy output)."""
+        source_ids, _ = self.encode_source(source)
+        labels, _ = self._labels(source_ids, target, max_new_tokens)
+        logits, *_ = self.network(torch.tensor([source_ids]),
+                                  torch.tensor([self.decoder_input(labels)]))
+        return logits[0].numpy()
+
+    @torch.inference_mode()
+    def target_loss(self, source: str, target: str) -> float:
+        """Mean cross-entropy (nats/token) of the target's tokens, teacher-forced."""
+        source_ids, _ = self.encode_source(source)
+        labels = self.encode_target(target)
+        logits, *_ = self.network(torch.tensor([source_ids]),
+                                  torch.tensor([self.decoder_input(labels)]))
+        return float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(labels)))
+
+
+def _check_new_tokens(value, limit: int) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"max_new_tokens must be a whole number, got {value!r}") from None
+    bound = min(MAX_NEW_TOKENS, limit)
+    if not 1 <= n <= bound:
+        raise InputError(f"max_new_tokens must be between 1 and {bound}, got {n}")
+    return n
+
+
+def encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
+                          ) -> EncoderDecoderModel:
+    """The library model of a loaded encoder-decoder (load_model calls this)."""
+    from .model import ModelInfo, describe
+
+    config = network.config
+    encoder, decoder = config.encoder, config.decoder
+    vocab = len(tokenizer)
+    for side, stack in (("encoder", encoder), ("decoder", decoder)):
+        if vocab > stack.vocab_size:
+            raise CorruptCheckpointError(f"the tokenizer has {vocab} tokens but the model's "
+                                         f"{side} embedding only {stack.vocab_size}")
+    info = ModelInfo(
+        name=resolved.name, arch=config.arch, n_layer=decoder.n_layer, n_head=decoder.n_head,
+        d_model=decoder.d_model, d_head=decoder.d_head, max_positions=decoder.max_positions,
+        vocab_size=decoder.vocab_size, source=resolved.source, score_kind="target_loss",
+        causal=True, n_kv_head=decoder.n_kv, kv_heads=tuple(decoder.kv_heads),
+        description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
+        has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
+        n_encoder_head=encoder.n_head)
+    return EncoderDecoderModel(network, tokenizer, info)

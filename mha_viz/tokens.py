@@ -1,0 +1,44 @@
+"""A checkpoint's tokenizer as every model of mha-viz uses it: which ids are special, readable
+token labels, and one caller at a time (a fast tokenizer is not thread-safe)."""
+
+from __future__ import annotations
+
+import threading
+
+from .text import visible
+
+
+class Tokenizing:
+    """The tokenizer side of a loaded model (Model, EncoderDecoderModel)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        # [UNK] stands for real text (a 101-character word in BERT): not special, unless the
+        # same id also serves as BOS/EOS/... (GPT-2's <|endoftext|> is all of them)
+        named = {getattr(tokenizer, f"{role}_token_id", None)
+                 for role in ("bos", "eos", "sep", "cls", "pad", "mask")}
+        unknown = tokenizer.unk_token_id
+        self._special_ids = set(tokenizer.all_special_ids) - (
+            {unknown} if unknown is not None and unknown not in named else set())
+        # WordPiece tokens ("##ing") read as they are; byte-level BPE tokens ("Ġthe") need
+        # decoding to be readable.
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._wordpiece = type(getattr(backend, "model", None)).__name__ == "WordPiece"
+        # A fast tokenizer is not safe to call from two threads at once ("Already borrowed"),
+        # and truncation is a setting on it: app sessions share one Model, so they take turns.
+        self._tokenizer_lock = threading.Lock()
+
+    def display_tokens(self, ids: list[int]) -> list[str]:
+        """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵,
+        other control and text-direction characters as escapes (mha_viz.text.visible)."""
+        with self._tokenizer_lock:
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            if self._wordpiece:
+                return [visible(token) for token in tokens]
+            strings = [self.tokenizer.convert_tokens_to_string([token]) for token in tokens]
+        labels = []
+        for token, text in zip(tokens, strings):
+            text = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+            labels.append(visible(text or token))
+        return labels
+

@@ -1,0 +1,168 @@
+"""Encoder-decoder models (issue 27): T5 (ReLU, gated-GELU), BART and Marian in our engine
+equal transformers' own implementations (eager, output_attentions): encoder, decoder and
+cross-attention maps within 1e-5, logits within 1e-4, on our token ids, with sources long
+enough that T5's relative distances pass max_distance both ways; the bucket function and
+the bias table equal transformers'; bad checkpoints and inputs get clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz import EncoderDecoderModel, InputError, load_model
+from mha_viz.attention import relative_position_bucket, relative_positions
+from mha_viz.errors import CorruptCheckpointError, UnsupportedModelError
+from mha_viz.testing import make_seq2seq_checkpoint
+
+CASES = {
+    "t5": dict(family="t5"),
+    "t5-gated": dict(family="t5", gated=True, tie_word_embeddings=False, n_decoder_layer=3,
+                     init_std=0.12),  # gate x up grows fast: float32 rounding, amplified
+    "bart": dict(family="bart"),
+    "marian": dict(family="marian"),
+}
+SOURCE = ("The committee met on Tuesday; it voted to approve the budget, and the mayor thanked "
+          "everyone who came to the garden in the classroom today.")
+TARGET = "Mary and John went to the store, and John gave a drink to Mary."
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    return {name: make_seq2seq_checkpoint(tmp_path_factory.mktemp(name), **kw)
+            for name, kw in CASES.items()}
+
+
+def reference(folder):
+    from transformers import AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM.from_pretrained(str(folder),
+                                                 attn_implementation="eager").eval()
+
+
+def close(found, expected, atol):
+    np.testing.assert_allclose(np.asarray(found), np.asarray(expected), atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_maps_and_logits_equal_transformers(checkpoints, case):
+    model = load_model(str(checkpoints[case]))
+    assert isinstance(model, EncoderDecoderModel) and model.info.encoder_decoder
+    trace = model.trace(SOURCE, target=TARGET)
+    s, t = len(trace.source_ids), len(trace.target_ids)
+    assert s > 40  # T5 here: 8 buckets up to distance 20, so distances pass it both ways
+    hf = reference(checkpoints[case])
+    with torch.no_grad():
+        out = hf(input_ids=torch.tensor([trace.source_ids]),
+                 decoder_input_ids=torch.tensor([trace.target_ids]), output_attentions=True)
+    expected = {"encoder": torch.cat(out.encoder_attentions).numpy(),
+                "decoder": torch.cat(out.decoder_attentions).numpy(),
+                "cross": torch.cat(out.cross_attentions).numpy()}
+    assert trace.cross_attentions.shape == (hf.config.decoder_layers if case in ("bart", "marian")
+                                            else hf.config.num_decoder_layers, 4, t, s)
+    for kind, maps in expected.items():
+        assert trace.attentions(kind).shape == maps.shape
+        close(trace.attentions(kind), maps, 1e-5)
+        assert maps.max(-1).mean() > 0.2  # sharp maps: a wrong mask or bias would show
+    close(trace.cross_attentions.sum(-1), 1.0, 1e-5)
+    close(model.logits(SOURCE, target=TARGET), out.logits[0].numpy(), 1e-4)
+    loss = torch.nn.functional.cross_entropy(out.logits[0], torch.tensor(trace.labels))
+    assert model.target_loss(SOURCE, TARGET) == pytest.approx(float(loss), abs=1e-4)
+    assert trace.label_tokens[-1] == "</s>" and trace.target_ids[1:] == trace.labels[:-1]
+
+
+@pytest.mark.parametrize("case", ["t5", "marian"])
+def test_greedy_target_equals_transformers_generate(checkpoints, case):
+    model = load_model(str(checkpoints[case]))
+    trace = model.trace(SOURCE, max_new_tokens=6)
+    hf = reference(checkpoints[case])
+    with torch.no_grad():
+        generated = hf.generate(torch.tensor([trace.source_ids]), max_new_tokens=6,
+                                do_sample=False, num_beams=1, min_length=0)
+    expected = generated[0].tolist()[1:]  # after the decoder start token
+    assert trace.generated and trace.target_text is None and trace.max_new_tokens == 6
+    assert trace.labels == expected
+    assert trace.cross_attentions.shape[2] == len(expected)
+
+
+@pytest.mark.parametrize("buckets,distance", [(32, 128), (8, 20), (6, 7)])
+def test_relative_buckets_and_bias_equal_transformers(buckets, distance):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    relative = torch.arange(-300, 301)[None, :]
+    for bidirectional in (True, False):
+        expected = T5Attention._relative_position_bucket(relative, bidirectional, buckets,
+                                                         distance)
+        found = relative_position_bucket(relative, bidirectional, buckets, distance)
+        assert torch.equal(found, expected)
+        assert found.min() >= 0 and found.max() == buckets - 1  # every bucket reached
+    # positions as the tables use them: key position - query position
+    assert relative_positions(2, 3, offset=1).tolist() == [[-1, 0, 1], [-2, -1, 0]]
+
+
+def test_position_bias_tables_equal_transformers(checkpoints):
+    model = load_model(str(checkpoints["t5"]))
+    hf = reference(checkpoints["t5"])
+    for ours, theirs in ((model.network.encoder, hf.encoder), (model.network.decoder,
+                                                               hf.decoder)):
+        attention = theirs.block[0].layer[0].SelfAttention
+        with torch.no_grad():
+            expected = attention.compute_bias(45, 45)
+            found = ours.position_bias(45)
+        assert torch.equal(found, expected)
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    raw = json.loads(path.read_text())
+    raw.update(changes)
+    path.write_text(json.dumps(raw))
+
+
+def test_bad_checkpoints_get_clear_errors(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = make_seq2seq_checkpoint(tmp_path / "no_decoder", "t5")
+    weights = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("decoder.")},
+              str(folder / "model.safetensors"))
+    with pytest.raises(CorruptCheckpointError, match="lack .* tensor"):
+        load_model(str(folder))
+
+    folder = make_seq2seq_checkpoint(tmp_path / "vocab", "bart")
+    weights = load_file(str(folder / "model.safetensors"))
+    vocab = weights["model.shared.weight"].shape[0]
+    small = {k: (v[:, :100] if k == "final_logits_bias" else v[:100] if v.shape[0] == vocab
+                 else v) for k, v in weights.items()}
+    save_file(small, str(folder / "model.safetensors"))
+    _edit_config(folder, vocab_size=100)
+    with pytest.raises(CorruptCheckpointError, match="tokenizer has .* tokens"):
+        load_model(str(folder))
+
+    for changes, error, match in (
+            ({"relative_attention_num_buckets": 3}, CorruptCheckpointError, "relative position"),
+            ({"relative_attention_max_distance": "far"}, UnsupportedModelError, "whole number"),
+            ({"feed_forward_proj": "gated-relu-x"}, UnsupportedModelError, "feed_forward_proj"),
+            ({"num_heads": 5}, CorruptCheckpointError, "config implies")):
+        folder = make_seq2seq_checkpoint(tmp_path / f"c{len(list(tmp_path.iterdir()))}", "t5")
+        _edit_config(folder, **changes)
+        with pytest.raises(error, match=match):
+            load_model(str(folder))
+
+
+def test_bad_inputs_get_clear_errors(checkpoints):
+    model = load_model(str(checkpoints["marian"]))  # a decoder context of 128
+    with pytest.raises(InputError, match="decoder reads at most 128"):
+        model.trace("A short source.", target="word " * 200)
+    with pytest.raises(InputError, match="empty"):
+        model.trace("   ", target="x")
+    for bad in (0, 10_000, "many"):
+        with pytest.raises(InputError, match="max_new_tokens"):
+            model.trace("A short source.", max_new_tokens=bad)
+    with pytest.raises(InputError, match="kind of attention"):
+        model.trace("A source.", target="A target.").attentions("self")
+    long = model.trace("word " * 400, target="x")
+    assert long.source_truncated and len(long.source_ids) == 128
+    assert long.source_tokens[-1] == "</s>"
