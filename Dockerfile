@@ -1,4 +1,5 @@
-# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM and SmolLM2.
+# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM, SmolLM2 and
+# toy T5 (mha_viz/bundled/).
 # Works with no network at run time for the bundled models.
 FROM python:3.11-slim
 

@@ -18,7 +18,7 @@ cross-attention.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ import torch
 from .encoder_decoder import EncoderDecoderStack
 from .errors import CorruptCheckpointError, InputError
 from .tokens import Tokenizing
+from .trace import AttentionTrace
 
 DEFAULT_NEW_TOKENS = 32
 MAX_NEW_TOKENS = 128
@@ -54,6 +55,12 @@ class EncoderDecoderTrace:
     source_truncated: bool = False
     generated: bool = False
     max_new_tokens: int = 0  # the bound on a generated target (0: the target was given)
+    arch: str = ""
+    # as the tokenizer names the tokens, and which are special (</s>, <pad>, ...)
+    source_pieces: list[str] = field(default_factory=list)
+    target_pieces: list[str] = field(default_factory=list)
+    source_special: list[bool] = field(default_factory=list)
+    target_special: list[bool] = field(default_factory=list)
 
     def attentions(self, kind: str) -> np.ndarray:
         """One kind's maps: "encoder", "decoder" or "cross"."""
@@ -67,6 +74,33 @@ class EncoderDecoderTrace:
     def column_tokens(self, kind: str) -> list[str]:
         """The keys' tokens of a kind's maps."""
         return self.target_tokens if _check_kind(kind) == "decoder" else self.source_tokens
+
+    @property
+    def target_shown(self) -> str:
+        """The target in words: as given, or the model's output."""
+        return self.target_text if self.target_text is not None else " ".join(
+            self.label_tokens).replace("␣", " ")
+
+    def as_trace(self, kind: str) -> AttentionTrace:
+        """The encoder's or the decoder's self-attention as an AttentionTrace (square maps
+        over the source or the decoder's input tokens), for every analysis of one stack.
+        Cross-attention maps are T x S: read cross_attentions."""
+        if _check_kind(kind) == "cross":
+            raise InputError("cross-attention maps are target x source, not square: read "
+                             "trace.cross_attentions (analysis.mean_cross_attention)")
+        encoder = kind == "encoder"
+        ids = self.source_ids if encoder else self.target_ids
+        n = len(ids)
+        return AttentionTrace(
+            tokens=list(self.source_pieces if encoder else self.target_pieces) or
+            list(self.row_tokens(kind)), token_ids=list(ids),
+            attentions=self.attentions(kind), display_tokens=list(self.row_tokens(kind)),
+            special_mask=np.asarray((self.source_special if encoder else self.target_special)
+                                    or [False] * n), segment_ids=np.zeros(n, dtype=np.int64),
+            causal=not encoder, truncated=self.source_truncated and encoder,
+            model_name=self.model_name, arch=self.arch,
+            text=self.source_text if encoder else self.target_shown,
+            extra={"attention_kind": kind})
 
 
 def _check_kind(kind: str) -> str:
@@ -120,6 +154,11 @@ class EncoderDecoderModel(Tokenizing):
             raise InputError(f"the target is {len(labels)} tokens; this model's decoder reads "
                              f"at most {limit}")
         return labels
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """The tokens as the tokenizer names them."""
+        with self._tokenizer_lock:
+            return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 
     def decoder_input(self, labels: list[int]) -> list[int]:
         """Teacher forcing: the start token, then every label but the last."""
@@ -177,7 +216,10 @@ class EncoderDecoderModel(Tokenizing):
             encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
             source_truncated=cut, generated=generated,
-            max_new_tokens=int(max_new_tokens) if generated else 0)
+            max_new_tokens=int(max_new_tokens) if generated else 0, arch=self.info.arch,
+            source_pieces=self.pieces(source_ids), target_pieces=self.pieces(decoder_ids),
+            source_special=[i in self._special_ids for i in source_ids],
+            target_special=[i in self._special_ids for i in decoder_ids])
 
     @torch.inference_mode()
     def logits(self, source: str, target: str | None = None,

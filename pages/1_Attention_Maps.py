@@ -164,7 +164,81 @@ def long_input_view(trace) -> None:
     ui.caveat()
 
 
+def cross_attention_view(seq) -> None:
+    """An encoder-decoder's cross-attention: each target position (a row) reads the source
+    (the columns); every head, one head, and the mean of the last layers as an alignment."""
+    maps = seq.cross_attentions  # [L, H, T, S]
+    n_layers, n_heads = maps.shape[:2]
+    if seq.source_truncated:
+        st.warning(f"The source is longer than the encoder's context: only its first "
+                   f"{len(seq.source_ids)} tokens are read.")
+    if seq.generated:
+        st.info(f"No target given: the decoder reads the model's own output, greedy, "
+                f"{len(seq.labels)} tokens (at most {seq.max_new_tokens}): "
+                f"*{ui.md_escape(seq.target_shown)}*")
+    st.caption("Cross-attention: the decoder's queries read keys and values made from the "
+               "encoder's output, so each row is a target position and each column a source "
+               "token; every row sums to 1. No causal mask: a target position may read the "
+               "whole source.")
+    by = ui.synced(st.radio, "rows", "Label the rows by", "writes",
+                   options=["writes", "reads"], horizontal=True,
+                   format_func={"writes": "the target token each position writes",
+                                "reads": "the decoder's input at that position"}.get,
+                   help="Position i reads target token i - 1 (the start token first) and "
+                        "writes target token i (teacher forcing).")
+    rows = list(seq.label_tokens if by == "writes" else seq.target_tokens)
+    source = list(seq.source_tokens)
+    layer, head = ui.head_picker(seq.as_trace("decoder"), default=(n_layers - 1, 0))
+    name = plots.head_name(layer, head)
+    stem = selection.file_stem
+
+    st.subheader("All cross-attention heads")
+    st.caption("One thumbnail per decoder layer (rows) and head (columns); click one to open "
+               "it below. Each thumbnail has its own colour scale.")
+    cell_px = int(min(110, max(40, 720 // n_heads)))
+    grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
+                                 cell_px=cell_px, title="All cross-attention heads")
+    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(n_heads),
+                   alt="Grid of every cross-attention head")
+
+    st.subheader(f"One head: {name} (decoder layer {layer}, head {head})")
+    heat = plots.cross_attention_heatmap(maps[layer, head], rows, source,
+                                         title=f"{name}: which source tokens each target "
+                                               f"position reads")
+    ui.show_figure(heat, key="head", alt=f"Cross-attention of head {name}", share=1.0)
+    ui.download_csv(partial(export.matrix_csv, maps[layer, head],
+                            export.position_labels(rows), export.position_labels(source),
+                            corner="target \\ source"),
+                    export.safe_filename(stem, "cross", name, suffix=".csv"), f"{name} as CSV",
+                    key="dl_head")
+
+    st.subheader("Alignment: the mean of the last layers' heads")
+    first = ui.synced(st.select_slider, "alayers", "Average decoder layers from", n_layers - 1,
+                      options=list(range(n_layers)), format_func=lambda l: f"L{l}",
+                      valid=lambda l: 0 <= int(l) < n_layers,
+                      help="The mean over every head of these layers, up to the last.")
+    layers = list(range(int(first), n_layers))
+    mean = A.mean_cross_attention(maps, layers)
+    through = f"L{layers[0]}" + (f"–L{layers[-1]}" if len(layers) > 1 else "")
+    fig = plots.cross_attention_heatmap(mean, rows, source,
+                                        title=f"Mean cross-attention of {through}")
+    ui.show_figure(fig, key="alignment", alt="Mean cross-attention as an alignment",
+                   share=1.0)
+    st.caption("In a trained translation model the last layers' mean tends to put each target "
+               "word's weight on the source word it translates (Bahdanau et al. 2015): the ○ "
+               "trace the word alignment, crossing where the two languages order words "
+               "differently.")
+    ui.download_csv(partial(export.matrix_csv, mean, export.position_labels(rows),
+                            export.position_labels(source), corner="target \\ source"),
+                    export.safe_filename(stem, "cross", "mean", through, suffix=".csv"),
+                    "This mean as CSV", key="dl_alignment")
+    ui.caveat()
+
+
 with ui.guard():
+    if selection.kind == "cross":
+        cross_attention_view(ui.get_seq2seq_trace(selection))
+        st.stop()
     trace = ui.get_trace(selection)
     ui.trace_notes(trace)
     if not ui.maps_fit(trace):

@@ -422,16 +422,3 @@ def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
     # a head the person picked wins over the opening one
     assert run_page(page, {"layer": "0", "head": "3"}).selectbox(key="_mv_w_head").value == 3
 
-
-def test_an_encoder_decoder_checkpoint_gets_a_clear_message_on_every_page(tmp_path):
-    """Until the pages show the three kinds of attention (issue 27), a T5 folder is refused
-    with a sentence that says what the library does with it; no page raises."""
-    from mha_viz.testing import make_seq2seq_checkpoint
-
-    folder = make_seq2seq_checkpoint(tmp_path / "t5", "t5")
-    for page in ["app.py", *(page.path for page in page_files()[1:])]:
-        at = run_page(page, folder_params(folder))
-        assert not at.exception, (page, texts(at.exception))
-        errors = texts(at.error)
-        assert errors and "encoder-decoder model" in errors[0], (page, errors)
-        assert str(tmp_path) not in " ".join(errors)

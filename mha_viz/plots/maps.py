@@ -182,11 +182,13 @@ def model_view_grid(
     Each thumbnail is scaled to its own maximum so sharp and broad heads are both visible.
     """
     a = np.asarray(attentions)
-    if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
-        raise InputError(f"attentions must be [L, H, T, T], got shape {a.shape}.")
-    n_layer, n_head, n_tok = a.shape[0], a.shape[1], a.shape[2]
+    if a.ndim != 4:
+        raise InputError(f"attentions must be [L, H, T, T] (or [L, H, T, S] for "
+                         f"cross-attention), got shape {a.shape}.")
+    n_layer, n_head, n_tok = a.shape[0], a.shape[1], max(a.shape[2], a.shape[3])
     red, f = block_reduce(a.astype(np.float32, copy=False), thumb_size)
-    t = red.shape[-1]
+    rows, cols = red.shape[-2:]  # a cross-attention map is a rectangle: rows x cols
+    t = max(rows, cols)
     peak = red.max(axis=(-2, -1), keepdims=True)
     red = red / np.where(peak > 0, peak, 1.0)
     # Send bytes, not floats: 1..255 is the thumbnail scaled to its maximum, 0 is the gap
@@ -194,14 +196,14 @@ def model_view_grid(
     # shows, and it makes the image 4x smaller than float32 (~0.3 MB at 12 x 12 heads).
     red = (1 + np.rint(np.nan_to_num(red) * 254)).astype(np.uint8)
     gap = max(1, round(t / 12))
-    step = t + gap
-    padded = np.zeros((n_layer, n_head, step, step), dtype=np.uint8)
-    padded[:, :, :t, :t] = red
+    step_r, step_c = rows + gap, cols + gap
+    padded = np.zeros((n_layer, n_head, step_r, step_c), dtype=np.uint8)
+    padded[:, :, :rows, :cols] = red
     # [L, H, r, c] -> [L, r, H, c] -> one image; crop the trailing gap.
-    image = padded.transpose(0, 2, 1, 3).reshape(n_layer * step, n_head * step)
-    image = image[: n_layer * step - gap, : n_head * step - gap]
+    image = padded.transpose(0, 2, 1, 3).reshape(n_layer * step_r, n_head * step_c)
+    image = image[: n_layer * step_r - gap, : n_head * step_c - gap]
 
-    centre = (t - 1) / 2
+    centre_r, centre_c = (rows - 1) / 2, (cols - 1) / 2
     layers, heads = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
     layers, heads = layers.ravel(), heads.ravel()
     fig = go.Figure()
@@ -213,8 +215,8 @@ def model_view_grid(
     )
     fig.add_trace(
         go.Scatter(
-            x=heads * step + centre,
-            y=layers * step + centre,
+            x=heads * step_c + centre_c,
+            y=layers * step_r + centre_r,
             mode="markers",
             # Fully transparent but still hoverable and clickable.
             marker=dict(
@@ -239,26 +241,25 @@ def model_view_grid(
         pad = gap / 2
         fig.add_shape(
             type="rect",
-            x0=sh * step - 0.5 - pad, x1=sh * step + t - 0.5 + pad,
-            y0=sl * step - 0.5 - pad, y1=sl * step + t - 0.5 + pad,
+            x0=sh * step_c - 0.5 - pad, x1=sh * step_c + cols - 0.5 + pad,
+            y0=sl * step_r - 0.5 - pad, y1=sl * step_r + rows - 0.5 + pad,
             line=dict(color=HIGHLIGHT, width=3), name="selected",
         )
     note = "each thumbnail scaled to its own maximum; click a head to open it"
     if f > 1:
         note += f"; downsampled {f}× ({n_tok} → {t} positions)"
-    centres = [k * step + centre for k in range(max(n_layer, n_head))]
     fig = _base_layout(
         fig,
         _title(title + (f" — selected {head_name(*selected)}" if selected else ""), note),
         height=int(n_layer * cell_px + 140),
         xaxis=dict(
-            tickmode="array", tickvals=centres[:n_head],
+            tickmode="array", tickvals=[h * step_c + centre_c for h in range(n_head)],
             ticktext=[f"H{h}" for h in range(n_head)], side="top",
             showgrid=False, zeroline=False, range=[-0.5 - gap, image.shape[1] - 0.5 + gap],
             constrain="domain",
         ),
         yaxis=dict(
-            tickmode="array", tickvals=centres[:n_layer],
+            tickmode="array", tickvals=[l * step_r + centre_r for l in range(n_layer)],
             ticktext=[f"L{l}" for l in range(n_layer)],
             showgrid=False, zeroline=False, range=[image.shape[0] - 0.5 + gap, -0.5 - gap],
             scaleanchor="x", constrain="domain",

@@ -25,6 +25,10 @@ What lives here:
   example texts, max tokens, the PNG/SVG switch and the attention caveat. Everything is kept
   across pages and in the URL. ``Selection.model`` is the loaded Model (or None and
   ``Selection.model_error``); ``Selection.key`` identifies the input.
+- ``get_seq2seq_trace(selection)``: an encoder-decoder's EncoderDecoderTrace (the sidebar's
+  source and target); for one, ``get_trace`` gives the self-attention of the stack the
+  sidebar picked (``selection.kind``: "encoder" / "decoder"; "cross" is the Attention maps
+  page's own view).
 - ``get_model(name)`` (cached, raises MhaVizError), ``get_trace(selection)`` (cached per
   (model, text, pair, max_tokens); shows the error and stops the page on bad input).
 - ``synced(widget, name, label, default, ...)``: any widget whose value survives page
@@ -53,8 +57,9 @@ The package, by concern (pages import only ``mha_viz.ui``):
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
 """
 
-from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_trace,
-                      job_runner, maps_fit, masked_trace, memo, peek, run_or_wait)
+from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
+                      get_seq2seq_trace, get_trace, job_runner, maps_fit, masked_trace, memo,
+                      peek, run_or_wait)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
@@ -72,6 +77,7 @@ configure_torch()
 
 __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
+    "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
     "shown_maps", "hidden_note", "opening", "memo", "computed", "run_or_wait", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "maps_fit", "target_metric_picker",

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from .. import budget, checkpoints, export, jobs
-from ..errors import MhaVizError, OfflineError, UnsupportedModelError
+from ..errors import MhaVizError, OfflineError
 from ..model import ForwardRun, Model, load_model
 from ..trace import AttentionTrace
 from .messages import callback, show_error
@@ -43,16 +43,10 @@ def get_model(name: str) -> Model:
     if failed is not None and time.monotonic() - failed[0] < _OFFLINE_RETRY_SECONDS:
         raise failed[1]
     try:
-        model = _load_model_cached(name)
+        return _load_model_cached(name)
     except OfflineError as error:
         _offline_failures[name] = (time.monotonic(), error)
         raise
-    if model.info.encoder_decoder:
-        raise UnsupportedModelError(
-            f"'{model.info.arch}' is an encoder-decoder model: the library traces its encoder, "
-            f"decoder and cross-attention (EncoderDecoderModel.trace), and the pages do not "
-            f"show them yet")
-    return model
 
 
 def _forward_cached(kind: str, name: str, text: str, pair: str | None,
@@ -115,12 +109,17 @@ class Selection:
     # a saved trace the person opened (pages that only read maps show it instead)
     uploaded: AttentionTrace | None = field(default=None, compare=False, repr=False)
     upload_digest: str | None = None
+    # an encoder-decoder: the target (None: the model's own output) and the kind of
+    # attention shown ("encoder", "decoder", "cross"); None for other models
+    target: str | None = None
+    kind: str | None = None
 
     @property
     def key(self) -> tuple:
         if self.upload_digest is not None:
             return ("uploaded trace", self.upload_digest)
-        return (self.model_name, self.text, self.text_pair, self.max_tokens)
+        pair = (self.model_name, self.text, self.text_pair, self.max_tokens)
+        return pair if self.kind is None else (*pair, self.target, self.kind)
 
     @property
     def file_stem(self) -> str:
@@ -156,10 +155,36 @@ def _computed_or_stop(selection: Selection, compute: Callable):
         st.stop()
 
 
+def cached_seq2seq_trace(name: str, source: str, target: str | None):
+    """An encoder-decoder's trace of a source and target, kept in the server's store."""
+    return results_store().get_or_compute(
+        ("seq2seq", name, source, target),
+        lambda: get_model(name).trace(source, target=target))
+
+
+def get_seq2seq_trace(selection: Selection):
+    """The encoder-decoder trace (EncoderDecoderTrace) of the sidebar's source and target;
+    on bad input the error is shown and the page stopped."""
+    return _computed_or_stop(selection, lambda name, text, pair, max_tokens:
+                             cached_seq2seq_trace(name, text, selection.target))
+
+
+CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page reads the "
+                      "self-attention of one stack: pick *encoder self-attention* or *decoder "
+                      "self-attention* in the sidebar. The Attention maps page shows "
+                      "cross-attention.")
+
+
 def get_trace(selection: Selection) -> AttentionTrace:
     """The trace for the selection (computed once per (model, text, pair, max_tokens) and
     cached), or the saved trace the person opened in the sidebar. On bad input it shows the
-    error on the page and stops the page."""
+    error on the page and stops the page. For an encoder-decoder: the self-attention of the
+    stack the sidebar picked, as an AttentionTrace."""
+    if selection.kind is not None and selection.uploaded is None:
+        if selection.kind == "cross":
+            st.info(CROSS_ON_MAPS_PAGE)
+            st.stop()
+        return get_seq2seq_trace(selection).as_trace(selection.kind)
     if selection.uploaded is not None:
         st.info(f"Showing the saved trace **{md_escape(selection.uploaded.model_name)}** "
                 f"({selection.uploaded.n_tokens} tokens) opened in the sidebar; close it "

@@ -13,6 +13,7 @@ import streamlit as st
 
 from ..errors import CheckpointNotFoundError, MhaVizError
 from ..model import Model, TargetMetric
+from ..seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
 from ..trace import AttentionTrace
 from .. import budget
 from .compute import Selection, get_model, memo, results_store
@@ -134,25 +135,41 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
             model = get_model(name)
         except MhaVizError as error:
             model_error = error
+    seq2seq = model is not None and model.info.encoder_decoder
     if model is not None:
         info = model.info
         heads = f"{info.n_head} heads" + (f" ({info.n_kv_head} key/value)"
                                           if info.n_kv_head != info.n_head else "")
-        bar.caption(f"{info.arch.upper()} · {info.n_layer} layers × {heads} · "
+        layers = (f"encoder {info.n_encoder_layer} + decoder {info.n_layer} layers"
+                  if seq2seq else f"{info.n_layer} layers")
+        bar.caption(f"{info.arch.upper()} · {layers} × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
     else:
         bar.caption("Model not loaded (see the message on the page).")
 
-    bar.header("Text")
-    text = synced(bar.text_area, "text", "Text", DEFAULT_TEXT, height=120,
+    bar.header("Source" if seq2seq else "Text")
+    text = synced(bar.text_area, "text", "Source text (the encoder reads it)" if seq2seq
+                  else "Text", DEFAULT_TEXT, height=120,
                   help="Press Ctrl+Enter (or click outside the box) to run it.")
+    target = kind = None
+    if seq2seq:
+        target = synced(bar.text_area, "target", "Target (optional)", "", height=80,
+                        help=f"The decoder reads the target teacher-forced: each position "
+                             f"predicts the next target token. Leave it empty to see the "
+                             f"model's own output (greedy, up to {DEFAULT_NEW_TOKENS} "
+                             f"tokens).")
+        kind = synced(bar.radio, "kind", "Attention shown", "cross", options=list(KINDS),
+                      format_func=KIND_NAMES.get, valid=lambda k: k in KINDS,
+                      help="Encoder self-attention: source tokens read source tokens. "
+                           "Decoder self-attention: target tokens read earlier target "
+                           "tokens. Cross-attention: target tokens read the source.")
     if len(text) > URL_MAX_CHARS:
         bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
                     f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
                     f"choices, not the text. Save the trace (.npz) to share it.")
     pair = ""
-    if model is not None and not model.info.causal:
+    if model is not None and not model.info.causal and not seq2seq:
         pair = synced(bar.text_area, "pair", "Sentence B (optional, BERT)", "", height=80,
                       help="BERT reads two sentences as [CLS] A [SEP] B [SEP]; leave empty "
                            "for one text.")
@@ -181,10 +198,18 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     bar.divider()
     bar.caption(NUMBERING)
     caveat(bar)
+    if seq2seq and not shows_saved_traces:
+        st.info(f"{model.info.arch.upper()} is an encoder-decoder model. This page runs the "
+                f"model itself, which it does for encoder-only and decoder-only models so far; "
+                f"the Attention maps, Entropy and Head similarity pages show its encoder, "
+                f"decoder and cross-attention.")
+        st.stop()
     return Selection(model_name=name, text=clean_str(text),
                      text_pair=clean_str(pair) if pair and pair.strip() else None,
                      max_tokens=int(max_tokens), model=model, model_error=model_error,
-                     uploaded=uploaded, upload_digest=digest)
+                     uploaded=uploaded, upload_digest=digest,
+                     target=clean_str(target) if target and target.strip() else None,
+                     kind=kind)
 
 
 def _close_saved_trace() -> None:

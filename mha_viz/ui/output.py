@@ -266,7 +266,9 @@ def model_card(model: Model) -> None:
     """Layers, heads, sizes, attention parameters per layer and where the weights came from."""
     info = model.info
     columns = st.columns([1, 1, 1, 1, 2])
-    columns[0].metric("Layers", info.n_layer)
+    columns[0].metric("Layers", f"{info.n_encoder_layer} + {info.n_layer}"
+                      if info.encoder_decoder else info.n_layer,
+                      help="encoder + decoder" if info.encoder_decoder else None)
     columns[1].metric("Heads per layer", info.n_head)
     columns[2].metric("d_model", info.d_model)
     columns[3].metric("d_head", info.d_head, help="d_model / heads")
@@ -275,6 +277,12 @@ def model_card(model: Model) -> None:
                            "multi-head attention, less when key/value heads are shared")
     kind = ("causal: each token sees only itself and earlier tokens" if info.causal
             else "bidirectional: each token sees every token")
+    # encoder self-attention, then decoder self-attention and cross-attention in each layer
+    attention_layers = info.n_layer
+    if info.encoder_decoder:
+        kind = ("encoder-decoder: the encoder's tokens see every source token; the decoder's "
+                "see earlier target tokens and, through cross-attention, the whole source")
+        attention_layers = info.n_encoder_layer + 2 * info.n_layer
     sharing = ""
     if info.n_kv_head != info.n_head:
         groups = {}
@@ -289,7 +297,7 @@ def model_card(model: Model) -> None:
         f"- **Architecture ({md_escape(info.arch)}):** {md_escape(info.description)}\n"
         f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
         f"- **Attention weights in all layers:** "
-        f"{info.n_layer * info.attention_params_per_layer:,}{sharing}\n"
+        f"{attention_layers * info.attention_params_per_layer:,}{sharing}\n"
         f"- **Weights from:** {md_escape(info.source)}\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
 
@@ -306,8 +314,12 @@ def trace_notes(trace: AttentionTrace) -> None:
                    f"{trace.n_tokens:,} are traced (the model's context or the *Max tokens* "
                    f"option in the sidebar).")
     pair = " (sentence pair)" if trace.is_pair else ""
-    st.caption(f"{trace.n_tokens} tokens{pair} · {trace.n_layers} layers × {trace.n_heads} "
-               f"heads · {NUMBERING}")
+    kind = trace.extra.get("attention_kind") if isinstance(trace.extra, dict) else None
+    stack = {"encoder": "Encoder self-attention over the source: ",
+             "decoder": "Decoder self-attention over the target (the decoder's input: the "
+                        "start token, then the target but its last token): "}.get(kind, "")
+    st.caption(f"{stack}{trace.n_tokens} tokens{pair} · {trace.n_layers} layers × "
+               f"{trace.n_heads} heads · {NUMBERING}")
 
 
 def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | None:

@@ -26,6 +26,7 @@ MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOI
 MODEL_LABELS = {
     "minilm": "MiniLM (bundled, offline)",
     "smollm2": "SmolLM2-135M (bundled, causal LM)",
+    "t5-toy": "Toy T5 translator (bundled, encoder-decoder)",
     "gpt2": "gpt2: GPT-2 small (hub)",
     "distilgpt2": "distilgpt2 (hub)",
     "gpt2-medium": "gpt2-medium (hub)",
@@ -57,6 +58,14 @@ EXAMPLES = {
                 "object (Wang et al. 2023). See the Predictions page: target ' Mary', "
                 "contrast ' John'.",
         "text": "When Mary and John went to the store, John gave a drink to",
+        "pair": "",
+    },
+    "translation": {
+        "label": "Toy translation (t5-toy)",
+        "help": "For the bundled toy T5 (encoder-decoder): it knows only its small toy "
+                "vocabulary, and puts adjectives after their nouns. Pick cross-attention "
+                "and watch each target word read the source word it translates.",
+        "text": "red car follows small dog near old house",
         "pair": "",
     },
     "pair": {

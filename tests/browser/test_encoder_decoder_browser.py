@@ -1,0 +1,51 @@
+"""The bundled toy T5 (an encoder-decoder, issue 27) in headless chromium at desktop,
+projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps page,
+each stack's self-attention on the Entropy page, and the pages that run the model saying they
+do not read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from layout_probe import layout_problems  # noqa: E402
+from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
+                              open_page, settle, shoot)
+from test_smollm2_browser import SIZES, wait_fitted  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+SOURCE = "red car follows small dog near old house"
+TARGET = "voiture rouge suit chien petit près maison vieux"
+
+
+def query(kind: str) -> str:
+    return (f"?model=t5-toy&kind={kind}&text={quote(SOURCE)}&target={quote(TARGET)}")
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screenshots, size):
+    width, height = SIZES[size]
+    tab = sized_tab(width, height)
+    open_page(tab, app_server, "Attention_Maps", 3, query("cross"))
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    body = tab.locator('[data-testid="stMain"]').inner_text()
+    assert "All cross-attention heads" in body and "Alignment" in body
+    if size == "phone":
+        wait_fitted(tab)
+        assert not layout_problems(tab), layout_problems(tab)
+    shoot(tab, screenshots, f"t5toy_{size}_cross")
+    open_page(tab, app_server, "Entropy", 4, query("encoder"))
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    assert "Encoder self-attention over the source" in tab.locator(
+        '[data-testid="stMain"]').inner_text()
+    shoot(tab, screenshots, f"t5toy_{size}_entropy_encoder")
+    tab.goto(f"{app_server.url}/Pruning_Impact{query('cross')}")
+    tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
+    settle(tab, 0)
+    assert_no_exception(tab, app_server)
+    assert "is an encoder-decoder model" in tab.locator('[data-testid="stMain"]').inner_text()
+    assert_only_own_host(tab, app_server)
