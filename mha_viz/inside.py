@@ -91,6 +91,19 @@ class HeadInternals:
     K_rot: np.ndarray | None = None
     rope_theta: float = 0.0
     rotary_dim: int = 0
+    # an encoder-decoder's head (inside_seq2seq.py): "encoder", "decoder" or "cross"; the
+    # keys' tokens (cross-attention: the source); M, the encoder's output K and V come from
+    kind: str = ""
+    key_tokens: list[str] = field(default_factory=list)
+    memory: np.ndarray | None = None  # [S, d]
+    # T5's relative position bias: each (query, key) pair's bucket [T, T], this head's
+    # learned bias per bucket [B], the bias it adds [T, T], and the map without it
+    position_bias: np.ndarray | None = None
+    buckets: np.ndarray | None = None
+    bias_table: np.ndarray | None = None
+    weights_without_bias: np.ndarray | None = None
+    relative_buckets: int = 0
+    relative_max_distance: int = 0
 
     @property
     def rotary(self) -> bool:
@@ -99,6 +112,15 @@ class HeadInternals:
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+    @property
+    def columns(self) -> list[str]:
+        """The keys' tokens: the columns of the scores and weights, the rows of K and V."""
+        return self.key_tokens or self.tokens
+
+    @property
+    def cross(self) -> bool:
+        return self.kind == "cross"
 
     @property
     def share_of_output(self) -> float:
@@ -113,6 +135,7 @@ class HeadInternals:
     def steps(self) -> list[Step]:
         """The steps in order, with shapes written in the page's notation."""
         t, d, dk = self.n_tokens, self.d_model, self.d_k
+        s = len(self.columns)  # keys: t, or the source's tokens for cross-attention
         symbol = "LN" if self.norm_name == "LayerNorm" else self.norm_name
         x_note = (f"Pre-norm: the head reads the residual stream after the layer's first "
                   f"{self.norm_name}, X = {symbol}₁(h)." if self.pre_ln else
@@ -126,11 +149,21 @@ class HeadInternals:
                       f"{self.kv_head}, so their K and V are identical"
                       + (f" (H{others[0]} has this K too)." if others else "."))
         where = "the embeddings" if self.layer == 0 else f"layer {self.layer - 1}"
+        if self.cross:
+            x_note = ("Cross-attention: the queries come from the decoder's stream after this "
+                      "layer's self-attention" + (f" (normalised, {symbol})" if self.pre_ln
+                                                  else "") + "; the keys and values come from "
+                      "M, the encoder's output.")
         scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(self.scale - dk ** -0.5) < 1e-9
                       else f"{self.scale:.4g}")
+        scale_note = (f"scaled by {self.scale:.4g} so the scores do not grow with d_k = {dk}."
+                      if self.scale != 1.0 else
+                      "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
         mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
                      "the diagonal becomes −∞ (its weight will be exactly 0)."
                      if self.causal else
+                     "Cross-attention is not masked: every target position may read every "
+                     "source token." if self.cross else
                      "Bidirectional: nothing is masked (the mask is all zeros); with "
                      "padding, padded keys would get −∞.")
         rotary_steps = []
@@ -144,27 +177,56 @@ class HeadInternals:
                      f"(θ = {self.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
                      f"positions enter the scores, never the values (V is not rotated).",
                      "token", "dimension of d_k")]
+        memory_steps, kv_from = [], "X"
+        if self.cross:
+            kv_from = "M"
+            memory_steps = [Step(
+                "memory", "M", f"S × d_model = {s} × {d}",
+                r"M \in \mathbb{R}^{S \times d_{model}}",
+                "The encoder's output, one row per source token: the same M for every "
+                "cross-attention layer of the decoder.", "source token", "dimension of d_model")]
+        bias_steps = []
+        if self.position_bias is not None:
+            direction = ("the decoder's buckets count only keys before the query (later keys "
+                         "are masked anyway)" if self.causal else
+                         "half the buckets are for keys after the query, half for keys "
+                         "before")
+            bias_steps = [Step(
+                "position_bias", "relative position bias", f"T × T = {t} × {t}",
+                r"S'' = S + B^{h}_{\mathrm{bucket}(j - i)}",
+                f"T5 has no position embeddings. Each pair (query i, key j) falls into one of "
+                f"{self.relative_buckets} buckets by its distance j − i: {direction}; the "
+                f"first buckets are exact distances, the rest grow logarithmically up to "
+                f"{self.relative_max_distance}, and every farther distance shares the last. "
+                f"This head adds its learned value for the pair's bucket to the score. The "
+                f"table belongs to the stack's first layer and every layer adds the same "
+                f"bias.", "query token", "key token")]
         return [
+            *memory_steps,
             Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
                  f"The input of layer {self.layer}'s attention, one row per token, coming from "
                  f"{where}. " + x_note, "token", "dimension of d_model"),
             Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
                  f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
                  f"is this head's slice of the query projection.", "token", "dimension of d_k"),
-            Step("K", "K", f"T × d_k = {t} × {dk}", r"K = X\,W_K^{h} + b_K^{h}",
+            Step("K", "K", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
+                 f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
                  "Keys: what each token offers to be found by." + shared, "token",
                  "dimension of d_k"),
-            Step("V", "V", f"T × d_k = {t} × {dk}", r"V = X\,W_V^{h} + b_V^{h}",
+            Step("V", "V", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
+                 f"V = {kv_from}" + r"\,W_V^{h} + b_V^{h}",
                  "Values: what each token passes on when it is attended to.", "token",
                  "dimension of d_k"),
             *rotary_steps,
-            Step("scores", "Q Kᵀ / √d_k", f"T × T = {t} × {t}",
-                 r"S = Q\,K^{\top} \cdot " + scale_text,
-                 f"How well query i matches key j, scaled by {self.scale:.4g} so the scores do "
-                 f"not grow with d_k = {dk}.", "query token", "key token"),
-            Step("masked_scores", "mask", f"T × T = {t} × {t}", r"S' = S + M",
+            Step("scores", "Q Kᵀ / √d_k" if self.scale != 1.0 else "Q Kᵀ",
+                 f"T × {'S' if self.cross else 'T'} = {t} × {s}",
+                 r"S = Q\,K^{\top}" + ("" if self.scale == 1.0 else r" \cdot " + scale_text),
+                 f"How well query i matches key j, {scale_note}", "query token", "key token"),
+            *bias_steps,
+            Step("masked_scores", "mask", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
+                 r"S' = S + M" if not bias_steps else r"S' = S'' + M",
                  mask_text, "query token", "key token"),
-            Step("weights", "softmax", f"T × T = {t} × {t}",
+            Step("weights", "softmax", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
                  r"A = \operatorname{softmax}_{\text{row}}(S')",
                  "Each row becomes a probability distribution over the keys (it sums to 1): "
                  "this is the attention map the other pages show.", "query token", "key token"),
@@ -187,7 +249,8 @@ class HeadInternals:
         names = ["X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "mask", "masked_scores",
                  "weights", "context", "W_O", "contribution", "layer_output"]
         out = {name: getattr(self, name) for name in names}
-        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_rot", "K_rot"):
+        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_rot", "K_rot", "memory",
+                     "position_bias", "buckets", "bias_table", "weights_without_bias"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out

@@ -75,6 +75,13 @@ class EncoderDecoderTrace:
         """The keys' tokens of a kind's maps."""
         return self.target_tokens if _check_kind(kind) == "decoder" else self.source_tokens
 
+    def source(self, kind: str):
+        """A kind's maps as a source of row blocks (mha_viz.streaming), for every statistic
+        that reads rows: cross-attention rows run over the source's S keys."""
+        from .streaming import MapsSource
+
+        return MapsSource(self.attentions(kind), causal=_check_kind(kind) == "decoder")
+
     @property
     def target_shown(self) -> str:
         """The target in words: as given, or the model's output."""

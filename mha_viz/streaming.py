@@ -34,7 +34,7 @@ from .errors import InputError
 from . import ondemand
 
 __all__ = ["RowBlock", "Source", "MapsSource", "TraceSource", "Accumulator", "source_of",
-           "is_source", "fold_maps", "ordered", "accumulate", "causal_width"]
+           "is_source", "keys_of", "fold_maps", "ordered", "accumulate", "causal_width"]
 
 # Keys kept of a causal block: its rows' keys rounded up to a multiple of this, so that the
 # float32 sums over keys run in the same order as over all T keys (the extra keys are 0).
@@ -71,7 +71,9 @@ class RowBlock:
 
 class Source(Protocol):
     """Where attention rows come from. blocks(cut=False): every key of every row (for a
-    statistic that first removes positions, then cuts)."""
+    statistic that first removes positions, then cuts). n_tokens counts the query rows;
+    n_keys the keys (n_tokens, except for an encoder-decoder's cross-attention: target rows
+    over source keys; keys_of(source) reads it)."""
     n_layers: int
     n_heads: int
     n_tokens: int
@@ -92,16 +94,20 @@ def _cut(rows: np.ndarray, stop: int, n_tokens: int, causal: bool) -> np.ndarray
 
 
 class MapsSource:
-    """Whole maps in memory, [L, H, T, T]: blocks are views (nothing copied)."""
+    """Whole maps in memory, [L, H, T, T] (or [L, H, T, S]: cross-attention, never causal):
+    blocks are views (nothing copied)."""
 
     def __init__(self, maps: np.ndarray, causal: bool):
         self.maps = maps
-        self.n_layers, self.n_heads, self.n_tokens = (int(s) for s in maps.shape[:3])
+        self.n_layers, self.n_heads, self.n_tokens, self.n_keys = (int(s) for s in maps.shape)
         self.causal = bool(causal)
+        if self.causal and self.n_keys != self.n_tokens:
+            raise InputError(f"causal maps are square; got {self.n_tokens} queries over "
+                             f"{self.n_keys} keys")
 
     def blocks(self, max_elements: int | None = None, cut: bool = True
                ) -> Iterator[RowBlock]:
-        step = max(1, _elements(max_elements) // (self.n_heads * self.n_tokens))
+        step = max(1, _elements(max_elements) // (self.n_heads * self.n_keys))
         for layer in range(self.n_layers):
             for start in range(0, self.n_tokens, step):
                 stop = min(start + step, self.n_tokens)
@@ -124,6 +130,11 @@ class TraceSource:
             yield RowBlock(layer, start, stop, _cut(rows, stop, self.n_tokens,
                                                     self.causal and cut),
                            owned=bool(rows.flags.owndata))
+
+
+def keys_of(source) -> int:
+    """The number of keys a source's rows run over (its query rows' count for square maps)."""
+    return int(getattr(source, "n_keys", source.n_tokens))
 
 
 def is_source(value) -> bool:

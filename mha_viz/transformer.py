@@ -148,9 +148,9 @@ class StackConfig:
 @dataclass
 class CrossInput:
     """What a decoder's cross-attention reads: the encoder's output states [B, S, d], the
-    padding bias of its tokens ([B, 1, 1, S] or None), a gate per cross head ([L, H] or
-    None) and where the weights go: kept (a list, every layer's [B, H, T, S] appended) or
-    weights_out ([L, H, T, S], written in place; batch of 1)."""
+    padding bias of its tokens ([B, 1, 1, S] or None), a gate per cross head ([L, H],
+    [B, L, H] or None) and where the weights go: kept (a list, every layer's [B, H, T, S]
+    appended) or weights_out ([L, H, T, S], written in place; batch of 1)."""
     states: torch.Tensor
     bias: torch.Tensor | None = None
     head_mask: torch.Tensor | None = None
@@ -204,10 +204,22 @@ class Block(nn.Module):
         """What the heads read: the normalised residual stream (pre-norm) or h itself."""
         return self.ln_1(h) if self.pre_ln else h
 
+    def after_self_attention(self, h, bias=None, rotary=None):
+        """The stream after this layer's self-attention sub-layer (no gates, no hooks): what
+        a decoder layer's cross-attention reads next (inside.py shows its steps)."""
+        attended, _ = self.attn(self.attention_input(h), bias, rotary=rotary)
+        return h + attended if self.pre_ln else self.ln_1(h + attended)
+
+    def cross_input(self, h):
+        """What the cross-attention heads read of the stream: normalised (pre-norm) or h."""
+        return self.ln_cross(h) if self.pre_ln else h
+
     def attend_to_memory(self, h, memory: "CrossInput"):
         """The cross-attention sub-layer: h attends to the encoder's output."""
-        gate = None if memory.head_mask is None else memory.head_mask[self.layer]
-        attended, weights = self.cross(self.ln_cross(h) if self.pre_ln else h, memory.bias,
+        gate = memory.head_mask
+        if gate is not None:  # [L, H], or [B, L, H]: a gate per sequence of the batch
+            gate = gate[self.layer] if gate.dim() == 2 else gate[:, self.layer]
+        attended, weights = self.cross(self.cross_input(h), memory.bias,
                                        gate, memory.ablation, None, memory.weights_out_for(
                                            self.layer), memory=memory.states)
         if memory.kept is not None:

@@ -27,10 +27,46 @@ ui.page_setup(
 )
 selection = ui.sidebar()
 
-with ui.guard():
-    trace = ui.get_trace(selection)
-    ui.trace_notes(trace)
 
+def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
+    """An encoder-decoder's cross-attention: how many source tokens each target position
+    reads, per head and per target token."""
+    source = seq.source("cross")
+    n_source = len(seq.source_ids)
+    ent = ui.memo(A.entropy, source, key=(selection.key, "cross entropy"),
+                  normalized=normalized, smoothing=smoothing)
+    unit = "normalised entropy" if normalized else "nats"
+    reference = 1.0 if normalized else float(np.log(n_source))
+    st.caption(f"Cross-attention rows run over the {n_source} source tokens: uniform "
+               f"attention over the source is ln {n_source} = {np.log(n_source):.2f} nats. "
+               f"A focused head reads one source token per target token, as a word "
+               f"alignment does; a broad one reads the whole source.")
+    st.subheader("Mean entropy over the source, every cross-attention head")
+    fig = plots.layer_head_heatmap(ent, f"Mean {unit} of cross-attention per head", unit,
+                                   reference=reference, reference_name="uniform attention",
+                                   fmt=".2f", zmin=0.0, zmax=reference)
+    ui.show_figure(fig, key="entropy", alt="Mean cross-attention entropy per head")
+    ui.download_csv(partial(export.layer_head_csv, ent, "cross_attention_" + (
+        "normalised_entropy" if normalized else "entropy_nats")),
+                    export.safe_filename(selection.file_stem, "cross", "entropy",
+                                         suffix=".csv"), "Entropy as CSV", key="dl_entropy")
+    st.subheader("Entropy of each target token in one head")
+    layer, head = ui.head_picker(seq.as_trace("decoder"), st.columns([2, 3])[0])
+    name = plots.head_name(layer, head)
+    rows = ui.memo(A.row_entropy, source, key=(selection.key, "cross rows"),
+                   normalized=normalized, smoothing=smoothing)[layer, head]
+    labels = list(seq.label_tokens)
+    fig = plots.per_query_line(rows, labels, f"{name}: entropy of each target token's "
+                               f"cross-attention", reference=reference,
+                               reference_name="uniform attention", y_title=unit)
+    ui.show_figure(fig, key="per_query", alt=f"Cross-attention entropy per token for {name}")
+    st.caption("Each point is the target token the position writes; the dashed line is "
+               "uniform attention over the source.")
+    ui.caveat()
+
+
+def entropy_options():
+    """Raw or normalised entropy, smoothing, and the column for the hide-tokens choice."""
     c1, c2, c3 = st.columns(3)
     with c1:
         scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalised"],
@@ -45,13 +81,23 @@ with ui.guard():
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
+    return scale == "normalised", SMOOTHING if smooth else 0.0, c3
+
+
+with ui.guard():
+    if selection.kind == "cross":
+        normalized, smoothing, _ = entropy_options()
+        cross_attention_entropy(ui.get_seq2seq_trace(selection), normalized, smoothing)
+        st.stop()
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+
+    normalized, smoothing, c3 = entropy_options()
     if not ui.maps_fit(trace):  # a long input: every map is never held at once
         keep = None
         c3.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
     else:
         keep = ui.hide_special_toggle(trace, c3)
-    normalized = scale == "normalised"
-    smoothing = SMOOTHING if smooth else 0.0
     if keep is None:  # the trace itself: its maps, or computed a block of rows at a time
         maps, kept, labels = trace, np.arange(trace.n_tokens), list(trace.display_tokens)
     else:

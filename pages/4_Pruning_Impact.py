@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import export, plots, ui
-from mha_viz.analysis import heads
+from mha_viz.analysis import ablation_effects_seq2seq, heads
 from mha_viz.analysis import pruning as P
 
 AUTO_TOKENS = 256  # longer texts wait for a button before the L x H forward passes
@@ -46,7 +46,45 @@ ui.page_setup(
     "Three views: the exact effect of removing each head alone, a one-pass gradient estimate "
     "(Michel et al. 2019), and the score as more and more heads are removed.",
 )
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+
+KIND_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
+               "cross": "cross-attention"}
+
+
+def encoder_decoder_ablation(seq) -> None:
+    """An encoder-decoder: the rise of the target's teacher-forced loss when each head of the
+    kind the sidebar picked is switched off, and the strongest heads of every kind."""
+    effects = ui.memo(ablation_effects_seq2seq, selection.model,
+                      key=(selection.key[:-1], "ablation"),  # the same for every kind
+                      source=selection.text, target=selection.target)
+    target = "the model's own output" if seq.generated else "the target"
+    st.caption(f"The score is the cross-entropy of {target}, teacher-forced: "
+               f"{float(effects['base']):.3f} nats/token with every head. Each cell is that "
+               f"loss with one head switched off (its output multiplied by 0 before W_O) "
+               f"minus the loss with every head: positive = the model needs the head here. "
+               f"Every head of the encoder, the decoder and the cross-attention is measured "
+               f"(one forward each, in a batch).")
+    kind = selection.kind
+    fig = plots.layer_head_heatmap(
+        effects[kind], f"Loss increase when one {KIND_TITLES[kind]} head is switched off",
+        "Δ loss (nats/token)", fmt=".3f", diverging=True)
+    ui.show_figure(fig, key="ablation", alt=f"Ablation effect of every {kind} head")
+    ranked = sorted(((float(effects[k][l, h]), k, l, h) for k in KIND_TITLES
+                     for l in range(effects[k].shape[0]) for h in range(effects[k].shape[1])),
+                    reverse=True)[:TOP * 2]
+    st.markdown("**The heads the model needs most**, of every kind")
+    st.dataframe({"head": [plots.head_name(l, h) for _, _, l, h in ranked],
+                  "kind": [KIND_TITLES[k] for _, k, _, _ in ranked],
+                  "Δ loss (nats/token)": [round(v, 4) for v, _, _, _ in ranked]},
+                 hide_index=True, width="stretch")
+    ui.download_csv(partial(export.layer_head_csv, effects[kind], "loss_increase"),
+                    export.safe_filename(selection.file_stem, kind, "ablation",
+                                         suffix=".csv"), "These effects as CSV",
+                    key="dl_ablation")
+    st.caption("The gradient estimate and the pruning curve are measured for encoder-only and "
+               "decoder-only models so far.")
+    ui.caveat()
 
 
 def set_off(names: list[str]) -> None:
@@ -71,6 +109,9 @@ def target_metric(selection, model, trace):
 
 
 with ui.guard():
+    if selection.kind is not None:
+        encoder_decoder_ablation(ui.get_seq2seq_trace(selection))
+        st.stop()
     trace = ui.get_trace(selection)
     model = selection.model
     info = model.info

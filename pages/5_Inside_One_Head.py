@@ -9,6 +9,7 @@ import streamlit as st
 
 from mha_viz import export, plots, ui
 from mha_viz.inside import inside_one_head, summarise
+from mha_viz.inside_seq2seq import inside_one_head_seq2seq
 
 VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
 VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
@@ -21,7 +22,7 @@ ui.page_setup(
     "layer, head and text. Notation: T tokens, d_model the width of the model, d_k = d_model ÷ "
     "heads the width of one head. Every shape below is written as rows × columns.",
 )
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 
 def dims(n: int, prefix: str) -> list[str]:
@@ -54,7 +55,14 @@ def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str,
 
 
 with ui.guard():
-    trace = ui.get_trace(selection)
+    kind = selection.kind  # an encoder-decoder's encoder, decoder or cross-attention
+    if kind is None:
+        seq = None
+        trace = ui.get_trace(selection)
+    else:
+        seq = ui.get_seq2seq_trace(selection)
+        # its layers, heads and query rows (cross-attention's rows are the decoder's)
+        trace = seq.as_trace("encoder" if kind == "encoder" else "decoder")
     model = selection.model
     ui.trace_notes(trace)
     ui.needs_full_maps(trace, "Inside one head")
@@ -76,27 +84,61 @@ with ui.guard():
                           format_func=lambda i: f"{i}: {labels[i]}",
                           help="Step 7 spells out this token's row: its scores, its weights "
                                "and the value vectors they mix.")
-    inside = ui.memo(inside_one_head, model, selection.text, key=(selection.key, "inside"),
-                     large=True, layer=layer, head=head, text_pair=selection.text_pair,
-                     max_tokens=selection.max_tokens)
+    if seq is None:
+        inside = ui.memo(inside_one_head, model, selection.text, key=(selection.key, "inside"),
+                         large=True, layer=layer, head=head, text_pair=selection.text_pair,
+                         max_tokens=selection.max_tokens)
+        the_map = trace.attentions[layer, head]
+    else:
+        inside = ui.memo(inside_one_head_seq2seq, model, key=(selection.key, "inside"),
+                         large=True, source=selection.text, target=selection.target,
+                         kind=kind, layer=layer, head=head)
+        the_map = seq.attentions(kind)[layer, head]
     name = plots.head_name(layer, head)
     d, dk = inside.d_model, inside.d_k
     stem = export.safe_filename(selection.file_stem, name)
     tok = export.position_labels(labels)
+    key_labels = list(inside.columns)  # the keys: the source's tokens for cross-attention
+    key_tok = export.position_labels(key_labels)
+    s_keys = len(key_labels)
     d_cols, k_cols = dims(d, "d"), dims(dk, "k")
     steps = {s.key: s for s in inside.steps()}
 
     # ---------------------------------------------------------------- overview
-    st.subheader(f"Head {name}: layer {layer}, head {head} of {inside.n_head}")
+    st.subheader(f"Head {name}: layer {layer}, head {head} of {inside.n_head}"
+                 + {"encoder": " (encoder self-attention)", "decoder": " (decoder "
+                    "self-attention)", "cross": " (cross-attention)"}.get(kind or "", ""))
+    if kind == "cross":
+        st.info(f"A cross-attention head: its {t} queries come from the decoder (the target "
+                f"tokens) and its {s_keys} keys and values from the encoder's output M (the "
+                f"source tokens), so its scores and weights are {t} × {s_keys}.")
+    if inside.position_bias is not None:
+        st.info("This model has no position embeddings: a learned bias for each distance "
+                "between query and key is added to the scores (T5's relative position bias, "
+                "step 5b).")
+    scaled = abs(inside.scale - dk ** -0.5) < 1e-9
+    divide = " / √d_k" if scaled else ""
+    bias_word = " → **+ relative position bias**" if inside.position_bias is not None else ""
     st.markdown(
         f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × {dk} "
-        f"each) → **scores** Q Kᵀ / √d_k ({t} × {t}) → **mask** → **softmax** = the weights "
-        f"({t} × {t}) → **weights × V** ({t} × {dk}) → × this head's slice of the output "
-        f"projection **W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
-    st.latex(r"\mathrm{head}_h(X) = \operatorname{softmax}\!\left(\frac{(XW_Q^h)(XW_K^h)^{\top}}"
-             r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
+        f"each{'; K and V from M, S × d_k' if kind == 'cross' else ''}) → **scores** "
+        f"Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the weights "
+        f"({t} × {s_keys}) → "
+        f"**weights × V** ({t} × {dk}) → × this head's slice of the output projection "
+        f"**W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
+    keys_from = "M" if kind == "cross" else "X"
+    scores_tex = rf"(XW_Q^h)({keys_from}W_K^h)^{{\top}}"
+    if scaled:
+        scores_tex = rf"\frac{{{scores_tex}}}{{\sqrt{{d_k}}}}"
+    elif inside.scale != 1.0:  # a checkpoint's own scale (GPT-2 variants)
+        scores_tex += rf" \cdot {inside.scale:.4g}"
+    bias_tex = " + B^h" if inside.position_bias is not None else ""
+    st.latex(rf"\mathrm{{head}}_h = \operatorname{{softmax}}\!\left({scores_tex}{bias_tex} + M"
+             rf"\right) {keys_from} W_V^h \; W_O^h")
     st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
-               f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}. "
+               f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}"
+               + ("" if scaled else " (T5 does not divide by it: the scale is folded into "
+                                    "its initialisation of W_Q)") + ". "
                + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
                   if inside.rotary else "")
                + (f"Key/value heads are shared: query heads "
@@ -117,6 +159,12 @@ with ui.guard():
                         export.safe_filename(stem, what, suffix=".csv"), f"{what} as CSV",
                         key=f"dl_{key}")
 
+    if inside.memory is not None:  # cross-attention: the encoder's output, where K and V come from
+        step_header(0, "memory")
+        show_matrix(inside.memory, key_tok, d_cols, f"M, the encoder's output: {s_keys} × {d}",
+                    "memory", row_title="source token", col_title="d_model")
+        csv_button(inside.memory, key_tok, d_cols, "M", "memory")
+
     # 1. X
     step_header(1, "X")
     show_matrix(inside.X, tok, d_cols, f"X: {t} × {d}", "X", row_title="token",
@@ -131,9 +179,10 @@ with ui.guard():
                 f"projection that belong to head {head}.")
     for letter in "QKV":
         array = getattr(inside, letter)
-        show_matrix(array, tok, k_cols, f"{letter} of {name}: {t} × {dk}",
+        rows = tok if letter == "Q" else key_tok
+        show_matrix(array, rows, k_cols, f"{letter} of {name}: {array.shape[0]} × {dk}",
                     letter, row_title="token", col_title="d_k")
-        csv_button(array, tok, k_cols, letter, letter)
+        csv_button(array, rows, k_cols, letter, letter)
 
     if inside.rotary:  # RoPE: a step of its own, between the projections and the scores
         step = steps["Q_rot"]
@@ -148,38 +197,68 @@ with ui.guard():
 
     # 5-6. scores and mask
     step_header(5, "scores")
-    show_matrix(inside.scores, tok, tok, f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {t}",
-                "scores", row_title="query", col_title="key")
-    csv_button(inside.scores, tok, tok, "scores", "scores")
-    step_header(6, "masked_scores")
-    if inside.causal:
-        show_matrix(inside.masked_scores, tok, tok, f"scores + mask: {t} × {t}", "masked",
+    show_matrix(inside.scores, tok, key_tok,
+                f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {s_keys}", "scores",
+                row_title="query", col_title="key")
+    csv_button(inside.scores, tok, key_tok, "scores", "scores")
+    if inside.position_bias is not None:  # T5: the relative position bias, a step of its own
+        st.markdown(f"#### 5b. {steps['position_bias'].symbol}: "
+                    f"{steps['position_bias'].shape_text}")
+        st.latex(steps["position_bias"].formula)
+        st.markdown(steps["position_bias"].explanation)
+        show_matrix(inside.buckets.astype(float), tok, key_tok,
+                    f"the bucket of each pair (query i, key j): {t} × {t}", "buckets",
+                    diverging=False, fmt=".0f", row_title="query", col_title="key")
+        show_matrix(inside.bias_table[None, :], [f"H{head}"],
+                    dims(len(inside.bias_table), "bucket "),
+                    f"{name}'s learned bias per bucket (the stack's first layer holds the "
+                    f"table)", "bias_table", row_title="head", col_title="bucket")
+        show_matrix(inside.position_bias, tok, key_tok,
+                    f"the bias added to the scores: {t} × {t}", "position_bias",
                     row_title="query", col_title="key")
-        csv_button(inside.masked_scores, tok, tok, "masked scores", "masked")
+        csv_button(inside.position_bias, tok, key_tok, "position bias", "position_bias")
+        without, with_bias = st.columns(2)
+        with without:
+            show_matrix(inside.weights_without_bias, tok, key_tok,
+                        "the map without the bias", "without_bias", diverging=False,
+                        colorscale=plots.WEIGHT_SCALE, row_title="query", col_title="key")
+        with with_bias:
+            show_matrix(inside.weights, tok, key_tok, "the map with it (step 7)", "with_bias",
+                        diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
+                        col_title="key")
+        st.caption("Without the bias a T5 head cannot tell positions apart at all: its "
+                   "scores depend only on what the tokens are.")
+    step_header(6, "masked_scores")
+    if inside.causal or inside.position_bias is not None:
+        show_matrix(inside.masked_scores, tok, key_tok, "scores + "
+                    + ("bias + " if inside.position_bias is not None else "")
+                    + f"mask: {t} × {s_keys}", "masked", row_title="query", col_title="key")
+        csv_button(inside.masked_scores, tok, key_tok, "masked scores", "masked")
     else:
         st.caption("Here S' = S: the matrix is the one above.")
 
     # 7. softmax
     step_header(7, "weights")
-    show_matrix(inside.weights, tok, tok, f"softmax: the attention weights, {t} × {t}",
+    show_matrix(inside.weights, tok, key_tok, f"softmax: the attention weights, {t} × {s_keys}",
                 "weights", diverging=False, colorscale=plots.WEIGHT_SCALE,
                 row_title="query", col_title="key")
-    difference = float(np.abs(inside.weights - trace.attentions[layer, head]).max())
+    difference = float(np.abs(inside.weights - the_map).max())
     st.caption(f"These are exactly the weights of {name} on the Attention maps page (largest "
                f"difference {difference:.1e}). Every row sums to 1.")
-    csv_button(inside.weights, tok, tok, "weights", "weights")
+    csv_button(inside.weights, tok, key_tok, "weights", "weights")
     with st.expander(f"Follow query {query} '{labels[query]}' through steps 5–8", expanded=True):
-        row = {"key": tok,
+        row = {"key": key_tok,
                "score q·k × scale": np.round(inside.scores[query], 4),
                "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
                                   for v in inside.masked_scores[query]],
                "weight": np.round(inside.weights[query], 4)}
-        st.dataframe(row, hide_index=True, width="stretch", height=min(420, 38 + 35 * t))
+        st.dataframe(row, hide_index=True, width="stretch",
+                     height=min(420, 38 + 35 * s_keys))
         top = np.argsort(-inside.weights[query], kind="stable")[:3]
         st.markdown(
             f"Token {query} '{ui.md_escape(labels[query])}' puts "
-            + ", ".join(f"{inside.weights[query, j]:.0%} on {j} '{ui.md_escape(labels[j])}'"
-                        for j in top)
+            + ", ".join(f"{inside.weights[query, j]:.0%} on {j} "
+                        f"'{ui.md_escape(key_labels[j])}'" for j in top)
             + f". Its output from this head (row {query} of step 8) is the weighted average "
               f"of the value rows: Σⱼ weightⱼ · Vⱼ.")
 
@@ -224,7 +303,10 @@ with ui.guard():
                            "mask, masked_scores, weights, context, W_O, contribution, "
                            "layer_output and the biases; "
                            "numpy.load() reads it.")
-    st.caption("In code: `from mha_viz.inside import inside_one_head; "
-               f"inside_one_head(model, text, layer={layer}, head={head})` returns every array "
-               "shown here.")
+    st.caption("In code: " + (
+        "`from mha_viz.inside import inside_one_head; "
+        f"inside_one_head(model, text, layer={layer}, head={head})`" if seq is None else
+        "`from mha_viz.inside_seq2seq import inside_one_head_seq2seq; "
+        f"inside_one_head_seq2seq(model, source, target, '{kind}', layer={layer}, "
+        f"head={head})`") + " returns every array shown here.")
     ui.caveat()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
 from test_app_home_maps_entropy import run_page, texts  # noqa: E402
+from test_app_similarity_pruning_inside import array  # noqa: E402
 
 from mha_viz.ui import page_files  # noqa: E402
 
@@ -58,6 +60,26 @@ def test_no_target_shows_the_models_own_output():
     assert any("the model's own output" in t and "voiture rouge" in t for t in texts(at.info))
 
 
+def test_cross_attention_entropy_over_the_source():
+    import numpy as np
+
+    from mha_viz import load_model
+    from mha_viz.streaming import MapsSource
+
+    query, session = params("cross")
+    query["scale"] = "normalised"
+    at = run_page("pages/2_Entropy.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(specs) == 2
+    shown = array(specs[0]["data"][0]["z"]).astype(float)
+    maps = load_model("t5-toy").trace(SOURCE, target=TARGET).cross_attentions
+    formula = -(maps.astype(np.float64) * np.log(np.maximum(maps, 1e-45))).sum(-1)
+    expected = (formula / np.log(maps.shape[-1])).mean(-1)  # normalised by ln S
+    np.testing.assert_allclose(shown, expected, atol=1e-5)
+    assert MapsSource(maps, False).n_keys == maps.shape[-1]
+
+
 @pytest.mark.parametrize("kind", ["encoder", "decoder"])
 def test_each_stacks_self_attention_on_the_trace_pages(kind):
     for page in ("pages/1_Attention_Maps.py", "pages/2_Entropy.py",
@@ -76,8 +98,48 @@ def test_every_page_opens_on_an_encoder_decoder():
         at = run_page(page, query, session)
         assert not at.exception and not at.error, (page, texts(at.exception), texts(at.error))
         shown = " ".join(texts(at.info) + texts(at.markdown) + texts(at.caption))
-        if page in ("pages/2_Entropy.py", "pages/3_Head_Similarity.py"):
+        if page == "pages/3_Head_Similarity.py":
             assert "pick *encoder self-attention*" in " ".join(texts(at.info)), page
-        elif page not in ("app.py", "pages/1_Attention_Maps.py"):
+        elif page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
+                          "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"):
             assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
         assert "/work/" not in shown and "/tmp/" not in shown, page
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+def test_inside_one_head_of_each_kind(kind):
+    """Every step of one head; T5's self-attention heads get the relative position bias as a
+    step (buckets, the head's table, the bias, the map without and with it); the weights
+    are the trace's."""
+    query, session = params(kind)
+    query.update(layer="1", head="2")
+    at = run_page("pages/5_Inside_One_Head.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    shown = " ".join(texts(at.markdown) + texts(at.caption) + texts(at.info))
+    assert "largest difference 0.0e+00" in shown
+    titles = chart_titles(at)
+    if kind == "cross":
+        assert any(t.startswith("M, the encoder's output: 9 × 128") for t in titles)
+        assert any(t.startswith("K of L1.H2: 9 × 32") for t in titles)
+        assert "relative position bias" not in shown
+    else:
+        assert "5b. relative position bias" in shown
+        for title in ("the bucket of each pair", "L1.H2's learned bias per bucket",
+                      "the bias added to the scores", "the map without the bias"):
+            assert any(t.startswith(title) for t in titles), (title, titles)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "cross"])
+def test_pruning_impact_switches_off_each_head_of_the_kind(kind):
+    from mha_viz import load_model
+    from mha_viz.analysis import ablation_effects_seq2seq
+
+    query, session = params(kind)
+    at = run_page("pages/4_Pruning_Impact.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(specs) == 1
+    expected = ablation_effects_seq2seq(load_model("t5-toy"), SOURCE, TARGET)[kind]
+    shown = array(specs[0]["data"][0]["z"]).astype(float)
+    np.testing.assert_allclose(shown, expected, atol=1e-6)
+    assert "teacher-forced" in " ".join(texts(at.caption))

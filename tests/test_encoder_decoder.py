@@ -166,3 +166,109 @@ def test_bad_inputs_get_clear_errors(checkpoints):
     long = model.trace("word " * 400, target="x")
     assert long.source_truncated and len(long.source_ids) == 128
     assert long.source_tokens[-1] == "</s>"
+
+
+def test_entropy_over_the_source_equals_the_formula(checkpoints):
+    """Cross-attention rows run over S source keys (S != T here): raw, normalised by ln S,
+    and smoothed entropies from the streamed accumulator equal the formula."""
+    from mha_viz import analysis as A
+
+    trace = load_model(str(checkpoints["bart"])).trace(SOURCE, target="A short target.")
+    maps = trace.cross_attentions.astype(np.float64)
+    s = maps.shape[-1]
+    assert s != maps.shape[-2]
+    rows = -(maps * np.log(np.maximum(maps, 1e-300))).sum(-1)
+    source = trace.source("cross")
+    close(A.entropy(source), rows.mean(-1), 1e-6)
+    close(A.entropy(source, normalized=True), (rows / np.log(s)).mean(-1), 1e-6)
+    smoothed = maps * (1 - 1e-3) + 1e-3 / s
+    close(A.entropy(source, smoothing=1e-3), -(smoothed * np.log(smoothed)).sum(-1).mean(-1),
+          1e-6)
+    close(A.row_entropy(source), rows, 1e-6)
+    with pytest.raises(InputError, match="causal maps are square"):
+        from mha_viz.streaming import MapsSource
+
+        MapsSource(trace.cross_attentions, causal=True)
+
+
+@pytest.mark.parametrize("case", ["t5", "bart"])
+def test_inside_one_head_of_every_kind(checkpoints, case):
+    """Each step of one head of each kind: the weights are the trace's maps, K and V of a
+    cross-attention head are the encoder's output through W_K and W_V, the heads'
+    contributions and b_O add up to the layer's output, and T5's steps add the bias of each
+    pair's bucket (the head's table looked up) before the mask."""
+    from mha_viz.inside_seq2seq import inside_one_head_seq2seq
+
+    model = load_model(str(checkpoints[case]))
+    trace = model.trace(SOURCE, target=TARGET)
+    for kind in ("encoder", "decoder", "cross"):
+        heads = [inside_one_head_seq2seq(model, SOURCE, TARGET, kind, 1, h) for h in range(4)]
+        one = heads[2]
+        close(one.weights, trace.attentions(kind)[1, 2], 1e-6)
+        assert one.columns == trace.column_tokens(kind)
+        total = sum(h.contribution for h in heads)
+        if one.output_bias is not None:
+            total = total + one.output_bias
+        close(total, one.layer_output, 1e-4)
+        if kind == "cross":
+            expected_k = one.memory @ one.W_K + (0 if one.b_K is None else one.b_K)
+            close(one.K, expected_k, 1e-4)
+            assert one.position_bias is None and one.K.shape[0] == len(trace.source_ids)
+        elif case == "t5":
+            close(one.position_bias, one.bias_table[one.buckets], 0)
+            close(one.masked_scores, one.scores + one.position_bias + one.mask, 1e-5)
+            without = np.exp(one.scores + one.mask - (one.scores + one.mask).max(-1,
+                                                                                keepdims=True))
+            close(one.weights_without_bias, without / without.sum(-1, keepdims=True), 1e-6)
+            assert [s.key for s in one.steps()][5] == "position_bias"
+        else:
+            assert one.position_bias is None
+    with pytest.raises(InputError, match="layer must be 0..1"):
+        inside_one_head_seq2seq(model, SOURCE, TARGET, "encoder", 2, 0)
+
+
+def _hf_attention_outputs(hf, case: str) -> dict:
+    """kind -> the output projection of each layer's attention in transformers' model."""
+    if case.startswith("t5"):
+        return {"encoder": [b.layer[0].SelfAttention.o for b in hf.encoder.block],
+                "decoder": [b.layer[0].SelfAttention.o for b in hf.decoder.block],
+                "cross": [b.layer[1].EncDecAttention.o for b in hf.decoder.block]}
+    return {"encoder": [l.self_attn.out_proj for l in hf.model.encoder.layers],
+            "decoder": [l.self_attn.out_proj for l in hf.model.decoder.layers],
+            "cross": [l.encoder_attn.out_proj for l in hf.model.decoder.layers]}
+
+
+@pytest.mark.parametrize("case", ["t5", "bart"])
+def test_head_ablation_equals_transformers_with_a_head_zeroed_by_a_hook(checkpoints, case):
+    """Each head of each kind switched off: the rise of the teacher-forced target loss equals
+    transformers' loss with that head's slice of the output projection's input zeroed by a
+    forward pre-hook written here."""
+    from mha_viz.analysis import ablation_effects_seq2seq
+
+    model = load_model(str(checkpoints[case]))
+    found = ablation_effects_seq2seq(model, SOURCE, TARGET)
+    trace = model.trace(SOURCE, target=TARGET)
+    hf = reference(checkpoints[case])
+    inputs = dict(input_ids=torch.tensor([trace.source_ids]),
+                  decoder_input_ids=torch.tensor([trace.target_ids]),
+                  labels=torch.tensor([trace.labels]))
+    with torch.no_grad():
+        base = float(hf(**inputs).loss)
+    assert float(found["base"]) == pytest.approx(base, abs=1e-4)
+    for kind, projections in _hf_attention_outputs(hf, case).items():
+        assert found[kind].shape == (len(projections), 4)
+        for layer, projection in enumerate(projections):
+            width = projection.in_features // 4
+            for head in range(4):
+                def zero(module, args, head=head):
+                    x = args[0].clone()
+                    x[..., head * width:(head + 1) * width] = 0
+                    return (x,)
+
+                handle = projection.register_forward_pre_hook(zero)
+                with torch.no_grad():
+                    loss = float(hf(**inputs).loss)
+                handle.remove()
+                assert found[kind][layer, head] == pytest.approx(loss - base, abs=2e-4), (
+                    kind, layer, head)
+    assert max(np.abs(found[k]).max() for k in ("encoder", "decoder", "cross")) > 0.01

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..streaming import MapsSource, accumulate, fold_maps, is_source, source_of
+from ..streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, source_of
 from ._inputs import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
                       resolve_causal, row_pieces, thread_map)
 
@@ -141,10 +141,15 @@ class RowEntropy:
     in_place = True
 
     def __init__(self, n_layers: int, n_heads: int, n_tokens: int, causal: bool,
-                 smoothing: float = 0.0, valid_mask=None):
+                 smoothing: float = 0.0, valid_mask=None, n_keys: int | None = None):
         self.n, self.causal, self.smoothing = n_tokens, bool(causal), float(smoothing)
         self.mask = check_mask(valid_mask, n_tokens)
         self.counts = _visible_counts(n_tokens, self.causal, self.mask)
+        if n_keys is not None and n_keys != n_tokens:  # cross-attention: rows over S keys
+            if self.causal or self.mask is not None:
+                raise InputError("rows over another sequence's keys (cross-attention) are "
+                                 "neither causal nor masked here")
+            self.counts = np.full(n_tokens, int(n_keys))
         # Rows are renormalised over what they see whenever some row does not see every key.
         self.restricted = (self.causal and n_tokens > 1) or (
             self.mask is not None and not self.mask.all())
@@ -157,7 +162,8 @@ class RowEntropy:
                    valid_mask=None) -> "RowEntropy":
         """For a source's shape; the rows see keys as `causal` says (default: the source's)."""
         return cls(source.n_layers, source.n_heads, source.n_tokens,
-                   source.causal if causal is None else causal, smoothing, valid_mask)
+                   source.causal if causal is None else causal, smoothing, valid_mask,
+                   keys_of(source))
 
     def update(self, block) -> None:
         start, stop, width = block.start, block.stop, block.width

@@ -171,8 +171,8 @@ def get_seq2seq_trace(selection: Selection):
 
 CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page reads the "
                       "self-attention of one stack: pick *encoder self-attention* or *decoder "
-                      "self-attention* in the sidebar. The Attention maps page shows "
-                      "cross-attention.")
+                      "self-attention* in the sidebar. The Attention maps and Entropy pages "
+                      "show cross-attention.")
 
 
 def get_trace(selection: Selection) -> AttentionTrace:

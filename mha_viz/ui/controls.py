@@ -100,10 +100,13 @@ def _apply_example(name: str) -> None:
     set_value("pair", pair)
 
 
-def sidebar(shows_saved_traces: bool = True) -> Selection:
+def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = None
+            ) -> Selection:
     """The shared sidebar: model, text, sentence B (BERT), examples, options, a saved trace
     to open, caveat. Pages that run the model themselves (not only read maps) pass
-    shows_saved_traces=False: their Selection never carries an opened trace."""
+    shows_saved_traces=False: their Selection never carries an opened trace.
+    encoder_decoders: whether the page reads an encoder-decoder (default: the pages that only
+    read maps do); the others say they do not and stop."""
     bar = st.sidebar
     synced(bar.toggle, "present", "Presentation mode", False,
            help="Large type and figures that fit one screen, for a projector; the sidebar "
@@ -198,11 +201,14 @@ def sidebar(shows_saved_traces: bool = True) -> Selection:
     bar.divider()
     bar.caption(NUMBERING)
     caveat(bar)
-    if seq2seq and not shows_saved_traces:
+    if encoder_decoders is None:
+        encoder_decoders = shows_saved_traces
+    if seq2seq and not encoder_decoders:
         st.info(f"{model.info.arch.upper()} is an encoder-decoder model. This page runs the "
                 f"model itself, which it does for encoder-only and decoder-only models so far; "
-                f"the Attention maps, Entropy and Head similarity pages show its encoder, "
-                f"decoder and cross-attention.")
+                f"the Attention maps, Entropy, Pruning impact and Inside one head pages show "
+                f"its encoder, decoder and cross-attention, and Head similarity each stack's "
+                f"self-attention.")
         st.stop()
     return Selection(model_name=name, text=clean_str(text),
                      text_pair=clean_str(pair) if pair and pair.strip() else None,

@@ -1,7 +1,9 @@
 """The bundled toy T5 (an encoder-decoder, issue 27) in headless chromium at desktop,
-projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps page,
-each stack's self-attention on the Entropy page, and the pages that run the model saying they
-do not read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
+projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps and
+Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
+position bias among them) on Inside one head, the loss increase of every cross-attention head
+switched off on Pruning impact, and Predictions saying it does not read
+encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -18,6 +20,16 @@ pytestmark = pytest.mark.browser
 
 SOURCE = "red car follows small dog near old house"
 TARGET = "voiture rouge suit chien petit près maison vieux"
+
+
+# (page, charts, kind, more of the query, a sentence the page shows)
+VISITS = [
+    ("Entropy", 2, "cross", "", "Mean entropy over the source"),
+    ("Entropy", 4, "encoder", "", "Encoder self-attention over the source"),
+    ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
+    ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
+    ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
+]
 
 
 def query(kind: str) -> str:
@@ -37,13 +49,13 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         wait_fitted(tab)
         assert not layout_problems(tab), layout_problems(tab)
     shoot(tab, screenshots, f"t5toy_{size}_cross")
-    open_page(tab, app_server, "Entropy", 4, query("encoder"))
-    assert_no_exception(tab, app_server)
-    assert not error_texts(tab)
-    assert "Encoder self-attention over the source" in tab.locator(
-        '[data-testid="stMain"]').inner_text()
-    shoot(tab, screenshots, f"t5toy_{size}_entropy_encoder")
-    tab.goto(f"{app_server.url}/Pruning_Impact{query('cross')}")
+    for path, n_charts, kind, extra, expected in VISITS:
+        open_page(tab, app_server, path, n_charts, query(kind) + extra)
+        assert_no_exception(tab, app_server)
+        assert not error_texts(tab)
+        assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
+        shoot(tab, screenshots, f"t5toy_{size}_{path.lower()}_{kind}")
+    tab.goto(f"{app_server.url}/Predictions{query('cross')}")
     tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
     settle(tab, 0)
     assert_no_exception(tab, app_server)
