@@ -139,8 +139,10 @@ class Predictions:
 
     Causal models: row i is the prediction made at position i, of token i + 1;
     next_logprob[i] = log p(token i + 1 | tokens 0..i), minus the per-token loss.
-    Masked-LM models: one row per masked position, the fillers of that position."""
-    kind: str  # "next_token" | "masked"
+    Masked-LM models: one row per masked position, the fillers of that position.
+    Encoder-decoders ("target"): row i is decoder position i's prediction of target token
+    i (tokens are the target's); next_logprob [T]: log p of each target token."""
+    kind: str  # "next_token" | "masked" | "target"
     tokens: list[str]  # the input's display tokens
     token_ids: list[int]
     positions: np.ndarray  # [R] the positions the rows are about

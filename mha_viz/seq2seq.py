@@ -240,6 +240,30 @@ class EncoderDecoderModel(Tokenizing):
         return logits[0].numpy()
 
     @torch.inference_mode()
+    def predict(self, source: str, target: str | None = None, k: int = 5,
+                max_new_tokens: int = DEFAULT_NEW_TOKENS):
+        """What the decoder predicts at each target position, teacher-forced: row i is the
+        prediction made at decoder position i of target token i (Predictions, kind
+        "target"; next_logprob[i] = log p(target token i | source, target tokens before))."""
+        from .model import Predictions
+
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 100:
+            raise InputError(f"k must be a whole number from 1 to 100, got {k!r}")
+        source_ids, _ = self.encode_source(source)
+        labels, _ = self._labels(source_ids, target, max_new_tokens)
+        logits, *_ = self.network(torch.tensor([source_ids]),
+                                  torch.tensor([self.decoder_input(labels)]))
+        logprobs = torch.log_softmax(logits[0], dim=-1)
+        top = logprobs.topk(int(k), dim=-1)
+        top_ids = top.indices.numpy()
+        return Predictions(
+            kind="target", tokens=self.display_tokens(labels), token_ids=list(labels),
+            positions=np.arange(len(labels)), top_ids=top_ids,
+            top_probs=top.values.exp().numpy(),
+            top_tokens=[self.display_tokens(row.tolist()) for row in top_ids],
+            next_logprob=logprobs[torch.arange(len(labels)), torch.tensor(labels)].numpy())
+
+    @torch.inference_mode()
     def target_loss(self, source: str, target: str) -> float:
         """Mean cross-entropy (nats/token) of the target's tokens, teacher-forced."""
         source_ids, _ = self.encode_source(source)

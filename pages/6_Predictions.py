@@ -17,7 +17,44 @@ ui.page_setup(
     "text, and, for one prediction, which heads write it: each head's direct effect on the "
     "logit (direct logit attribution) beside the exact effect of switching it off.",
 )
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+
+
+def decoder_predictions(seq) -> None:
+    """An encoder-decoder: what the decoder predicts at each target position, teacher-forced,
+    and how surprised it was by each target token."""
+    pred = ui.memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
+                   target=selection.target, k=K)
+    labels, loss = pred.tokens, pred.loss
+    guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
+               for toks, probs in zip(pred.top_tokens, pred.top_probs)]
+    hover = [f"{i}: '{labels[i]}'<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
+             f"<br>expected: {guesses[i]}" for i in range(len(labels))]
+    whose = "the model's own output (greedy)" if seq.generated else "the target"
+    st.subheader("How surprised the decoder was by each target token")
+    st.caption(f"The decoder reads {whose} teacher-forced: at each position it has the source "
+               f"and the target tokens before. Mean loss {float(np.mean(loss)):.3f} "
+               f"nats/token. Dark cells are tokens it did not expect; hover a cell for its "
+               f"probability and the decoder's top {K} guesses there.")
+    screen = ui.figure_screen()
+    # at least 1 nat at the dark end: a near-perfect model's 0.001 should not look alarming
+    fig = plots.token_loss_strip(labels, loss, hover, per_row=6 if screen is not None
+                                 and screen.width < fit.NARROW_PX else 12,
+                                 title="How surprised the decoder was by each target token",
+                                 max_loss=max(1.0, float(np.max(loss))), clickable=False,
+                                 given="the source and the target before it")
+    ui.show_figure(fig, key="loss_strip", alt="Per-token loss of the target")
+    table = {"position": list(range(len(labels))), "target token": labels,
+             "loss (nats)": [round(float(v), 3) for v in loss],
+             f"top {K} predictions": [", ".join(f"{t} {p:.0%}" for t, p in zip(toks, probs))
+                                      for toks, probs in zip(pred.top_tokens, pred.top_probs)]}
+    st.dataframe(table, hide_index=True, width="stretch")
+    ui.download_csv(partial(export.table_csv, table),
+                    export.safe_filename(selection.file_stem, "predictions", suffix=".csv"),
+                    "Predictions as CSV", key="dl_predictions")
+    st.caption("Direct logit attribution and the target-metric sweep read encoder-only and "
+               "decoder-only models so far.")
+    ui.caveat()
 
 
 def explain_clicked_token() -> None:
@@ -33,6 +70,9 @@ def explain_clicked_token() -> None:
             return
 
 with ui.guard():
+    if selection.kind is not None:
+        decoder_predictions(ui.get_seq2seq_trace(selection))
+        st.stop()
     info = selection.model.info if selection.model is not None else None
     # A causal model's predictions, metric and attribution all come from one forward pass
     # (model.run); a masked-LM model predicts from its own masked input, so it traces apart.

@@ -101,7 +101,8 @@ def test_every_page_opens_on_an_encoder_decoder():
         if page == "pages/3_Head_Similarity.py":
             assert "pick *encoder self-attention*" in " ".join(texts(at.info)), page
         elif page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
-                          "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"):
+                          "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",
+                          "pages/6_Predictions.py"):
             assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
         assert "/work/" not in shown and "/tmp/" not in shown, page
 
@@ -142,4 +143,18 @@ def test_pruning_impact_switches_off_each_head_of_the_kind(kind):
     expected = ablation_effects_seq2seq(load_model("t5-toy"), SOURCE, TARGET)[kind]
     shown = array(specs[0]["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(shown, expected, atol=1e-6)
+    assert "teacher-forced" in " ".join(texts(at.caption))
+
+
+def test_predictions_of_the_decoder():
+    from mha_viz import load_model
+
+    query, session = params("decoder")
+    at = run_page("pages/6_Predictions.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(specs) == 1
+    pred = load_model("t5-toy").predict(SOURCE, target=TARGET)
+    shown = array(specs[0]["data"][0]["z"]).astype(float).ravel()
+    np.testing.assert_allclose(shown[:len(pred.loss)], pred.loss, atol=1e-6)
     assert "teacher-forced" in " ".join(texts(at.caption))

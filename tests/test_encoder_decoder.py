@@ -272,3 +272,26 @@ def test_head_ablation_equals_transformers_with_a_head_zeroed_by_a_hook(checkpoi
                 assert found[kind][layer, head] == pytest.approx(loss - base, abs=2e-4), (
                     kind, layer, head)
     assert max(np.abs(found[k]).max() for k in ("encoder", "decoder", "cross")) > 0.01
+
+
+@pytest.mark.parametrize("case", ["t5-gated", "marian"])
+def test_decoder_predictions_equal_transformers(checkpoints, case):
+    model = load_model(str(checkpoints[case]))
+    pred = model.predict(SOURCE, target=TARGET, k=3)
+    trace = model.trace(SOURCE, target=TARGET)
+    hf = reference(checkpoints[case])
+    with torch.no_grad():
+        logits = hf(input_ids=torch.tensor([trace.source_ids]),
+                    decoder_input_ids=torch.tensor([trace.target_ids])).logits[0]
+    logprobs = torch.log_softmax(logits, -1)
+    assert pred.kind == "target" and pred.token_ids == trace.labels
+    assert pred.tokens == trace.label_tokens
+    close(pred.next_logprob, logprobs[torch.arange(len(trace.labels)),
+                                      torch.tensor(trace.labels)].numpy(), 1e-4)
+    expected = logprobs.topk(3, -1)
+    assert (pred.top_ids == expected.indices.numpy()).all()
+    close(pred.top_probs, expected.values.exp().numpy(), 1e-5)
+    assert float(pred.loss.mean()) == pytest.approx(model.target_loss(SOURCE, TARGET),
+                                                    abs=1e-5)
+    with pytest.raises(InputError, match="k must be"):
+        model.predict(SOURCE, target=TARGET, k=0)

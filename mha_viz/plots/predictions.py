@@ -12,10 +12,13 @@ from ._style import _esc, _title, _base_layout, _check_labels
 
 def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[str],
                      per_row: int = 12, title: str = "How surprised the model was by each token",
-                     max_loss: float | None = None) -> go.Figure:
+                     max_loss: float | None = None, clickable: bool = True,
+                     given: str = "the tokens before it") -> go.Figure:
     """The text as a grid of cells, per_row tokens a row, each coloured by the loss of
     predicting it (-log p, nats; the first token is predicted by nothing and stays blank).
-    hover[i] is shown over token i (e.g. what the model expected instead)."""
+    hover[i] is shown over token i (e.g. what the model expected instead). clickable: the
+    note invites a click (the page explains the clicked prediction); given: what each
+    prediction is conditioned on, for the note."""
     tokens = _check_labels(tokens, len(loss), "tokens")
     hover = _check_labels(hover, len(loss), "hover texts")
     n = len(tokens)
@@ -46,9 +49,10 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
         customdata=positions.tolist(), hovertext=list(hover),
         hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="tokens"))
     return _base_layout(
-        fig, _title(title, f"colour = −log p(token | the tokens before it), from white (0) to "
+        fig, _title(title, f"colour = −log p(token | {given}), from white (0) to "
                            f"dark red ({max(top, 1e-6):.1f} nats); hover for the model's top "
-                           f"guesses, click a token to explain its prediction"),
+                           f"guesses" + (", click a token to explain its prediction"
+                                         if clickable else "")),
         # one row of cells ~40 px high: the title and its note take the top 80
         height=int(90 + 40 * rows), margin=dict(l=10, r=70, t=80, b=10),
         xaxis=dict(visible=False, range=[-0.5, per_row - 0.5], fixedrange=True),

@@ -2,8 +2,8 @@
 projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps and
 Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
 position bias among them) on Inside one head, the loss increase of every cross-attention head
-switched off on Pruning impact, and Predictions saying it does not read
-encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
+switched off on Pruning impact, the decoder's predictions, and Head roles saying it does not
+read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ VISITS = [
     ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
     ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
     ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
+    ("Predictions", 1, "cross", "", "How surprised the decoder was"),
 ]
 
 
@@ -55,7 +56,7 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         assert not error_texts(tab)
         assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
         shoot(tab, screenshots, f"t5toy_{size}_{path.lower()}_{kind}")
-    tab.goto(f"{app_server.url}/Predictions{query('cross')}")
+    tab.goto(f"{app_server.url}/Head_Roles{query('cross')}")
     tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
     settle(tab, 0)
     assert_no_exception(tab, app_server)
