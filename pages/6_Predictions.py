@@ -20,16 +20,25 @@ ui.page_setup(
 selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 
+def strip_hover(labels, loss, pred, shift: int) -> list[str]:
+    """Each cell's hover on the loss strip: the token, its probability and loss, and the top
+    guesses of the position that predicted it (shift 1: a causal model predicts token i at
+    position i - 1, and token 0 not at all; shift 0: a decoder predicts target token i at
+    position i)."""
+    guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
+               for toks, probs in zip(pred.top_tokens, pred.top_probs)]
+    return [f"{i}: '{labels[i]}'" + (
+        "" if i < shift else f"<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
+                             f"<br>expected: {guesses[i - shift]}") for i in range(len(labels))]
+
+
 def decoder_predictions(seq) -> None:
     """An encoder-decoder: what the decoder predicts at each target position, teacher-forced,
     and how surprised it was by each target token."""
     pred = ui.memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
                    target=selection.target, k=K)
     labels, loss = pred.tokens, pred.loss
-    guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
-               for toks, probs in zip(pred.top_tokens, pred.top_probs)]
-    hover = [f"{i}: '{labels[i]}'<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
-             f"<br>expected: {guesses[i]}" for i in range(len(labels))]
+    hover = strip_hover(labels, loss, pred, shift=0)
     whose = "the model's own output (greedy)" if seq.generated else "the target"
     st.subheader("How surprised the decoder was by each target token")
     st.caption(f"The decoder reads {whose} teacher-forced: at each position it has the source "
@@ -93,11 +102,7 @@ with ui.guard():
         pred = ui.memo(run.predict, key=(selection.key, "predict"), k=K)
         labels = pred.tokens
         loss = np.concatenate([[np.nan], pred.loss])
-        guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
-                   for toks, probs in zip(pred.top_tokens, pred.top_probs)]
-        hover = [f"{i}: '{labels[i]}'" + (
-            "" if i == 0 else f"<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
-                              f"<br>expected: {guesses[i - 1]}") for i in range(len(labels))]
+        hover = strip_hover(labels, loss, pred, shift=1)
         st.subheader("How surprised the model was by each token")
         st.caption(f"Mean loss {np.nanmean(loss):.3f} nats/token (perplexity "
                    f"{np.exp(np.nanmean(loss)):.1f}). Dark cells are tokens the model did not "
