@@ -17,7 +17,8 @@ def home() -> None:
     ui.page_setup(
         "mha-viz: look inside multi-head attention",
         "This app runs real checkpoints (BERT, GPT-2 and Llama-family models such as the bundled "
-        "SmolLM2) through our own multi-head-attention code "
+        "SmolLM2, and encoder-decoders: T5, BART, Marian and the bundled toy T5 translator) "
+        "through our own multi-head-attention code "
         "and records, for every layer and head, how much each token attends to every other "
         "token. Pick a model and a text in the sidebar, then explore the maps on the pages "
         "listed there.",
@@ -45,10 +46,21 @@ def home() -> None:
         ui.model_card(selection.model)
 
         st.subheader("The text, as the model reads it")
-        trace = ui.get_trace(selection)
-        ui.trace_notes(trace)
-        st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
-                language=None, wrap_lines=True)
+        if selection.kind is not None:  # an encoder-decoder: the source, then the target
+            seq = ui.get_seq2seq_trace(selection)
+            for title, tokens in (("The source (the encoder reads it)", seq.source_tokens),
+                                  ("The decoder's input (the start token, then the target)"
+                                   if not seq.generated else "The decoder's input: the start "
+                                   "token, then the model's own output", seq.target_tokens)):
+                st.caption(title)
+                st.code("  ".join(f"{i}:{token}" for i, token in enumerate(tokens)),
+                        language=None, wrap_lines=True)
+            trace = seq.as_trace("encoder")
+        else:
+            trace = ui.get_trace(selection)
+            ui.trace_notes(trace)
+            st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
+                    language=None, wrap_lines=True)
         st.caption("Each box is one token with its position. ␣ marks a leading space (byte-level "
                    "BPE: GPT-2, SmolLM2); ## marks a word piece that continues a word (BERT).")
         ui.download_trace(selection, trace)

@@ -98,6 +98,11 @@ def test_every_page_opens_on_an_encoder_decoder():
         at = run_page(page, query, session)
         assert not at.exception and not at.error, (page, texts(at.exception), texts(at.error))
         shown = " ".join(texts(at.info) + texts(at.markdown) + texts(at.caption))
+        if page == "app.py":
+            codes = [str(c.value) for c in at.code]
+            assert codes[0].startswith("0:red  1:car") and codes[1].startswith(
+                "0:<pad>  1:voiture"), codes
+            assert "encoder 2 + decoder 2" in " ".join(texts(at.sidebar.caption))
         if page == "pages/3_Head_Similarity.py":
             assert "pick *encoder self-attention*" in " ".join(texts(at.info)), page
         elif page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",

@@ -2,8 +2,8 @@
 projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps and
 Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
 position bias among them) on Inside one head, the loss increase of every cross-attention head
-switched off on Pruning impact, the decoder's predictions, and Head roles saying it does not
-read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
+switched off on Pruning impact, the decoder's predictions, the encoder's head similarity, and
+Head roles, Corpus and Circuits saying they do not read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ TARGET = "voiture rouge suit chien petit près maison vieux"
 
 # (page, charts, kind, more of the query, a sentence the page shows)
 VISITS = [
+    ("", 0, "cross", "", "The source (the encoder reads it)"),
     ("Entropy", 2, "cross", "", "Mean entropy over the source"),
     ("Entropy", 4, "encoder", "", "Encoder self-attention over the source"),
     ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
     ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
     ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
     ("Predictions", 1, "cross", "", "How surprised the decoder was"),
+    ("Head_Similarity", 3, "encoder", "", "Encoder self-attention over the source"),
 ]
 
 
@@ -55,10 +57,12 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         assert_no_exception(tab, app_server)
         assert not error_texts(tab)
         assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
-        shoot(tab, screenshots, f"t5toy_{size}_{path.lower()}_{kind}")
-    tab.goto(f"{app_server.url}/Head_Roles{query('cross')}")
-    tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
-    settle(tab, 0)
-    assert_no_exception(tab, app_server)
-    assert "is an encoder-decoder model" in tab.locator('[data-testid="stMain"]').inner_text()
+        shoot(tab, screenshots, f"t5toy_{size}_{path.lower() or 'home'}_{kind}")
+    for path in ("Head_Roles", "Corpus", "Circuits"):  # not yet for encoder-decoders
+        tab.goto(f"{app_server.url}/{path}{query('cross')}")
+        tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
+        settle(tab, 0)
+        assert_no_exception(tab, app_server)
+        assert "is an encoder-decoder model" in tab.locator(
+            '[data-testid="stMain"]').inner_text(), path
     assert_only_own_host(tab, app_server)
