@@ -236,10 +236,7 @@ def cross_attention_view(seq) -> None:
 
 
 with ui.guard():
-    if selection.kind == "cross":
-        cross_attention_view(ui.get_seq2seq_trace(selection))
-        st.stop()
-    trace = ui.get_trace(selection)
+    trace = ui.get_trace(selection, cross_view=cross_attention_view)
     ui.trace_notes(trace)
     if not ui.maps_fit(trace):
         long_input_view(trace)

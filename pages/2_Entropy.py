@@ -85,11 +85,8 @@ def entropy_options():
 
 
 with ui.guard():
-    if selection.kind == "cross":
-        normalized, smoothing, _ = entropy_options()
-        cross_attention_entropy(ui.get_seq2seq_trace(selection), normalized, smoothing)
-        st.stop()
-    trace = ui.get_trace(selection)
+    trace = ui.get_trace(selection, cross_view=lambda seq: cross_attention_entropy(
+        seq, *entropy_options()[:2]))
     ui.trace_notes(trace)
 
     normalized, smoothing, c3 = entropy_options()

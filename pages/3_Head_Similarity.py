@@ -12,6 +12,10 @@ from mha_viz.downsample import downsampled_labels
 
 ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
 NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
+KIND_TEXT = {
+    "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
+    "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
+}
 SIDE_BY_SIDE_MAX = 128  # maps beside each other are block-averaged above this many tokens
 
 ui.page_setup(
@@ -37,67 +41,14 @@ def pick_from_scatter(n_layers: int) -> None:
             return
 
 
-with ui.guard():
-    trace = ui.get_trace(selection)
-    ui.trace_notes(trace)
-    n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
+def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind: str,
+                   order_by: str, k_near: int, options: tuple) -> tuple[list, int, list]:
+    """The distance matrix, the 2-D map of heads and the chosen head's nearest heads;
+    -> (head names, the chosen head's index, its nearest heads). options: what the
+    distances depend on besides the input (memo keys)."""
     stem = selection.file_stem
-
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        kind = ui.synced(st.radio, "dist", "Distance", "js", options=["js", "js_distance"],
-                         format_func={"js": "JS divergence (nats)",
-                                      "js_distance": "JS distance (√ divergence)"}.get,
-                         horizontal=True,
-                         help="JS divergence is what Clark et al. (2019) use. Its square root, "
-                              "the JS distance, is a true metric (it obeys the triangle "
-                              "inequality), which suits the 2-D map better.")
-    with c2:
-        order_by = ui.synced(st.radio, "order", "Order the matrix by", "cluster",
-                             options=["cluster", "layer"],
-                             format_func={"cluster": "clustering", "layer": "layer"}.get,
-                             horizontal=True,
-                             help="Clustering (average linkage) puts similar heads next to "
-                                  "each other; the coloured strips then show each head's layer.")
-    with c3:
-        all_rows = False
-        if n > ROW_LIMIT and ui.maps_fit(trace):  # a long input: sampled rows only
-            all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
-                                 help=f"By default long inputs are compared on {ROW_LIMIT} "
-                                      f"evenly spaced query rows; the cost grows with the "
-                                      f"number of rows.")
-    wanted_rows = None if all_rows or n <= ROW_LIMIT else ROW_LIMIT
-    # every pair of heads on every row: past a work bound, fewer rows (a saved trace can
-    # hold many heads; a long text many rows)
-    max_rows = A.rows_within_work(n_layer * n_head, n, wanted_rows)
-    pick_col, k_col, _ = st.columns([2, 1, 1])
-    with pick_col:
-        layer, head = ui.head_picker(trace)
-    with k_col:
-        k_near = ui.synced(st.selectbox, "near", "Nearest heads shown", 3,
-                           options=NEIGHBOUR_CHOICES,
-                           help="How many of the chosen head's nearest heads to ring on the "
-                                "map and show below.")
-    kind_text = ("Jensen-Shannon divergence (nats, 0 to ln 2)" if kind == "js"
-                 else "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)")
-    if max_rows is None:
-        rows_text = f"all {n} query rows."
-    elif max_rows == wanted_rows:
-        rows_text = (f"{ROW_LIMIT} evenly spaced query rows out of {n} (first and last "
-                     f"included): an approximation that keeps long inputs fast. Switch on "
-                     f"*Compare every query row* for the exact value.")
-    else:
-        rows_text = (f"{max_rows} evenly spaced query rows out of {n}: comparing all "
-                     f"{n_layer * n_head:,} heads pair by pair on more rows would take too "
-                     f"long on this server.")
-    st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
-            + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
-
-    # only the compared rows of every head are read (a long input computes just those)
-    dist = ui.memo(A.head_distances, trace,
-                   key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
-    order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", kind, max_rows))
-    coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", kind, max_rows))
+    order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", *options))
+    coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", *options))
     names = [plots.head_name(l, h) for l in range(n_layer) for h in range(n_head)]
     chosen = layer * n_head + head
     nearest = A.nearest_heads(dist, chosen, k_near)
@@ -154,7 +105,6 @@ with ui.guard():
     # ---------------------------------------------------------------- nearest heads
     st.subheader(f"{plots.head_name(layer, head)} and its nearest heads")
     name = plots.head_name(layer, head)
-    unit = "nats" if kind == "js" else ""
     st.dataframe(
         {"rank": list(range(1, len(nearest) + 1)),
          "head": [names[i] for i in nearest],
@@ -162,6 +112,102 @@ with ui.guard():
              [round(float(dist[chosen, i]), 4) for i in nearest],
          "same layer": ["yes" if i // n_head == layer else "" for i in nearest]},
         hide_index=True, width="content")
+    return names, chosen, nearest
+
+
+def head_and_neighbours(trace) -> tuple[int, int, int]:
+    """The chosen head (of the trace's layers and heads) and how many neighbours to show."""
+    pick_col, k_col, _ = st.columns([2, 1, 1])
+    with pick_col:
+        layer, head = ui.head_picker(trace)
+    with k_col:
+        k_near = ui.synced(st.selectbox, "near", "Nearest heads shown", 3,
+                           options=NEIGHBOUR_CHOICES,
+                           help="How many of the chosen head's nearest heads to ring on the "
+                                "map and show below.")
+    return layer, head, k_near
+
+
+def cross_attention_similarity(seq) -> None:
+    """An encoder-decoder's cross-attention heads, compared on their rows over the source."""
+    maps = seq.cross_attentions
+    n_layer, n_head, t, s = maps.shape
+    kind, order_by = distance_options(*st.columns(3)[:2])
+    layer, head, k_near = head_and_neighbours(seq.as_trace("decoder"))
+    max_rows = A.rows_within_work(n_layer * n_head, max(t, s), None)
+    rows = f"all {t}" if max_rows is None else f"{max_rows} evenly spaced of the {t}"
+    st.info(f"**The figures show the {KIND_TEXT[kind]}** between cross-attention heads: each "
+            f"head's rows are the target positions' attention over the {s} source tokens, "
+            f"compared on {rows} rows, smoothed first (0.999·a + 0.001/{s}).")
+    dist = ui.memo(A.head_distances, seq.source("cross"), key=(selection.key, "dist"),
+                   kind=kind, max_rows=max_rows)
+    distance_views(dist, n_layer, n_head, layer, head, kind, order_by, k_near,
+                   (kind, max_rows))
+    st.caption("The maps of these heads are on the Attention maps page (cross-attention).")
+    ui.caveat()
+
+
+def distance_options(c1, c2) -> tuple[str, str]:
+    """The distance (JS divergence or its root) and the order of the matrix."""
+    with c1:
+        kind = ui.synced(st.radio, "dist", "Distance", "js", options=["js", "js_distance"],
+                         format_func={"js": "JS divergence (nats)",
+                                      "js_distance": "JS distance (√ divergence)"}.get,
+                         horizontal=True,
+                         help="JS divergence is what Clark et al. (2019) use. Its square root, "
+                              "the JS distance, is a true metric (it obeys the triangle "
+                              "inequality), which suits the 2-D map better.")
+    with c2:
+        order_by = ui.synced(st.radio, "order", "Order the matrix by", "cluster",
+                             options=["cluster", "layer"],
+                             format_func={"cluster": "clustering", "layer": "layer"}.get,
+                             horizontal=True,
+                             help="Clustering (average linkage) puts similar heads next to "
+                                  "each other; the coloured strips then show each head's layer.")
+    return kind, order_by
+
+
+with ui.guard():
+    trace = ui.get_trace(selection, cross_view=cross_attention_similarity)
+    ui.trace_notes(trace)
+    n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
+    stem = selection.file_stem
+
+    c1, c2, c3 = st.columns(3)
+    kind, order_by = distance_options(c1, c2)
+    with c3:
+        all_rows = False
+        if n > ROW_LIMIT and ui.maps_fit(trace):  # a long input: sampled rows only
+            all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
+                                 help=f"By default long inputs are compared on {ROW_LIMIT} "
+                                      f"evenly spaced query rows; the cost grows with the "
+                                      f"number of rows.")
+    wanted_rows = None if all_rows or n <= ROW_LIMIT else ROW_LIMIT
+    # every pair of heads on every row: past a work bound, fewer rows (a saved trace can
+    # hold many heads; a long text many rows)
+    max_rows = A.rows_within_work(n_layer * n_head, n, wanted_rows)
+    layer, head, k_near = head_and_neighbours(trace)
+    kind_text = KIND_TEXT[kind]
+    if max_rows is None:
+        rows_text = f"all {n} query rows."
+    elif max_rows == wanted_rows:
+        rows_text = (f"{ROW_LIMIT} evenly spaced query rows out of {n} (first and last "
+                     f"included): an approximation that keeps long inputs fast. Switch on "
+                     f"*Compare every query row* for the exact value.")
+    else:
+        rows_text = (f"{max_rows} evenly spaced query rows out of {n}: comparing all "
+                     f"{n_layer * n_head:,} heads pair by pair on more rows would take too "
+                     f"long on this server.")
+    st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
+            + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
+
+    # only the compared rows of every head are read (a long input computes just those)
+    dist = ui.memo(A.head_distances, trace,
+                   key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
+    names, chosen, nearest = distance_views(dist, n_layer, n_head, layer, head, kind,
+                                            order_by, k_near, (kind, max_rows))
+    name = plots.head_name(layer, head)
+    unit = "nats" if kind == "js" else ""
     shown = [chosen, *nearest]
     titles = [f"{names[i]} (chosen)" if i == chosen else
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]

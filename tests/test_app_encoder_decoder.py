@@ -103,11 +103,9 @@ def test_every_page_opens_on_an_encoder_decoder():
             assert codes[0].startswith("0:red  1:car") and codes[1].startswith(
                 "0:<pad>  1:voiture"), codes
             assert "encoder 2 + decoder 2" in " ".join(texts(at.sidebar.caption))
-        if page == "pages/3_Head_Similarity.py":
-            assert "pick *encoder self-attention*" in " ".join(texts(at.info)), page
-        elif page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
-                          "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",
-                          "pages/6_Predictions.py"):
+        if page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
+                        "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py",
+                        "pages/5_Inside_One_Head.py", "pages/6_Predictions.py"):
             assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
         assert "/work/" not in shown and "/tmp/" not in shown, page
 
@@ -163,3 +161,20 @@ def test_predictions_of_the_decoder():
     shown = array(specs[0]["data"][0]["z"]).astype(float).ravel()
     np.testing.assert_allclose(shown[:len(pred.loss)], pred.loss, atol=1e-6)
     assert "teacher-forced" in " ".join(texts(at.caption))
+
+
+def test_head_similarity_of_cross_attention_heads():
+    from mha_viz import analysis as A
+    from mha_viz import load_model
+
+    query, session = params("cross")
+    at = run_page("pages/3_Head_Similarity.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(specs) == 2  # the matrix and the 2-D map
+    trace = load_model("t5-toy").trace(SOURCE, target=TARGET)
+    expected = A.head_distances(trace.source("cross"))
+    order = A.cluster_order(expected)
+    shown = array(specs[0]["data"][0]["z"]).astype(float)
+    np.testing.assert_allclose(shown, expected[np.ix_(order, order)], atol=1e-6)
+    assert "between cross-attention heads" in " ".join(texts(at.info))

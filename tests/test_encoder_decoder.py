@@ -295,3 +295,26 @@ def test_decoder_predictions_equal_transformers(checkpoints, case):
                                                     abs=1e-5)
     with pytest.raises(InputError, match="k must be"):
         model.predict(SOURCE, target=TARGET, k=0)
+
+
+def test_head_distances_of_cross_attention_equal_the_formula(checkpoints):
+    """JS divergence between cross-attention heads: rows over the S source keys (S != T),
+    smoothed over S keys, every row or evenly spaced ones."""
+    from mha_viz import analysis as A
+
+    trace = load_model(str(checkpoints["t5"])).trace(SOURCE, target="A short target.")
+    maps = trace.cross_attentions.astype(np.float64)
+    t, s = maps.shape[-2:]
+    assert s != t
+
+    def formula(rows, smoothing=1e-3):
+        p = maps.reshape(-1, t, s)[:, rows] * (1 - smoothing) + smoothing / s
+        m = 0.5 * (p[:, None] + p[None, :])
+        js = (0.5 * (p[:, None] * np.log(p[:, None] / m)).sum(-1)
+              + 0.5 * (p[None, :] * np.log(p[None, :] / m)).sum(-1)).mean(-1)
+        np.fill_diagonal(js, 0.0)
+        return js
+
+    close(A.head_distances(trace.source("cross")), formula(np.arange(t)), 2e-6)
+    rows = np.unique(np.round(np.linspace(0, t - 1, 3)).astype(int))
+    close(A.head_distances(trace.source("cross"), max_rows=3), formula(rows), 2e-6)

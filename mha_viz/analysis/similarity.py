@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
+from ..streaming import MapsSource
 from ._inputs import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
                       maps_shape, per_input)
 
@@ -176,7 +177,7 @@ STREAMED_SIMILARITY_WORK = 10 * SIMILARITY_WORK
 
 
 def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
-    """The rows `chosen` of every head's map, float32 [N, len(chosen), T] (N = all heads,
+    """The rows `chosen` of every head's map, float32 [N, len(chosen), keys] (N = all heads,
     layer-major): a trace gives them however it holds its maps, an array by indexing."""
     if hasattr(item, "gather_rows"):
         n_layers, n_heads, n, _ = item.maps_shape
@@ -184,8 +185,7 @@ def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
         for layer in range(n_layers):
             flat[layer * n_heads:(layer + 1) * n_heads] = item.gather_rows(layer, chosen)
         return flat
-    n = item.shape[-1]
-    return item.reshape(-1, n, n)[:, chosen]
+    return item.reshape(-1, *item.shape[-2:])[:, chosen]
 
 
 def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: float,
@@ -232,7 +232,9 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
     valid_mask: bool [T] (one per input with a list): rows and keys of invalid (padding)
         positions are ignored; rows are renormalised over the valid keys.
     attentions: [L, H, T, T] (or any [..., T, T]), a trace, or a list of them (lengths may
-        differ; the mean over inputs). Only the compared rows are read, gathered from every
+        differ; the mean over inputs); or a MapsSource of [L, H, T, S] maps whose rows run
+        over another sequence's S keys (an encoder-decoder's cross-attention,
+        EncoderDecoderTrace.source("cross")). Only the compared rows are read, gathered from every
         layer a bounded group at a time; comparing every row when that costs more than
         STREAMED_SIMILARITY_WORK is refused (pass max_rows).
     n_threads: worker threads (default: the CPUs available, at most 8).
@@ -256,19 +258,26 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
                 or max_rows < 1:
             raise InputError(f"max_rows must be None or a positive integer, got {max_rows!r}")
     threads = default_threads() if n_threads is None else int(n_threads)
-    as_inputs(attentions)  # checks them: traces or maps [..., T, T] of one layer/head shape
     items = list(attentions) if is_many(attentions) else [attentions]
+    if not any(isinstance(item, MapsSource) for item in items):
+        as_inputs(attentions)  # checks them: traces or maps [..., T, T] of one layer/head shape
     masks = per_input(attentions, valid_mask)
     selected = []
     for item, mask in zip(items, masks):
-        item = item if hasattr(item, "gather_rows") else as_array(item)
+        if isinstance(item, MapsSource):  # maps [L, H, T, S]: cross-attention's T x S
+            if mask is not None:
+                raise InputError("valid_mask is for maps over one sequence's tokens")
+            item = item.maps
+        else:
+            item = item if hasattr(item, "gather_rows") else as_array(item)
         shape = maps_shape(item)
-        n = shape[-1]
+        n = shape[-1]  # keys
         mask = check_mask(mask, n)
         positions = np.arange(n) if mask is None else np.flatnonzero(mask)
         if positions.size == 0:
             raise InputError("valid_mask leaves no position")
-        rows = positions[_row_selection(positions.size, max_rows)]
+        queries = positions if shape[-2] == n else np.arange(shape[-2])
+        rows = queries[_row_selection(queries.size, max_rows)]
         heads = int(np.prod(shape[:-2]))
         if max_rows is None and float(heads) ** 2 * len(rows) * len(positions) \
                 > STREAMED_SIMILARITY_WORK:

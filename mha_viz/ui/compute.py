@@ -171,18 +171,21 @@ def get_seq2seq_trace(selection: Selection):
 
 CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page reads the "
                       "self-attention of one stack: pick *encoder self-attention* or *decoder "
-                      "self-attention* in the sidebar. The Attention maps and Entropy pages "
-                      "show cross-attention.")
+                      "self-attention* in the sidebar.")
 
 
-def get_trace(selection: Selection) -> AttentionTrace:
+def get_trace(selection: Selection, cross_view: Callable | None = None) -> AttentionTrace:
     """The trace for the selection (computed once per (model, text, pair, max_tokens) and
     cached), or the saved trace the person opened in the sidebar. On bad input it shows the
     error on the page and stops the page. For an encoder-decoder: the self-attention of the
-    stack the sidebar picked, as an AttentionTrace."""
+    stack the sidebar picked, as an AttentionTrace; for its cross-attention, the page's
+    cross_view(EncoderDecoderTrace) draws the page, which then stops."""
     if selection.kind is not None and selection.uploaded is None:
         if selection.kind == "cross":
-            st.info(CROSS_ON_MAPS_PAGE)
+            if cross_view is None:
+                st.info(CROSS_ON_MAPS_PAGE)
+            else:
+                cross_view(get_seq2seq_trace(selection))
             st.stop()
         return get_seq2seq_trace(selection).as_trace(selection.kind)
     if selection.uploaded is not None:

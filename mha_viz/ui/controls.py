@@ -207,9 +207,8 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
     if seq2seq and not encoder_decoders:
         st.info(f"{model.info.arch.upper()} is an encoder-decoder model. This page runs the "
                 f"model itself, which it does for encoder-only and decoder-only models so far; "
-                f"the Attention maps, Entropy, Pruning impact, Inside one head and Predictions "
-                f"pages read its encoder, decoder and cross-attention, and Head similarity "
-                f"each stack's self-attention.")
+                f"the Attention maps, Entropy, Head similarity, Pruning impact, Inside one head "
+                f"and Predictions pages read its encoder, decoder and cross-attention.")
         st.stop()
     return Selection(model_name=name, text=clean_str(text),
                      text_pair=clean_str(pair) if pair and pair.strip() else None,

@@ -2,7 +2,7 @@
 projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps and
 Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
 position bias among them) on Inside one head, the loss increase of every cross-attention head
-switched off on Pruning impact, the decoder's predictions, the encoder's head similarity, and
+switched off on Pruning impact, the decoder's predictions, head similarity of the encoder and of cross-attention, and
 Head roles, Corpus and Circuits saying they do not read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ VISITS = [
     ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
     ("Predictions", 1, "cross", "", "How surprised the decoder was"),
     ("Head_Similarity", 3, "encoder", "", "Encoder self-attention over the source"),
+    ("Head_Similarity", 2, "cross", "", "between cross-attention heads"),
 ]
 
 
