@@ -14,10 +14,8 @@ forward with output_attentions=True, and the three kinds stacked into numpy arra
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,30 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine import median_seconds, text_of  # noqa: E402  (benchmarks/engine.py)
 from mha_viz import load_model  # noqa: E402
 from mha_viz.testing import make_seq2seq_checkpoint  # noqa: E402
-
-WORDS = ("the animal did not cross the street because it was too tired and mary gave a drink "
-         "to john in the garden while students learn attention in the classroom today").split()
-
-
-def text_of(model, n_tokens: int) -> str:
-    """The longest run of the words whose source takes at most n_tokens tokens."""
-    words = (WORDS * (n_tokens // len(WORDS) + 2))[:n_tokens]
-    while len(model.tokenizer(" ".join(words))["input_ids"]) > n_tokens:
-        words.pop()
-    return " ".join(words)
-
-
-def median_seconds(run, repeats: int) -> float:
-    run()  # warm
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

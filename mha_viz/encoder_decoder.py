@@ -59,6 +59,13 @@ class EncoderDecoderConfig:
         return found
 
 
+def first_id(value) -> int | None:
+    """A token id as config.json gives it: a number, a list of them (the first), or none."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return None if value is None else int(value)
+
+
 class EncoderDecoderStack(nn.Module):
     def __init__(self, config: EncoderDecoderConfig):
         super().__init__()

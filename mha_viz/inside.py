@@ -32,7 +32,8 @@ import torch
 from .attention import apply_rotary, scaled_dot_product_attention
 from .errors import InputError
 
-__all__ = ["HeadInternals", "Step", "inside_one_head", "head_weight_slices", "summarise"]
+__all__ = ["HeadInternals", "Step", "inside_one_head", "head_internals", "head_weight_slices",
+           "summarise"]
 
 
 @dataclass(frozen=True)
@@ -324,30 +325,39 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         scores.mul_(attn.scale)
         mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
         masked = scores + mask
-        slices = head_weight_slices(attn, head)
-        contribution = context[0, head] @ slices["W_O"]
+    return head_internals(
+        attn, layer, head, hidden, x, q, k, v, scores, mask, masked, weights, context, output,
+        tokens=model.display_tokens(enc.input_ids), causal=info.causal,
+        pre_ln=bool(block.pre_ln), text=text, text_pair=text_pair,
+        extra={"truncated": enc.truncated,
+               "n_tokens_before_truncation": enc.n_tokens_before_truncation},
+        norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
+        Q_rot=None if q_rot is None else _np(q_rot[0, head]),
+        K_rot=None if k_rot is None else _np(k_rot[0, kv]),
+        rope_theta=net.config.rope_theta if rotary is not None else 0.0,
+        rotary_dim=net.config.rotary_dim if rotary is not None else 0)
+
+
+def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,
+                   weights, context, output, **fields) -> HeadInternals:
+    """HeadInternals of one head from the tensors of its layer's attention (batch of 1):
+    hidden and x [1, T, d]; q [1, H, T, d_k]; k, v [1, H_kv, S, d_k]; this head's scores,
+    mask and masked scores [T, S]; every head's weights [1, H, T, S] and context
+    [1, H, T, d_k]; the layer's output [1, T, d]. fields: the rest (tokens, causal, ...)."""
+    kv = attn.kv_heads[head]
+    slices = head_weight_slices(attn, head)
     return HeadInternals(
-        layer=layer, head=head, tokens=model.display_tokens(enc.input_ids),
-        causal=info.causal, pre_ln=bool(block.pre_ln), scale=float(attn.scale),
-        d_model=info.d_model, d_k=attn.d_head, n_head=attn.n_head,
-        hidden=_np(hidden[0]), X=_np(x[0]),
+        layer=layer, head=head, scale=float(attn.scale), d_model=attn.d_model,
+        d_k=attn.d_head, n_head=attn.n_head, hidden=_np(hidden[0]), X=_np(x[0]),
         W_Q=_np(slices["W_Q"]), W_K=_np(slices["W_K"]), W_V=_np(slices["W_V"]),
         b_Q=_np(slices["b_Q"]), b_K=_np(slices["b_K"]), b_V=_np(slices["b_V"]),
         Q=_np(q[0, head]), K=_np(k[0, kv]), V=_np(v[0, kv]),
         scores=_np(scores), mask=_np(mask), masked_scores=_np(masked),
         weights=_np(weights[0, head]), context=_np(context[0, head]),
-        W_O=_np(slices["W_O"]), contribution=_np(contribution),
+        W_O=_np(slices["W_O"]), contribution=_np(context[0, head] @ slices["W_O"]),
         output_bias=_np(attn.out.bias), layer_output=_np(output[0]),
-        text=text, text_pair=text_pair,
-        extra={"truncated": enc.truncated,
-               "n_tokens_before_truncation": enc.n_tokens_before_truncation},
-        norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
         n_kv_head=attn.n_kv_head, kv_head=kv,
-        sharing=[h for h, other in enumerate(attn.kv_heads) if other == kv],
-        Q_rot=None if q_rot is None else _np(q_rot[0, head]),
-        K_rot=None if k_rot is None else _np(k_rot[0, kv]),
-        rope_theta=net.config.rope_theta if rotary is not None else 0.0,
-        rotary_dim=net.config.rotary_dim if rotary is not None else 0)
+        sharing=[h for h, other in enumerate(attn.kv_heads) if other == kv], **fields)
 
 
 def summarise(array: np.ndarray) -> dict[str, float]:

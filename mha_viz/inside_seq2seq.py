@@ -19,10 +19,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import (causal_mask_bias, relative_position_bucket, relative_positions,
-                        scaled_dot_product_attention)
+from .attention import causal_mask_bias, scaled_dot_product_attention
 from .errors import InputError
-from .inside import HeadInternals, _np, head_weight_slices
+from .inside import HeadInternals, _np, head_internals
 from .seq2seq import KINDS
 from .transformer import CrossInput
 
@@ -45,19 +44,21 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
     encoder-decoder on a source and a target (the model's greedy output when target is
     None). HeadInternals.kind says which; key_tokens are the columns of its maps."""
     layer, head = _check(model, kind, layer, head)
-    trace = model.trace(source, target=target)
+    forced = model.teacher_forcing(source, target)
     net = model.network
     stack = net.encoder if kind == "encoder" else net.decoder
     block = stack.blocks[layer]
     with torch.no_grad():
-        source_ids = torch.tensor([trace.source_ids])
+        source_ids = torch.tensor([forced.source_ids])
+        source_tokens = model.display_tokens(forced.source_ids)
         states = None
         if kind == "encoder":
-            ids, rows, keys = source_ids, trace.source_tokens, trace.source_tokens
+            ids, rows, keys = source_ids, source_tokens, source_tokens
         else:
             states, _ = net.encode(source_ids)
-            ids, rows = torch.tensor([trace.target_ids]), trace.target_tokens
-            keys = trace.target_tokens if kind == "decoder" else trace.source_tokens
+            ids, rows = torch.tensor([forced.decoder_ids]), model.display_tokens(
+                forced.decoder_ids)
+            keys = rows if kind == "decoder" else source_tokens
         n = ids.shape[1]
         bias = stack.attention_bias(n)  # causal mask and the relative position bias
         memory = None if states is None else CrossInput(states)
@@ -74,20 +75,14 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
         context, weights = scaled_dot_product_attention(q, k, v, attn_bias, attn.scale)
         kv = attn.kv_heads[head]
         scores = torch.matmul(q[0, head], k[0, kv].transpose(-1, -2)) * attn.scale
-        n_keys = scores.shape[-1]
         causal = kind == "decoder"
-        mask = causal_mask_bias(n) if causal else torch.zeros(n, n_keys)
+        mask = causal_mask_bias(n) if causal else torch.zeros(n, scores.shape[-1])
         relative = None if kind == "cross" else stack.position_bias(n)
-        slices = head_weight_slices(attn, head)
-        extra = {"source_truncated": trace.source_truncated, "generated": trace.generated}
         position = {}
         if relative is not None:
             config = stack.config
-            buckets = relative_position_bucket(relative_positions(n, n), not causal,
-                                               config.relative_buckets,
-                                               config.relative_max_distance)
             position = dict(
-                position_bias=_np(relative[0, head]), buckets=buckets.numpy(),
+                position_bias=_np(relative[0, head]), buckets=stack.position_buckets(n).numpy(),
                 bias_table=_np(stack.rel_bias.weight[:, head]),
                 weights_without_bias=_np(torch.softmax(scores + mask, dim=-1)),
                 relative_buckets=config.relative_buckets,
@@ -95,19 +90,10 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
             masked = scores + relative[0, head] + mask
         else:
             masked = scores + mask
-    return HeadInternals(
-        layer=layer, head=head, tokens=list(rows), causal=causal, pre_ln=bool(block.pre_ln),
-        scale=float(attn.scale), d_model=attn.d_model, d_k=attn.d_head, n_head=attn.n_head,
-        hidden=_np(hidden[0]), X=_np(x[0]),
-        W_Q=_np(slices["W_Q"]), W_K=_np(slices["W_K"]), W_V=_np(slices["W_V"]),
-        b_Q=_np(slices["b_Q"]), b_K=_np(slices["b_K"]), b_V=_np(slices["b_V"]),
-        Q=_np(q[0, head]), K=_np(k[0, kv]), V=_np(v[0, kv]), scores=_np(scores),
-        mask=_np(mask), masked_scores=_np(masked), weights=_np(weights[0, head]),
-        context=_np(context[0, head]), W_O=_np(slices["W_O"]),
-        contribution=_np(context[0, head] @ slices["W_O"]), output_bias=_np(attn.out.bias),
-        layer_output=_np(output[0]), text=trace.source_text, extra=extra,
+    return head_internals(
+        attn, layer, head, hidden, x, q, k, v, scores, mask, masked, weights, context, output,
+        tokens=list(rows), causal=causal, pre_ln=bool(block.pre_ln), text=source,
+        extra={"source_truncated": forced.source_truncated, "generated": forced.generated},
         norm_name="RMSNorm" if stack.config.norm == "rmsnorm" else "LayerNorm",
-        n_kv_head=attn.n_kv_head, kv_head=kv,
-        sharing=[h for h, other in enumerate(attn.kv_heads) if other == kv],
         kind=kind, key_tokens=list(keys),
         memory=None if kind != "cross" else _np(states[0]), **position)

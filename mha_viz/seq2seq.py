@@ -110,6 +110,17 @@ class EncoderDecoderTrace:
             extra={"attention_kind": kind})
 
 
+@dataclass(frozen=True)
+class TeacherForced:
+    """What the decoder reads for a source and a target: the source's ids, the target's
+    tokens (labels: what each position predicts) and the decoder's input."""
+    source_ids: list[int]
+    labels: list[int]
+    decoder_ids: list[int]  # the start token, then every label but the last
+    source_truncated: bool
+    generated: bool  # the labels are the model's greedy output (no target was given)
+
+
 def _check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise InputError(f"the kind of attention is one of {', '.join(KINDS)}, got {kind!r}")
@@ -131,15 +142,20 @@ class EncoderDecoderModel(Tokenizing):
 
     # --- tokenizing ----------------------------------------------------------------------
 
-    def encode_source(self, text: str) -> tuple[list[int], bool]:
-        """The source's ids as the tokenizer wraps them, cut to the encoder's context ->
-        (ids, whether it was cut)."""
+    def _ids(self, text: str) -> list[int]:
+        """A text's ids as the tokenizer wraps them (its closing token: </s>)."""
         from .model import clean_text
 
         text = clean_text(text)
-        limit = self.network.config.encoder.max_positions
         with self._tokenizer_lock:
-            ids = list(self.tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
+            return list(self.tokenizer(text, add_special_tokens=True,
+                                       verbose=False)["input_ids"])
+
+    def encode_source(self, text: str) -> tuple[list[int], bool]:
+        """The source's ids as the tokenizer wraps them, cut to the encoder's context ->
+        (ids, whether it was cut)."""
+        ids = self._ids(text)
+        limit = self.network.config.encoder.max_positions
         cut = len(ids) > limit
         if cut:  # keep the tokenizer's closing token(s): the end of the text is dropped
             ids = ids[:limit - 1] + ids[-1:]
@@ -150,12 +166,7 @@ class EncoderDecoderModel(Tokenizing):
     def encode_target(self, text: str) -> list[int]:
         """The target's tokens (what the decoder is to predict), with the tokenizer's
         closing token. A target longer than the decoder's context is refused."""
-        from .model import clean_text
-
-        text = clean_text(text)
-        with self._tokenizer_lock:
-            labels = list(self.tokenizer(text, add_special_tokens=True,
-                                         verbose=False)["input_ids"])
+        labels = self._ids(text)
         limit = self.network.config.decoder.max_positions
         if len(labels) > limit:
             raise InputError(f"the target is {len(labels)} tokens; this model's decoder reads "
@@ -192,21 +203,30 @@ class EncoderDecoderModel(Tokenizing):
                 break
         return out
 
-    def _labels(self, source_ids, target, max_new_tokens) -> tuple[list[int], bool]:
-        """The target's tokens, or the model's greedy output when no target is given ->
-        (labels, generated)."""
-        if target is None or isinstance(target, str) and not target.strip():
-            return self.generate(source_ids, max_new_tokens), True
-        return self.encode_target(target), False
+    def teacher_forcing(self, source: str, target: str | None = None,
+                        max_new_tokens: int = DEFAULT_NEW_TOKENS) -> TeacherForced:
+        """The ids the decoder reads: the target's tokens, or the model's greedy output when
+        no target is given."""
+        source_ids, cut = self.encode_source(source)
+        generated = target is None or isinstance(target, str) and not target.strip()
+        labels = (self.generate(source_ids, max_new_tokens) if generated
+                  else self.encode_target(target))
+        return TeacherForced(source_ids, labels, self.decoder_input(labels), cut, generated)
+
+    def _logits(self, source_ids: list[int], labels: list[int]) -> torch.Tensor:
+        """[T, vocab] the decoder's logits, teacher-forced on labels."""
+        logits, *_ = self.network(torch.tensor([source_ids]),
+                                  torch.tensor([self.decoder_input(labels)]))
+        return logits[0]
 
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None,
               max_new_tokens: int = DEFAULT_NEW_TOKENS) -> EncoderDecoderTrace:
         """Every head's encoder, decoder and cross-attention maps for a source and a target
         (the model's own greedy output when no target is given)."""
-        source_ids, cut = self.encode_source(source)
-        labels, generated = self._labels(source_ids, target, max_new_tokens)
-        decoder_ids = self.decoder_input(labels)
+        forced = self.teacher_forcing(source, target, max_new_tokens)
+        source_ids, labels, decoder_ids = forced.source_ids, forced.labels, forced.decoder_ids
+        generated = forced.generated
         _, encoder, decoder, cross = self.network(torch.tensor([source_ids]),
                                                   torch.tensor([decoder_ids]),
                                                   keep_attentions=True)
@@ -222,7 +242,7 @@ class EncoderDecoderModel(Tokenizing):
             label_tokens=self.display_tokens(labels),
             encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
-            source_truncated=cut, generated=generated,
+            source_truncated=forced.source_truncated, generated=generated,
             max_new_tokens=int(max_new_tokens) if generated else 0, arch=self.info.arch,
             source_pieces=self.pieces(source_ids), target_pieces=self.pieces(decoder_ids),
             source_special=[i in self._special_ids for i in source_ids],
@@ -233,11 +253,8 @@ class EncoderDecoderModel(Tokenizing):
                max_new_tokens: int = DEFAULT_NEW_TOKENS) -> np.ndarray:
         """[T, vocab]: what the decoder predicts at each position, teacher-forced on the
         target (or on the model's greedy output)."""
-        source_ids, _ = self.encode_source(source)
-        labels, _ = self._labels(source_ids, target, max_new_tokens)
-        logits, *_ = self.network(torch.tensor([source_ids]),
-                                  torch.tensor([self.decoder_input(labels)]))
-        return logits[0].numpy()
+        forced = self.teacher_forcing(source, target, max_new_tokens)
+        return self._logits(forced.source_ids, forced.labels).numpy()
 
     @torch.inference_mode()
     def predict(self, source: str, target: str | None = None, k: int = 5,
@@ -249,11 +266,9 @@ class EncoderDecoderModel(Tokenizing):
 
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 100:
             raise InputError(f"k must be a whole number from 1 to 100, got {k!r}")
-        source_ids, _ = self.encode_source(source)
-        labels, _ = self._labels(source_ids, target, max_new_tokens)
-        logits, *_ = self.network(torch.tensor([source_ids]),
-                                  torch.tensor([self.decoder_input(labels)]))
-        logprobs = torch.log_softmax(logits[0], dim=-1)
+        forced = self.teacher_forcing(source, target, max_new_tokens)
+        labels = forced.labels
+        logprobs = torch.log_softmax(self._logits(forced.source_ids, labels), dim=-1)
         top = logprobs.topk(int(k), dim=-1)
         top_ids = top.indices.numpy()
         return Predictions(
@@ -267,10 +282,9 @@ class EncoderDecoderModel(Tokenizing):
     def target_loss(self, source: str, target: str) -> float:
         """Mean cross-entropy (nats/token) of the target's tokens, teacher-forced."""
         source_ids, _ = self.encode_source(source)
-        labels = self.encode_target(target)
-        logits, *_ = self.network(torch.tensor([source_ids]),
-                                  torch.tensor([self.decoder_input(labels)]))
-        return float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(labels)))
+        labels = self.encode_target(target)  # a target is needed: an empty one is refused
+        return float(torch.nn.functional.cross_entropy(self._logits(source_ids, labels),
+                                                       torch.tensor(labels)))
 
 
 def _check_new_tokens(value, limit: int) -> int:

@@ -320,17 +320,22 @@ class TransformerStack(nn.Module):
             self.pos_table = sinusoidal_table(size, self.config.d_model)
         return self.pos_table[:length]
 
-    def position_bias(self, n_queries: int, n_keys: int | None = None, offset: int = 0):
-        """T5's relative position bias [1, H, T, S] (None for other positions): each head's
-        learned value for the bucket of every (query, key) distance, added to the scores;
-        bidirectional buckets in an encoder, causal ones in a decoder."""
-        if self.config.positions != "relative":
-            return None
-        buckets = relative_position_bucket(
+    def position_buckets(self, n_queries: int, n_keys: int | None = None, offset: int = 0):
+        """[T, S] the bucket of every (query, key) distance under T5's relative position
+        bias: bidirectional buckets in an encoder, causal ones in a decoder."""
+        return relative_position_bucket(
             relative_positions(n_queries, n_queries if n_keys is None else n_keys, offset),
             not self.config.causal, self.config.relative_buckets,
-            self.config.relative_max_distance).to(self.rel_bias.weight.device)
-        return self.rel_bias(buckets).permute(2, 0, 1).unsqueeze(0)
+            self.config.relative_max_distance)
+
+    def position_bias(self, n_queries: int, n_keys: int | None = None, offset: int = 0):
+        """T5's relative position bias [1, H, T, S] (None for other positions): each head's
+        learned value for the bucket of every (query, key) distance, added to the scores."""
+        if self.config.positions != "relative":
+            return None
+        buckets = self.position_buckets(n_queries, n_keys, offset)
+        return self.rel_bias(buckets.to(self.rel_bias.weight.device)).permute(2, 0, 1) \
+            .unsqueeze(0)
 
     def key_bias(self, attention_mask: torch.Tensor | None = None, dtype=torch.float32):
         """The padding bias [B, 1, 1, T] alone (None without padding): what chunked

@@ -20,6 +20,12 @@ ui.page_setup(
 selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 
+def strip_per_row() -> int:
+    """Tokens per row of the loss strip: 6 on a phone, 12 elsewhere."""
+    screen = ui.figure_screen()
+    return 6 if screen is not None and screen.width < fit.NARROW_PX else 12
+
+
 def strip_hover(labels, loss, pred, shift: int) -> list[str]:
     """Each cell's hover on the loss strip: the token, its probability and loss, and the top
     guesses of the position that predicted it (shift 1: a causal model predicts token i at
@@ -45,10 +51,8 @@ def decoder_predictions(seq) -> None:
                f"and the target tokens before. Mean loss {float(np.mean(loss)):.3f} "
                f"nats/token. Dark cells are tokens it did not expect; hover a cell for its "
                f"probability and the decoder's top {K} guesses there.")
-    screen = ui.figure_screen()
     # at least 1 nat at the dark end: a near-perfect model's 0.001 should not look alarming
-    fig = plots.token_loss_strip(labels, loss, hover, per_row=6 if screen is not None
-                                 and screen.width < fit.NARROW_PX else 12,
+    fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row(),
                                  title="How surprised the decoder was by each target token",
                                  max_loss=max(1.0, float(np.max(loss))), clickable=False,
                                  given="the source and the target before it")
@@ -108,9 +112,7 @@ with ui.guard():
                    f"{np.exp(np.nanmean(loss)):.1f}). Dark cells are tokens the model did not "
                    f"expect; hover a cell for its probability and the model's top {K} guesses "
                    f"for that place.")
-        screen = ui.figure_screen()
-        fig = plots.token_loss_strip(labels, loss, hover, per_row=6 if screen is not None
-                                     and screen.width < fit.NARROW_PX else 12)
+        fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row())
         ui.show_figure(fig, key="loss_strip", on_select=ui.callback(explain_clicked_token),
                        alt="Per-token loss of the text")
         table = {"position": list(range(len(labels))), "token": labels,

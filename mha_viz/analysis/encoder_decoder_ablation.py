@@ -24,7 +24,7 @@ def ablation_effects_seq2seq(model, source: str, target: str | None = None
     """{kind: [L, H]}: the target's loss (nats/token) with that head switched off minus
     the loss of the whole model, for "encoder", "decoder" and "cross"; plus "base", the
     whole model's loss. Without a target, the model's own greedy output is the target."""
-    trace = model.trace(source, target=target)
+    forced = model.teacher_forcing(source, target)
     net = model.network
     encoder, decoder = net.config.encoder, net.config.decoder
     shapes = {"encoder": (encoder.n_layer, encoder.n_head),
@@ -33,7 +33,7 @@ def ablation_effects_seq2seq(model, source: str, target: str | None = None
     cases = [(None, 0, 0)] + [(kind, layer, head) for kind in KINDS
                               for layer in range(shapes[kind][0])
                               for head in range(shapes[kind][1])]
-    labels = torch.tensor(trace.labels)
+    labels = torch.tensor(forced.labels)
     losses = []
     with torch.inference_mode():
         for start in range(0, len(cases), ABLATION_BATCH):
@@ -43,9 +43,9 @@ def ablation_effects_seq2seq(model, source: str, target: str | None = None
                 if kind is not None:
                     gates[kind][row, layer, head] = 0.0
             batch = len(chunk)
-            states, _ = net.encode(torch.tensor([trace.source_ids] * batch),
+            states, _ = net.encode(torch.tensor([forced.source_ids] * batch),
                                    head_mask=gates["encoder"])
-            last, _, _ = net.decode(torch.tensor([trace.target_ids] * batch), states,
+            last, _, _ = net.decode(torch.tensor([forced.decoder_ids] * batch), states,
                                     head_mask=gates["decoder"], cross_head_mask=gates["cross"])
             logits = net.decoder.lm_logits(last)  # [B, T, vocab]
             per_token = torch.nn.functional.cross_entropy(

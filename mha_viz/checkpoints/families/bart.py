@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ...encoder_decoder import EncoderDecoderConfig
+from ...encoder_decoder import EncoderDecoderConfig, first_id
 from ...errors import UnsupportedModelError
 from ...transformer import StackConfig
 
@@ -54,28 +54,20 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
     start = raw.get("decoder_start_token_id")
     return EncoderDecoderConfig(
         arch=raw.get("model_type", NAME), encoder=encoder, decoder=decoder,
-        decoder_start_token_id=int((_first(pad) if marian else 2) if start is None else start),
-        eos_token_id=_first(raw.get("eos_token_id", 2)), pad_token_id=_first(pad),
+        decoder_start_token_id=int((first_id(pad) if marian else 2) if start is None else start),
+        eos_token_id=first_id(raw.get("eos_token_id", 2)), pad_token_id=first_id(pad),
         shared_embeddings=shared)
 
 
-def _first(value):
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return None if value is None else int(value)
-
-
 def _attention(source, ours: dict, mine: str, theirs: str) -> None:
-    """q/k/v/out projections with biases; mine is our attention module's prefix."""
-    fused = mine.endswith("attn.")
-    for a, b in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
-        if not fused:
-            for part in ("weight", "bias"):
-                ours[f"{mine}{a}.{part}"] = source.get(f"{theirs}{b}.{part}")
-    if fused:
-        for part in ("weight", "bias"):
-            ours[f"{mine}qkv.{part}"] = source.cat(*(f"{theirs}{b}_proj.{part}" for b in "qkv"))
+    """q/k/v/out projections with biases; mine is our attention module's prefix (its
+    self-attention fuses q, k and v in one matrix; cross-attention keeps three)."""
     for part in ("weight", "bias"):
+        if mine.endswith("attn."):
+            ours[f"{mine}qkv.{part}"] = source.cat(*(f"{theirs}{b}_proj.{part}" for b in "qkv"))
+        else:
+            for a, b in (("query", "q"), ("key", "k"), ("value", "v")):
+                ours[f"{mine}{a}.{part}"] = source.get(f"{theirs}{b}_proj.{part}")
         ours[f"{mine}out.{part}"] = source.get(f"{theirs}out_proj.{part}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...encoder_decoder import EncoderDecoderConfig
+from ...encoder_decoder import EncoderDecoderConfig, first_id
 from ...errors import UnsupportedModelError
 from ...transformer import StackConfig
 
@@ -60,14 +60,8 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
     return EncoderDecoderConfig(
         arch=NAME, encoder=encoder, decoder=decoder,
         decoder_start_token_id=int(pad if start is None else start),
-        eos_token_id=_first(raw.get("eos_token_id", 1)), pad_token_id=_first(pad),
+        eos_token_id=first_id(raw.get("eos_token_id", 1)), pad_token_id=first_id(pad),
         extra={"mlp": ("gated " if gated else "") + activation})
-
-
-def _first(value):
-    if isinstance(value, list):
-        value = value[0] if value else None
-    return None if value is None else int(value)
 
 
 def _stack(source, ours: dict, config: StackConfig, mine: str, theirs: str) -> None:
