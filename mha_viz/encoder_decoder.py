@@ -84,18 +84,20 @@ class EncoderDecoderStack(nn.Module):
 
     def decode(self, decoder_input_ids, states, attention_mask=None, keep_attentions=False,
                attentions_out=None, cross_out=None, head_mask=None, cross_head_mask=None,
-               ablation="zero"):
+               ablation="zero", hooks=None):
         """Target ids [B, T] reading encoder states [B, S, d] -> (last hidden [B, T, d],
         self-attention weights kept, cross-attention weights kept). attentions_out
-        [L, H, T, T] and cross_out [L, H, T, S]: buffers the weights are written into."""
+        [L, H, T, T] and cross_out [L, H, T, S]: buffers the weights are written into.
+        hooks: an interventions.Hooks at the decoder's points, cross-attention's included
+        (cross_z, ...), and the final norm's scale."""
         decoder = self.decoder
         h = decoder.embed(decoder_input_ids)
         cross = CrossInput(states, self.encoder.key_bias(attention_mask), cross_head_mask,
                            ablation, [] if keep_attentions else None, cross_out)
         h, kept = decoder.run_layers(h, 0, None, decoder.attention_bias(h.shape[1]),
                                      head_mask, ablation, None, attentions_out,
-                                     keep_attentions, memory=cross)
-        return decoder.finish(h), kept, cross.kept or []
+                                     keep_attentions, hooks=hooks, memory=cross)
+        return decoder.finish(h, hooks), kept, cross.kept or []
 
     def forward(self, input_ids, decoder_input_ids, attention_mask=None,
                 keep_attentions=False):

@@ -24,6 +24,10 @@ heads, H_kv key/value heads, d_k head width):
                mlp_in    [B, T, d]   what the MLP reads (normally resid_mid)
                mlp_out   [B, T, d]
                resid_post [B, T, d]  the stream leaving the layer
+    decoder    cross_q, cross_k, cross_v, cross_pattern, cross_z, cross_result: the same
+    layers     points of the cross-attention sub-layer (queries [B, H, T, d_k] from the
+               decoder stream, keys and values [B, H, S, d_k] from the encoder's output,
+               pattern [B, H, T, S]); cross_out [B, T, d] its output (encoder-decoders)
     final      scale     [B, T, 1]   the final norm's scale (computed only when wanted)
 
 Grouped-query models: k and v belong to key/value heads. Replacing key/value head g's k
@@ -41,9 +45,12 @@ import torch
 
 LAYER_POINTS = ("resid_pre", "attn_in", "q", "k", "v", "rot_q", "rot_k", "pattern", "z",
                 "result", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+CROSS_PREFIX = "cross_"
+CROSS_POINTS = tuple(CROSS_PREFIX + name for name in ("q", "k", "v", "pattern", "z", "result",
+                                                     "out"))
 FINAL_POINTS = ("scale",)
 # Points the engine computes only when asked (they cost work a plain forward skips).
-OPTIONAL_POINTS = ("result", "scale")
+OPTIONAL_POINTS = ("result", "cross_result", "scale")
 
 
 class Hooks:
@@ -57,6 +64,21 @@ class Hooks:
 
     def __call__(self, name: str, layer: int | None, value: torch.Tensor) -> torch.Tensor:
         return value
+
+
+class Prefixed(Hooks):
+    """Another Hooks seen under prefixed names: a decoder layer's cross-attention calls the
+    attention's own points (q, z, ...), which its caller sees as cross_q, cross_z, ..."""
+
+    def __init__(self, hooks: Hooks, prefix: str = CROSS_PREFIX):
+        self.hooks, self.prefix = hooks, prefix
+        self.ungroup_kv = hooks.ungroup_kv
+
+    def wants(self, name: str, layer: int | None) -> bool:
+        return self.hooks.wants(self.prefix + name, layer)
+
+    def __call__(self, name: str, layer: int | None, value: torch.Tensor) -> torch.Tensor:
+        return self.hooks(self.prefix + name, layer, value)
 
 
 class Interventions(Hooks):
@@ -108,9 +130,9 @@ def check_point(name: str, layer: int | None) -> None:
     if layer is None:
         if name not in FINAL_POINTS:
             raise ValueError(f"'{name}' is a per-layer point; give a layer")
-    elif name not in LAYER_POINTS:
+    elif name not in LAYER_POINTS + CROSS_POINTS:
         raise ValueError(f"unknown activation point '{name}': one of "
-                         f"{', '.join(LAYER_POINTS + FINAL_POINTS)}")
+                         f"{', '.join(LAYER_POINTS + CROSS_POINTS + FINAL_POINTS)}")
 
 
 def run_with_hooks(network, ids: torch.Tensor, hooks: Hooks | None = None, start: int = 0,

@@ -156,6 +156,15 @@ class Predictions:
         """Per-token cross-entropy of the text (nats), [T - 1]; its mean is model.score."""
         return None if self.next_logprob is None else -self.next_logprob
 
+    def runner_up(self, row: int) -> int:
+        """Row ``row``'s best guess other than the token the text holds there (the next
+        token, the masked one, or the target's), the natural contrast for a logit
+        difference; its top guess when it has no other."""
+        position = int(self.positions[row]) + (self.kind == "next_token")
+        actual = self.token_ids[position] if position < len(self.token_ids) else None
+        others = [int(i) for i in self.top_ids[row] if int(i) != actual]
+        return others[0] if others else int(self.top_ids[row][0])
+
 
 @dataclass
 class ForwardRun:
@@ -573,28 +582,6 @@ class Model(Tokenizing):
                                            ablation))
 
     # --- predictions and target metrics (ANALYSES.md section 6) ---------------------------
-
-    def token_id(self, token: int | str) -> int:
-        """A token id from an id or from text that is exactly one token (" Paris", or the
-        vocabulary's own spelling "ĠParis")."""
-        if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
-            if not 0 <= int(token) < self.info.vocab_size:
-                raise InputError(f"token id {token} is outside the vocabulary "
-                                 f"[0, {self.info.vocab_size})")
-            return int(token)
-        if not isinstance(token, str) or not token:
-            raise InputError("a target token is an id or a non-empty string")
-        with self._tokenizer_lock:
-            ids = self.tokenizer(token, add_special_tokens=False)["input_ids"]
-            if len(ids) != 1:
-                vocab_id = self.tokenizer.convert_tokens_to_ids(token)
-                if isinstance(vocab_id, int) and vocab_id != self.tokenizer.unk_token_id:
-                    return vocab_id
-                pieces = self.tokenizer.convert_ids_to_tokens(ids)
-        if len(ids) == 1:
-            return int(ids[0])
-        raise InputError(f"{token!r} is {len(ids)} tokens for this model ({', '.join(pieces)}); "
-                         f"a target must be a single token")
 
     def resolve_metric(self, metric: TargetMetric, n_tokens: int) -> ResolvedMetric:
         if not self.info.has_lm_head:

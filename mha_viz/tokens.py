@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
+from .errors import InputError
 from .text import visible
 
 
@@ -42,3 +45,24 @@ class Tokenizing:
             labels.append(visible(text or token))
         return labels
 
+    def token_id(self, token: int | str) -> int:
+        """A token id from an id or from text that is exactly one token (" Paris", or the
+        vocabulary's own spelling "ĠParis")."""
+        if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
+            if not 0 <= int(token) < self.info.vocab_size:
+                raise InputError(f"token id {token} is outside the vocabulary "
+                                 f"[0, {self.info.vocab_size})")
+            return int(token)
+        if not isinstance(token, str) or not token:
+            raise InputError("a target token is an id or a non-empty string")
+        with self._tokenizer_lock:
+            ids = self.tokenizer(token, add_special_tokens=False)["input_ids"]
+            if len(ids) != 1:
+                vocab_id = self.tokenizer.convert_tokens_to_ids(token)
+                if isinstance(vocab_id, int) and vocab_id != self.tokenizer.unk_token_id:
+                    return vocab_id
+                pieces = self.tokenizer.convert_ids_to_tokens(ids)
+        if len(ids) == 1:
+            return int(ids[0])
+        raise InputError(f"{token!r} is {len(ids)} tokens for this model ({', '.join(pieces)}); "
+                         f"a target must be a single token")

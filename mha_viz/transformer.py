@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from .attention import (MultiHeadAttention, causal_mask_bias, kv_head_of, padding_mask_bias,
                         relative_position_bucket, relative_positions, rotary_tables,
                         sinusoidal_table)
+from .interventions import Prefixed
 
 # Activation names as they appear in config.json. "gelu_new", "gelu_fast" and
 # "gelu_pytorch_tanh" are all the tanh approximation that GPT-2 was trained with.
@@ -214,14 +215,19 @@ class Block(nn.Module):
         """What the cross-attention heads read of the stream: normalised (pre-norm) or h."""
         return self.ln_cross(h) if self.pre_ln else h
 
-    def attend_to_memory(self, h, memory: "CrossInput"):
-        """The cross-attention sub-layer: h attends to the encoder's output."""
+    def attend_to_memory(self, h, memory: "CrossInput", hooks=None):
+        """The cross-attention sub-layer: h attends to the encoder's output. hooks: see
+        Block.forward; the attention's points are seen as cross_q, ..., cross_z and the
+        sub-layer's output as cross_out."""
         gate = memory.head_mask
         if gate is not None:  # [L, H], or [B, L, H]: a gate per sequence of the batch
             gate = gate[self.layer] if gate.dim() == 2 else gate[:, self.layer]
-        attended, weights = self.cross(self.cross_input(h), memory.bias,
-                                       gate, memory.ablation, None, memory.weights_out_for(
-                                           self.layer), memory=memory.states)
+        attended, weights = self.cross(
+            self.cross_input(h), memory.bias, gate, memory.ablation,
+            weights_out=memory.weights_out_for(self.layer), memory=memory.states,
+            hooks=None if hooks is None else Prefixed(hooks), layer=self.layer)
+        if hooks is not None:
+            attended = hooks("cross_out", self.layer, attended)
         if memory.kept is not None:
             memory.kept.append(weights)
         return h + attended if self.pre_ln else self.ln_cross(h + attended)
@@ -248,7 +254,7 @@ class Block(nn.Module):
             attended = hooks("attn_out", layer, attended)
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
         if memory is not None:
-            h = self.attend_to_memory(h, memory)
+            h = self.attend_to_memory(h, memory, hooks)
         mlp_in = h
         if hooks is not None:
             h = hooks("resid_mid", layer, h)

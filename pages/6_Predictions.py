@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import export, fit, plots, ui
+from mha_viz import analysis as A
 from mha_viz.analysis import ablation_effects
 
 K = 5
@@ -65,9 +66,59 @@ def decoder_predictions(seq) -> None:
     ui.download_csv(partial(export.table_csv, table),
                     export.safe_filename(selection.file_stem, "predictions", suffix=".csv"),
                     "Predictions as CSV", key="dl_predictions")
-    st.caption("Direct logit attribution and the target-metric sweep read encoder-only and "
-               "decoder-only models so far.")
+    decoder_attribution(pred)
     ui.caveat()
+
+
+def decoder_attribution(pred) -> None:
+    """Which decoder heads write the target's token at one position: each self-attention
+    and cross-attention head's direct effect on the logit difference."""
+    st.subheader("Which heads write one prediction")
+    model = selection.model
+    labels = pred.tokens
+    positions = list(range(len(labels)))
+    pos_col, contrast_col = st.columns(2)
+    with pos_col:
+        position = ui.synced(st.selectbox, "position", "Target position", positions[-1],
+                             options=positions, valid=lambda p: int(p) in positions,
+                             format_func=lambda i: f"{i}: {labels[i]}",
+                             help="The decoder's prediction of this target token.")
+    runner_up = pred.runner_up(int(position))
+    with contrast_col:
+        contrast_text = ui.synced(
+            st.text_input, "contrast", "Contrast token (optional)", "",
+            placeholder=model.display_tokens([runner_up])[0].replace("␣", " "),
+            help="Measure logit(target token) − logit(contrast). Empty: the decoder's best "
+                 "guess other than the target's token.")
+    if not model.network.config.decoder.pre_norm:
+        st.info("Direct logit attribution needs a pre-norm decoder (T5): BART and Marian "
+                "renormalise the residual stream after every layer, so it is not a sum of the "
+                "heads' outputs.")
+        return
+    attribution = ui.memo(A.direct_logit_attribution_seq2seq, selection.model, selection.text,
+                          key=(selection.key[:-1], "dla"),
+                          target=selection.target, position=int(position),
+                          contrast=contrast_text or runner_up)
+    self_col, cross_col = st.columns(2)
+    for col, values, kind in ((self_col, attribution.heads, "decoder self-attention"),
+                              (cross_col, attribution.cross_heads, "cross-attention")):
+        with col:
+            fig = plots.layer_head_heatmap(values, f"Direct effect of each {kind} head",
+                                           "direct effect (logits)", fmt=".2f", diverging=True)
+            plots.columns_at_bottom(fig)
+            ui.show_figure(fig, key=f"dla_{kind.split()[0]}", share=0.5,
+                           alt=f"Direct logit attribution of each {kind} head")
+    parts = A.attribution_parts(attribution)
+    st.caption(
+        f"{ui.md_escape(attribution.description)}: each head's output at this position, "
+        f"through its slice of W_O and the final norm (its scale frozen at "
+        f"{attribution.scale:.3g}). Self-attention heads {parts['self-attention heads']:.2f}; "
+        f"cross-attention heads {parts['cross-attention heads']:.2f}; MLPs "
+        f"{parts['MLPs']:.2f}; embeddings {parts['embeddings']:.2f}; the rest "
+        f"{parts['the rest']:.2f}. They sum to {attribution.sum_of_components:.3f}, the "
+        f"decoder's own {attribution.total:.3f}. The source reaches this prediction only "
+        f"through the cross-attention heads; a direct effect leaves out what a head does "
+        f"through later layers.")
 
 
 def explain_clicked_token() -> None:
@@ -185,15 +236,13 @@ with ui.guard():
                 "direct effect (logits)", fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
             ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head", share=0.5)
-            heads_total = float(attribution.heads.sum())
-            rest = attribution.rest
-            mlp = sum(v for k, v in rest.items() if "MLP" in k)
+            parts = A.attribution_parts(attribution)
             st.caption(
                 f"Each head's output at position {attribution.position}, through its slice of "
                 f"W_O and the final norm (its scale frozen at {attribution.scale:.3g}), read "
-                f"along W_U[target] − W_U[contrast]. All heads together: {heads_total:.2f}; "
-                f"MLPs {mlp:.2f}; embeddings {rest['embeddings']:.2f}; the rest "
-                f"{attribution.sum_of_components - heads_total - mlp - rest['embeddings']:.2f}. "
+                f"along W_U[target] − W_U[contrast]. All heads together: "
+                f"{parts['self-attention heads']:.2f}; MLPs {parts['MLPs']:.2f}; embeddings "
+                f"{parts['embeddings']:.2f}; the rest {parts['the rest']:.2f}. "
                 f"They sum to {attribution.sum_of_components:.3f}, the model's logit difference "
                 f"{attribution.total:.3f}. A direct effect leaves out what a head does through "
                 f"later layers: compare the ablation beside it.")

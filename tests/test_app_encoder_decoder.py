@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
+from test_app_home_maps_entropy import folder_params, run_page, texts  # noqa: E402
 from test_app_similarity_pruning_inside import array  # noqa: E402
 
 from mha_viz.ui import page_files  # noqa: E402
@@ -156,11 +156,34 @@ def test_predictions_of_the_decoder():
     at = run_page("pages/6_Predictions.py", query, session)
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
-    assert len(specs) == 1
-    pred = load_model("t5-toy").predict(SOURCE, target=TARGET)
+    assert len(specs) == 3
+    model = load_model("t5-toy")
+    pred = model.predict(SOURCE, target=TARGET)
     shown = array(specs[0]["data"][0]["z"]).astype(float).ravel()
     np.testing.assert_allclose(shown[:len(pred.loss)], pred.loss, atol=1e-6)
     assert "teacher-forced" in " ".join(texts(at.caption))
+    # the last target position's token against the decoder's runner-up, by default
+    from mha_viz.analysis import direct_logit_attribution_seq2seq
+
+    last = len(pred.tokens) - 1
+    expected = direct_logit_attribution_seq2seq(model, SOURCE, TARGET, last,
+                                                contrast=pred.runner_up(last))
+    assert chart_titles(at)[1:] == ["Direct effect of each decoder self-attention head",
+                                    "Direct effect of each cross-attention head"]
+    for spec, heads in zip(specs[1:], (expected.heads, expected.cross_heads)):
+        np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float), heads,
+                                   atol=1e-6)
+    assert f"decoder's own {expected.total:.3f}" in " ".join(texts(at.caption))
+
+
+def test_predictions_on_a_post_norm_decoder_say_why_there_is_no_attribution(tmp_path):
+    from mha_viz.testing import make_seq2seq_checkpoint
+
+    folder = make_seq2seq_checkpoint(tmp_path / "bart", family="bart")
+    at = run_page("pages/6_Predictions.py", {**folder_params(folder), "kind": "decoder"},
+                  {"_mv_state_text": SOURCE, "_mv_state_target": TARGET})
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert "pre-norm decoder" in " ".join(texts(at.info))
 
 
 def test_head_similarity_of_cross_attention_heads():

@@ -318,3 +318,144 @@ def test_head_distances_of_cross_attention_equal_the_formula(checkpoints):
     close(A.head_distances(trace.source("cross")), formula(np.arange(t)), 2e-6)
     rows = np.unique(np.round(np.linspace(0, t - 1, 3)).astype(int))
     close(A.head_distances(trace.source("cross"), max_rows=3), formula(rows), 2e-6)
+
+
+def _t5_decoder_activations(hf, inputs) -> dict:
+    """What transformers' T5 decoder computes on the way to its logits, read by hooks written
+    here: the embeddings, each layer's per-head outputs before the output projections (self
+    and cross), each MLP's output, and the stream entering the final norm."""
+    got, handles = {}, []
+    decoder = hf.decoder
+
+    def keep(name, output=False):
+        def hook(module, args, out=None):
+            got[name] = (out if output else args[0]).detach().clone()
+        return hook
+
+    handles.append(decoder.embed_tokens.register_forward_hook(keep("embeddings", True)))
+    handles.append(decoder.final_layer_norm.register_forward_pre_hook(keep("final")))
+    for layer, block in enumerate(decoder.block):
+        handles.append(block.layer[0].SelfAttention.o.register_forward_pre_hook(
+            keep(("self", layer))))
+        handles.append(block.layer[1].EncDecAttention.o.register_forward_pre_hook(
+            keep(("cross", layer))))
+        handles.append(block.layer[2].DenseReluDense.register_forward_hook(
+            keep(("mlp", layer), True)))
+    with torch.no_grad():
+        got["logits"] = hf(**inputs).logits[0]
+    for handle in handles:
+        handle.remove()
+    return got
+
+
+@pytest.mark.parametrize("case", ["t5", "t5-gated"])
+def test_direct_logit_attribution_of_a_decoder_equals_the_formula(checkpoints, case):
+    """T5 (tied, with its d_model**-0.5 rescale, and untied): each self- and cross-attention
+    head's direct effect, computed here from transformers' own activations with the final
+    RMS norm's scale frozen, and the sum of all components equal to transformers' logit
+    difference."""
+    from mha_viz.analysis import direct_logit_attribution_seq2seq
+
+    model = load_model(str(checkpoints[case]))
+    trace = model.trace(SOURCE, target=TARGET)
+    hf = reference(checkpoints[case])
+    got = _t5_decoder_activations(hf, dict(input_ids=torch.tensor([trace.source_ids]),
+                                           decoder_input_ids=torch.tensor([trace.target_ids])))
+    position = 7
+    token, contrast = trace.labels[position], trace.labels[position + 1]
+    found = direct_logit_attribution_seq2seq(model, SOURCE, TARGET, position,
+                                             contrast=contrast)
+    assert found.target == token and found.contrast == contrast and found.position == position
+    logits = got["logits"].double()
+    expected_total = float(logits[position, token] - logits[position, contrast])
+    assert found.total == pytest.approx(expected_total, abs=1e-4)
+    assert found.sum_of_components == pytest.approx(expected_total, abs=1e-4)
+
+    x = got["final"][0, position].double()
+    norm = hf.decoder.final_layer_norm
+    scale = torch.sqrt(x.pow(2).mean() + norm.variance_epsilon)
+    assert found.scale == pytest.approx(float(scale), rel=1e-5)
+    unembed = hf.lm_head.weight.detach().double()
+    rescale = hf.config.d_model ** -0.5 if hf.config.scale_decoder_outputs else 1.0
+    read = norm.weight.detach().double() * (unembed[token] - unembed[contrast]) * rescale / scale
+    for kind, attribute in (("self", found.heads), ("cross", found.cross_heads)):
+        for layer, block in enumerate(hf.decoder.block):
+            o = (block.layer[0].SelfAttention.o if kind == "self"
+                 else block.layer[1].EncDecAttention.o)
+            z = got[(kind, layer)][0, position].double().view(4, -1)  # [H, d_k]
+            weight = o.weight.detach().double().view(o.out_features, 4, -1)  # [d, H, d_k]
+            expected = [float(weight[:, h] @ z[h] @ read) for h in range(4)]
+            # float32 activations of size ~10 (the gated case): relative rounding
+            np.testing.assert_allclose(attribute[layer], expected, atol=1e-5, rtol=1e-5)
+    for layer in range(len(hf.decoder.block)):
+        assert found.rest[f"L{layer} MLP"] == pytest.approx(
+            float(got[("mlp", layer)][0, position].double() @ read), abs=1e-5, rel=1e-5)
+    assert found.rest["embeddings"] == pytest.approx(
+        float(got["embeddings"][0, position].double() @ read), abs=1e-5, rel=1e-5)
+    assert np.abs(found.cross_heads).max() > 1e-3  # the source reaches this prediction
+    # the target's own token, read alone
+    alone = direct_logit_attribution_seq2seq(model, SOURCE, TARGET, -1)
+    assert alone.target == trace.labels[-1] and alone.contrast is None
+    assert alone.sum_of_components == pytest.approx(float(logits[-1, trace.labels[-1]]),
+                                                    abs=1e-4)
+
+
+def test_direct_logit_attribution_refuses_a_post_norm_decoder_and_bad_positions(checkpoints):
+    from mha_viz.analysis import direct_logit_attribution_seq2seq
+
+    with pytest.raises(InputError, match="pre-norm"):
+        direct_logit_attribution_seq2seq(load_model(str(checkpoints["bart"])), SOURCE, TARGET, 0)
+    model = load_model(str(checkpoints["t5"]))
+    with pytest.raises(InputError, match="outside the target"):
+        direct_logit_attribution_seq2seq(model, SOURCE, TARGET, 500)
+
+
+def test_patching_a_cross_attention_head_equals_transformers_with_a_hook(checkpoints):
+    """cross_z of one head taken from a run on another source (another length, too) and put
+    into the clean run: the logits equal transformers' with that head's slice of the
+    cross-attention output projection's input replaced, by hooks written here."""
+    from mha_viz.interventions import Interventions
+
+    model = load_model(str(checkpoints["t5"]))
+    other = "A different source, of another length entirely."
+    clean = model.teacher_forcing(SOURCE, TARGET)
+    corrupt_ids, _ = model.encode_source(other)
+    decoder_ids = torch.tensor([clean.decoder_ids])
+    net = model.network
+    layer, head = 1, 2
+    with torch.no_grad():
+        donor = Interventions(capture=[("cross_z", layer)])
+        net.decode(decoder_ids, net.encode(torch.tensor([corrupt_ids]))[0], hooks=donor)
+        mask = torch.zeros(1, 4, 1, 1, dtype=torch.bool)
+        mask[0, head] = True
+        patch = Interventions().replace("cross_z", layer, donor.captured[("cross_z", layer)],
+                                        mask)
+        hidden, _, _ = net.decode(decoder_ids, net.encode(torch.tensor([clean.source_ids]))[0],
+                                  hooks=patch)
+        found = net.decoder.lm_logits(hidden)[0].numpy()
+        unpatched = model.logits(SOURCE, target=TARGET)
+
+    hf = reference(checkpoints["t5"])
+    projection = hf.decoder.block[layer].layer[1].EncDecAttention.o
+    width = projection.in_features // 4
+    kept = {}
+    handle = projection.register_forward_pre_hook(
+        lambda module, args: kept.__setitem__("z", args[0].clone()))
+    with torch.no_grad():
+        hf(input_ids=torch.tensor([corrupt_ids]), decoder_input_ids=decoder_ids)
+    handle.remove()
+
+    def replace(module, args):
+        x = args[0].clone()
+        x[..., head * width:(head + 1) * width] = kept["z"][..., head * width:(head + 1) * width]
+        return (x,)
+
+    handle = projection.register_forward_pre_hook(replace)
+    with torch.no_grad():
+        expected = hf(input_ids=torch.tensor([clean.source_ids]),
+                      decoder_input_ids=decoder_ids).logits[0].numpy()
+    handle.remove()
+    close(found, expected, 1e-4)
+    assert np.abs(found - unpatched).max() > 1e-3  # the patch changed something
+    with pytest.raises(ValueError, match="unknown activation point"):
+        Interventions().replace("cross_bogus", 0, torch.zeros(1))

@@ -200,3 +200,23 @@ def test_a_run_of_a_masked_lm_points_to_its_own_forward(bert_model):
         run.predict()
     with pytest.raises(InputError, match="masked-LM"):
         run.score(TargetMetric(2, "cat", kind="logit"))
+
+
+def test_runner_up_is_the_best_guess_other_than_the_texts_own_token():
+    from mha_viz.model import Predictions
+
+    pred = Predictions(kind="target", tokens=["a", "b"], token_ids=[7, 3],
+                       positions=np.arange(2), top_ids=np.array([[7, 5, 3], [2, 3, 9]]),
+                       top_probs=np.zeros((2, 3)), top_tokens=[[], []],
+                       next_logprob=np.zeros(2))
+    assert pred.runner_up(0) == 5 and pred.runner_up(1) == 2
+    causal = Predictions(kind="next_token", tokens=["a", "b", "c"], token_ids=[1, 4, 8],
+                         positions=np.arange(3), top_ids=np.array([[4, 6], [9, 8], [8, 2]]),
+                         top_probs=np.zeros((3, 2)), top_tokens=[[], [], []],
+                         next_logprob=np.zeros(2))
+    # position 0 predicts token 1 (id 4), position 1 token 2 (id 8), the last nothing
+    assert [causal.runner_up(r) for r in range(3)] == [6, 9, 8]
+    single = Predictions(kind="target", tokens=["a"], token_ids=[7], positions=np.arange(1),
+                         top_ids=np.array([[7]]), top_probs=np.zeros((1, 1)),
+                         top_tokens=[[]], next_logprob=np.zeros(1))
+    assert single.runner_up(0) == 7

@@ -14,7 +14,8 @@ short inputs.
 """
 
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
-from .attribution import Attribution, direct_logit_attribution
+from .attribution import (Attribution, attribution_parts, direct_logit_attribution,
+                          direct_logit_attribution_seq2seq)
 from .encoder_decoder_ablation import ablation_effects_seq2seq
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
@@ -55,7 +56,8 @@ __all__ = [
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
-    "opening_view", "direct_logit_attribution", "Attribution", "parse_head_name", "rank_heads",
+    "opening_view", "direct_logit_attribution", "direct_logit_attribution_seq2seq",
+    "Attribution", "attribution_parts", "parse_head_name", "rank_heads",
     "nearest_heads", "normalise_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",

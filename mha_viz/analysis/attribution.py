@@ -13,6 +13,10 @@ with u = W_U[target] - W_U[contrast] (or W_U[target] alone without a contrast). 
 sum exactly to the final logit difference; what they leave out is every indirect effect (a
 head changing what later layers do), which the exact ablation effect on the same metric
 measures.
+
+An encoder-decoder's decoder (T5) is read the same way, with one more set of components: each
+cross-attention head's output. Everything the encoder did reaches the logits only through
+them, so their direct effects say which heads carry the source into this prediction.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ import torch
 
 from ..errors import InputError
 
-__all__ = ["Attribution", "direct_logit_attribution", "attribute_run"]
+__all__ = ["Attribution", "direct_logit_attribution", "attribute_run",
+           "direct_logit_attribution_seq2seq", "attribution_parts"]
 
 
 @dataclass
 class Attribution:
-    heads: np.ndarray  # [L, H] each head's direct contribution
+    heads: np.ndarray  # [L, H] each head's direct contribution (a decoder's self-attention)
     rest: dict[str, float]  # "embeddings", "L{l} attention bias", "L{l} MLP", "final norm bias"
     total: float  # the final logit (difference) computed by the model itself
     position: int
@@ -37,10 +42,26 @@ class Attribution:
     contrast: int | None
     description: str  # "logit('␣Paris') − logit('␣London') at position 4"
     scale: float  # the final norm's frozen scale s_p
+    cross_heads: np.ndarray | None = None  # [L, H] an encoder-decoder's cross-attention heads
 
     @property
     def sum_of_components(self) -> float:
-        return float(self.heads.sum() + sum(self.rest.values()))
+        cross = 0.0 if self.cross_heads is None else float(self.cross_heads.sum())
+        return float(self.heads.sum() + cross + sum(self.rest.values()))
+
+
+def attribution_parts(attribution: Attribution) -> dict[str, float]:
+    """The components' terms gathered as a caption reads them: self-attention heads,
+    cross-attention heads (0 without), MLPs, embeddings and the rest (biases); they sum to
+    sum_of_components."""
+    rest = attribution.rest
+    parts = {"self-attention heads": float(attribution.heads.sum()),
+             "cross-attention heads": 0.0 if attribution.cross_heads is None
+             else float(attribution.cross_heads.sum()),
+             "MLPs": float(sum(v for k, v in rest.items() if k.endswith(" MLP"))),
+             "embeddings": float(rest.get("embeddings", 0.0))}
+    parts["the rest"] = attribution.sum_of_components - sum(parts.values())
+    return parts
 
 
 def direct_logit_attribution(model, text: str, position: int, target, contrast=None,
@@ -55,10 +76,42 @@ def direct_logit_attribution(model, text: str, position: int, target, contrast=N
 
 def check_attributable(model) -> None:
     config = model.network.config
+    config = getattr(config, "decoder", config)  # an encoder-decoder: its decoder predicts
     if not config.pre_norm or not config.final_norm or config.lm_head not in ("tied", "separate"):
         raise InputError("direct logit attribution needs a pre-norm model whose residual stream "
                          "is a sum of its components, ending in a norm and an unembedding "
-                         "(GPT-2, Llama); this model is post-norm or has no such LM head")
+                         "(GPT-2, Llama, T5); this model is post-norm or has no such LM head")
+
+
+class FrozenNormReader:
+    """How much a component c of the final residual stream x (at one position) adds to the
+    logits along a direction, with the final norm's scale frozen at its value on x:
+    centre(c) . (gamma * u * unembed_scale) / s. The components' terms sum to the logit
+    (difference) itself, the final norm's bias and the logits' bias being components too."""
+
+    def __init__(self, stack, x: torch.Tensor, direction: torch.Tensor):
+        config, norm = stack.config, stack.final_ln
+        self.layer_norm = config.norm == "layernorm"
+        if self.layer_norm:
+            self.scale = torch.sqrt(x.var(unbiased=False) + norm.eps)
+        else:
+            self.scale = torch.sqrt(x.pow(2).mean() + norm.eps)
+        read = norm.weight * direction * config.unembed_scale / self.scale
+        self.read = read.to(torch.float64)
+        self.constant = {}
+        if self.layer_norm and getattr(norm, "bias", None) is not None:
+            self.constant["final norm bias"] = float(
+                (norm.bias * config.unembed_scale).to(torch.float64) @ direction.to(torch.float64))
+
+    def term(self, component: torch.Tensor) -> float:
+        c = component.to(torch.float64)
+        return float((c - c.mean(-1, keepdim=True) if self.layer_norm else c) @ self.read)
+
+    def head_terms(self, attn, context: torch.Tensor) -> list[float]:
+        """Each head's term from its output before W_O, context [H, d_k] at the position."""
+        w_out = attn.out.weight.view(attn.d_model, attn.n_head, attn.d_head)
+        per_head = torch.einsum("hk,dhk->hd", context, w_out)  # each head through W_O^h
+        return [self.term(per_head[h]) for h in range(attn.n_head)]
 
 
 def attribute_run(run, position: int, target, contrast=None) -> Attribution:
@@ -73,37 +126,73 @@ def attribute_run(run, position: int, target, contrast=None) -> Attribution:
     p = metric.position
     with torch.no_grad():
         total = run.score(TargetMetric(p, metric.target, metric.contrast, kind))
-        unembed = net.unembedding()
-        direction = unembed[metric.target] - (0 if metric.contrast is None
-                                              else unembed[metric.contrast])
-        norm = net.final_ln
-        x = run.final_residual[0, p]
-        layer_norm = config.norm == "layernorm"
-        centre = (lambda c: c - c.mean(-1, keepdim=True)) if layer_norm else (lambda c: c)
-        if layer_norm:
-            scale = torch.sqrt(x.var(unbiased=False) + norm.eps)
-        else:
-            scale = torch.sqrt(x.pow(2).mean() + norm.eps)
-        read = norm.weight * direction / scale  # a component c contributes centre(c) . read
-
-        def term(component: torch.Tensor) -> float:
-            return float(centre(component.to(torch.float64)) @ read.to(torch.float64))
-
+        reader = FrozenNormReader(net, run.final_residual[0, p],
+                                  _direction(net, metric.target, metric.contrast))
         heads = np.zeros((config.n_layer, config.n_head))
-        rest = {"embeddings": term(run.embedded[0, p])}
+        rest = {"embeddings": reader.term(run.embedded[0, p])}
         for layer, (block, record) in enumerate(zip(net.blocks, run.records)):
-            attn = block.attn
-            d_k = attn.d_head
-            context = record["context"][0, :, p]  # [H, d_k]
-            w_out = attn.out.weight.view(config.d_model, attn.n_head, d_k)  # [d, H, d_k]
-            per_head = torch.einsum("hk,dhk->hd", context, w_out)  # each head through W_O^h
-            heads[layer] = [term(per_head[h]) for h in range(attn.n_head)]
-            if attn.out.bias is not None:
-                rest[f"L{layer} attention bias"] = term(attn.out.bias)
-            rest[f"L{layer} MLP"] = term(record["mlp_out"][0, p])
-        if layer_norm and norm.bias is not None:
-            rest["final norm bias"] = float(norm.bias.to(torch.float64)
-                                            @ direction.to(torch.float64))
+            heads[layer] = reader.head_terms(block.attn, record["context"][0, :, p])
+            if block.attn.out.bias is not None:
+                rest[f"L{layer} attention bias"] = reader.term(block.attn.out.bias)
+            rest[f"L{layer} MLP"] = reader.term(record["mlp_out"][0, p])
+        rest.update(reader.constant)
     return Attribution(heads=heads, rest=rest, total=total, position=p, target=metric.target,
                        contrast=metric.contrast, description=metric.description,
-                       scale=float(scale))
+                       scale=float(reader.scale))
+
+
+def _direction(stack, target: int, contrast: int | None) -> torch.Tensor:
+    """W_U[target] - W_U[contrast], or W_U[target] alone."""
+    unembed = stack.unembedding()
+    return unembed[target] - (0 if contrast is None else unembed[contrast])
+
+
+def direct_logit_attribution_seq2seq(model, source: str, target: str | None, position: int,
+                                     token=None, contrast=None) -> Attribution:
+    """An encoder-decoder's prediction at decoder ``position`` (of target token ``position``,
+    teacher-forced on ``target``, or on the model's greedy output when target is None): each
+    decoder self-attention head's (``heads``) and cross-attention head's (``cross_heads``)
+    direct effect on logit(token) - logit(contrast). token: the target's own token there
+    unless given; contrast: none (the logit alone) or a token id or single-token string.
+    Needs a pre-norm decoder (T5); BART and Marian renormalise after every layer."""
+    from ..interventions import Interventions
+
+    check_attributable(model)
+    forced = model.teacher_forcing(source, target)
+    n = len(forced.labels)
+    p = int(position) + (n if int(position) < 0 else 0)
+    if not 0 <= p < n:
+        raise InputError(f"position {position} is outside the target's {n} tokens")
+    token = forced.labels[p] if token is None else model.token_id(token)
+    contrast = None if contrast is None else model.token_id(contrast)
+    net, decoder = model.network, model.network.decoder
+    last = decoder.config.n_layer - 1
+    hooks = Interventions(capture=("z", "cross_z", "mlp_out", ("resid_pre", 0),
+                                   ("resid_post", last)))
+    with torch.no_grad():
+        states, _ = net.encode(torch.tensor([forced.source_ids]))
+        hidden, _, _ = net.decode(torch.tensor([forced.decoder_ids]), states, hooks=hooks)
+        logits = decoder.lm_logits(hidden[0, p])
+        total = float(logits[token] - (0 if contrast is None else logits[contrast]))
+        got = hooks.captured
+        reader = FrozenNormReader(decoder, got[("resid_post", last)][0, p],
+                                  _direction(decoder, token, contrast))
+        shape = (decoder.config.n_layer, decoder.config.n_head)
+        heads, cross_heads = np.zeros(shape), np.zeros(shape)
+        rest = {"embeddings": reader.term(got[("resid_pre", 0)][0, p])}
+        for layer, block in enumerate(decoder.blocks):
+            heads[layer] = reader.head_terms(block.attn, got[("z", layer)][0, :, p])
+            cross_heads[layer] = reader.head_terms(block.cross, got[("cross_z", layer)][0, :, p])
+            for name, attn in (("attention", block.attn), ("cross-attention", block.cross)):
+                if attn.out.bias is not None:
+                    rest[f"L{layer} {name} bias"] = reader.term(attn.out.bias)
+            rest[f"L{layer} MLP"] = reader.term(got[("mlp_out", layer)][0, p])
+        rest.update(reader.constant)
+        if decoder.config.logits_bias:
+            rest["logits bias"] = float(decoder.logits_bias[token] - (
+                0 if contrast is None else decoder.logits_bias[contrast]))
+    shown = model.display_tokens([token] + ([] if contrast is None else [contrast]))
+    what = f"logit('{shown[0]}')" + ("" if contrast is None else f" − logit('{shown[1]}')")
+    return Attribution(heads=heads, rest=rest, total=total, position=p, target=token,
+                       contrast=contrast, description=f"{what} at target position {p}",
+                       scale=float(reader.scale), cross_heads=cross_heads)
