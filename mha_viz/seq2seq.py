@@ -61,6 +61,7 @@ class EncoderDecoderTrace:
     target_pieces: list[str] = field(default_factory=list)
     source_special: list[bool] = field(default_factory=list)
     target_special: list[bool] = field(default_factory=list)
+    unknown_source_tokens: int = 0  # source tokens the tokenizer could not spell (<unk>)
 
     def attentions(self, kind: str) -> np.ndarray:
         """One kind's maps: "encoder", "decoder" or "cross"."""
@@ -246,7 +247,8 @@ class EncoderDecoderModel(Tokenizing):
             max_new_tokens=int(max_new_tokens) if generated else 0, arch=self.info.arch,
             source_pieces=self.pieces(source_ids), target_pieces=self.pieces(decoder_ids),
             source_special=[i in self._special_ids for i in source_ids],
-            target_special=[i in self._special_ids for i in decoder_ids])
+            target_special=[i in self._special_ids for i in decoder_ids],
+            unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids))
 
     @torch.inference_mode()
     def logits(self, source: str, target: str | None = None,

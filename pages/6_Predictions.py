@@ -79,7 +79,7 @@ def decoder_attribution(pred) -> None:
     positions = list(range(len(labels)))
     pos_col, contrast_col = st.columns(2)
     with pos_col:
-        position = ui.synced(st.selectbox, "position", "Target position", positions[-1],
+        position = ui.synced(st.selectbox, "position", "Target position", positions[0],
                              options=positions, valid=lambda p: int(p) in positions,
                              format_func=lambda i: f"{i}: {labels[i]}",
                              help="The decoder's prediction of this target token.")
@@ -100,17 +100,18 @@ def decoder_attribution(pred) -> None:
                           target=selection.target, position=int(position),
                           contrast=contrast_text or runner_up)
     self_col, cross_col = st.columns(2)
-    for col, values, kind in ((self_col, attribution.heads, "decoder self-attention"),
-                              (cross_col, attribution.cross_heads, "cross-attention")):
+    for col, values, kind in ((self_col, attribution.heads, "Decoder self-attention"),
+                              (cross_col, attribution.cross_heads, "Cross-attention")):
         with col:
-            fig = plots.layer_head_heatmap(values, f"Direct effect of each {kind} head",
-                                           "direct effect (logits)", fmt=".2f", diverging=True)
+            fig = plots.layer_head_heatmap(values, f"{kind} heads", "direct effect (logits)",
+                                           fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key=f"dla_{kind.split()[0]}", share=0.5,
-                           alt=f"Direct logit attribution of each {kind} head")
+            ui.show_figure(fig, key=f"dla_{kind.split()[0].lower()}", share=0.5,
+                           alt=f"Direct logit attribution of each {kind.lower()} head")
     parts = A.attribution_parts(attribution)
     st.caption(
-        f"{ui.md_escape(attribution.description)}: each head's output at this position, "
+        f"Direct effect on {ui.md_escape(attribution.description)}: each head's output at "
+        f"this position, "
         f"through its slice of W_O and the final norm (its scale frozen at "
         f"{attribution.scale:.3g}). Self-attention heads {parts['self-attention heads']:.2f}; "
         f"cross-attention heads {parts['cross-attention heads']:.2f}; MLPs "

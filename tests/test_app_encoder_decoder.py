@@ -162,14 +162,12 @@ def test_predictions_of_the_decoder():
     shown = array(specs[0]["data"][0]["z"]).astype(float).ravel()
     np.testing.assert_allclose(shown[:len(pred.loss)], pred.loss, atol=1e-6)
     assert "teacher-forced" in " ".join(texts(at.caption))
-    # the last target position's token against the decoder's runner-up, by default
+    # the first target token against the decoder's runner-up there, by default
     from mha_viz.analysis import direct_logit_attribution_seq2seq
 
-    last = len(pred.tokens) - 1
-    expected = direct_logit_attribution_seq2seq(model, SOURCE, TARGET, last,
-                                                contrast=pred.runner_up(last))
-    assert chart_titles(at)[1:] == ["Direct effect of each decoder self-attention head",
-                                    "Direct effect of each cross-attention head"]
+    expected = direct_logit_attribution_seq2seq(model, SOURCE, TARGET, 0,
+                                                contrast=pred.runner_up(0))
+    assert chart_titles(at)[1:] == ["Decoder self-attention heads", "Cross-attention heads"]
     for spec, heads in zip(specs[1:], (expected.heads, expected.cross_heads)):
         np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float), heads,
                                    atol=1e-6)
@@ -201,3 +199,14 @@ def test_head_similarity_of_cross_attention_heads():
     shown = array(specs[0]["data"][0]["z"]).astype(float)
     np.testing.assert_allclose(shown, expected[np.ix_(order, order)], atol=1e-6)
     assert "between cross-attention heads" in " ".join(texts(at.info))
+
+
+def test_an_encoder_decoder_opens_on_its_example_and_names_unknown_source_words():
+    at = run_page("pages/1_Attention_Maps.py", {"model": "t5-toy"}, {})
+    assert not at.exception and not at.error
+    assert at.sidebar.text_area[0].value == SOURCE and not at.warning
+    query, session = params("cross")
+    session["_mv_state_text"] = "The animal didn't cross the street"
+    at = run_page("pages/6_Predictions.py", query, session)
+    assert not at.exception and not at.error
+    assert any("unknown to this model's tokenizer" in w for w in texts(at.warning))

@@ -165,8 +165,15 @@ def cached_seq2seq_trace(name: str, source: str, target: str | None):
 def get_seq2seq_trace(selection: Selection):
     """The encoder-decoder trace (EncoderDecoderTrace) of the sidebar's source and target;
     on bad input the error is shown and the page stopped."""
-    return _computed_or_stop(selection, lambda name, text, pair, max_tokens:
-                             cached_seq2seq_trace(name, text, selection.target))
+    seq = _computed_or_stop(selection, lambda name, text, pair, max_tokens:
+                            cached_seq2seq_trace(name, text, selection.target))
+    if seq.unknown_source_tokens:
+        st.warning(f"{seq.unknown_source_tokens} of the source's {len(seq.source_ids)} tokens "
+                   f"are unknown to this model's tokenizer (shown as <unk>): it reads them "
+                   f"all as one token it never learned a meaning for. A small model such as "
+                   f"the toy T5 knows only its own vocabulary: try its example in the "
+                   f"sidebar.")
+    return seq
 
 
 CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page reads the "

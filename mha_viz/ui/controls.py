@@ -21,7 +21,8 @@ from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
                        IMAGE_FORMATS, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING,
-                       URL_MAX_CHARS, as_sentence, clean_str, default_model, md_escape)
+                       SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str, default_model,
+                       md_escape)
 from .state import set_value, synced
 
 
@@ -154,7 +155,7 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
 
     bar.header("Source" if seq2seq else "Text")
     text = synced(bar.text_area, "text", "Source text (the encoder reads it)" if seq2seq
-                  else "Text", DEFAULT_TEXT, height=120,
+                  else "Text", SEQ2SEQ_TEXT if seq2seq else DEFAULT_TEXT, height=120,
                   help="Press Ctrl+Enter (or click outside the box) to run it.")
     target = kind = None
     if seq2seq:

@@ -77,6 +77,7 @@ EXAMPLES = {
     },
 }
 DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
+SEQ2SEQ_TEXT = EXAMPLES["translation"]["text"]  # an encoder-decoder's source by default
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
 # trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
 DEFAULT_MAX_TOKENS = 512
