@@ -1,0 +1,51 @@
+"""Head statistics over a corpus, as the papers measure them (Clark et al. 2019 average over
+about a thousand 128-token segments): mean and spread over segments, streamed.
+
+    from mha_viz import corpus, load_model
+    model = load_model("minilm")
+    texts = corpus.demo_texts()                       # or corpus.read_corpus(data, "x.csv", "text")
+    segments = corpus.segment(model, texts, seg_len=128)
+    result = corpus.run(model, segments)              # progress=callback(done, total)
+    result.mean("entropy"), result.std("entropy")     # [L, H], nats, over segments
+    result.save("results.npz")                        # read back with CorpusResult.load
+
+How it works:
+
+- Texts are tokenized without special tokens and cut into segments of ``seg_len`` tokens
+  including the model's own special tokens ([CLS] ... [SEP] for BERT); a text is never
+  packed together with another, and a final piece shorter than ``min_len`` is dropped and
+  counted.
+- Segments run in padded batches (similar lengths together; padding is masked, so each
+  segment's maps are the ones it gets alone, to float rounding), one layer at a time
+  (model.attention_by_layer): each layer's maps go to every segment's accumulators
+  (SegmentStatistics, mha_viz.streaming) while they are fresh, then are dropped, and each
+  segment's statistics are added to running moments as its batch comes out: memory does not
+  grow with the corpus, and no segment's trace is built.
+- Moments merge exactly (Chan et al.'s parallel update of count, mean and squared
+  deviations), so a corpus split into shards gives the same answer however it is split.
+  ``run(..., workers=N)`` runs shards in N local processes with ``run_shard``.
+
+The package, by job: reading (texts of a small file), segments (texts cut into token-id
+segments), statistics (one segment's accumulators), results (moments that merge, their files),
+running (batches, one process or several).
+
+On a cluster: ``run_shard(model_name, segments, stats)`` is a plain top-level function of
+picklable arguments returning a picklable CorpusResult, so a Ray task
+(``ray.remote(run_shard).remote(name, shard, stats)``) or a Dask delayed call runs it
+unchanged on each worker; ``CorpusResult.merge`` combines what they return, in any order
+or grouping.
+"""
+
+from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
+from .results import CorpusResult, Moments
+from .running import PRUNING_SEGMENTS, cache_key, default_batch_size, run, run_shard
+from .segments import MIN_SEGMENT_TOKENS, Segments, segment
+from .statistics import (ALL_STATS, IMPORTANCE, SIMILARITY_ROWS, STATS, SegmentStatistics,
+                         segment_statistics)
+
+__all__ = [
+    "MAX_CORPUS_BYTES", "CorpusText", "columns_of", "demo_texts", "read_corpus",
+    "CorpusResult", "Moments", "PRUNING_SEGMENTS", "cache_key", "default_batch_size", "run",
+    "run_shard", "MIN_SEGMENT_TOKENS", "Segments", "segment", "ALL_STATS", "IMPORTANCE",
+    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics",
+]

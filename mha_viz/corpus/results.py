@@ -1,0 +1,134 @@
+"""What a corpus run returns: running moments per statistic that merge exactly, whatever
+the order or grouping of the shards (Chan et al.'s parallel update), and their files."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+
+
+@dataclass
+class Moments:
+    """Running count, mean and sum of squared deviations per element (float64), ignoring
+    NaN (a statistic undefined for a segment). Merging is exact and associative."""
+
+    count: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def of(cls, value: np.ndarray) -> "Moments":
+        value = np.asarray(value, dtype=np.float64)
+        ok = np.isfinite(value)
+        return cls(ok.astype(np.float64), np.where(ok, value, 0.0), np.zeros(value.shape))
+
+    def merge(self, other: "Moments") -> "Moments":
+        n = self.count + other.count
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = other.mean - self.mean
+            weight = np.where(n > 0, other.count / np.where(n > 0, n, 1), 0.0)
+            mean = self.mean + delta * weight
+            m2 = self.m2 + other.m2 + delta ** 2 * self.count * weight
+        return Moments(n, mean, m2)
+
+    def std(self) -> np.ndarray:
+        """Standard deviation over segments (ddof=0; NaN where no segment had a value)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.count > 0, np.sqrt(self.m2 / np.where(self.count > 0,
+                                                                       self.count, 1)), np.nan)
+
+    def average(self) -> np.ndarray:
+        return np.where(self.count > 0, self.mean, np.nan)
+
+
+@dataclass
+class CorpusResult:
+    """Moments of every statistic over the segments of a corpus, and how it was cut."""
+
+    moments: dict[str, Moments]
+    n_segments: int
+    n_tokens: int
+    info: dict = field(default_factory=dict)  # model, seg_len, n_texts, dropped, stats, ...
+    # whole-corpus curves, not per segment: pruning_curve_fraction, pruning_curve_score
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def mean(self, name: str) -> np.ndarray:
+        return self.moments[name].average()
+
+    def std(self, name: str) -> np.ndarray:
+        return self.moments[name].std()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.moments)
+
+    def merge(self, other: "CorpusResult") -> "CorpusResult":
+        """The result of both shards' segments together."""
+        if not self.moments:
+            return other
+        if not other.moments:
+            return self
+        if set(self.moments) != set(other.moments):
+            raise InputError("shards measured different statistics")
+        return CorpusResult({k: self.moments[k].merge(other.moments[k]) for k in self.moments},
+                            self.n_segments + other.n_segments,
+                            self.n_tokens + other.n_tokens, {**other.info, **self.info},
+                            {**other.curves, **self.curves})
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every array under a name that says what it is: entropy_mean, entropy_std,
+        mass_first_token_mean, role_previous_token_std, js_distance_mean, ..., n_segments."""
+        out = {"n_segments": np.asarray(self.n_segments), "n_tokens": np.asarray(self.n_tokens)}
+        for name, moments in self.moments.items():
+            key = _key(name)
+            out[f"{key}_mean"] = moments.average()
+            out[f"{key}_std"] = moments.std()
+            out[f"{key}_count"] = moments.count
+        out.update(self.curves)
+        return out
+
+    def save(self, path_or_file) -> None:
+        """An .npz of every array (numpy reads it with allow_pickle=False) plus the info."""
+        np.savez_compressed(path_or_file, **self.arrays(),
+                            info=np.asarray(json.dumps({**self.info,
+                                                        "statistics": self.names})))
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        self.save(buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def load(cls, path_or_file) -> "CorpusResult":
+        """Read what save() wrote (means and spreads; merging needs the m2 it keeps)."""
+        with np.load(path_or_file, allow_pickle=False) as data:
+            info = json.loads(str(data["info"]))
+            moments = {}
+            for name in info.get("statistics", []):
+                key = _key(name)
+                count, mean, std = (data[f"{key}_count"], data[f"{key}_mean"],
+                                    data[f"{key}_std"])
+                moments[name] = Moments(count, np.nan_to_num(mean),
+                                        np.nan_to_num(std) ** 2 * count)
+            curves = {k: data[k] for k in data.files if k.startswith("pruning_curve_")}
+            return cls(moments, int(data["n_segments"]), int(data["n_tokens"]), info, curves)
+
+    def table_csv(self, name: str) -> bytes:
+        """One [L, H] statistic as CSV: layer, head, mean, std, segments."""
+        mean, std, count = self.mean(name), self.std(name), self.moments[name].count
+        lines = ["layer,head,mean,std,segments"]
+        for layer in range(mean.shape[0]):
+            for head in range(mean.shape[1]):
+                lines.append(f"{layer},{head},{mean[layer, head]:.6g},{std[layer, head]:.6g},"
+                             f"{int(count[layer, head])}")
+        return ("\n".join(lines) + "\n").encode()
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")

@@ -1,0 +1,77 @@
+"""Token-id segments cut from texts: the unit every corpus statistic is measured on."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from ..errors import InputError
+
+MIN_SEGMENT_TOKENS = 8  # shorter final pieces of a text are dropped (and counted)
+
+
+@dataclass
+class Segments:
+    """Token-id segments cut from texts, with the counts a page reports."""
+
+    ids: list[list[int]]
+    seg_len: int
+    n_texts: int  # texts that gave at least one segment
+    n_dropped: int  # pieces shorter than MIN_SEGMENT_TOKENS (whole texts or text ends)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s) for s in self.ids)
+
+    def digest(self) -> str:
+        """A short hash of the token ids: what a cache key needs to name this corpus."""
+        h = hashlib.sha256()
+        for ids in self.ids:
+            h.update(np.asarray(ids, dtype=np.int64).tobytes() + b"|")
+        return h.hexdigest()[:16]
+
+
+def _special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a text of its own ([CLS] / [SEP])."""
+    plain = tokenizer("hello world", add_special_tokens=False)["input_ids"]
+    full = tokenizer("hello world", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start:start + len(plain)] == plain:
+            return list(full[:start]), list(full[start + len(plain):])
+    return [], []
+
+
+def segment(model, texts: Iterable[str], seg_len: int = 128,
+            min_len: int = MIN_SEGMENT_TOKENS, max_segments: int | None = None) -> Segments:
+    """Cut each text into segments of ``seg_len`` tokens, special tokens included."""
+    prefix, suffix = _special_wrapping(model.tokenizer)
+    seg_len = int(seg_len)
+    body = seg_len - len(prefix) - len(suffix)
+    if seg_len > model.info.max_positions:
+        raise InputError(f"segments of {seg_len} tokens exceed the model's context of "
+                         f"{model.info.max_positions}")
+    if body < 1 or seg_len < min_len:
+        raise InputError(f"a segment length of {seg_len} leaves no room for text")
+    out, n_texts, dropped = [], 0, 0
+    for text in texts:
+        with model._tokenizer_lock:
+            ids = model.tokenizer(str(text), add_special_tokens=False, verbose=False)["input_ids"]
+        used = False
+        for start in range(0, len(ids), body):
+            piece = ids[start:start + body]
+            if len(piece) + len(prefix) + len(suffix) < min_len:
+                dropped += 1
+                continue
+            out.append(prefix + list(piece) + suffix)
+            used = True
+            if max_segments is not None and len(out) >= max_segments:
+                return Segments(out, seg_len, n_texts + 1, dropped)
+        n_texts += used
+        dropped += not ids
+    if not out:
+        raise InputError(f"every text is shorter than {min_len} tokens: nothing to measure "
+                         f"({dropped} piece(s) dropped)")
+    return Segments(out, seg_len, n_texts, dropped)
