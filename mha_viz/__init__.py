@@ -10,8 +10,8 @@
     t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
 """
 
-from .errors import (CheckpointNotFoundError, CorruptCheckpointError, InputError, LoadError,
-                     MhaVizError, NotAllowedError, OfflineError, TraceFileError,
+from .errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError, InputError,
+                     LoadError, MhaVizError, NotAllowedError, OfflineError, TraceFileError,
                      UnsupportedModelError)
 from .model import Model, ModelInfo, Predictions, TargetMetric, load_model
 from .ondemand import MapsTooLargeError
@@ -22,5 +22,5 @@ __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
-    "EncoderDecoderModel", "EncoderDecoderTrace",
+    "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError",
 ]

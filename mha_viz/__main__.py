@@ -1,8 +1,10 @@
 """Command line:
 
     python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--out trace.npz]
-    python -m mha_viz corpus --model NAME (--input FILE [--column C] | --demo) --seg-len 128
-        [--workers N] [--stats entropy,mass,roles,similarity] [--max-segments N] --out r.npz
+    python -m mha_viz corpus --model NAME (--input FILE_OR_FOLDER [--column C] | --demo)
+        [--limit N | --sample N --seed S] [--seg-len 128] [--engine local|ray] [--workers N]
+        [--address auto|HOST:PORT] [--checkpoint DIR] [--stats entropy,mass,roles,similarity]
+        [--max-segments N] --out r.npz          (writes r.npz and r.parquet)
     python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
         [--component head] [--direction denoise] [--method exact|attribution|path]
         [--metric logit_diff] --out patch.npz
@@ -52,21 +54,40 @@ def main(argv: list[str] | None = None) -> int:
                                 "auto: whole up to 1 GiB of maps")
     trace_cmd.add_argument("--out", default=None, help="save the trace as .npz")
     corpus_cmd = commands.add_parser("corpus", help="head statistics over a corpus (mean and "
-                                                    "spread over segments) into an .npz")
+                                                    "spread over segments) into an .npz and a "
+                                                    "Parquet table")
     corpus_cmd.add_argument("--model", default="minilm")
     source = corpus_cmd.add_mutually_exclusive_group(required=True)
-    source.add_argument("--input", help=".txt (a text per line or paragraph), .csv or .jsonl")
+    source.add_argument("--input", help="a .txt (a text per line or paragraph), .csv, .jsonl, "
+                                        ".parquet or .arrow file, a folder of them, or a "
+                                        "dataset saved with datasets' save_to_disk; streamed")
     source.add_argument("--demo", action="store_true",
                         help="the built-in corpus: paragraphs of Python's documentation")
     corpus_cmd.add_argument("--column", default=None,
-                            help="the CSV column or JSON-lines field holding the texts")
+                            help="the column or JSON-lines field holding the texts")
+    corpus_cmd.add_argument("--split", default=None, help="a saved DatasetDict's split")
+    corpus_cmd.add_argument("--limit", type=int, default=None, help="the first N texts only")
+    corpus_cmd.add_argument("--sample", type=int, default=None,
+                            help="N texts drawn uniformly from the whole input (with --seed)")
+    corpus_cmd.add_argument("--seed", type=int, default=0)
     corpus_cmd.add_argument("--seg-len", type=int, default=128)
     corpus_cmd.add_argument("--max-segments", type=int, default=None)
+    corpus_cmd.add_argument("--engine", choices=["local", "ray"], default=None,
+                            help="local: this process; ray: Ray actors (the default when "
+                                 "--workers > 1 or --address is given)")
     corpus_cmd.add_argument("--workers", type=int, default=1)
+    corpus_cmd.add_argument("--address", default=None,
+                            help="join a Ray cluster: auto, or HOST:PORT (default: a local "
+                                 "Ray instance of --workers CPUs)")
+    corpus_cmd.add_argument("--checkpoint", default=None,
+                            help="a folder that keeps finished shards: an interrupted run "
+                                 "started again with it resumes")
     corpus_cmd.add_argument("--batch-size", type=int, default=None)
     corpus_cmd.add_argument("--stats", default=",".join(("entropy", "mass", "roles",
                                                          "similarity")))
-    corpus_cmd.add_argument("--out", required=True, help="the results, .npz")
+    corpus_cmd.add_argument("--out", required=True,
+                            help="the results, .npz; the per-head table goes beside it as "
+                                 ".parquet")
     patch_cmd = commands.add_parser("patch", help="activation, attribution or path patching "
                                                   "over prompt pairs into an .npz")
     patch_cmd.add_argument("--model", default="smollm2")
@@ -106,51 +127,68 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def corpus_command(args) -> int:
-    import time
     from pathlib import Path
 
     from . import corpus
     from .model import load_model
 
-    started = time.monotonic()
+    bar_shown = []
 
-    def progress(done: int, total: int) -> None:
-        elapsed = time.monotonic() - started
-        left = elapsed / done * (total - done) if done else 0
-        bar = "#" * int(30 * done / max(total, 1))
-        print(f"\r[{bar:30s}] {done}/{total} segments, {tokens * done / total / elapsed:,.0f} "
-              f"tokens/s, {left:.0f} s left ", end="", file=sys.stderr, flush=True)
+    def progress(at: "corpus.Progress") -> None:
+        bar_shown.append(True)
+        share = at.texts_read / at.texts_total if at.texts_total else None
+        bar = "#" * int(30 * share) if share is not None else ""
+        left = at.seconds_left
+        print(f"\r[{bar:30s}] {at.segments:,} segments ({at.shards:,} shards"
+              + (f", {at.resumed} resumed" if at.resumed else "") + "), "
+              f"{at.tokens_per_second:,.0f} tokens/s"
+              + (f", texts {at.texts_read:,}/{at.texts_total:,}" if at.texts_total else
+                 f", {at.texts_read:,} texts read")
+              + (f", {left:,.0f} s left " if left is not None else " "),
+              end="", file=sys.stderr, flush=True)
 
     try:
         if args.demo:
-            texts, source, skipped = corpus.demo_texts(), "the demo corpus", 0
+            texts = corpus.demo_texts()
+            texts = texts[:args.limit] if args.limit else texts
+            source, total, name = "the demo corpus", len(texts), "demo"
         else:
-            path = Path(args.input)
-            try:
-                data = path.read_bytes()
-            except OSError as error:
-                raise InputError(f"cannot read '{path}': {error.strerror}") from None
-            read = corpus.read_corpus(data, path.name, args.column)
-            texts, source, skipped = read.texts, read.source, read.skipped
+            stream = corpus.open_texts(args.input, column=args.column, limit=args.limit,
+                                       sample=args.sample, seed=args.seed, split=args.split)
+            texts, source, total, name = stream, stream.source, stream.total, stream.source
+        engine = args.engine or ("ray" if args.workers > 1 or args.address else "local")
         model = load_model(args.model)
-        segments = corpus.segment(model, texts, args.seg_len, max_segments=args.max_segments)
-        tokens = segments.n_tokens
-        print(f"{source}: {len(texts):,} texts ({skipped} line(s) skipped) -> "
-              f"{len(segments.ids):,} segments of up to {segments.seg_len} tokens "
-              f"({tokens:,} tokens; {segments.n_dropped} short piece(s) dropped)")
-        result = corpus.run(model, segments, stats=[s for s in args.stats.split(",") if s],
-                            batch_size=args.batch_size, workers=args.workers,
-                            progress=progress)
+        print(f"{source}" + (f": {total:,} texts" if total else "") +
+              f" -> segments of up to {args.seg_len} tokens, on the {engine} engine"
+              + (f" ({args.workers} workers)" if engine == "ray" else ""), file=sys.stderr)
+        result = corpus.run_stream(
+            model, texts, args.seg_len, [s for s in args.stats.split(",") if s],
+            engine=engine, workers=args.workers, address=args.address,
+            checkpoint=args.checkpoint, input_name=name, max_segments=args.max_segments,
+            texts_total=total, batch_size=args.batch_size, progress=progress)
     except MhaVizError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(("\n" if bar_shown else "") + f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted" + (f": the finished shards are kept in {args.checkpoint}; run "
+                                 f"the same command again to resume" if args.checkpoint
+                                 else ""), file=sys.stderr)
+        return 130
     print(file=sys.stderr)
+    info = result.info
+    print(f"{info['texts_read']:,} texts read ({getattr(texts, 'skipped', 0)} row(s) that were "
+          f"not text skipped), {info['n_texts']:,} gave {result.n_segments:,} segments "
+          f"({result.n_tokens:,} tokens; {info['n_dropped']} short piece(s) dropped) in "
+          f"{info['seconds']:,.1f} s" + (f"; {info['resumed_shards']} shard(s) read back "
+                                         f"from the checkpoint" if info['resumed_shards'] else ""))
     result.save(args.out)
+    stem = args.out[:-4] if args.out.endswith(".npz") else args.out
+    written = result.save_parquet(stem + ".parquet", model.info.n_head)
     entropy = result.mean("entropy") if "entropy" in result.names else None
     if entropy is not None:
         print(f"mean head entropy {np.nanmean(entropy):.3f} nats over "
               f"{result.n_segments:,} segments")
-    print(f"saved {args.out} ({', '.join(sorted(result.arrays()))[:200]}...)")
+    print(f"saved {args.out} and {', '.join(Path(w).name for w in written)}")
     return 0
 
 

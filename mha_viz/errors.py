@@ -38,5 +38,10 @@ class NotAllowedError(LoadError):
     """A local folder outside the allow-list (MHA_VIZ_ALLOWED_DIRS) was asked for."""
 
 
+class ClusterError(MhaVizError, RuntimeError):
+    """A corpus run on Ray could not start or finish: Ray is not installed, the cluster's
+    address is malformed or does not answer, or a worker failed for good."""
+
+
 class TraceFileError(MhaVizError, ValueError):
     """A saved trace (.npz) is unreadable, too large, or not a trace written by mha_viz."""

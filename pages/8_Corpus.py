@@ -35,11 +35,13 @@ def read_texts() -> corpus.CorpusText | None:
             st.info("Paste some texts above to measure them.")
             return None
         return corpus.read_corpus(pasted.encode("utf-8", "replace"), "the pasted texts")
-    upload = st.file_uploader("A .txt (a text per line, or per paragraph), .csv or .jsonl file",
-                              type=["txt", "csv", "jsonl", "ndjson"], key="corpus_file",
+    upload = st.file_uploader("A .txt (a text per line, or per paragraph), .csv, .jsonl or "
+                              ".parquet file", type=["txt", "csv", "jsonl", "ndjson", "parquet"],
+                              key="corpus_file",
                               help=f"At most {corpus.MAX_CORPUS_BYTES // 2**20} MB; larger "
-                                   f"corpora run from the command line (python -m mha_viz "
-                                   f"corpus). Read as text, never executed or unpickled.")
+                                   f"corpora stream from the command line (python -m mha_viz "
+                                   f"corpus). Read as text or as a Parquet table, never "
+                                   f"executed or unpickled.")
     if upload is None:
         st.info("Choose a file to measure it.")
         return None
@@ -48,7 +50,8 @@ def read_texts() -> corpus.CorpusText | None:
     columns = corpus.columns_of(data, upload.name)
     if columns:
         default = "text" if "text" in columns else columns[0]
-        column = st.selectbox("Column (CSV) or field (JSON lines) holding the texts", columns,
+        column = st.selectbox("Column (CSV, Parquet) or field (JSON lines) holding the texts",
+                              columns,
                               index=columns.index(default), key="corpus_column")
     return corpus.read_corpus(data, upload.name, column)
 
@@ -124,9 +127,19 @@ with ui.guard():
                f"{segments.n_tokens:,} tokens** ({segments.n_dropped:,} piece(s) shorter "
                f"than {corpus.MIN_SEGMENT_TOKENS} tokens left out).")
 
-    key = corpus.cache_key(model, segments, stats)
+    cluster = ui.ray_cluster()
+    address = workers = None
+    if cluster is not None:  # set by the server's owner, never by a visitor
+        on_cluster = ui.synced(st.toggle, "cluster", "Run on the Ray cluster", False,
+                               help=f"This server's owner has set up a Ray cluster: "
+                                    f"{cluster[1]} workers, each loading the model once, "
+                                    f"share the segments.")
+        if on_cluster:
+            address, workers = cluster
+    key = (*corpus.cache_key(model, segments, stats), address is not None)
     result = ui.run_or_wait(
-        key, corpus.run, model, segments, stats=list(stats),
+        key, corpus.run, model, segments, stats=list(stats), workers=workers or 1,
+        address=address,
         label=f"Measuring {len(segments.ids):,} segments", auto=False,
         button=f"Run over {len(segments.ids):,} segments",
         unit=("segments", segments.n_tokens / max(len(segments.ids), 1)))

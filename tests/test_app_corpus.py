@@ -65,3 +65,24 @@ def test_head_importance_over_a_corpus(minilm):
     assert len(at.get("plotly_chart")) == 5  # ablation and gradient mean/std, the curve
     subheaders = texts(at.subheader)
     assert "Pruning curve over the corpus" in subheaders
+
+
+def test_the_ray_cluster_is_offered_only_where_the_owner_configured_it(minilm, monkeypatch):
+    import socket
+
+    query = {"model": "minilm", "seglen": "32", "maxseg": "4", "cluster": "1"}
+    at = run_page(PAGE, query)
+    assert not at.exception and not any(t.label == "Run on the Ray cluster" for t in at.toggle)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MHA_VIZ_RAY_ADDRESS", f"127.0.0.1:{port}")
+    at = run_page(PAGE, query)
+    toggle = [t for t in at.toggle if t.label == "Run on the Ray cluster"]
+    assert toggle and toggle[0].value  # the link's choice, on the owner's cluster
+    run = [b for b in at.button if b.label.startswith("Run over 4 segments")]
+    at = run[0].click().run()
+    assert not at.exception, texts(at.exception)
+    shown = " ".join(texts(at.error) + texts(at.warning) + texts(at.info))
+    assert f"No Ray cluster answers at 127.0.0.1:{port}" in shown, shown
+    assert "The Ray cluster could not run this" in shown and "Change the text" not in shown

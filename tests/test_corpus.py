@@ -179,9 +179,40 @@ def test_command_line(tmp_path, gpt2_folder):
          str(source), "--seg-len", "12", "--stats", "entropy,mass", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "1 line(s) skipped" in done.stdout and "segments" in done.stderr
+    assert "1 row(s) that were not text skipped" in done.stdout and "segments" in done.stderr
     with np.load(out, allow_pickle=False) as data:
         assert data["entropy_mean"].shape == (2, 4) and int(data["n_segments"]) > 0
+        entropy = data["entropy_mean"]
+    # the same statistics as one long Parquet table: layer, head, statistic, mean, std, n
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert set(rows[0]) == {"layer", "head", "statistic", "mean", "std", "n"}
+    shown = {(r["layer"], r["head"]): r["mean"] for r in rows if r["statistic"] == "entropy"}
+    np.testing.assert_allclose([[shown[(l, h)] for h in range(4)] for l in range(2)], entropy)
+
+    # a Parquet input, sampled, with a checkpoint: the second run reads every shard back
+    pa = pytest.importorskip("pyarrow")
+    pq.write_table(pa.table({"id": list(range(len(TEXTS))), "body": TEXTS}),
+                   tmp_path / "texts.parquet")
+    command = [sys.executable, "-m", "mha_viz", "corpus", "--model", str(gpt2_folder),
+               "--input", str(tmp_path / "texts.parquet"), "--column", "body", "--sample",
+               "5", "--seed", "1", "--seg-len", "12", "--stats", "entropy,similarity",
+               "--checkpoint", str(tmp_path / "kept"), "--out", str(tmp_path / "s.npz")]
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "texts 5/5" in first.stderr and (tmp_path / "s_pairs.parquet").is_file()
+    second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "read back from the checkpoint" in second.stdout, second.stdout
+    with np.load(tmp_path / "s.npz") as data:
+        pairs = pq.read_table(tmp_path / "s_pairs.parquet").to_pylist()
+        assert len(pairs) == 8 * 8 and data["js_distance_mean"].shape == (8, 8)
+        assert pairs[9]["mean"] == pytest.approx(float(data["js_distance_mean"][1, 1]))
+        assert (pairs[9]["layer"], pairs[9]["head"], pairs[9]["other_layer"],
+                pairs[9]["other_head"]) == (0, 1, 0, 1)
+    wrong = subprocess.run(command[:-6] + ["--column", "id"] + command[-4:], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2
+    assert "error: the column 'id' of 'texts.parquet' holds int64, not text" in wrong.stderr
     bad = subprocess.run([sys.executable, "-m", "mha_viz", "corpus", "--model", "minilm",
                           "--input", str(tmp_path / "missing.txt"), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)

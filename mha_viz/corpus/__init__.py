@@ -23,23 +23,31 @@ How it works:
   grow with the corpus, and no segment's trace is built.
 - Moments merge exactly (Chan et al.'s parallel update of count, mean and squared
   deviations), so a corpus split into shards gives the same answer however it is split.
-  ``run(..., workers=N)`` runs shards in N local processes with ``run_shard``.
+  ``run(..., workers=N)`` runs shards on N Ray actors with ``run_shard``.
+- A corpus of any size streams (``open_texts`` -> ``run_stream``): texts read a batch at a
+  time from .txt/.csv/.jsonl/Parquet/Arrow files, folders and saved datasets, segments cut as
+  they come, shards of SHARD_SEGMENTS run on the "local" or "ray" engine, finished shards kept
+  in a checkpoint folder so an interrupted run resumes.
 
-The package, by job: reading (texts of a small file), segments (texts cut into token-id
-segments), statistics (one segment's accumulators), results (moments that merge, their files),
-running (batches, one process or several).
+The package, by job: reading (texts of a small file), sources (texts streamed from files of
+any size), segments (texts cut into token-id segments), shards (groups of segments, and the
+checkpoint that keeps them), statistics (one segment's accumulators), results (moments that
+merge, their files), running (batches of one shard), engines (a stream of shards, local or
+on Ray), ray_engine (the actors).
 
-On a cluster: ``run_shard(model_name, segments, stats)`` is a plain top-level function of
-picklable arguments returning a picklable CorpusResult, so a Ray task
-(``ray.remote(run_shard).remote(name, shard, stats)``) or a Dask delayed call runs it
-unchanged on each worker; ``CorpusResult.merge`` combines what they return, in any order
-or grouping.
+On a cluster: ``run_stream(..., engine="ray", address="auto")`` joins it; each actor runs
+``run_shard`` (a plain function of picklable arguments, returning a picklable CorpusResult,
+which a Dask delayed call could run as well) and ``CorpusResult.merge`` combines what they
+return, in any order or grouping.
 """
 
+from .engines import ENGINES, Progress, run_stream
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
 from .running import PRUNING_SEGMENTS, cache_key, default_batch_size, run, run_shard
-from .segments import MIN_SEGMENT_TOKENS, Segments, segment
+from .segments import MIN_SEGMENT_TOKENS, Segments, iter_segments, segment
+from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
+from .sources import TextStream, open_texts
 from .statistics import (ALL_STATS, IMPORTANCE, SIMILARITY_ROWS, STATS, SegmentStatistics,
                          segment_statistics)
 
@@ -47,5 +55,7 @@ __all__ = [
     "MAX_CORPUS_BYTES", "CorpusText", "columns_of", "demo_texts", "read_corpus",
     "CorpusResult", "Moments", "PRUNING_SEGMENTS", "cache_key", "default_batch_size", "run",
     "run_shard", "MIN_SEGMENT_TOKENS", "Segments", "segment", "ALL_STATS", "IMPORTANCE",
-    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics",
+    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "TextStream",
+    "open_texts", "ENGINES", "Progress", "run_stream", "iter_segments", "SHARD_SEGMENTS",
+    "Checkpoint", "Shard", "shards_of",
 ]

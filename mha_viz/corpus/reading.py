@@ -46,11 +46,15 @@ def _decoded(data: bytes, name: str) -> str:
 
 def read_corpus(data: bytes, name: str, column: str | None = None) -> CorpusText:
     """Texts from a .txt (one text per line; or per paragraph when blank lines separate
-    them), .csv (the ``column``; the first one when not given) or .jsonl (the field
+    them), .csv (the ``column``; the first one when not given), .jsonl (the field
     ``column``, default "text"; lines that are not JSON objects with it are skipped and
-    counted). Raises InputError for an empty, binary or unusable file."""
-    text = _decoded(data, name)
+    counted) or .parquet (the text ``column``: "text" or the only one when not given; read
+    by pyarrow, never unpickled). Raises InputError for an empty, binary or unusable
+    file."""
     kind = name.lower().rsplit(".", 1)[-1]
+    if kind == "parquet":
+        return _read_parquet(data, name, column)
+    text = _decoded(data, name)
     if kind == "csv":
         result = _read_csv(text, name, column)
     elif kind in ("jsonl", "ndjson"):
@@ -66,10 +70,15 @@ def read_corpus(data: bytes, name: str, column: str | None = None) -> CorpusText
 
 
 def columns_of(data: bytes, name: str) -> list[str]:
-    """The columns of a .csv (its header) or the fields of a .jsonl's objects (the first
-    1,000 lines), for picking the one that holds the texts; [] for other files."""
-    text = _decoded(data, name)
+    """The columns of a .csv (its header), the fields of a .jsonl's objects (the first
+    1,000 lines) or a .parquet's text columns, for picking the one that holds the texts;
+    [] for other files."""
     kind = name.lower().rsplit(".", 1)[-1]
+    if kind == "parquet":
+        from .sources import table_columns
+
+        return table_columns(data, name)
+    text = _decoded(data, name)
     if kind == "csv":
         try:
             return [h.strip() for h in next(csv.reader(io.StringIO(text)), [])]
@@ -86,6 +95,19 @@ def columns_of(data: bytes, name: str) -> list[str]:
                 fields.update(dict.fromkeys(map(str, item)))
         return list(fields)
     return []
+
+
+def _read_parquet(data: bytes, name: str, column: str | None) -> CorpusText:
+    from .sources import read_table_bytes
+
+    if len(data) > MAX_CORPUS_BYTES:
+        raise InputError(f"'{name}' is {len(data) / 2**20:.1f} MB, more than the "
+                         f"{MAX_CORPUS_BYTES // 2**20} MB a corpus may have here (the command "
+                         f"line takes larger ones)")
+    texts, columns, column, skipped = read_table_bytes(data, name, column)
+    if not texts:
+        raise InputError(f"'{name}' holds no text in its column '{column}'")
+    return CorpusText(texts, f"'{name}', column '{column}'", skipped, columns)
 
 
 def _read_csv(text: str, name: str, column: str | None) -> CorpusText:

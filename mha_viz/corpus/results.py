@@ -12,6 +12,8 @@ import numpy as np
 
 from ..errors import InputError
 
+PAIRWISE = ("js_distance",)  # [N, N] over heads, not [L, H]
+
 
 @dataclass
 class Moments:
@@ -90,6 +92,7 @@ class CorpusResult:
             out[f"{key}_mean"] = moments.average()
             out[f"{key}_std"] = moments.std()
             out[f"{key}_count"] = moments.count
+            out[f"{key}_m2"] = moments.m2  # what an exact merge of saved results needs
         out.update(self.curves)
         return out
 
@@ -114,10 +117,63 @@ class CorpusResult:
                 key = _key(name)
                 count, mean, std = (data[f"{key}_count"], data[f"{key}_mean"],
                                     data[f"{key}_std"])
-                moments[name] = Moments(count, np.nan_to_num(mean),
-                                        np.nan_to_num(std) ** 2 * count)
+                m2 = (data[f"{key}_m2"] if f"{key}_m2" in data.files
+                      else np.nan_to_num(std) ** 2 * count)  # files saved before m2 was
+                moments[name] = Moments(count, np.nan_to_num(mean), m2)
             curves = {k: data[k] for k in data.files if k.startswith("pruning_curve_")}
             return cls(moments, int(data["n_segments"]), int(data["n_tokens"]), info, curves)
+
+    def per_head_table(self) -> dict[str, list]:
+        """Every [L, H] statistic as rows (layer, head, statistic, mean, std, n): the long
+        table pandas, polars and DuckDB read. Pairwise statistics are in pair_table."""
+        table = {"layer": [], "head": [], "statistic": [], "mean": [], "std": [], "n": []}
+        for name, moments in self.moments.items():
+            if moments.mean.ndim != 2 or name in PAIRWISE:
+                continue
+            mean, std = moments.average(), moments.std()
+            for layer, head in np.ndindex(mean.shape):
+                table["layer"].append(layer)
+                table["head"].append(head)
+                table["statistic"].append(name)
+                table["mean"].append(float(mean[layer, head]))
+                table["std"].append(float(std[layer, head]))
+                table["n"].append(int(moments.count[layer, head]))
+        return table
+
+    def pair_table(self, n_heads: int) -> dict[str, list]:
+        """Head-to-head distances as rows (layer, head, other_layer, other_head, statistic,
+        mean, std, n), heads numbered layer-major with n_heads per layer."""
+        table = {"layer": [], "head": [], "other_layer": [], "other_head": [],
+                 "statistic": [], "mean": [], "std": [], "n": []}
+        for name in PAIRWISE:
+            if name not in self.moments:
+                continue
+            moments = self.moments[name]
+            mean, std = moments.average(), moments.std()
+            for a, b in np.ndindex(mean.shape):
+                for column, value in (("layer", a // n_heads), ("head", a % n_heads),
+                                      ("other_layer", b // n_heads), ("other_head", b % n_heads),
+                                      ("statistic", name), ("mean", float(mean[a, b])),
+                                      ("std", float(std[a, b])),
+                                      ("n", int(moments.count[a, b]))):
+                    table[column].append(value)
+        return table
+
+    def save_parquet(self, path, n_heads: int) -> list[str]:
+        """The per-head table as Parquet at path, and the pairwise one beside it
+        (NAME_pairs.parquet) when head distances were measured; -> the files written."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = str(path)
+        pq.write_table(pa.table(self.per_head_table()), path)
+        written = [path]
+        pairs = self.pair_table(n_heads)
+        if pairs["mean"]:
+            stem = path[:-len(".parquet")] if path.endswith(".parquet") else path
+            pq.write_table(pa.table(pairs), stem + "_pairs.parquet")
+            written.append(stem + "_pairs.parquet")
+        return written
 
     def table_csv(self, name: str) -> bytes:
         """One [L, H] statistic as CSV: layer, head, mean, std, segments."""

@@ -8,7 +8,6 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
-import torch
 
 from ..errors import InputError
 from .results import CorpusResult, Moments
@@ -77,29 +76,24 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
     return result
 
 
-def _shard_in_worker(args) -> CorpusResult:
-    name, shard, stats, batch_size, similarity_rows = args
-    torch.set_num_threads(1)  # N workers share the cores
-    return run_shard(name, shard, stats, batch_size, similarity_rows=similarity_rows)
-
-
 def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str] = STATS,
         batch_size: int | None = None, workers: int = 1, progress: Callable | None = None,
-        similarity_rows: int | None = SIMILARITY_ROWS) -> CorpusResult:
-    """Statistics over every segment: mean and spread per head. workers > 1 runs shards in
-    that many processes (each loads the model by its name; progress counts finished
-    shards). progress(done, total) is called as segments finish; if it raises (a cancelled
-    job), the run stops."""
+        similarity_rows: int | None = SIMILARITY_ROWS, address: str | None = None
+        ) -> CorpusResult:
+    """Statistics over every segment: mean and spread per head. workers > 1 runs shards on
+    that many Ray actors of a local Ray instance, and address (auto, HOST:PORT) on that
+    cluster's (each loads the model by its name). progress(done, total) is called as
+    segments finish; if it raises (a cancelled job), the run stops."""
     stats = _check_stats(stats)
     ids = segments.ids if isinstance(segments, Segments) else [list(s) for s in segments]
     if not ids:
         raise InputError("the corpus has no segments")
     started = time.perf_counter()
-    if workers <= 1:
+    if workers <= 1 and address is None:
         result = run_shard(model, ids, stats, batch_size, progress, similarity_rows)
     else:
-        result = _run_in_processes(model, ids, stats, batch_size, int(workers), progress,
-                                   similarity_rows)
+        result = _run_on_ray(model, ids, stats, batch_size, max(1, int(workers)), progress,
+                             similarity_rows, address)
     if "pruning" in stats:  # iterative over the corpus: one curve, on a sample of segments
         from ..analysis.pruning import pruning_curve
 
@@ -116,29 +110,25 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
     return result
 
 
-def _run_in_processes(model, ids, stats, batch_size, workers, progress,
-                      similarity_rows) -> CorpusResult:
-    import multiprocessing
+def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_rows,
+                address=None) -> CorpusResult:
+    """Shards of the segments on ``workers`` Ray actors: of a local instance, or of the
+    cluster at address."""
+    from .ray_engine import run_on_ray
+    from .shards import SHARD_SEGMENTS, shards_of
 
-    name = model.info.name  # what load_model was given: each worker loads it again
-    n_shards = max(workers, min(len(ids), 4 * workers))
-    size = math.ceil(len(ids) / n_shards)
-    shards = [ids[i:i + size] for i in range(0, len(ids), size)]
-    context = multiprocessing.get_context("spawn")
-    result, done = CorpusResult({}, 0, 0), 0
-    with context.Pool(workers) as pool:
-        try:
-            for part in pool.imap_unordered(
-                    _shard_in_worker,
-                    [(name, shard, stats, batch_size, similarity_rows) for shard in shards]):
-                result = result.merge(part)
-                done += part.n_segments
-                if progress is not None:
-                    progress(done, len(ids))
-        except BaseException:
-            pool.terminate()
-            raise
-    return result
+    size = max(1, min(SHARD_SEGMENTS, math.ceil(len(ids) / (2 * workers))))
+    state = {"result": CorpusResult({}, 0, 0)}
+
+    def finished(shard, part: CorpusResult) -> None:
+        state["result"] = state["result"].merge(part)
+        if progress is not None:
+            progress(state["result"].n_segments, len(ids))
+
+    settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows)
+    run_on_ray(model.info.name, shards_of(ids, size), settings, workers, address, None,
+               finished)
+    return state["result"]
 
 
 def cache_key(model, segments: Segments, stats: Sequence[str],

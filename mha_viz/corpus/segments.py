@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -44,9 +44,20 @@ def _special_wrapping(tokenizer) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def segment(model, texts: Iterable[str], seg_len: int = 128,
-            min_len: int = MIN_SEGMENT_TOKENS, max_segments: int | None = None) -> Segments:
-    """Cut each text into segments of ``seg_len`` tokens, special tokens included."""
+@dataclass
+class SegmentCounts:
+    """What cutting a stream of texts has done so far."""
+    texts_read: int = 0
+    n_texts: int = 0  # texts that gave at least one segment
+    n_dropped: int = 0  # pieces shorter than the minimum (whole texts or text ends)
+    n_segments: int = 0
+
+
+def iter_segments(model, texts: Iterable[str], seg_len: int = 128,
+                  min_len: int = MIN_SEGMENT_TOKENS, max_segments: int | None = None,
+                  counts: SegmentCounts | None = None) -> Iterator[list[int]]:
+    """Each text cut into segments of ``seg_len`` tokens, special tokens included, one at a
+    time as the texts come (a corpus of any size); counts, when given, follows along."""
     prefix, suffix = _special_wrapping(model.tokenizer)
     seg_len = int(seg_len)
     body = seg_len - len(prefix) - len(suffix)
@@ -55,23 +66,33 @@ def segment(model, texts: Iterable[str], seg_len: int = 128,
                          f"{model.info.max_positions}")
     if body < 1 or seg_len < min_len:
         raise InputError(f"a segment length of {seg_len} leaves no room for text")
-    out, n_texts, dropped = [], 0, 0
+    counts = SegmentCounts() if counts is None else counts
     for text in texts:
+        counts.texts_read += 1
         with model._tokenizer_lock:
             ids = model.tokenizer(str(text), add_special_tokens=False, verbose=False)["input_ids"]
         used = False
         for start in range(0, len(ids), body):
             piece = ids[start:start + body]
             if len(piece) + len(prefix) + len(suffix) < min_len:
-                dropped += 1
+                counts.n_dropped += 1
                 continue
-            out.append(prefix + list(piece) + suffix)
-            used = True
-            if max_segments is not None and len(out) >= max_segments:
-                return Segments(out, seg_len, n_texts + 1, dropped)
-        n_texts += used
-        dropped += not ids
+            if not used:
+                counts.n_texts += 1
+                used = True
+            counts.n_segments += 1
+            yield prefix + list(piece) + suffix
+            if max_segments is not None and counts.n_segments >= max_segments:
+                return
+        counts.n_dropped += not ids
+
+
+def segment(model, texts: Iterable[str], seg_len: int = 128,
+            min_len: int = MIN_SEGMENT_TOKENS, max_segments: int | None = None) -> Segments:
+    """Cut each text into segments of ``seg_len`` tokens, special tokens included."""
+    counts = SegmentCounts()
+    out = list(iter_segments(model, texts, seg_len, min_len, max_segments, counts))
     if not out:
         raise InputError(f"every text is shorter than {min_len} tokens: nothing to measure "
-                         f"({dropped} piece(s) dropped)")
-    return Segments(out, seg_len, n_texts, dropped)
+                         f"({counts.n_dropped} piece(s) dropped)")
+    return Segments(out, int(seg_len), counts.n_texts, counts.n_dropped)

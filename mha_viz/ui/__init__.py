@@ -70,7 +70,7 @@ from .output import (STACKED_BELOW_PX, caveat, download_bytes, download_csv, dow
                      show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
-                       URL_MAX_CHARS, configure_torch, default_model, md_escape)
+                       URL_MAX_CHARS, configure_torch, default_model, md_escape, ray_cluster)
 from .state import get_value, image_format, presenting, set_figure_meta, set_value, synced
 
 configure_torch()
@@ -88,5 +88,5 @@ __all__ = [
     "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
-    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS",
+    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster",
 ]

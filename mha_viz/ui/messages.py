@@ -14,8 +14,8 @@ from typing import Callable
 import streamlit as st
 
 from .. import checkpoints
-from ..errors import (CheckpointNotFoundError, InputError, LoadError, MhaVizError,
-                      NotAllowedError, OfflineError)
+from ..errors import (CheckpointNotFoundError, ClusterError, InputError, LoadError,
+                      MhaVizError, NotAllowedError, OfflineError)
 from .settings import APP_DIR, as_sentence, md_escape
 
 log = logging.getLogger("mha_viz.ui")
@@ -27,6 +27,8 @@ _HINTS = [
     (CheckpointNotFoundError, "Pick **SmolLM2** or **MiniLM** (bundled), a hub id, a folder "
                               "saved with `save_pretrained()`, or a .gguf file."),
     (InputError, "Change the text in the sidebar."),
+    (ClusterError, "Turn off *Run on the Ray cluster* to run it on this server, or tell the "
+                   "server's owner."),
 ]
 
 
@@ -36,6 +38,8 @@ def show_error(error: BaseException) -> None:
         kind = "The model could not be loaded."
     elif isinstance(error, InputError):
         kind = "This text cannot be traced."
+    elif isinstance(error, ClusterError):
+        kind = "The Ray cluster could not run this."
     else:
         kind = "This cannot be shown."
     hint = next((h for cls, h in _HINTS if isinstance(error, cls)), "")

@@ -21,6 +21,20 @@ def default_model() -> str:
     return chosen if chosen in MODEL_CHOICES and chosen != FOLDER_CHOICE else DEFAULT_MODEL
 
 
+def ray_cluster() -> tuple[str, int] | None:
+    """(address, workers) of the Ray cluster the server's owner configured for the Corpus
+    page (MHA_VIZ_RAY_ADDRESS, MHA_VIZ_RAY_WORKERS, default 4), or None. Only the environment
+    sets it: a visitor never chooses where the server connects."""
+    address = os.environ.get("MHA_VIZ_RAY_ADDRESS", "").strip()
+    if not address:
+        return None
+    try:
+        workers = int(os.environ.get("MHA_VIZ_RAY_WORKERS", "4"))
+    except ValueError:
+        workers = 4
+    return address, max(1, min(workers, 1024))
+
+
 FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
 MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
 MODEL_LABELS = {

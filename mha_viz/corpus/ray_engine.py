@@ -1,0 +1,132 @@
+"""Shards on Ray: one actor per worker loads the model once and runs shard after shard.
+
+A worker that dies (its process killed, its node lost) is restarted by Ray, which loads the
+model again and runs the shard it held once more (max_restarts and max_task_retries are
+unbounded), so a lost worker costs its shard, never the run. Ray is imported only here: the
+library without it runs on one process.
+
+The actors import mha_viz: on a local instance they find it where this process did; on a
+cluster, install mha-viz (and the same model files, or a bundled model's name) on every node.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import ClusterError
+from .results import CorpusResult
+from .shards import Shard
+
+IN_FLIGHT = 2  # shards queued per worker: one running, one ready
+CONNECT_SECONDS = 10.0  # how long a cluster address may take to answer
+_ACTORS: list = []  # the running run's workers (tests kill one by its pid)
+
+
+class ShardWorker:
+    """A Ray actor's state: the model, loaded once, and the settings of every shard."""
+
+    def __init__(self, model_name: str, settings: dict, threads: int):
+        import torch
+
+        from ..model import load_model
+
+        torch.set_num_threads(max(1, int(threads)))
+        self.model = load_model(model_name)
+        self.settings = settings
+
+    def run(self, ids: list[list[int]]) -> CorpusResult:
+        from .running import run_shard
+
+        return run_shard(self.model, ids, **self.settings)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("the Ray engine needs Ray: pip install -r requirements-cluster.txt "
+                         "(or run with one worker, which needs nothing more)") from None
+    return ray
+
+
+def connect(ray, address: str | None, workers: int) -> bool:
+    """Join the cluster at address ("auto": the one this machine belongs to; HOST:PORT),
+    or start a local instance of ``workers`` CPUs; -> whether a local one was started (and
+    so must be shut down after). An address that does not answer is a ClusterError within
+    CONNECT_SECONDS."""
+    if address not in (None, "auto"):  # refused or unanswered before Ray waits on it
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ClusterError(f"--address must be auto or HOST:PORT, got {address!r}")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), CONNECT_SECONDS).close()
+        except OSError:
+            raise ClusterError(f"no Ray cluster answers at {address} (waited up to "
+                             f"{CONNECT_SECONDS:.0f} s)") from None
+    if ray.is_initialized():
+        return False
+    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    if address is None:
+        package_home = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (package_home, os.environ.get("PYTHONPATH")) if p)
+        ray.init(num_cpus=workers, runtime_env={"env_vars": {"PYTHONPATH": path}}, **quiet)
+        return True
+    try:
+        ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ClusterError(f"could not join the Ray cluster at {address}: "
+                         f"{str(error).splitlines()[0][:200]}") from None
+    return False
+
+
+def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers: int,
+               address: str | None, threads: int | None,
+               finished: Callable[[Shard, CorpusResult], None]) -> None:
+    """Run every shard on ``workers`` actors; finished(shard, result) as each comes back
+    (in the order they finish)."""
+    ray = import_ray()
+    started_here = connect(ray, address, workers)
+    if threads is None:  # a local instance shares this machine's cores; a cluster's actor: 1
+        threads = max(1, (os.cpu_count() or 1) // workers) if started_here else 1
+    worker = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=-1)(ShardWorker)
+    actors = [worker.remote(model_name, settings, threads) for _ in range(workers)]
+    _ACTORS[:] = actors
+    pending: dict = {}
+
+    def give(actor) -> None:
+        shard = next(shards, None)
+        if shard is not None:
+            pending[actor.run.remote(shard.ids)] = (shard, actor)
+
+    try:
+        for _ in range(IN_FLIGHT):
+            for actor in actors:
+                give(actor)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            shard, actor = pending.pop(ready[0])
+            try:
+                result = ray.get(ready[0])
+            except ray.exceptions.RayError as error:
+                raise ClusterError(f"a Ray worker failed on shard {shard.index}: "
+                                 f"{str(error).splitlines()[0][:300]}") from None
+            finished(shard, result)
+            give(actor)
+    finally:
+        _ACTORS.clear()
+        for actor in actors:
+            ray.kill(actor)
+        if started_here:
+            ray.shutdown()
+
+
+def worker_pids() -> list[int]:
+    """The process ids of the running run's workers (for a test that kills one)."""
+    ray = import_ray()
+    return ray.get([actor.pid.remote() for actor in _ACTORS])
