@@ -62,24 +62,29 @@ def main() -> None:
         first = {}
 
         def note_first(progress, first=first, started=time.perf_counter()):
-            first.setdefault("seconds", time.perf_counter() - started)
+            if "seconds" not in first:
+                first.update(seconds=time.perf_counter() - started, tokens=progress.tokens)
 
         seconds, result = timed(engine="ray", workers=workers, progress=note_first)
         assert result.n_segments == single.n_segments
         worst = max(float(abs(result.mean(n) - single.mean(n)).max()) for n in result.names)
+        steady = (segments.n_tokens - first["tokens"]) / max(seconds - first["seconds"], 1e-9)
         rows.append((f"Ray, {workers} worker{'s' if workers > 1 else ''}", seconds,
-                     (first["seconds"], worst)))
+                     (first["seconds"], worst, steady)))
     ray.shutdown()
 
     print(f"\nRay instance start (2 CPUs): {start_up:.2f} s")
-    print(f"{'engine':30s} {'seconds':>8s} {'tokens/s':>10s} {'vs one':>7s} "
-          f"{'first shard':>12s} {'max |diff|':>11s}")
+    print(f"{'engine':28s} {'seconds':>8s} {'tokens/s':>9s} {'vs one':>7s} "
+          f"{'first shard':>12s} {'after it, tokens/s':>19s} {'max |diff|':>11s}")
     base = rows[0][1]
     for label, seconds, extra in rows:
-        first, worst = extra if extra else (None, None)
-        print(f"{label:30s} {seconds:8.2f} {segments.n_tokens / seconds:10,.0f} "
-              f"{base / seconds:7.2f} "
-              + (f"{first:11.2f}s {worst:11.1e}" if extra else f"{'':12s} {'':11s}"))
+        line = (f"{label:28s} {seconds:8.2f} {segments.n_tokens / seconds:9,.0f} "
+                f"{base / seconds:7.2f}")
+        if extra:
+            first, worst, steady = extra
+            one_rate = segments.n_tokens / base
+            line += f" {first:11.2f}s {steady:10,.0f} ({steady / one_rate:.2f}x) {worst:11.1e}"
+        print(line)
 
 
 if __name__ == "__main__":

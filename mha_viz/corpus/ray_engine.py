@@ -92,10 +92,13 @@ def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers
     (in the order they finish)."""
     ray = import_ray()
     started_here = connect(ray, address, workers)
-    if threads is None:  # a local instance shares this machine's cores; a cluster's actor: 1
-        threads = max(1, (os.cpu_count() or 1) // workers) if started_here else 1
+    if threads is None:
+        threads = default_threads(ray, workers)
     worker = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=-1)(ShardWorker)
-    actors = [worker.remote(model_name, settings, threads) for _ in range(workers)]
+    # Ray sets OMP_NUM_THREADS to an actor's CPUs (1), which numpy's BLAS and OpenMP read at
+    # start: the statistics would then run on one thread whatever torch is told.
+    threaded = worker.options(runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})
+    actors = [threaded.remote(model_name, settings, threads) for _ in range(workers)]
     _ACTORS[:] = actors
     pending: dict = {}
 
@@ -124,6 +127,14 @@ def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers
             ray.kill(actor)
         if started_here:
             ray.shutdown()
+
+
+def default_threads(ray, workers: int) -> int:
+    """torch threads per actor: the cluster's CPUs shared among the workers, at most one
+    node's (an actor runs on one node); 2 for one worker on a 2-CPU local instance."""
+    cpus = [node.get("Resources", {}).get("CPU", 0) for node in ray.nodes() if node.get("Alive")]
+    total = sum(cpus) or (os.cpu_count() or 1)
+    return int(max(1, min(max(cpus, default=total), total // max(workers, 1))))
 
 
 def worker_pids() -> list[int]:
