@@ -121,3 +121,34 @@ def test_a_cluster_address_that_does_not_answer_is_a_clear_error(gpt2_model, tex
     assert time.monotonic() - started < 15
     with pytest.raises(ClusterError, match="must be auto or HOST:PORT"):
         run(gpt2_model, texts, engine="ray", address="nowhere")
+
+
+def test_parquet_row_groups_are_read_by_the_workers(gpt2_model, texts, single, tmp_path,
+                                                    ray_instance):
+    """A Parquet input on Ray: each worker reads, cuts and measures its own row groups; the
+    numbers and the counts equal this process reading the same file, and a checkpoint of
+    row groups resumes (and is refused to a run that cuts segments here)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+
+    rows = [t if i % 5 else None for i, t in enumerate(texts)]  # some rows hold no text
+    pq.write_table(pa.table({"text": rows}), tmp_path / "c.parquet", row_group_size=5)
+    path = tmp_path / "c.parquet"
+    here_stream = corpus.open_texts(path)
+    here = run(gpt2_model, here_stream)
+    stream = corpus.open_texts(path)
+    assert len(stream.row_groups()) == 5
+    seen = []
+    found = run(gpt2_model, stream, engine="ray", workers=2, checkpoint=tmp_path / "kept",
+                progress=seen.append)
+    assert found.info["shards"] == 5 and seen[-1].texts_read == here.info["texts_read"]
+    for key in ("n_texts", "n_dropped", "texts_read"):
+        assert found.info[key] == here.info[key], key
+    assert stream.skipped == here_stream.skipped == 5
+    assert_same(found, here)
+    again = run(gpt2_model, corpus.open_texts(path), engine="ray", workers=1,
+                checkpoint=tmp_path / "kept")
+    assert again.info["resumed_shards"] == 5
+    assert_same(again, here)
+    with pytest.raises(InputError, match="units: 'row groups' there, 'segments' now"):
+        run(gpt2_model, corpus.open_texts(path), checkpoint=tmp_path / "kept")

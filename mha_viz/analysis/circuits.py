@@ -31,8 +31,8 @@ import torch
 from ..errors import InputError
 from ..interventions import Interventions, run_with_hooks
 from .attribution import check_attributable
-from .patching import (CAPTURE_BYTES, DEGENERATE, PairBatch, _over_batches, metric_of,
-                       prepare_pairs)
+from .patching.common import (CAPTURE_BYTES, DEGENERATE, PairBatch, _over_batches, metric_of,
+                              prepare_pairs)
 
 __all__ = ["Edge", "EdgeScores", "Circuit", "edge_attribution_patching", "circuit"]
 

@@ -23,6 +23,7 @@ from ..errors import InputError
 from .results import CorpusResult
 from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, iter_segments
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
+from .sources import TextStream
 from .statistics import SIMILARITY_ROWS, STATS, _check_stats
 
 ENGINES = ("local", "ray")
@@ -73,20 +74,35 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
     if workers < 1:
         raise InputError(f"workers must be at least 1, got {workers}")
     counts = SegmentCounts()
-    shards = shards_of(iter_segments(model, texts, seg_len, min_len, max_segments, counts),
-                       shard_segments)
+    # A Parquet input on Ray: each worker reads its own row groups (in parallel); else this
+    # process reads the texts and cuts the segments, and workers get shards of them.
+    groups = (texts.row_groups() if engine == "ray" and isinstance(texts, TextStream)
+              and max_segments is None else None)
+    if groups is not None:
+        shards = iter(groups)
+    else:
+        shards = shards_of(iter_segments(model, texts, seg_len, min_len, max_segments,
+                                         counts), shard_segments)
     store = None
     if checkpoint is not None:
         store = Checkpoint(checkpoint, dict(
             model=model.info.name, stats=list(stats), seg_len=int(seg_len),
             min_len=int(min_len), shard_segments=int(shard_segments),
-            max_segments=max_segments, similarity_rows=similarity_rows, input=input_name))
+            max_segments=max_segments, similarity_rows=similarity_rows, input=input_name,
+            units="row groups" if groups is not None else "segments"))
     started = time.perf_counter()
     state = {"result": CorpusResult({}, 0, 0), "shards": 0, "resumed": 0, "tokens_run": 0}
 
     def finished(shard: Shard, result: CorpusResult, resumed: bool = False) -> None:
         if store is not None and not resumed:
             store.save(shard, result)
+        if groups is not None:  # the worker cut the texts: its counts come with the result
+            info = result.info
+            counts.texts_read += info.pop("texts_read", 0)
+            counts.n_texts += info.pop("n_texts", 0)
+            counts.n_dropped += info.pop("n_dropped", 0)
+            texts.skipped += info.pop("skipped", 0)
+            counts.n_segments += result.n_segments
         state["result"] = state["result"].merge(result)
         state["shards"] += 1
         state["resumed"] += resumed
@@ -114,7 +130,8 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
     else:
         from .ray_engine import run_on_ray
 
-        run_on_ray(model.info.name, to_run(), settings, workers, address, threads, finished)
+        run_on_ray(model.info.name, to_run(), settings, workers, address, threads, finished,
+                   row_groups=None if groups is None else (int(seg_len), int(min_len)))
     result = state["result"]
     if not result.n_segments:
         raise InputError(f"every text is shorter than {min_len} tokens: nothing to measure "

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import ClusterError
+from ..errors import ClusterError, MhaVizError
 from .results import CorpusResult
 from .shards import Shard
 
@@ -41,6 +41,10 @@ class ShardWorker:
         from .running import run_shard
 
         return run_shard(self.model, ids, **self.settings)
+
+    def run_rows(self, group, seg_len: int, min_len: int) -> CorpusResult:
+        """A Parquet row group read, cut and measured here (sources.RowGroup)."""
+        return measure_row_group(self.model, group, seg_len, min_len, self.settings)
 
     def pid(self) -> int:
         return os.getpid()
@@ -85,11 +89,29 @@ def connect(ray, address: str | None, workers: int) -> bool:
     return False
 
 
-def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers: int,
+def measure_row_group(model, group, seg_len: int, min_len: int, settings: dict
+                      ) -> CorpusResult:
+    """A row group's statistics, with what cutting it did in result.info (texts_read,
+    n_texts, n_dropped, skipped): the counts a run adds up."""
+    from .running import run_shard
+    from .segments import SegmentCounts, iter_segments
+
+    texts, skipped = group.texts()
+    counts = SegmentCounts()
+    ids = list(iter_segments(model, texts, seg_len, min_len, None, counts))
+    result = run_shard(model, ids, **settings) if ids else CorpusResult({}, 0, 0)
+    result.info.update(texts_read=counts.texts_read, n_texts=counts.n_texts,
+                       n_dropped=counts.n_dropped, skipped=skipped)
+    return result
+
+
+def run_on_ray(model_name: str, shards: Iterator, settings: dict, workers: int,
                address: str | None, threads: int | None,
-               finished: Callable[[Shard, CorpusResult], None]) -> None:
+               finished: Callable[[Shard, CorpusResult], None],
+               row_groups: tuple[int, int] | None = None) -> None:
     """Run every shard on ``workers`` actors; finished(shard, result) as each comes back
-    (in the order they finish)."""
+    (in the order they finish). row_groups=(seg_len, min_len): the shards are Parquet row
+    groups (sources.RowGroup) that each worker reads and cuts itself."""
     ray = import_ray()
     started_here = connect(ray, address, workers)
     if threads is None:
@@ -104,8 +126,12 @@ def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers
 
     def give(actor) -> None:
         shard = next(shards, None)
-        if shard is not None:
+        if shard is None:
+            return
+        if row_groups is None:
             pending[actor.run.remote(shard.ids)] = (shard, actor)
+        else:
+            pending[actor.run_rows.remote(shard, *row_groups)] = (shard, actor)
 
     try:
         for _ in range(IN_FLIGHT):
@@ -116,6 +142,12 @@ def run_on_ray(model_name: str, shards: Iterator[Shard], settings: dict, workers
             shard, actor = pending.pop(ready[0])
             try:
                 result = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as error:  # raised in the worker: say it
+                cause = getattr(error, "cause", None)
+                if isinstance(cause, MhaVizError):  # bad input met by a worker
+                    raise cause from None
+                raise ClusterError(f"a Ray worker failed on shard {shard.index}: "
+                                   f"{str(error).splitlines()[0][:300]}") from None
             except ray.exceptions.RayError as error:
                 raise ClusterError(f"a Ray worker failed on shard {shard.index}: "
                                  f"{str(error).splitlines()[0][:300]}") from None

@@ -65,6 +65,24 @@ class TextStream:
         else:
             yield from texts
 
+    def row_groups(self) -> list["RowGroup"] | None:
+        """The input as Parquet row groups that workers read themselves (a cluster then
+        reads in parallel), or None when it must be read here: not all Parquet, or a
+        limit or a sample (which need one pass over the whole input in order)."""
+        if self.limit is not None or self.sample is not None or not all(
+                _kind(f) == "parquet" for f in self.files):
+            return None
+        import pyarrow.parquet as pq
+
+        groups = []
+        for path in self.files:
+            stat = path.stat()
+            stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+            for group in range(pq.ParquetFile(path).metadata.num_row_groups):
+                groups.append(RowGroup(len(groups), str(path.resolve()), self.column, group,
+                                       stamp))
+        return groups
+
     def _all(self) -> Iterator[str]:
         for path in self.files:
             for value in _values(path, self.column):
@@ -72,6 +90,39 @@ class TextStream:
                     yield value.strip()
                 else:
                     self.skipped += 1
+
+
+@dataclass(frozen=True)
+class RowGroup:
+    """One row group of a Parquet file: the unit a Ray worker reads, cuts and measures by
+    itself. Write files with row groups of some thousands of rows for fine-grained work."""
+    index: int
+    path: str  # the same path on every node (a shared file system)
+    column: str
+    row_group: int
+    stamp: str  # the file's size and modification time: a resumed run checks them
+
+    @property
+    def digest(self) -> str:
+        import hashlib
+
+        key = f"{Path(self.path).name}|{self.stamp}|{self.row_group}|{self.column}"
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def texts(self) -> tuple[list[str], int]:
+        """(its texts, the rows that were not a text)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        name = Path(self.path).name
+        try:
+            values = pq.ParquetFile(self.path).read_row_group(
+                self.row_group, columns=[self.column]).column(0).to_pylist()
+        except (pa.ArrowException, OSError) as error:
+            raise InputError(f"'{name}' row group {self.row_group} could not be read "
+                             f"({_short(error)})") from None
+        texts = [v.strip() for v in values if isinstance(v, str) and v.strip()]
+        return texts, len(values) - len(texts)
 
 
 def open_texts(path, column: str | None = None, limit: int | None = None,

@@ -11,8 +11,16 @@ from layout_probe import layout_problems  # noqa: E402
 from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
                               open_page, settle, shoot)
 
-FITTED = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(
-    gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted)"""
+# A finished run (no script running, nothing stale) whose figures are all laid out for the
+# browser's width. Counting the figures at any other moment can count a rerun's outgoing
+# ones too, and then wait for more figures than the page draws.
+FITTED = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"]')) return false;
+    return Array.from(document.querySelectorAll('.js-plotly-plot')).every(
+        gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted);
+}"""
 
 
 def wait_fitted(tab) -> None:

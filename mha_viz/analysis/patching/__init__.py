@@ -1,0 +1,32 @@
+"""Causal interventions between a clean and a corrupted prompt: activation patching, path
+patching and attribution patching (docs/analyses.md, "Causal interventions"; Meng et al.
+2022, Wang et al. 2023, Heimersheim & Nanda 2024, Nanda 2023, Syed et al. 2023).
+
+    from mha_viz.analysis import activation_patching
+    r = activation_patching(model, clean, corrupted, TargetMetric(-1, " Mary", " John"))
+    r.values        # [L, H]: the metric with each head's output patched
+    r.normalized    # (values - corrupted) / (clean - corrupted): 0 corrupted, 1 clean
+
+How it is fast, exactly: patching a component of layer l changes nothing below l, so each
+patched run starts from the residual stream entering layer l, cached from the unpatched run,
+and the patched copies of one layer (every head, every position, every pair of one token
+length) run as one batch; the metric reads the final norm and the unembedding at its one
+position only. A patch that puts back the value already there (a position before the first
+token where the prompts differ, in a causal model) changes nothing and is not run.
+
+Every intervention goes through the engine's named points (mha_viz.interventions).
+
+The package: common (results, pairs, batches, the metric), activation, attribution, paths.
+"""
+
+from .activation import activation_patching
+from .attribution import attribution_patching, estimate_error
+from .common import (CAPTURE_BYTES, COMPONENT_HELP, COMPONENTS, DEGENERATE, DIRECTIONS,
+                     PairBatch, PatchingResult, metric_of, prepare_pairs, rows_per_batch,
+                     strongest_components)
+from .paths import path_patching
+
+__all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
+           "attribution_patching", "path_patching", "prepare_pairs", "strongest_components",
+           "estimate_error", "metric_of", "COMPONENT_HELP", "CAPTURE_BYTES", "DEGENERATE",
+           "PairBatch", "rows_per_batch"]

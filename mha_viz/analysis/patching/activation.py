@@ -1,0 +1,172 @@
+"""Activation patching, exact: each patched run starts from the unpatched stream below the
+patch, and a causal model's copies compute only the positions from the first that differs."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...attention import causal_rows_bias
+from ...interventions import Interventions, run_with_hooks
+from .common import (PairBatch, PatchingResult, _check_component, _check_direction,
+                     _check_positions, _check_work, _chunks, _over_batches, _pairs_per_chunk,
+                     _summarise, _unit_masks, _unit_shape, metric_of, prepare_pairs,
+                     rows_per_batch)
+
+
+def activation_patching(model, clean, corrupted=None, metric=None, component: str = "head",
+                        direction: str = "denoise", progress=None) -> PatchingResult:
+    """The metric with one component patched, for every component (exact: one patched run
+    each, started from the cached stream entering its layer, batched).
+
+    clean, corrupted: two texts (metric: a TargetMetric with position, target, contrast and
+    kind), or clean a PromptPair or a list of them (metric: the kind, as a string or a
+    TargetMetric; each pair has its own target and contrast). direction "denoise" runs the
+    corrupted prompt with one clean activation; "noise" the clean prompt with one corrupted
+    activation. progress(done, total) counts patches (one component of one layer of one pair)
+    as batches of them finish."""
+    _check_direction(direction)
+    point, axis, ungroup = _check_component(model, component)
+    prepared = prepare_pairs(model, clean, corrupted, metric)
+    _check_positions(prepared, axis)
+    _check_work(model, prepared, axis)
+    n_layer = model.info.n_layer
+    chunk = _pairs_per_chunk(model, max(p.n_tokens for p in prepared.pairs),
+                             {point: 1, "resid_pre": 1, "rot_k": 1, "v": 1})
+    # progress counts patches (a head at a layer of a pair), reported as batches of them end
+    total = sum(n_layer * math.prod(_unit_shape(model, axis, pair.n_tokens))
+                for pair in prepared.pairs)
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+    with torch.inference_mode():
+        per_pair, clean_m, corrupted_m = _over_batches(
+            prepared, chunk, n_layer, None,
+            lambda batch: _patch_batch(model, batch, prepared.kind, point, axis, ungroup,
+                                       direction, advance))
+    return _summarise(prepared, component, direction, "exact", per_pair, clean_m, corrupted_m,
+                      axis)
+
+
+def _base_and_source(direction: str, batch: PairBatch):
+    if direction == "denoise":
+        return batch.corrupted, batch.clean
+    return batch.clean, batch.corrupted
+
+
+def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungroup: bool,
+                 direction: str, advance=None):
+    """[P, *unit shape] patched metrics, and the clean and corrupted metrics [P].
+    advance(n) is told as n more patches are done."""
+    advance = advance or (lambda n: None)
+    n_layer = model.info.n_layer
+    size, length = batch.size, batch.n_tokens
+    base_ids, source_ids = _base_and_source(direction, batch)
+    # the keys and values of the unchanged prefix, for patched runs that start after it
+    capture = Interventions(capture=[point, "resid_pre", "rot_k", "v"], ungroup_kv=ungroup)
+    both = torch.cat([base_ids, source_ids])
+    metrics = metric_of(model, run_with_hooks(model.network, both, capture), batch.twice(), kind)
+    m_base, m_source = metrics[:size], metrics[size:]
+    m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
+    shape = _unit_shape(model, axis, length)
+    n_units = math.prod(shape)
+    values = torch.empty(size, n_layer, n_units)
+    prefix = _unchanged_prefix(model, batch)
+    # Every patch that changes something, as (layer, pair, unit) rows in layer order; a
+    # patch that puts back the value already there leaves the base metric.
+    pending = []  # per layer: (pairs, units, masks, sources)
+    for layer in range(n_layer):
+        activation = capture.captured[(point, layer)]
+        base_act, source_act = activation[:size], activation[size:]
+        pair_of = torch.arange(size).repeat_interleave(n_units)
+        unit_of = torch.arange(n_units).repeat(size)
+        mask = _unit_masks(model, axis, base_act.shape)[unit_of]
+        changed = ((source_act[pair_of] != base_act[pair_of]) & mask).flatten(1).any(1)
+        changed &= _suffix(point, mask, prefix).flatten(1).any(1)  # the prefix is unchanged
+        values[pair_of[~changed], layer, unit_of[~changed]] = m_base[pair_of[~changed]]
+        pending.append((pair_of[changed], unit_of[changed], mask[changed],
+                        source_act[pair_of[changed]]))
+    rows = [(layer, i) for layer, (pairs, _, _, _) in enumerate(pending)
+            for i in range(len(pairs))]
+    advance(size * n_layer * n_units - len(rows))  # the patches that change nothing
+    for chunk in _chunks(len(rows), rows_per_batch(model, length)):
+        _staggered_run(model, batch, kind, point, ungroup, capture, pending,
+                       [rows[i] for i in chunk.tolist()], values, prefix)
+        advance(len(chunk))
+    return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
+            m_corr.double().numpy())
+
+
+def _unchanged_prefix(model, batch: PairBatch) -> int:
+    """Positions before the first token where any pair's prompts differ (and before every
+    metric position): in a causal model nothing there changes in either run, so patched runs
+    compute only the positions after it, reading the prefix's keys and values from the base
+    run. 0 for a bidirectional model."""
+    if not model.info.causal:
+        return 0
+    return min(min(pair.first_difference, pair.position) for pair in batch.pairs)
+
+
+_STREAMS = ("resid_pre", "attn_in", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+
+
+def _suffix(point: str, value: torch.Tensor, prefix: int) -> torch.Tensor:
+    """A point's value, source or mask [R, ...] from position `prefix` on (positions are
+    dimension 1 of a stream, 2 of a head's q, k, v, z or pattern rows; a mask that spans
+    every position with size 1 there is left whole)."""
+    dim = 1 if point in _STREAMS else 2
+    return value if value.shape[dim] == 1 else value.narrow(dim, prefix,
+                                                            value.shape[dim] - prefix)
+
+
+def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool, capture,
+                   pending, rows, values, prefix: int = 0) -> None:
+    """Run patched copies of several layers as one batch that grows as it climbs: at layer
+    l the copies patched at l join, started from the base run's stream entering l, beside
+    those patched below it; each layer runs once for all of them (few, large matrix
+    products instead of a pass per layer's patches). Only positions from `prefix` on are
+    computed: the prefix's keys and values come from the base run."""
+    net = model.network
+    size, length = batch.size, batch.n_tokens
+    bias = causal_rows_bias(prefix, length) if net.config.causal else None
+    h = None
+    pairs_in, units_in, layers_in = [], [], []
+    first = rows[0][0]
+    for layer in range(first, model.info.n_layer):
+        joining = [i for l, i in rows if l == layer]
+        hooks = None
+        if joining:
+            pairs, units, masks, sources = pending[layer]
+            index = torch.tensor(joining)
+            new_pairs = pairs[index]
+            stream = capture.captured[("resid_pre", layer)][:size][new_pairs, prefix:]
+            old = 0 if h is None else h.shape[0]
+            h = stream if h is None else torch.cat([h, stream])
+            mask = _suffix(point, masks[index], prefix)
+            source = _suffix(point, sources[index], prefix)
+            if old:
+                mask = torch.cat([mask.new_zeros(old, *mask.shape[1:]), mask])
+                source = torch.cat([source.new_zeros(old, *source.shape[1:]), source])
+            hooks = Interventions(ungroup_kv=ungroup).replace(point, layer, source, mask)
+            pairs_in.append(new_pairs)
+            units_in.append(units[index])
+            layers_in.append(torch.full((len(joining),), layer))
+        past = None
+        if prefix:
+            running = torch.cat(pairs_in)
+            past = {layer: tuple(capture.captured[(name, layer)][:size][running, :, :prefix]
+                                 for name in ("rot_k", "v"))}
+        h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks, offset=prefix,
+                              past_kv=past)
+    pairs, units, layers = torch.cat(pairs_in), torch.cat(units_in), torch.cat(layers_in)
+    rows_batch = batch.rows(pairs)
+    rows_batch.positions = rows_batch.positions - prefix  # h holds positions prefix..
+    values[pairs, layers, units] = metric_of(model, h, rows_batch, kind)
+
+
+# --- attribution patching -------------------------------------------------------------------
