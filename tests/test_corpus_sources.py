@@ -181,3 +181,28 @@ def test_an_uploaded_parquet_file_is_read_like_a_csv():
         read_corpus(b"PAR1 this is not parquet", "up.parquet")
     with pytest.raises(InputError, match="holds int64, not text"):
         read_corpus(data, "up.parquet", "n")
+
+
+NO_RAY_SCRIPT = r"""
+import sys
+sys.modules["ray"] = None  # as if Ray were not installed: importing it raises ImportError
+from mha_viz import ClusterError, corpus, load_model
+model = load_model(sys.argv[1])
+texts = ["the cat sat on the mat and looked at the door for a while"] * 3
+result = corpus.run_stream(model, texts, 12, ("entropy",))
+print("local", result.n_segments)
+try:
+    corpus.run_stream(model, texts, 12, ("entropy",), engine="ray", workers=2)
+except ClusterError as error:
+    print("ray:", error)
+"""
+
+
+def test_the_library_runs_without_ray_and_says_how_to_get_it(gpt2_folder):
+    out = subprocess.run([sys.executable, "-c", NO_RAY_SCRIPT, str(gpt2_folder)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("local ") and int(lines[0].split()[1]) >= 3
+    assert "pip install -r requirements-cluster.txt" in lines[1]
