@@ -18,7 +18,7 @@ cross-attention.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -226,8 +226,15 @@ class EncoderDecoderModel(Tokenizing):
         """Every head's encoder, decoder and cross-attention maps for a source and a target
         (the model's own greedy output when no target is given)."""
         forced = self.teacher_forcing(source, target, max_new_tokens)
-        source_ids, labels, decoder_ids = forced.source_ids, forced.labels, forced.decoder_ids
-        generated = forced.generated
+        return self._trace_of(forced.source_ids, forced.labels, source,
+                              None if forced.generated else target, forced.source_truncated,
+                              int(max_new_tokens) if forced.generated else 0)
+
+    @torch.inference_mode()
+    def _trace_of(self, source_ids: list[int], labels: list[int], source_text: str,
+                  target_text: str | None, cut: bool = False, max_new_tokens: int = 0
+                  ) -> EncoderDecoderTrace:
+        decoder_ids = self.decoder_input(labels)
         _, encoder, decoder, cross = self.network(torch.tensor([source_ids]),
                                                   torch.tensor([decoder_ids]),
                                                   keep_attentions=True)
@@ -236,19 +243,24 @@ class EncoderDecoderModel(Tokenizing):
             return torch.cat(weights).numpy()
 
         return EncoderDecoderTrace(
-            source_text=source, target_text=None if generated else target,
+            source_text=source_text, target_text=target_text,
             source_ids=source_ids, target_ids=decoder_ids, labels=labels,
             source_tokens=self.display_tokens(source_ids),
             target_tokens=self.display_tokens(decoder_ids),
             label_tokens=self.display_tokens(labels),
             encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
-            source_truncated=forced.source_truncated, generated=generated,
-            max_new_tokens=int(max_new_tokens) if generated else 0, arch=self.info.arch,
+            source_truncated=cut, generated=target_text is None,
+            max_new_tokens=max_new_tokens, arch=self.info.arch,
             source_pieces=self.pieces(source_ids), target_pieces=self.pieces(decoder_ids),
             source_special=[i in self._special_ids for i in source_ids],
             target_special=[i in self._special_ids for i in decoder_ids],
             unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids))
+
+    def stack(self, kind: str) -> "StackView":
+        """The encoder's or the decoder's self-attention as a model of its own, for the
+        analyses that run a model on token ids they make (the induction probe)."""
+        return StackView(self, kind)
 
     @torch.inference_mode()
     def logits(self, source: str, target: str | None = None,
@@ -287,6 +299,35 @@ class EncoderDecoderModel(Tokenizing):
         labels = self.encode_target(target)  # a target is needed: an empty one is refused
         return float(torch.nn.functional.cross_entropy(self._logits(source_ids, labels),
                                                        torch.tensor(labels)))
+
+
+class StackView:
+    """One stack of an encoder-decoder seen as a model of its own: trace_ids(ids) runs the
+    whole model and returns that stack's self-attention over ids. The encoder reads ids as
+    the source (then its end token); the decoder reads them after its start token, with the
+    same ids as the source. probe_frame: the tokens a probe puts around its own."""
+
+    def __init__(self, model: "EncoderDecoderModel", kind: str):
+        if _check_kind(kind) == "cross":
+            raise InputError("cross-attention has no stack of its own: pick the encoder or "
+                             "the decoder")
+        self.model, self.kind, self.tokenizer = model, kind, model.tokenizer
+        config = model.network.config
+        stack = config.encoder if kind == "encoder" else config.decoder
+        self.info = replace(model.info, causal=kind == "decoder", n_layer=stack.n_layer,
+                            n_head=stack.n_head, encoder_decoder=False)
+        end = config.eos_token_id
+        self.probe_frame = (([], [] if end is None else [int(end)]) if kind == "encoder"
+                            else ([int(config.decoder_start_token_id)], []))
+
+    def trace_ids(self, ids) -> AttentionTrace:
+        ids = [int(i) for i in ids]
+        if self.kind == "encoder":
+            seq = self.model._trace_of(ids, ids[-1:], "", "")
+        else:  # ids begin with the start token: the decoder reads them, predicting ids[1:]
+            body = ids[1:]
+            seq = self.model._trace_of(body, body + body[-1:], "", "")
+        return seq.as_trace(self.kind)
 
 
 def _check_new_tokens(value, limit: int) -> int:

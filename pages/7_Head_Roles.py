@@ -25,7 +25,7 @@ ui.page_setup(
     "token, [CLS], [SEP]). Each map scores every head for one role; the table names each "
     "head's strongest role and the input that showed it.",
 )
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 
 def pick_from_table(rows) -> None:
@@ -110,16 +110,19 @@ with ui.guard():
             max_value=SEED_MAX, step=1, valid=lambda v: 0 <= int(v) <= SEED_MAX,
             help="numpy default_rng(seed) draws the sequences: the same seed, the same "
                  "probe."))
-    probe = ui.computed(("induction_probe", selection.model_name, seq_len, n_seqs, seed),
-                        A.induction_probe, model, seq_len=seq_len, n_seqs=n_seqs, seed=seed,
+    # an encoder-decoder: the probe runs through the stack the sidebar picked
+    probed = model if selection.kind is None else model.stack(selection.kind)
+    probe = ui.computed(("induction_probe", selection.model_name, selection.kind, seq_len,
+                         n_seqs, seed),
+                        A.induction_probe, probed, seq_len=seq_len, n_seqs=n_seqs, seed=seed,
                         label="Running the induction probe", large=True)
-    frame = "BOS R R" if causal else "[CLS] R R [SEP]"
+    frame = probe.frame
     drop_probe = keep is not None
-    probe_name = probe.description + (", without " + ("BOS" if causal else "[CLS], [SEP]")
+    probe_name = probe.description + (", without " + ", ".join(probe.frame_tokens)
                                       if drop_probe else "")
     st.caption(f"**Induction probe: {ui.md_escape(probe.description)}.** Each input is "
-               f"{frame}: R is {seq_len} distinct random tokens (no special ones), "
-               f"{len(probe.ids[0])} tokens in all. An induction head reading the second R "
+               f"{ui.md_escape(frame)}: R is {seq_len} distinct random tokens (no special "
+               f"ones), {len(probe.ids[0])} tokens in all. An induction head reading the second R "
                f"attends from each token to the token that followed its first occurrence. "
                f"Uniform attention would score "
                f"{probe.uniform_score(norm, drop_special=keep is not None):.3f} here."

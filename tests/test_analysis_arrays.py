@@ -364,3 +364,18 @@ def test_head_helpers_the_pages_use():
     assert nearest_heads(d, 0, 5) == [2, 1] and nearest_heads(d, 1, 1) == [2]
     out = normalise_layers(np.array([[3.0, 4.0], [0.0, 0.0]]))
     assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_dropping_positions_renormalises_a_row_with_a_tiny_kept_mass():
+    """A float32 row that kept 1e-40 of its mass: renormalised to sum to 1, no overflow."""
+    import warnings
+
+    from mha_viz.analysis import drop_positions
+
+    maps = np.zeros((1, 1, 2, 2), dtype=np.float32)
+    maps[..., 0, 0] = 1.0
+    maps[..., 1, :] = [1.0, 1e-40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept, _ = drop_positions(maps, np.array([False, True]))
+    assert kept.dtype == np.float32 and kept[0, 0, 0, 0] == 1.0

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from test_app_home_maps_entropy import folder_params, run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402
+from test_app_similarity_pruning_inside import array, chart  # noqa: E402
 
 from mha_viz.ui import page_files  # noqa: E402
 
@@ -105,8 +105,11 @@ def test_every_page_opens_on_an_encoder_decoder():
             assert "encoder 2 + decoder 2" in " ".join(texts(at.sidebar.caption))
         if page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
                         "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py",
-                        "pages/5_Inside_One_Head.py", "pages/6_Predictions.py"):
+                        "pages/5_Inside_One_Head.py", "pages/6_Predictions.py",
+                        "pages/7_Head_Roles.py"):
             assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
+        if page == "pages/7_Head_Roles.py":  # roles are of one stack's self-attention
+            assert "reads the self-attention of one stack" in " ".join(texts(at.info))
         assert "/work/" not in shown and "/tmp/" not in shown, page
 
 
@@ -210,3 +213,22 @@ def test_an_encoder_decoder_opens_on_its_example_and_names_unknown_source_words(
     at = run_page("pages/6_Predictions.py", query, session)
     assert not at.exception and not at.error
     assert any("unknown to this model's tokenizer" in w for w in texts(at.warning))
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_head_roles_of_each_stack(kind):
+    """Head roles on one stack's self-attention: the text's scores are those of that stack's
+    maps, and the induction probe runs through the same stack."""
+    from mha_viz import analysis as A
+    from mha_viz import load_model
+
+    query, session = params(kind)
+    at = run_page("pages/7_Head_Roles.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    model = load_model("t5-toy")
+    trace = model.trace(SOURCE, target=TARGET).as_trace(kind)
+    expected = A.role_scores(trace)["previous token"]
+    np.testing.assert_allclose(array(chart(at, "Previous token")["data"][0]["z"]).astype(float),
+                               expected, atol=1e-6)
+    caption = " ".join(texts(at.caption))
+    assert ("R R </s>" if kind == "encoder" else "<pad> R R") in caption, caption

@@ -459,3 +459,36 @@ def test_patching_a_cross_attention_head_equals_transformers_with_a_hook(checkpo
     assert np.abs(found - unpatched).max() > 1e-3  # the patch changed something
     with pytest.raises(ValueError, match="unknown activation point"):
         Interventions().replace("cross_bogus", 0, torch.zeros(1))
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_induction_probe_through_one_stack_equals_transformers_maps(checkpoints, kind):
+    """The repeated-random-tokens probe run through one stack of a T5 (the encoder reads
+    R R </s>; the decoder reads <start> R R with R R as the source): its scores equal the
+    induction pattern score of transformers' own maps on the same ids."""
+    from mha_viz.analysis import induction_pattern_scores, induction_probe
+
+    model = load_model(str(checkpoints["t5"]))
+    view = model.stack(kind)
+    assert view.info.causal == (kind == "decoder")
+    probe = induction_probe(view, seq_len=6, n_seqs=2, seed=3)
+    config = model.network.config
+    hf = reference(checkpoints["t5"])
+    expected = []
+    for ids in probe.ids:
+        if kind == "encoder":
+            assert ids[-1] == config.eos_token_id and probe.offset == 0
+            source, decoder = ids, [config.decoder_start_token_id]
+        else:
+            assert ids[0] == config.decoder_start_token_id and probe.offset == 1
+            source, decoder = ids[1:], ids
+        with torch.no_grad():
+            out = hf(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([decoder]),
+                     output_attentions=True)
+        maps = torch.cat(out.encoder_attentions if kind == "encoder"
+                         else out.decoder_attentions).numpy()
+        expected.append(induction_pattern_scores(maps, 6, offset=probe.offset))
+    close(probe.scores(), np.mean(expected, axis=0), 1e-6)
+    assert probe.frame == ("R R </s>" if kind == "encoder" else f"{probe.frame_tokens[0]} R R")
+    with pytest.raises(InputError, match="no stack of its own"):
+        model.stack("cross")

@@ -36,7 +36,9 @@ def _restricted(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.nda
     restricted = np.take(np.take(array, rows, axis=-2), keys, axis=-1)
     sums = restricted.sum(axis=-1, keepdims=True, dtype=np.float64)
     scale = np.where(sums > 0, 1.0 / np.where(sums > 0, sums, 1.0), 0.0)
-    restricted *= scale.astype(restricted.dtype)
+    # multiplied in float64: a row with a tiny kept mass (1e-40) has a scale past float32's
+    # range, but each value times it stays at most 1
+    np.multiply(restricted, scale, out=restricted, casting="unsafe")
     return restricted
 
 

@@ -26,7 +26,10 @@ def repeated_random_tokens(model, seq_len: int = 50, n_seqs: int = 10, seed: int
     causal = bool(getattr(info, "causal", str(getattr(info, "arch", "")).lower() != "bert"))
     vocab_size = int(info.vocab_size)
     prefix, suffix = [], []
-    if prepend_bos:
+    frame = getattr(model, "probe_frame", None)  # a model that says what frames its input
+    if prepend_bos and frame is not None:
+        prefix, suffix = [int(i) for i in frame[0]], [int(i) for i in frame[1]]
+    elif prepend_bos:
         if not causal:
             cls_id = getattr(tokenizer, "cls_token_id", None)
             sep_id = getattr(tokenizer, "sep_token_id", None)
@@ -88,6 +91,19 @@ class InductionProbe:
     def scores(self, normalization: str = "ours", drop_special: bool = False) -> np.ndarray:
         _check_normalization(normalization)
         return self._scores[(normalization, bool(drop_special))]
+
+    @property
+    def frame_tokens(self) -> list[str]:
+        """The tokens the probe puts around R R (BOS; [CLS] and [SEP]; a decoder's start)."""
+        tokens = list(self.trace.display_tokens)
+        return tokens[:self.offset] + tokens[self.offset + 2 * self.seq_len:]
+
+    @property
+    def frame(self) -> str:
+        """The probe's input in words: "<|endoftext|> R R", "[CLS] R R [SEP]", "R R </s>"."""
+        tokens = list(self.trace.display_tokens)
+        return " ".join([*tokens[:self.offset], "R", "R",
+                         *tokens[self.offset + 2 * self.seq_len:]])
 
     def keep_mask(self, drop_special: bool = True) -> np.ndarray:
         """bool [T] of the probe's input: False for the prefix and suffix (BOS, [CLS], [SEP])
