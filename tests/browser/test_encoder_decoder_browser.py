@@ -2,8 +2,10 @@
 projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention maps and
 Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
 position bias among them) on Inside one head, the loss increase of every cross-attention head
-switched off on Pruning impact, the decoder's predictions, head similarity of the encoder and of cross-attention, and
-Head roles, Corpus and Circuits saying they do not read encoder-decoders yet. Screenshots land in artifacts/screenshots/."""
+switched off on Pruning impact, the decoder's predictions and the heads that write one, head
+similarity of the encoder and of cross-attention, the encoder's head roles, and Corpus and
+Circuits saying they do not read encoder-decoders yet. Screenshots land in
+artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ VISITS = [
     ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
     ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
     ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
-    ("Predictions", 1, "cross", "", "How surprised the decoder was"),
+    ("Predictions", 3, "cross", "", "Which heads write one prediction"),
     ("Head_Similarity", 3, "encoder", "", "Encoder self-attention over the source"),
     ("Head_Similarity", 2, "cross", "", "between cross-attention heads"),
+    ("Head_Roles", 6, "encoder", "", "Induction probe"),
 ]
 
 
@@ -59,7 +62,7 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         assert not error_texts(tab)
         assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
         shoot(tab, screenshots, f"t5toy_{size}_{path.lower() or 'home'}_{kind}")
-    for path in ("Head_Roles", "Corpus", "Circuits"):  # not yet for encoder-decoders
+    for path in ("Corpus", "Circuits"):  # not yet for encoder-decoders
         tab.goto(f"{app_server.url}/{path}{query('cross')}")
         tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
         settle(tab, 0)
