@@ -6,11 +6,13 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import export, plots, ui
-from mha_viz.analysis import ablation_effects_seq2seq, heads
+from mha_viz import analysis as A
+from mha_viz.analysis import heads
 from mha_viz.analysis import pruning as P
 
 AUTO_TOKENS = 256  # longer texts wait for a button before the L x H forward passes
 TOP = 5
+SATURATED_LOSS = 0.05  # nats/token: below it gradients say little about removal
 SHORT_SCORE = {
     "next_token_loss": "next-token loss (nats/token)",
     "mlm_loss": "masked-LM loss (nats/token)",
@@ -52,38 +54,143 @@ KIND_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-att
                "cross": "cross-attention"}
 
 
-def encoder_decoder_ablation(seq) -> None:
-    """An encoder-decoder: the rise of the target's teacher-forced loss when each head of the
-    kind the sidebar picked is switched off, and the strongest heads of every kind."""
-    effects = ui.memo(ablation_effects_seq2seq, selection.model,
-                      key=(selection.key[:-1], "ablation"),  # the same for every kind
-                      source=selection.text, target=selection.target)
+def curve_controls(default_by: str) -> tuple[str, float]:
+    """What the pruning curve ranks heads by, and the share of heads removed per step."""
+    c1, c2 = st.columns(2)
+    with c1:
+        by = ui.synced(st.radio, "by", "Remove first the heads with the smallest", default_by,
+                       options=["gradient", "ablation"],
+                       format_func={"gradient": "gradient importance",
+                                    "ablation": "ablation effect"}.get, horizontal=True,
+                       help="After each step the importance of the remaining heads is "
+                            "estimated again (Michel et al.'s iterative pruning).")
+    with c2:
+        step = ui.synced(st.radio, "step", "Heads removed per step", 0.1,
+                         options=[0.1, 0.05], format_func=lambda s: f"{s:.0%}",
+                         horizontal=True)
+    return by, step
+
+
+def encoder_decoder_measure(seq):
+    """The score the page measures on an encoder-decoder: the target's teacher-forced loss,
+    or one target position's metric (defaults: the decoder's top two guesses there)."""
+    measure = ui.synced(st.radio, "measure", "Measure each head by", "score",
+                        options=["score", "target"], horizontal=True,
+                        format_func={"score": "the target's loss (nats/token)",
+                                     "target": "one prediction (a target metric)"}.get,
+                        help="A target metric asks which heads make one token of the output, "
+                             "e.g. logit('voiture') − logit('chien') at its position.")
+    if measure != "target":
+        return None
+    pred = ui.memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
+                   target=selection.target, k=TOP)
+    return ui.target_metric_picker(selection.model, pred.tokens, range(len(pred.tokens)),
+                                   lambda p: pred.top_ids[p][:2], decoder=True)
+
+
+def encoder_decoder_pruning(seq) -> None:
+    """An encoder-decoder: the exact ablation effect and the gradient importance of every head
+    of every kind (the sidebar's kind drawn), and the pruning curve over all of them."""
+    model, kind = selection.model, selection.kind
+    metric = encoder_decoder_measure(seq)
+    key = (selection.key[:-1], metric)  # the same for every kind
+    effects = ui.memo(A.ablation_effects_seq2seq, model, key=(*key, "ablation"),
+                      source=selection.text, target=selection.target, metric=metric)
     target = "the model's own output" if seq.generated else "the target"
-    st.caption(f"The score is the cross-entropy of {target}, teacher-forced: "
-               f"{float(effects['base']):.3f} nats/token with every head. Each cell is that "
-               f"loss with one head switched off (its output multiplied by 0 before W_O) "
-               f"minus the loss with every head: positive = the model needs the head here. "
-               f"Every head of the encoder, the decoder and the cross-attention is measured "
-               f"(one forward each, in a batch).")
-    kind = selection.kind
+    base = float(effects["base"])
+    if metric is None:
+        score_unit = "loss (nats/token)"
+        st.caption(f"The score is the cross-entropy of {target}, teacher-forced: {base:.3f} "
+                   f"nats/token with every head. Each cell is that loss with one head switched "
+                   f"off (its output multiplied by 0 before W_O) minus the loss with every "
+                   f"head: positive = the model needs the head here. Every head of the "
+                   f"encoder, the decoder and the cross-attention is measured (one forward "
+                   f"each, in a batch).")
+    else:
+        score_unit = A.pair_score(model, selection.text, selection.target, metric).description
+        st.caption(f"**Measured:** {ui.md_escape(score_unit)}, teacher-forced on {target}: "
+                   f"{base:.3f} with every head. Each cell is the metric with one head switched "
+                   f"off minus that: blue = the head was helping this token, red = working "
+                   f"against it.")
+    harm = 1.0 if metric is None else -1.0
+    st.markdown(f"**Ablation: each {KIND_TITLES[kind]} head switched off alone**")
     fig = plots.layer_head_heatmap(
-        effects[kind], f"Loss increase when one {KIND_TITLES[kind]} head is switched off",
-        "Δ loss (nats/token)", fmt=".3f", diverging=True)
+        effects[kind], f"Δ {'loss' if metric is None else 'metric'}, head off",
+        "Δ loss (nats/token)" if metric is None else "Δ metric", fmt=".3f", diverging=True)
     ui.show_figure(fig, key="ablation", alt=f"Ablation effect of every {kind} head")
-    ranked = sorted(((float(effects[k][l, h]), k, l, h) for k in KIND_TITLES
+    ranked = sorted(((harm * float(effects[k][l, h]), k, l, h) for k in KIND_TITLES
                      for l in range(effects[k].shape[0]) for h in range(effects[k].shape[1])),
                     reverse=True)[:TOP * 2]
     st.markdown("**The heads the model needs most**, of every kind")
     st.dataframe({"head": [plots.head_name(l, h) for _, _, l, h in ranked],
                   "kind": [KIND_TITLES[k] for _, k, _, _ in ranked],
-                  "Δ loss (nats/token)": [round(v, 4) for v, _, _, _ in ranked]},
+                  "Δ loss (nats/token)" if metric is None else "Δ metric":
+                      [round(float(effects[k][l, h]), 4) for _, k, l, h in ranked]},
                  hide_index=True, width="stretch")
-    ui.download_csv(partial(export.layer_head_csv, effects[kind], "loss_increase"),
+    ui.download_csv(partial(export.layer_head_csv, effects[kind],
+                            "loss_increase" if metric is None else "delta_target_metric"),
                     export.safe_filename(selection.file_stem, kind, "ablation",
                                          suffix=".csv"), "These effects as CSV",
                     key="dl_ablation")
-    st.caption("The gradient estimate and the pruning curve are measured for encoder-only and "
-               "decoder-only models so far.")
+
+    st.subheader("Gradient importance (Michel, Levy & Neubig 2019)")
+    gradient = ui.memo(A.gradient_importance_seq2seq, model, key=(*key, "gradient"),
+                       source=selection.text, target=selection.target, metric=metric)
+    what = "|∂ loss/∂ξ|" if metric is None else "|∂ metric/∂ξ|"
+    st.markdown(f"**The {KIND_TITLES[kind]} heads**")
+    fig = plots.layer_head_heatmap(gradient[kind], what, what, fmt=".2g", zmin=0.0)
+    ui.show_figure(fig, key="gradient", alt=f"Gradient importance of every {kind} head")
+    r = A.importance_agreement(gradient, effects)
+    st.caption("One backward pass gives every head's derivative at once: a first-order "
+               "estimate of the ablation effect above. "
+               + (f"Over the heads of all three kinds it correlates with the size of the exact "
+                  f"effect at r = {r:.2f}." if r is not None else ""))
+    if metric is None and base < SATURATED_LOSS:
+        st.caption(f"The loss is nearly 0 ({base:.3f}): the model is almost certain of every "
+                   f"token, its softmax is saturated, and derivatives there are tiny even for "
+                   f"heads whose removal costs nats. Rank by the ablation effect instead, or "
+                   f"give a target the model finds harder.")
+    ui.download_csv(partial(export.layer_head_csv, gradient[kind], "gradient_importance"),
+                    export.safe_filename(selection.file_stem, kind, "gradient_importance",
+                                         suffix=".csv"), "Gradient importance as CSV",
+                    key="dl_gradient")
+
+    st.subheader("Pruning curve: every kind of head in one ranking")
+    by, step = curve_controls("gradient")
+    n_heads = sum(effects[k].size for k in KIND_TITLES)
+    per_step = max(1, int(round(step * n_heads)))  # as pruning_curve_seq2seq counts
+    steps = -(-n_heads // per_step)
+    curve = ui.run_or_wait(("curve_seq2seq", *key, by, step), A.pruning_curve_seq2seq, model,
+                           selection.text, selection.target, step=step, by=by, metric=metric,
+                           label=f"Pruning curve: one {by} estimate per step",
+                           auto=n_heads <= 200,
+                           button=f"Run the pruning curve ({steps} steps of {per_step} heads)")
+    if curve is None:
+        st.info("The curve re-estimates importance after every step; press the button to run "
+                "it. A bar shows its progress.")
+    else:
+        ranking = "gradient importance" if by == "gradient" else "ablation effect"
+        fig = plots.pruning_curve_figure(curve.fractions, curve.scores, baseline=base,
+                                         score_name=score_unit,
+                                         title=f"{'Loss' if metric is None else 'Metric'} as "
+                                               f"heads are removed (by {ranking})")
+        ui.show_figure(fig, key="curve", alt="Pruning curve")
+        kept = A.kept_fractions(curve, model)
+        fig = plots.kept_heads_figure(curve.fractions,
+                                      {KIND_TITLES[k]: v for k, v in kept.items()})
+        ui.show_figure(fig, key="kept", alt="Share of each kind of head still on")
+        st.caption("Which kind goes first: Michel et al. (2019) found the encoder-decoder "
+                   "attention of a translation model far more sensitive to pruning than its "
+                   "self-attention. A kind whose line stays high is one the ranking keeps.")
+        ui.download_csv(partial(export.table_csv, {
+            "fraction_removed": curve.fractions,
+            "loss" if metric is None else "target_metric": curve.scores,
+            **{f"{k}_heads_on": v for k, v in kept.items()},
+            "heads_removed_this_step": [" ".join(f"{k}:{plots.head_name(l, h)}"
+                                                 for k, l, h in step_heads)
+                                        for step_heads in curve.removed]}),
+            export.safe_filename(selection.file_stem, "pruning_curve", by, suffix=".csv"),
+            "Pruning curve as CSV", key="dl_curve")
     ui.caveat()
 
 
@@ -110,7 +217,7 @@ def target_metric(selection, model, trace):
 
 with ui.guard():
     if selection.kind is not None:
-        encoder_decoder_ablation(ui.get_seq2seq_trace(selection))
+        encoder_decoder_pruning(ui.get_seq2seq_trace(selection))
         st.stop()
     trace = ui.get_trace(selection)
     model = selection.model
@@ -357,8 +464,8 @@ with ui.guard():
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="gradient", alt="Gradient importance of each head")
         if effects is not None:
-            r = np.corrcoef(shown_gradient.ravel(), np.abs(effects).ravel())[0, 1]
-            if np.isfinite(r):
+            r = A.importance_agreement(shown_gradient, effects)
+            if r is not None:
                 st.caption(f"Correlation with the size of the exact ablation effect: r = {r:.2f}.")
         ui.download_csv(partial(export.layer_head_csv, {"gradient_importance": gradient}),
                         export.safe_filename(stem, "gradient_importance", suffix=".csv"),
@@ -366,20 +473,8 @@ with ui.guard():
 
     # ---------------------------------------------------------------- pruning curve
     st.subheader("Pruning curve: the score as more heads are removed")
-    c1, c2 = st.columns(2)
-    default_by = "ablation" if metric is None and info.score_kind == "embedding_shift" \
-        else "gradient"
-    with c1:
-        by = ui.synced(st.radio, "by", "Remove first the heads with the smallest",
-                       default_by, options=["gradient", "ablation"],
-                       format_func={"gradient": "gradient importance",
-                                    "ablation": "ablation effect"}.get, horizontal=True,
-                       help="After each step the importance of the remaining heads is estimated "
-                            "again (Michel et al.'s iterative pruning).")
-    with c2:
-        step = ui.synced(st.radio, "step", "Heads removed per step", 0.1,
-                         options=[0.1, 0.05], format_func=lambda s: f"{s:.0%}",
-                         horizontal=True)
+    by, step = curve_controls("ablation" if metric is None and info.score_kind ==
+                              "embedding_shift" else "gradient")
     per_step = max(1, int(round(step * n_layer * n_head)))  # as pruning_curve counts
     steps = -(-n_layer * n_head // per_step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")

@@ -138,18 +138,50 @@ def test_inside_one_head_of_each_kind(kind):
 
 @pytest.mark.parametrize("kind", ["encoder", "cross"])
 def test_pruning_impact_switches_off_each_head_of_the_kind(kind):
+    """Ablation and gradient maps of the sidebar's kind, and the pruning curve over every
+    kind, equal the library's numbers for the same pair."""
     from mha_viz import load_model
-    from mha_viz.analysis import ablation_effects_seq2seq
+    from mha_viz.analysis import (ablation_effects_seq2seq, gradient_importance_seq2seq,
+                                  pruning_curve_seq2seq)
 
     query, session = params(kind)
     at = run_page("pages/4_Pruning_Impact.py", query, session)
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
-    assert len(specs) == 1
-    expected = ablation_effects_seq2seq(load_model("t5-toy"), SOURCE, TARGET)[kind]
-    shown = array(specs[0]["data"][0]["z"]).astype(float)
-    np.testing.assert_allclose(shown, expected, atol=1e-6)
+    assert len(specs) == 4, chart_titles(at)
+    model = load_model("t5-toy")
+    expected = ablation_effects_seq2seq(model, SOURCE, TARGET)[kind]
+    np.testing.assert_allclose(array(specs[0]["data"][0]["z"]).astype(float), expected,
+                               atol=1e-6)
+    gradient = gradient_importance_seq2seq(model, SOURCE, TARGET)[kind]
+    np.testing.assert_allclose(array(specs[1]["data"][0]["z"]).astype(float), gradient,
+                               rtol=1e-4, atol=1e-7)
+    curve = pruning_curve_seq2seq(model, SOURCE, TARGET, step=0.1)
+    np.testing.assert_allclose(array(specs[2]["data"][0]["y"]).astype(float), curve.scores,
+                               atol=1e-6)
+    assert [trace["name"] for trace in specs[3]["data"]] == [
+        "encoder self-attention", "decoder self-attention", "cross-attention"]
     assert "teacher-forced" in " ".join(texts(at.caption))
+
+
+def test_pruning_impact_on_one_target_token():
+    """Measured by one target position's logit difference (the URL's position, target and
+    contrast, as on the Predictions page)."""
+    from mha_viz import TargetMetric, load_model
+    from mha_viz.analysis import ablation_effects_seq2seq
+
+    query, session = params("cross")
+    query.update(measure="target", position="0", token="voiture", contrast="chien")
+    at = run_page("pages/4_Pruning_Impact.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    expected = ablation_effects_seq2seq(load_model("t5-toy"), SOURCE, TARGET,
+                                        metric=TargetMetric(0, "voiture", "chien"))
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float), expected["cross"],
+                               atol=1e-6)
+    assert expected["cross"].min() < -0.5  # the cross heads carry 'voiture' over 'chien'
+    assert any("logit('voiture') − logit('chien') at target position 0" in t
+               for t in texts(at.caption))
 
 
 def test_predictions_of_the_decoder():

@@ -16,7 +16,9 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
-from .encoder_decoder_ablation import ablation_effects_seq2seq
+from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
+                                       importance_agreement, kept_fractions, pair_score,
+                                       pruning_curve_seq2seq)
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
                     ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
@@ -41,6 +43,11 @@ from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
 __all__ = [
     "mean_cross_attention", "strongest_source", "alignment_agreement",
     "ablation_effects_seq2seq",
+    "gradient_importance_seq2seq",
+    "kept_fractions",
+    "importance_agreement",
+    "pair_score",
+    "pruning_curve_seq2seq",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers", "entropy_and_mass",

@@ -29,7 +29,7 @@ from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view
                    model_view_grid)
 from .matrices import matrix_figure, tensor_figure
 from .predictions import strip_point_to_token, token_loss_strip
-from .pruning import pruning_curve_figure
+from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "per_query_line",
     "position_patching_map",
     "pruning_curve_figure",
+    "kept_heads_figure",
     "tensor_figure",
     "columns_at_bottom",
     "token_loss_strip",

@@ -46,3 +46,30 @@ def pruning_curve_figure(
         hovermode="closest",
     )
     return fig
+
+
+KIND_COLOURS = {"encoder self-attention": "#1f77b4", "decoder self-attention": "#2ca02c",
+                "cross-attention": "#d62728"}
+
+
+def kept_heads_figure(fractions: np.ndarray, kept: dict[str, np.ndarray],
+                      title: str = "Heads still on, by kind") -> go.Figure:
+    """For each kind of head (label -> [steps]), the share still on after each pruning step,
+    against the fraction of all heads removed (both in percent)."""
+    x = np.asarray(fractions, dtype=float) * 100.0
+    fig = go.Figure()
+    for label, shares in kept.items():
+        y = np.asarray(shares, dtype=float) * 100.0
+        if y.shape != x.shape:
+            raise InputError(f"{label}: {y.shape[0]} steps, the curve has {x.shape[0]}")
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines+markers", name=_esc(label),
+            line=dict(color=KIND_COLOURS.get(label), width=2),
+            hovertemplate=f"{_esc(label)}<br>%{{x:.1f}}% of all heads removed<br>"
+                          f"%{{y:.0f}}% of these still on<extra></extra>"))
+    return _base_layout(
+        fig, _title(title), height=360,
+        xaxis=dict(title=dict(text="heads removed (all kinds)"), ticksuffix="%",
+                   rangemode="tozero"),
+        yaxis=dict(title=dict(text="still on"), ticksuffix="%", range=[-3, 103]),
+        hovermode="closest", legend=dict(orientation="h", y=-0.25))

@@ -354,23 +354,29 @@ METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",
 
 
 def target_metric_picker(model: Model, tokens: Sequence[str], positions: Sequence[int],
-                         top_two: Callable[[int], Sequence[int]]) -> TargetMetric:
+                         top_two: Callable[[int], Sequence[int]],
+                         decoder: bool = False) -> TargetMetric:
     """Controls for a target metric: the position, the target and contrast tokens (empty
     means the model's first and second guess there, from top_two(position)) and its kind.
     Their values live in the URL, so a metric chosen on Predictions carries to Pruning
-    impact and back."""
+    impact and back. decoder: an encoder-decoder's target positions, where tokens[i] is the
+    target token predicted at position i (its URL key "token": "target" is the target text)."""
     positions = [int(p) for p in positions]
     pos_col, target_col, contrast_col, kind_col = st.columns(4)
     with pos_col:
-        position = synced(st.selectbox, "position", "Prediction at position", positions[-1],
+        position = synced(st.selectbox, "position",
+                          "Target position" if decoder else "Prediction at position",
+                          positions[0] if decoder else positions[-1],
                           options=positions, valid=lambda p: int(p) in positions,
                           format_func=lambda i: f"{i}: {tokens[i]}",
-                          help="Causal models: the prediction made at this token, of the next "
+                          help="The decoder's prediction of this target token, teacher-forced "
+                               "on the tokens before it." if decoder else
+                               "Causal models: the prediction made at this token, of the next "
                                "one. Masked-LM models: the filler of this position, masked.")
     guesses = [int(i) for i in top_two(int(position))][:2]
     shown = model.display_tokens(guesses)
     with target_col:
-        target_text = synced(st.text_input, "target", "Target token", "",
+        target_text = synced(st.text_input, "token" if decoder else "target", "Target token", "",
                              placeholder=shown[0].replace("␣", " "),
                              help="One token, e.g. ' Mary' (a leading space is part of the "
                                   "token). Empty: the model's top guess.")

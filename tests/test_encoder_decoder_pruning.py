@@ -1,0 +1,145 @@
+"""Head importance on encoder-decoders (issue 27): gradient importance, ablation on a target
+metric and the pruning curve over encoder, decoder and cross-attention heads equal
+transformers' own T5 and BART, with every head's gate put in by forward pre-hooks written
+here on the input of each attention's output projection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz import InputError, TargetMetric, load_model
+from mha_viz.analysis import (ablation_effects_seq2seq, gradient_importance_seq2seq,
+                              kept_fractions, pruning_curve_seq2seq)
+from mha_viz.testing import make_seq2seq_checkpoint
+from test_encoder_decoder import SOURCE, TARGET, _hf_attention_outputs, reference
+
+CASES = {"t5": dict(family="t5"), "bart": dict(family="bart")}
+KINDS = ("encoder", "decoder", "cross")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    return {name: make_seq2seq_checkpoint(tmp_path_factory.mktemp(name), **kw)
+            for name, kw in CASES.items()}
+
+
+class GatedReference:
+    """transformers' model with a gate per head: each attention's output projection reads
+    its input with head h's slice multiplied by gates[kind][layer, h]."""
+
+    def __init__(self, folder, case, trace):
+        self.hf = reference(folder)
+        self.inputs = dict(input_ids=torch.tensor([trace.source_ids]),
+                           decoder_input_ids=torch.tensor([trace.target_ids]))
+        self.labels = torch.tensor(trace.labels)
+        self.projections = _hf_attention_outputs(self.hf, case)
+        self.gates = {kind: torch.ones(len(p), 4) for kind, p in self.projections.items()}
+        for kind, projections in self.projections.items():
+            for layer, projection in enumerate(projections):
+                projection.register_forward_pre_hook(self._hook(kind, layer))
+
+    def _hook(self, kind, layer):
+        def gate(module, args):
+            x = args[0]
+            width = x.shape[-1] // 4
+            scale = self.gates[kind][layer].repeat_interleave(width)
+            return (x * scale,)
+        return gate
+
+    def logits(self):
+        return self.hf(**self.inputs).logits[0]
+
+    def loss(self):
+        return torch.nn.functional.cross_entropy(self.logits(), self.labels)
+
+
+def metric_value(logits, position, token, contrast):
+    return logits[position, token] - logits[position, contrast]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gradient_importance_equals_autograd_through_transformers(checkpoints, case):
+    model = load_model(str(checkpoints[case]))
+    trace = model.trace(SOURCE, target=TARGET)
+    ref = GatedReference(checkpoints[case], case, trace)
+    for kind in KINDS:
+        ref.gates[kind].requires_grad_(True)
+    loss = ref.loss()
+    grads = torch.autograd.grad(loss, [ref.gates[k] for k in KINDS])
+    found = gradient_importance_seq2seq(model, SOURCE, TARGET)
+    assert float(found["base"]) == pytest.approx(float(loss), abs=1e-4)
+    for kind, grad in zip(KINDS, grads):
+        np.testing.assert_allclose(found[kind], grad.abs().numpy(), atol=1e-4, rtol=1e-3)
+    assert max(found[k].max() for k in KINDS) > 0.01
+    # with some heads already off: the gradient at that mask
+    off = {"cross": np.ones((len(ref.projections["cross"]), 4), dtype=np.float32)}
+    off["cross"][0, 1] = 0
+    with torch.no_grad():
+        ref.gates["cross"][0, 1] = 0
+    grads = torch.autograd.grad(ref.loss(), [ref.gates[k] for k in KINDS])
+    found = gradient_importance_seq2seq(model, SOURCE, TARGET, head_masks=off)
+    for kind, grad in zip(KINDS, grads):
+        np.testing.assert_allclose(found[kind], grad.abs().numpy(), atol=1e-4, rtol=1e-3)
+
+
+def test_ablation_on_a_target_metric_equals_transformers_with_a_head_zeroed(checkpoints):
+    model = load_model(str(checkpoints["t5"]))
+    trace = model.trace(SOURCE, target=TARGET)
+    position = 3
+    token, contrast = trace.labels[position], trace.labels[position + 1]
+    metric = TargetMetric(position, token, contrast)
+    found = ablation_effects_seq2seq(model, SOURCE, TARGET, metric=metric)
+    ref = GatedReference(checkpoints["t5"], "t5", trace)
+    with torch.no_grad():
+        base = float(metric_value(ref.logits(), position, token, contrast))
+        assert float(found["base"]) == pytest.approx(base, abs=1e-4)
+        for kind in KINDS:
+            for layer in range(found[kind].shape[0]):
+                for head in range(4):
+                    ref.gates[kind][layer, head] = 0
+                    value = float(metric_value(ref.logits(), position, token, contrast))
+                    ref.gates[kind][layer, head] = 1
+                    assert found[kind][layer, head] == pytest.approx(value - base, abs=2e-4)
+        # log-probability and negative positions
+        logprob = ablation_effects_seq2seq(model, SOURCE, TARGET,
+                                           TargetMetric(-1, token, None, "logprob"))
+        expected = torch.log_softmax(ref.logits()[-1], -1)[token]
+        assert float(logprob["base"]) == pytest.approx(float(expected), abs=1e-4)
+    for bad, message in ((TargetMetric(99, token), "outside the target"),
+                         (TargetMetric(0, token, kind="odds"), "kind is one of")):
+        with pytest.raises(InputError, match=message):
+            ablation_effects_seq2seq(model, SOURCE, TARGET, metric=bad)
+    with pytest.raises(InputError, match="shape"):
+        ablation_effects_seq2seq(model, SOURCE, TARGET, head_masks={"cross": np.ones((1, 1))})
+
+
+@pytest.mark.parametrize("by", ["gradient", "ablation"])
+def test_pruning_curve_over_every_kind_equals_transformers_at_each_step(checkpoints, by):
+    model = load_model(str(checkpoints["bart"]))
+    trace = model.trace(SOURCE, target=TARGET)
+    curve = pruning_curve_seq2seq(model, SOURCE, TARGET, step=0.25, by=by)
+    total = sum(m.size for m in curve.masks[0].values())
+    per_step = round(0.25 * total)
+    assert len(curve.scores) == 1 + -(-total // per_step)
+    assert curve.fractions[0] == 0 and curve.fractions[-1] == 1
+    assert all(len(step) == per_step for step in curve.removed[1:-1])
+    gone = [klh for step in curve.removed for klh in step]
+    assert len(gone) == len(set(gone)) == total  # each head once
+    ref = GatedReference(checkpoints["bart"], "bart", trace)
+    with torch.no_grad():
+        for masks, score in zip(curve.masks, curve.scores):
+            for kind in KINDS:
+                ref.gates[kind].copy_(torch.as_tensor(masks[kind]))
+            assert score == pytest.approx(float(ref.loss()), abs=1e-4)
+    # the first step removes the heads the chosen ranking finds least important
+    if by == "ablation":
+        effects = ablation_effects_seq2seq(model, SOURCE, TARGET)
+        ranked = sorted(((effects[k][l, h], (k, l, h)) for k in KINDS
+                         for l in range(effects[k].shape[0]) for h in range(4)))
+        assert set(curve.removed[1]) == {klh for _, klh in ranked[:per_step]}
+    kept = kept_fractions(curve, model)
+    assert all(kept[k][0] == 1 and kept[k][-1] == 0 for k in KINDS)
+    with pytest.raises(InputError, match="step must be"):
+        pruning_curve_seq2seq(model, SOURCE, TARGET, step=0)
