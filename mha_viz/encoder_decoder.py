@@ -76,11 +76,20 @@ class EncoderDecoderStack(nn.Module):
             self.decoder.tok_emb = self.encoder.tok_emb
 
     def encode(self, input_ids, attention_mask=None, keep_attentions=False,
-               attentions_out=None, head_mask=None, ablation="zero"):
-        """Source ids [B, S] -> (encoder states [B, S, d], kept weights)."""
-        return self.encoder(input_ids, attention_mask=attention_mask, head_mask=head_mask,
-                            ablation=ablation, attentions_out=attentions_out,
-                            keep_attentions=keep_attentions)
+               attentions_out=None, head_mask=None, ablation="zero", hooks=None):
+        """Source ids [B, S] -> (encoder states [B, S, d], kept weights). hooks: an
+        interventions.Hooks at the encoder's points (z, result, ...)."""
+        if hooks is None:
+            return self.encoder(input_ids, attention_mask=attention_mask, head_mask=head_mask,
+                                ablation=ablation, attentions_out=attentions_out,
+                                keep_attentions=keep_attentions)
+        encoder = self.encoder
+        h = encoder.embed(input_ids)
+        h, kept = encoder.run_layers(h, 0, None,
+                                     encoder.attention_bias(h.shape[1], attention_mask),
+                                     head_mask, ablation, attention_mask, attentions_out,
+                                     keep_attentions, hooks=hooks)
+        return encoder.finish(h), kept
 
     def decode(self, decoder_input_ids, states, attention_mask=None, keep_attentions=False,
                attentions_out=None, cross_out=None, head_mask=None, cross_head_mask=None,

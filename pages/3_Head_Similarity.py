@@ -16,6 +16,7 @@ KIND_TEXT = {
     "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
     "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
 }
+TOP_ACROSS = 8  # pairs of heads of different kinds listed
 SIDE_BY_SIDE_MAX = 128  # maps beside each other are block-averaged above this many tokens
 
 ui.page_setup(
@@ -147,6 +148,48 @@ def cross_attention_similarity(seq) -> None:
     ui.caveat()
 
 
+def output_similarity_view(kind: str) -> None:
+    """An encoder-decoder's heads compared by what they write: the encoder's heads among
+    themselves, or the decoder's self-attention and cross-attention heads together (both
+    write into the decoder's stream at the target positions)."""
+    outputs = ui.memo(A.head_outputs_seq2seq, selection.model, key=(selection.key[:-1], "out"),
+                      large=True, source=selection.text, target=selection.target)
+    kinds = ["encoder"] if kind == "encoder" else ["decoder", "cross"]
+    heads, names = A.outputs_of_kinds(outputs, kinds)
+    similarity = ui.memo(A.output_similarity, heads, key=(selection.key[:-1], "cos", *kinds))
+    where = ("the source positions, into the encoder's stream" if kind == "encoder" else
+             "the target positions, into the decoder's stream")
+    st.info(f"**Cosine similarity of what each head writes**: its output through its slice "
+            f"of W_O, the vector it adds at each of {where}, compared position by position "
+            f"and averaged. 1 = the two heads write the same direction, 0 = unrelated "
+            f"directions, −1 = opposite." + (
+                "" if kind == "encoder" else " A self-attention row spreads over the target "
+                "and a cross-attention row over the source, so their maps cannot be "
+                "compared; their outputs can."))
+    small = len(names) <= 24
+    fig = plots.tensor_figure(similarity, names, names,
+                              "Cosine similarity of the heads' outputs",
+                              show_values=small, fmt=".2f", row_title="head",
+                              col_title="head")
+    ui.show_figure(fig, key="output_similarity", alt="Cosine similarity of the heads' outputs")
+    ui.download_csv(partial(export.matrix_csv, similarity, names, names,
+                            corner="head \\ head"),
+                    export.safe_filename(selection.file_stem, "output_cosine", *kinds,
+                                         suffix=".csv"),
+                    "Similarity matrix as CSV", key="dl_output_similarity")
+    if kind != "encoder":
+        split = len(names) // 2
+        closest = A.closest_across(similarity, names, split, k=TOP_ACROSS)
+        st.markdown("**The most alike across kinds**: a decoder self-attention head and a "
+                    "cross-attention head that write in the same direction")
+        st.dataframe({"self-attention head": [a for a, _, _ in closest],
+                      "cross-attention head": [b for _, b, _ in closest],
+                      "cosine similarity": [round(v, 3) for _, _, v in closest]},
+                     hide_index=True, width="content")
+    st.caption(ui.NUMBERING)
+    ui.caveat()
+
+
 def distance_options(c1, c2) -> tuple[str, str]:
     """The distance (JS divergence or its root) and the order of the matrix."""
     with c1:
@@ -168,6 +211,17 @@ def distance_options(c1, c2) -> tuple[str, str]:
 
 
 with ui.guard():
+    if selection.kind is not None and selection.uploaded is None:
+        compare = ui.synced(st.radio, "compare", "Compare the heads by", "maps",
+                            options=["maps", "outputs"], horizontal=True,
+                            format_func={"maps": "where they attend (their maps)",
+                                         "outputs": "what they write (their outputs)"}.get,
+                            help="Maps compare heads of one kind. Outputs compare the "
+                                 "decoder's self-attention and cross-attention heads "
+                                 "together: both write into the decoder's stream.")
+        if compare == "outputs":
+            output_similarity_view(selection.kind)
+            st.stop()
     trace = ui.get_trace(selection, cross_view=cross_attention_similarity)
     ui.trace_notes(trace)
     n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens

@@ -264,3 +264,31 @@ def test_head_roles_of_each_stack(kind):
                                expected, atol=1e-6)
     caption = " ".join(texts(at.caption))
     assert ("R R </s>" if kind == "encoder" else "<pad> R R") in caption, caption
+
+
+@pytest.mark.parametrize("kind", ["encoder", "cross"])
+def test_head_similarity_by_outputs_across_kinds(kind):
+    """Compared by what they write: the encoder's heads among themselves, or the decoder's
+    self-attention and cross-attention heads in one matrix, equal to the library's."""
+    from mha_viz import load_model
+    from mha_viz.analysis import head_outputs_seq2seq, output_similarity, outputs_of_kinds
+
+    query, session = params(kind)
+    query["compare"] = "outputs"
+    at = run_page("pages/3_Head_Similarity.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    outputs = head_outputs_seq2seq(load_model("t5-toy"), SOURCE, TARGET)
+    heads, names = outputs_of_kinds(outputs, ["encoder"] if kind == "encoder"
+                                    else ["decoder", "cross"])
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float),
+                               output_similarity(heads), atol=1e-6)
+    assert spec["data"][0]["y"] == names
+    frames = at.dataframe
+    if kind == "encoder":
+        assert names[0] == "enc L0.H0" and not frames
+    else:
+        assert len(names) == 16 and names[8] == "cross L0.H0"
+        table = frames[0].value
+        assert list(table["self-attention head"])[0].startswith("self ")
+        assert list(table["cross-attention head"])[0].startswith("cross ")

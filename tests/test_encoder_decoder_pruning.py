@@ -143,3 +143,46 @@ def test_pruning_curve_over_every_kind_equals_transformers_at_each_step(checkpoi
     assert all(kept[k][0] == 1 and kept[k][-1] == 0 for k in KINDS)
     with pytest.raises(InputError, match="step must be"):
         pruning_curve_seq2seq(model, SOURCE, TARGET, step=0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_head_outputs_equal_transformers_and_their_similarity_the_formula(checkpoints, case):
+    """Each head's output is its slice of the output projection's input (taken from
+    transformers' model by a forward pre-hook) times that slice of W_O; the similarity of
+    two heads is the cosine of their outputs averaged over positions."""
+    from mha_viz.analysis import head_outputs_seq2seq, output_similarity, outputs_of_kinds
+
+    model = load_model(str(checkpoints[case]))
+    found = head_outputs_seq2seq(model, SOURCE, TARGET)
+    trace = model.trace(SOURCE, target=TARGET)
+    hf = reference(checkpoints[case])
+    inputs = {}
+    handles = [projection.register_forward_pre_hook(
+        lambda module, args, key=(kind, layer): inputs.__setitem__(key, args[0][0].detach()))
+        for kind, projections in _hf_attention_outputs(hf, case).items()
+        for layer, projection in enumerate(projections)]
+    with torch.no_grad():
+        hf(input_ids=torch.tensor([trace.source_ids]),
+           decoder_input_ids=torch.tensor([trace.target_ids]))
+    for handle in handles:
+        handle.remove()
+    for kind, projections in _hf_attention_outputs(hf, case).items():
+        for layer, projection in enumerate(projections):
+            x, weight = inputs[(kind, layer)], projection.weight
+            width = x.shape[-1] // 4
+            for head in range(4):
+                part = slice(head * width, (head + 1) * width)
+                expected = (x[:, part] @ weight[:, part].T).detach().numpy()
+                # float32 through the layers: within 5e-5 of the output's scale
+                np.testing.assert_allclose(found[kind][layer, head], expected, rtol=0,
+                                           atol=5e-5 * max(1.0, np.abs(expected).max()))
+    both, names = outputs_of_kinds(found, ["decoder", "cross"])
+    assert names[0] == "self L0.H0" and names[len(names) // 2] == "cross L0.H0"
+    similarity = output_similarity(both)
+    t = torch.as_tensor(both)
+    expected = torch.stack([torch.nn.functional.cosine_similarity(
+        t[a], t[b], dim=-1).mean() for a in range(len(t)) for b in range(len(t))])
+    np.testing.assert_allclose(similarity, expected.view(len(t), len(t)).numpy(), atol=1e-9)
+    np.testing.assert_allclose(np.diag(similarity), 1.0, atol=1e-12)
+    with pytest.raises(InputError, match="different positions"):
+        outputs_of_kinds(found, ["encoder", "cross"])

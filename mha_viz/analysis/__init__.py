@@ -16,6 +16,8 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
+from .head_outputs import (closest_across, head_outputs_seq2seq, output_similarity,
+                           outputs_of_kinds)
 from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
                                        importance_agreement, kept_fractions, pair_score,
                                        pruning_curve_seq2seq)
@@ -47,6 +49,10 @@ __all__ = [
     "kept_fractions",
     "importance_agreement",
     "pair_score",
+    "head_outputs_seq2seq",
+    "output_similarity",
+    "outputs_of_kinds",
+    "closest_across",
     "pruning_curve_seq2seq",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
