@@ -1,5 +1,5 @@
-# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM, SmolLM2 and
-# toy T5 (mha_viz/bundled/).
+# mha-viz: the Streamlit app with the CPU build of torch and the bundled MiniLM, SmolLM2, toy
+# T5 and toy digit reader (mha_viz/bundled/).
 # Works with no network at run time for the bundled models.
 FROM python:3.11-slim
 

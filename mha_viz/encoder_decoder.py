@@ -14,9 +14,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
+from .errors import InputError
+
 from .transformer import CrossInput, StackConfig, TransformerStack
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """An encoder that reads an image instead of tokens (cross-modal attention): a grey image
+    `height` pixels high, cut into vertical strips `patch_width` pixels wide, left to right;
+    each strip's pixels (row by row, 0 = background, 1 = ink) go through one linear layer,
+    the patch embedding, as ViT's do. At most max_width pixels wide."""
+    height: int
+    patch_width: int
+    max_width: int
+
+    @property
+    def patch_size(self) -> int:
+        return self.height * self.patch_width
+
+    @property
+    def max_patches(self) -> int:
+        return self.max_width // self.patch_width
 
 
 @dataclass(frozen=True)
@@ -31,6 +53,7 @@ class EncoderDecoderConfig:
     pad_token_id: int | None
     shared_embeddings: bool = True
     extra: dict = field(default_factory=dict, compare=False)  # for people: the family's words
+    image: ImageInput | None = None  # the encoder reads image patches, not tokens
 
     # What the rest of mha_viz reads of a config, from the decoder (where predictions are).
     @property
@@ -53,6 +76,13 @@ class EncoderDecoderConfig:
         if not 0 <= self.decoder_start_token_id < self.decoder.vocab_size:
             found.append(f"decoder_start_token_id {self.decoder_start_token_id} is outside "
                          f"the vocabulary")
+        if self.image is not None and (
+                min(self.image.height, self.image.patch_width) < 1
+                or self.image.max_width < self.image.patch_width
+                or self.image.max_patches > self.encoder.max_positions):
+            found.append(f"an image input of {self.image.height} x {self.image.max_width} "
+                         f"pixels in strips {self.image.patch_width} wide does not fit an "
+                         f"encoder of {self.encoder.max_positions} positions")
         if self.encoder.causal or not self.decoder.causal or not self.decoder.cross_attention:
             found.append("an encoder-decoder needs a bidirectional encoder and a causal "
                          "decoder with cross-attention")
@@ -74,11 +104,30 @@ class EncoderDecoderStack(nn.Module):
         self.decoder = TransformerStack(config.decoder)
         if config.shared_embeddings:  # one matrix, as the checkpoint holds it
             self.decoder.tok_emb = self.encoder.tok_emb
+        if config.image is not None:
+            self.patch_embed = nn.Linear(config.image.patch_size, config.encoder.d_model)
+            # a learned vector per strip, added as ViT adds its position embeddings
+            self.patch_positions = nn.Parameter(torch.zeros(config.image.max_patches,
+                                                            config.encoder.d_model))
+
+    def source_vectors(self, input_ids):
+        """An image encoder's patches [B, S, patch_size] through the patch embedding, plus
+        each strip's position vector (the encoder's embed takes float input as already
+        embedded); token ids as they are."""
+        if not input_ids.is_floating_point():
+            return input_ids
+        n = input_ids.shape[1]
+        if n > self.patch_positions.shape[0]:
+            raise InputError(f"the image is {n} strips wide; this encoder reads at most "
+                             f"{self.patch_positions.shape[0]}")
+        return self.patch_embed(input_ids) + self.patch_positions[:n]
 
     def encode(self, input_ids, attention_mask=None, keep_attentions=False,
                attentions_out=None, head_mask=None, ablation="zero", hooks=None):
-        """Source ids [B, S] -> (encoder states [B, S, d], kept weights). hooks: an
-        interventions.Hooks at the encoder's points (z, result, ...)."""
+        """Source ids [B, S] (or an image encoder's patches [B, S, patch_size], floats) ->
+        (encoder states [B, S, d], kept weights). hooks: an interventions.Hooks at the
+        encoder's points (z, result, ...)."""
+        input_ids = self.source_vectors(input_ids)
         if hooks is None:
             return self.encoder(input_ids, attention_mask=attention_mask, head_mask=head_mask,
                                 ablation=ablation, attentions_out=attentions_out,

@@ -50,7 +50,7 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
     block = stack.blocks[layer]
     with torch.no_grad():
         source_ids = torch.tensor([forced.source_ids])
-        source_tokens = model.display_tokens(forced.source_ids)
+        source_tokens = model.source_tokens(forced.source_ids, source)
         states = None
         if kind == "encoder":
             ids, rows, keys = source_ids, source_tokens, source_tokens
@@ -62,7 +62,8 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
         n = ids.shape[1]
         bias = stack.attention_bias(n)  # causal mask and the relative position bias
         memory = None if states is None else CrossInput(states)
-        hidden, _ = stack.run_layers(stack.embed(ids), 0, layer, bias, memory=memory)
+        start = stack.embed(net.source_vectors(ids) if kind == "encoder" else ids)
+        hidden, _ = stack.run_layers(start, 0, layer, bias, memory=memory)
         if kind == "cross":
             hidden = block.after_self_attention(hidden, bias)
             attn, x, attn_bias = block.cross, block.cross_input(hidden), None

@@ -62,6 +62,12 @@ class EncoderDecoderTrace:
     source_special: list[bool] = field(default_factory=list)
     target_special: list[bool] = field(default_factory=list)
     unknown_source_tokens: int = 0  # source tokens the tokenizer could not spell (<unk>)
+    # an image model's source (cross-modal attention): the image [height, width] the encoder
+    # read in strips patch_width pixels wide (source position i = pixel columns of strip i),
+    # and the pixel columns [start, stop) of each character drawn in it
+    image: np.ndarray | None = None
+    patch_width: int = 0
+    source_columns: list[tuple[int, int]] = field(default_factory=list)
 
     def attentions(self, kind: str) -> np.ndarray:
         """One kind's maps: "encoder", "decoder" or "cross"."""
@@ -92,13 +98,16 @@ class EncoderDecoderTrace:
     def as_trace(self, kind: str) -> AttentionTrace:
         """The encoder's or the decoder's self-attention as an AttentionTrace (square maps
         over the source or the decoder's input tokens), for every analysis of one stack.
-        Cross-attention maps are T x S: read cross_attentions."""
+        Cross-attention maps are T x S: read cross_attentions. An image encoder's
+        token_ids are its strips' numbers."""
         if _check_kind(kind) == "cross":
             raise InputError("cross-attention maps are target x source, not square: read "
                              "trace.cross_attentions (analysis.mean_cross_attention)")
         encoder = kind == "encoder"
         ids = self.source_ids if encoder else self.target_ids
         n = len(ids)
+        if encoder and self.image is not None:  # strips, not tokens: number them
+            ids = list(range(n))
         return AttentionTrace(
             tokens=list(self.source_pieces if encoder else self.target_pieces) or
             list(self.row_tokens(kind)), token_ids=list(ids),
@@ -226,9 +235,10 @@ class EncoderDecoderModel(Tokenizing):
         """Every head's encoder, decoder and cross-attention maps for a source and a target
         (the model's own greedy output when no target is given)."""
         forced = self.teacher_forcing(source, target, max_new_tokens)
+        bound = _check_new_tokens(max_new_tokens, self.network.config.decoder.max_positions)
         return self._trace_of(forced.source_ids, forced.labels, source,
                               None if forced.generated else target, forced.source_truncated,
-                              int(max_new_tokens) if forced.generated else 0)
+                              bound if forced.generated else 0)
 
     @torch.inference_mode()
     def _trace_of(self, source_ids: list[int], labels: list[int], source_text: str,
@@ -245,17 +255,35 @@ class EncoderDecoderModel(Tokenizing):
         return EncoderDecoderTrace(
             source_text=source_text, target_text=target_text,
             source_ids=source_ids, target_ids=decoder_ids, labels=labels,
-            source_tokens=self.display_tokens(source_ids),
+            source_tokens=self.source_tokens(source_ids, source_text),
             target_tokens=self.display_tokens(decoder_ids),
             label_tokens=self.display_tokens(labels),
             encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
             source_truncated=cut, generated=target_text is None,
             max_new_tokens=max_new_tokens, arch=self.info.arch,
-            source_pieces=self.pieces(source_ids), target_pieces=self.pieces(decoder_ids),
-            source_special=[i in self._special_ids for i in source_ids],
+            source_pieces=self.source_pieces(source_ids, source_text),
+            target_pieces=self.pieces(decoder_ids),
+            source_special=[i in self._special_ids for i in source_ids]
+            if self.source_is_text else [False] * len(source_ids),
             target_special=[i in self._special_ids for i in decoder_ids],
-            unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids))
+            unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids)
+            if self.source_is_text else 0, **self.source_extras(source_text))
+
+    # What the encoder reads, in words: tokens here; an image model's strips (image_to_text).
+    source_is_text = True
+
+    def source_tokens(self, source_ids: list, source_text: str) -> list[str]:
+        """Readable labels of the encoder's positions."""
+        return self.display_tokens(source_ids)
+
+    def source_pieces(self, source_ids: list, source_text: str) -> list[str]:
+        """The encoder's positions as the tokenizer names them."""
+        return self.pieces(source_ids)
+
+    def source_extras(self, source_text: str) -> dict:
+        """More fields of the trace (an image model's image)."""
+        return {}
 
     def stack(self, kind: str) -> "StackView":
         """The encoder's or the decoder's self-attention as a model of its own, for the
@@ -336,6 +364,8 @@ def _check_new_tokens(value, limit: int) -> int:
     except (TypeError, ValueError):
         raise InputError(f"max_new_tokens must be a whole number, got {value!r}") from None
     bound = min(MAX_NEW_TOKENS, limit)
+    if n == DEFAULT_NEW_TOKENS and bound < n:  # the default, cut to a short decoder's context
+        return bound
     if not 1 <= n <= bound:
         raise InputError(f"max_new_tokens must be between 1 and {bound}, got {n}")
     return n
@@ -361,4 +391,8 @@ def encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
         description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
         has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
         n_encoder_head=encoder.n_head)
+    if config.image is not None:  # the encoder reads an image: cross-modal attention
+        from .image_to_text import ImageToTextModel
+
+        return ImageToTextModel(network, tokenizer, info)
     return EncoderDecoderModel(network, tokenizer, info)

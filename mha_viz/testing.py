@@ -436,3 +436,36 @@ def make_seq2seq_checkpoint(folder: str | Path, family: str = "t5", n_layer=2,
                                                       generator=generator))
     model.save_pretrained(str(folder), safe_serialization=True)
     return folder
+
+
+def make_image_to_text_checkpoint(folder: str | Path, family: str = "t5", seed: int = 0,
+                                  **kw) -> Path:
+    """A random encoder-decoder whose encoder reads drawn lines of digits (toy_reading's
+    sizes): make_seq2seq_checkpoint's T5 or BART (kw passed on), the reader's tokenizer,
+    a random patch embedding and strip positions, and config.json's "mha_viz_image"."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from . import toy_reading
+
+    folder = make_seq2seq_checkpoint(folder, family=family, seed=seed,
+                                     n_positions=toy_reading.WIDTH // toy_reading.PATCH_WIDTH,
+                                     **kw)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "spiece.model"):
+        (folder / name).unlink(missing_ok=True)
+    toy_reading.build_tokenizer(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["mha_viz_image"] = toy_reading.image_config()
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    weights = load_file(str(folder / "model.safetensors"))
+    generator = torch.Generator().manual_seed(seed + 2)
+    d_model, size = config["d_model"], toy_reading.HEIGHT * toy_reading.PATCH_WIDTH
+    weights["patch_embed.weight"] = torch.randn(d_model, size, generator=generator) * 0.3
+    weights["patch_embed.bias"] = torch.randn(d_model, generator=generator) * 0.3
+    weights["patch_positions"] = torch.randn(toy_reading.WIDTH // toy_reading.PATCH_WIDTH,
+                                             d_model, generator=generator)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder

@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .toy_training import SPECIALS, fit, save_tokenizer
+
 # One translation per word: a target word depends on one source word only, so the alignment
 # is the only thing cross-attention has to find.
 NOUNS = {
@@ -46,7 +48,6 @@ VERBS = {
     "visits": "visite",
 }
 PREPOSITIONS = {"near": "près", "under": "sous", "in": "dans", "behind": "derrière"}
-SPECIALS = ["<pad>", "</s>", "<unk>"]
 DECODER_LAYERS = 2
 
 
@@ -105,19 +106,9 @@ def vocabulary() -> list[str]:
 def build_tokenizer(folder: str | Path):
     """A word-level tokenizer over vocabulary() that ends every text with </s>, as T5's
     does; one token per word, so a token's position is its word's."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import pre_tokenizers
 
-    words = vocabulary()
-    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)},
-                                           unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="$A </s>", special_tokens=[("</s>", words.index("</s>"))])
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>",
-                                      eos_token="</s>", unk_token="<unk>")
-    wrapped.save_pretrained(str(folder))
-    return wrapped
+    return save_tokenizer(folder, vocabulary(), pre_tokenizers.WhitespaceSplit())
 
 
 def train(folder: str | Path, steps: int = 6000, seed: int = 0, batch: int = 64,
@@ -140,24 +131,17 @@ def train(folder: str | Path, steps: int = 6000, seed: int = 0, batch: int = 64,
                       dropout_rate=0.0, pad_token_id=0, eos_token_id=1,
                       decoder_start_token_id=0, n_positions=64)
     model = T5ForConditionalGeneration(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=2e-3, total_steps=steps,
-                                                   pct_start=0.1)
     model.train()
-    for step in range(steps):
+
+    def batch_loss(step: int):
         pairs = [sentence(rng) for _ in range(batch)]
         inputs = tokenizer([p.source_text for p in pairs], padding=True, return_tensors="pt")
         labels = tokenizer([p.target_text for p in pairs], padding=True,
                            return_tensors="pt")["input_ids"]
         labels[labels == 0] = -100  # padding is not predicted
-        loss = model(**inputs, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 500 == 0 or step == steps - 1:
-            log(f"step {step}: loss {loss.item():.4f}")
+        return model(**inputs, labels=labels).loss
+
+    fit(list(model.parameters()), batch_loss, steps, 2e-3, log)
     model.eval()
     held_out = random.Random(seed + 1)
     pairs = [sentence(held_out) for _ in range(500)]

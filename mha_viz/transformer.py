@@ -301,10 +301,12 @@ class TransformerStack(nn.Module):
     # --- the forward, in pieces ---------------------------------------------------------
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
-        """[B, T] ids -> hidden state entering layer 0, [B, T, d]."""
+        """[B, T] ids -> hidden state entering layer 0, [B, T, d]. Float input [B, T, d] is
+        taken as already embedded (an image encoder's patches, see encoder_decoder)."""
         config = self.config
-        h = self.tok_emb(input_ids)
-        if config.embed_scale != 1.0:
+        vectors = input_ids.is_floating_point()
+        h = input_ids if vectors else self.tok_emb(input_ids)
+        if config.embed_scale != 1.0 and not vectors:  # scales token embeddings only
             h = h * config.embed_scale
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         if config.positions == "learned":

@@ -188,6 +188,20 @@ def cross_attention_view(seq) -> None:
                         "writes target token i (teacher forcing).")
     rows = list(seq.label_tokens if by == "writes" else seq.target_tokens)
     source = list(seq.source_tokens)
+    if seq.image is not None:  # cross-modal: the encoder read an image
+        st.subheader("Where each written character looks in the image")
+        screen = ui.figure_screen()
+        fig = plots.cross_attention_over_image(
+            seq.image, A.mean_cross_attention(maps, [n_layers - 1]), seq.patch_width, rows,
+            title=f"Mean cross-attention of the last layer (L{n_layers - 1}) on the image",
+            plot_px=700 if screen is None else max(150, min(900, screen.width - 200)))
+        ui.show_figure(fig, key="image", alt="Cross-attention over the image", share=1.0)
+        st.caption(f"The encoder read the image in vertical strips {seq.patch_width} pixels "
+                   f"wide (a linear patch embedding, as ViT does): its positions are the "
+                   f"strips, left to right. As the decoder writes each character, its "
+                   f"cross-attention should fall on the strips where that character is "
+                   f"drawn. The source columns below are the strips, labelled by the "
+                   f"character drawn on most of each (· = background).")
     layer, head = ui.head_picker(seq.as_trace("decoder"), default=(n_layers - 1, 0))
     name = plots.head_name(layer, head)
     stem = selection.file_stem

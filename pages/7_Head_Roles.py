@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import export, plots, ui
+from mha_viz import InputError, export, plots, ui
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands
@@ -91,6 +91,12 @@ with ui.guard():
         st.info(f"The model's context ({info.max_positions} tokens) is too short for the "
                 f"repeated-random-tokens probe.")
         st.stop()
+    # an encoder-decoder: the probe runs through the stack the sidebar picked
+    try:
+        probed = model if selection.kind is None else model.stack(selection.kind)
+    except InputError as error:  # an encoder that reads an image takes no token probe
+        st.info(f"No induction probe here: {error}.")
+        st.stop()
     len_col, n_col, seed_col = st.columns(3)
     with len_col:
         seq_len = int(ui.synced(
@@ -110,8 +116,6 @@ with ui.guard():
             max_value=SEED_MAX, step=1, valid=lambda v: 0 <= int(v) <= SEED_MAX,
             help="numpy default_rng(seed) draws the sequences: the same seed, the same "
                  "probe."))
-    # an encoder-decoder: the probe runs through the stack the sidebar picked
-    probed = model if selection.kind is None else model.stack(selection.kind)
     probe = ui.computed(("induction_probe", selection.model_name, selection.kind, seq_len,
                          n_seqs, seed),
                         A.induction_probe, probed, seq_len=seq_len, n_seqs=n_seqs, seed=seed,

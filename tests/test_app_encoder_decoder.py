@@ -292,3 +292,36 @@ def test_head_similarity_by_outputs_across_kinds(kind):
         table = frames[0].value
         assert list(table["self-attention head"])[0].startswith("self ")
         assert list(table["cross-attention head"])[0].startswith("cross ")
+
+
+def test_the_digit_reader_on_every_page():
+    """Cross-modal attention in the app: the reader's image with each written digit's
+    attention over its strips (equal to the library's mean of the last layer), and every
+    page opens on it without an error."""
+    from mha_viz import load_model
+
+    query = {"model": "reader-toy", "kind": "cross"}
+    session = {"_mv_state_text": "40721", "_mv_state_target": ""}
+    at = run_page("pages/1_Attention_Maps.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    titles = chart_titles(at)
+    assert titles[0].startswith("Mean cross-attention of the last layer (L1) on the image")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    trace = load_model("reader-toy").trace("40721")
+    image, weights = spec["data"][0], spec["data"][1]
+    np.testing.assert_allclose(array(image["z"]).astype(float), trace.image, atol=1e-6)
+    last = trace.cross_attentions[-1].mean(0)
+    np.testing.assert_allclose(array(weights["z"]).astype(float),
+                               np.repeat(last, trace.patch_width, axis=1), atol=1e-6)
+    assert weights["y"][:5] == ["0 '4'", "1 '0'", "2 '7'", "3 '2'", "4 '1'"]
+    for page in ["app.py", *(p.path for p in page_files()[1:])]:
+        for kind in ("encoder", "cross"):
+            at = run_page(page, {**query, "kind": kind}, session)
+            assert not at.exception and not at.error, (page, kind, texts(at.exception),
+                                                       texts(at.error))
+    at = run_page("pages/7_Head_Roles.py", {**query, "kind": "encoder"}, session)
+    assert any("reads an image, not tokens" in t for t in texts(at.info))
+    session["_mv_state_text"] = "forty"
+    at = run_page("pages/1_Attention_Maps.py", query, session)
+    assert not at.exception
+    assert any("only the digits 0-9" in t for t in texts(at.error) + texts(at.info))

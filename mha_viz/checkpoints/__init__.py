@@ -14,6 +14,8 @@ Never trust_remote_code; nothing but tensors is ever unpickled.
 
 from __future__ import annotations
 
+import dataclasses
+
 import errno
 import importlib.util
 import json
@@ -29,7 +31,7 @@ import torch
 
 from ..errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
                       OfflineError, UnsupportedModelError)
-from ..encoder_decoder import EncoderDecoderConfig, build_network
+from ..encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
 from ..transformer import StackConfig, TransformerStack
 from . import families
 from .families import TensorSource
@@ -45,6 +47,9 @@ BUNDLED = {
     # trained by this project (mha_viz.toy_translation): cross-attention with a known alignment
     "t5-toy": ("mha_viz", "bundled/t5-toy", "a 0.6 M-parameter T5 that mha-viz trained to "
                "translate a toy English into a toy French (mha_viz/toy_translation.py)"),
+    # cross-modal: its encoder reads an image of digits (mha_viz.toy_reading)
+    "reader-toy": ("mha_viz", "bundled/reader-toy", "a small T5 that mha-viz trained to read "
+                   "a line of digits drawn in an image (mha_viz/toy_reading.py)"),
 }
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "bert-base-cased")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -266,6 +271,21 @@ def check_config(config: StackConfig | EncoderDecoderConfig, where: str):
     return config
 
 
+# mha-viz's own key in config.json: the encoder reads image patches (ImageInput), written
+# by the project's image-reading models (mha_viz/toy_reading.py), whatever their family.
+IMAGE_KEY = "mha_viz_image"
+
+
+def _with_image_input(config, image: dict):
+    if not isinstance(config, EncoderDecoderConfig) or not isinstance(image, dict):
+        raise ValueError(f"'{IMAGE_KEY}' needs an encoder-decoder and an object")
+    sizes = {name: image[name] for name in ("height", "patch_width", "max_width")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096
+               for v in sizes.values()):
+        raise ValueError(f"'{IMAGE_KEY}' sizes must be whole numbers from 1 to 4096")
+    return dataclasses.replace(config, image=ImageInput(**sizes))
+
+
 def read_config(folder: Path) -> StackConfig:
     try:
         raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -287,6 +307,8 @@ def read_config(folder: Path) -> StackConfig:
             f"{', '.join(SUPPORTED_MODEL_TYPES)} checkpoints (config.json's model_type).")
     try:
         config = family.config_from_hf(raw)
+        if IMAGE_KEY in raw:
+            config = _with_image_input(config, raw[IMAGE_KEY])
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptCheckpointError(
             f"config.json in '{folder}' lacks or garbles a field the {model_type} stack needs: "
@@ -374,7 +396,13 @@ def load_folder_stack(folder: Path) -> TransformerStack:
     family = families.for_model_type(config.arch)  # a folder's arch is its model_type
     source = TensorSource(read_weights(folder), family.PREFIXES)
     config, tensors = family.tensors_from_hf(source, config)
+    if getattr(config, "image", None) is not None:
+        tensors.update({name: source.get(name) for name in IMAGE_TENSORS})
     return build_stack(config, tensors, source.missing)
+
+
+# an image encoder's patch embedding and strip positions, as the stack names them
+IMAGE_TENSORS = ("patch_embed.weight", "patch_embed.bias", "patch_positions")
 
 
 def load_gguf(path: Path):

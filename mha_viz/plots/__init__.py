@@ -23,7 +23,7 @@ from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK
 from ..analysis.heads import head_name
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
-from .cross import cross_attention_heatmap
+from .cross import cross_attention_heatmap, cross_attention_over_image
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view,
                    model_view_grid)
@@ -41,6 +41,7 @@ __all__ = [
     "WEIGHT_SCALE",
     "attribution_scatter",
     "cross_attention_heatmap",
+    "cross_attention_over_image",
     "circuit_graph",
     "circuit_point_to_node",
     "class_mass_by_layer",

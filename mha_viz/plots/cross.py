@@ -57,3 +57,47 @@ def cross_attention_heatmap(weights: np.ndarray, target_labels: Sequence[str],
                    tickvals=[rows[p] for p in row_pos], ticktext=row_text, showgrid=False,
                    zeroline=False, range=[n_rows - 0.5, -0.5], scaleanchor="x",
                    constrain="domain"))
+
+
+def cross_attention_over_image(image: np.ndarray, weights: np.ndarray, patch_width: int,
+                               target_labels: Sequence[str], title: str = "",
+                               row_px: int = 30, plot_px: int = 700) -> go.Figure:
+    """Cross-modal attention on the pixels: the image the encoder read (top) and, under it,
+    one row per written token: its attention over the image's strips, each strip's weight
+    drawn across the strip's patch_width pixel columns, on the same x axis as the image.
+    plot_px: the plot area's width on screen, so the image's pixels come out about square."""
+    from plotly.subplots import make_subplots
+
+    picture = np.asarray(image, dtype=np.float32)
+    z = np.asarray(weights, dtype=np.float32)
+    if picture.ndim != 2 or z.ndim != 2 or z.shape[1] * patch_width != picture.shape[1]:
+        raise InputError(f"an image [H, W] and weights [T, W / {patch_width}] are needed, got "
+                         f"{list(picture.shape)} and {list(z.shape)}")
+    n_rows, width = z.shape[0], picture.shape[1]
+    rows = [f"{i} '{_esc(t)}'" for i, t in enumerate(_check_labels(target_labels, n_rows,
+                                                                  "target labels"))]
+    per_pixel = np.repeat(z, patch_width, axis=1)
+    x = np.arange(width)
+    image_px = int(np.clip(picture.shape[0] * plot_px / width, 24, 240))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.03,
+                        row_heights=[image_px, row_px * n_rows])
+    fig.add_trace(go.Heatmap(z=picture, x=x, colorscale="Greys", reversescale=False,
+                             showscale=False, name="image",
+                             hovertemplate="pixel column %{x}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Heatmap(
+        z=per_pixel, x=x, y=rows, colorscale=WEIGHT_SCALE, zmin=0.0,
+        zmax=float(z.max()) if z.size and z.max() > 0 else 1.0, name="cross-attention",
+        customdata=np.repeat(np.arange(z.shape[1]), patch_width)[None].repeat(n_rows, 0),
+        hovertemplate="%{y} reads strip %{customdata}: %{z:.3f}<extra></extra>",
+        colorbar=dict(title=dict(text="weight"), thickness=14, len=0.7, y=0.35)),
+        row=2, col=1)
+    # subplots' axes by name (row 1: xaxis/yaxis, row 2: xaxis2/yaxis2): _base_layout
+    # returns a figure without make_subplots' grid
+    return _base_layout(
+        fig, _title(title, "top: the image the encoder read · below: each written token's "
+                           "attention over its strips"),
+        height=int(image_px + row_px * n_rows + 200),
+        yaxis=dict(autorange="reversed", showticklabels=False),
+        yaxis2=dict(autorange="reversed", type="category", title=dict(text="written token")),
+        xaxis2=dict(title=dict(text="pixel column"), range=[-0.5, width - 0.5],
+                    tickvals=[int(v) for v in np.arange(0, width, 2 * patch_width)]))

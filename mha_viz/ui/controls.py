@@ -20,9 +20,9 @@ from .compute import Selection, get_model, memo, results_store
 from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
-                       IMAGE_FORMATS, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING,
-                       SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str, default_model,
-                       md_escape)
+                       IMAGE_FORMATS, IMAGE_TEXT, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS,
+                       NUMBERING, SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str,
+                       default_model, md_escape)
 from .state import set_value, synced
 
 
@@ -154,9 +154,12 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
         bar.caption("Model not loaded (see the message on the page).")
 
     bar.header("Source" if seq2seq else "Text")
-    text = synced(bar.text_area, "text", "Source text (the encoder reads it)" if seq2seq
-                  else "Text", SEQ2SEQ_TEXT if seq2seq else DEFAULT_TEXT, height=120,
-                  help="Press Ctrl+Enter (or click outside the box) to run it.")
+    image = seq2seq and not model.source_is_text  # the encoder reads the text's image
+    text = synced(bar.text_area, "text",
+                  "Digits to draw (the encoder reads their image)" if image else
+                  "Source text (the encoder reads it)" if seq2seq else "Text",
+                  IMAGE_TEXT if image else SEQ2SEQ_TEXT if seq2seq else DEFAULT_TEXT,
+                  height=120, help="Press Ctrl+Enter (or click outside the box) to run it.")
     target = kind = None
     if seq2seq:
         target = synced(bar.text_area, "target", "Target (optional)", "", height=80,

@@ -41,6 +41,7 @@ MODEL_LABELS = {
     "minilm": "MiniLM (bundled, offline)",
     "smollm2": "SmolLM2-135M (bundled, causal LM)",
     "t5-toy": "Toy T5 translator (bundled, encoder-decoder)",
+    "reader-toy": "Toy digit reader (bundled, image to text)",
     "gpt2": "gpt2: GPT-2 small (hub)",
     "distilgpt2": "distilgpt2 (hub)",
     "gpt2-medium": "gpt2-medium (hub)",
@@ -82,6 +83,14 @@ EXAMPLES = {
         "text": "red car follows small dog near old house",
         "pair": "",
     },
+    "reading": {
+        "label": "Digits in an image (reader-toy)",
+        "help": "For the bundled digit reader (cross-modal attention): the digits are drawn "
+                "in an image, its encoder reads the image in strips, and its decoder writes "
+                "the digits. Pick cross-attention and watch each digit read its strips.",
+        "text": "40721",
+        "pair": "",
+    },
     "pair": {
         "label": "Sentence pair (BERT)",
         "help": "A question and an answer as BERT's sentences A and B ([SEP] between them). "
@@ -92,6 +101,7 @@ EXAMPLES = {
 }
 DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
 SEQ2SEQ_TEXT = EXAMPLES["translation"]["text"]  # an encoder-decoder's source by default
+IMAGE_TEXT = EXAMPLES["reading"]["text"]  # an image encoder's digits by default
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
 # trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
 DEFAULT_MAX_TOKENS = 512
