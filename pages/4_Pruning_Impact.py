@@ -157,7 +157,7 @@ def encoder_decoder_pruning(seq) -> None:
 
     st.subheader("Pruning curve: every kind of head in one ranking")
     by, step = curve_controls("gradient")
-    n_heads = sum(effects[k].size for k in KIND_TITLES)
+    n_heads = A.total_heads(model)
     per_step = max(1, int(round(step * n_heads)))  # as pruning_curve_seq2seq counts
     steps = -(-n_heads // per_step)
     curve = ui.run_or_wait(("curve_seq2seq", *key, by, step), A.pruning_curve_seq2seq, model,

@@ -6,7 +6,8 @@ from functools import partial
 
 import streamlit as st
 
-from mha_viz import export, plots, prompts, ui
+from mha_viz import TargetMetric, export, plots, prompts, ui
+from mha_viz import analysis as A
 from mha_viz.analysis import circuits as C
 from mha_viz.analysis import patching as P
 from mha_viz.analysis.attribution import check_attributable
@@ -34,6 +35,9 @@ VIEWS = {"heads": "Heads", "positions": "Positions", "attribution": "Attribution
 STREAMS = {"resid_pre": "residual stream entering the layer", "attn_out": "attention output",
            "mlp_out": "MLP output"}
 SOURCES = {"one": "this pair", "ioi": "N generated IOI pairs", "file": "pairs from a file"}
+KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention",
+               "cross": "Cross-attention"}
+AUTO_HEADS = 200  # an encoder-decoder with at most this many heads is patched by itself
 
 ui.page_setup(
     "Circuits",
@@ -42,7 +46,7 @@ ui.page_setup(
     "from the other, for every head, position and path. The heads whose activation moves "
     "the answer form the circuit (Wang et al. 2023, the indirect-object circuit).",
 )
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 _OPEN_HEAD = "_mv_circuits_open_head"
 if _OPEN_HEAD in st.session_state:  # a node of the circuit graph was clicked
@@ -411,10 +415,78 @@ def circuit_view(model, pairs, kind, auto):
         st.caption(ui.md_escape(note))
 
 
+def encoder_decoder_view(model) -> None:
+    """An encoder-decoder: the sidebar's source is clean, a corrupted source is typed here,
+    and every head of every kind is patched between the two runs of one target."""
+    example = next((e for e in ui.EXAMPLES.values() if e["text"] == selection.text), {})
+    st.caption("The sidebar's source is the clean one; type a corrupted source that differs "
+               "in one word (or digit). The decoder reads the same target after both: the "
+               "sidebar's target, or the model's own output for the clean source.")
+    corrupted = ui.synced(st.text_input, "c_corrupted", "Corrupted source",
+                          example.get("corrupted", ""),
+                          placeholder="the source with one word changed")
+    if not corrupted.strip():
+        st.info("Type a corrupted source above to patch.")
+        st.stop()
+    found = ui.memo(A.first_divergence, model, key=(selection.key[:-1], corrupted, "diverge"),
+                    clean=selection.text, corrupted=corrupted, target=selection.target)
+    if found is None:
+        st.info("The decoder writes the same tokens after both sources (teacher-forced on "
+                "the clean target): the corruption changes no answer, so there is nothing "
+                "to patch. Change another word.")
+        st.stop()
+    position, clean_token, corrupted_token = found
+    shown = model.display_tokens([clean_token, corrupted_token])
+    direction = ui.synced(st.radio, "c_direction", "Patch", "denoise",
+                          options=["denoise", "noise"], horizontal=True,
+                          format_func={"denoise": "clean into corrupted (denoising)",
+                                       "noise": "corrupted into clean (noising)"}.get,
+                          help=DIRECTION_HELP)
+    metric = TargetMetric(position, clean_token, corrupted_token)
+    st.markdown(f"**Measured:** logit('{ui.md_escape(shown[0])}') − "
+                f"logit('{ui.md_escape(shown[1])}') at target position {position}, the first "
+                f"token the corruption changes.")
+    n_heads = A.total_heads(model)
+    result = ui.run_or_wait(
+        ("patch_seq2seq", selection.model_name, selection.text, corrupted, selection.target,
+         direction), A.activation_patching_seq2seq, model, selection.text, corrupted,
+        selection.target, metric, direction, label="Patching every head of every kind",
+        auto=n_heads <= AUTO_HEADS, button=f"Patch every head ({n_heads} runs)")
+    if result is None:
+        st.stop()
+    st.caption(f"Clean run: {result.clean:.3f}; corrupted run: {result.corrupted:.3f}. Each "
+               f"cell: the metric with one head's output (its z, before W_O) taken from the "
+               f"other run, as a share of the way from corrupted (0) to clean (1).")
+    for note in result.notes:
+        st.caption(note)
+    columns = st.columns(3)
+    for column, (kind, values) in zip(columns, result.normalized.items()):
+        with column:
+            fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], "patched (0 → 1)",
+                                           fmt=".2f", diverging=True)
+            ui.show_figure(fig, key=f"patch_{kind}", share=1 / 3,
+                           alt=f"Patching effect of every {kind} head")
+    ranked = result.strongest()
+    st.markdown("**The heads that carry the difference**, of every kind")
+    st.dataframe({"head": [plots.head_name(l, h) for _, l, h, _ in ranked],
+                  "kind": [KIND_TITLES[kind] for kind, _, _, _ in ranked],
+                  "share restored" if direction == "denoise" else "share lost":
+                      [round(v, 3) for _, _, _, v in ranked]},
+                 hide_index=True, width="stretch")
+    ui.download_csv(partial(export.table_csv, result.table()),
+        export.safe_filename(selection.file_stem, "patching", direction, suffix=".csv"),
+        "Every head as CSV", key="dl_patch_seq2seq")
+    st.caption(ui.NUMBERING)
+    ui.caveat()
+
+
 with ui.guard():
     model = selection.model
     if model is None:
         ui.show_error(selection.model_error)
+        st.stop()
+    if model.info.encoder_decoder:
+        encoder_decoder_view(model)
         st.stop()
     if not (model.info.causal and model.info.has_lm_head):
         st.warning(f"**{ui.md_escape(model.info.name)}** is not a causal language model "

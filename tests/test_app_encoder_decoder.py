@@ -1,8 +1,8 @@
 """The pages on an encoder-decoder (issue 27), in Streamlit's AppTest: the bundled toy T5
 with a source and a target. Attention maps shows cross-attention (every head, one head, the
 alignment) and each stack's self-attention; Entropy and Head similarity read the stack the
-sidebar picks; the pages that run the model themselves say they do not read encoder-decoders
-yet. No page raises."""
+sidebar picks; Pruning impact, Predictions, Head roles and Circuits run the model on it;
+Corpus says it does not read encoder-decoders yet. No page raises."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_every_page_opens_on_an_encoder_decoder():
         if page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
                         "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py",
                         "pages/5_Inside_One_Head.py", "pages/6_Predictions.py",
-                        "pages/7_Head_Roles.py"):
+                        "pages/7_Head_Roles.py", "pages/9_Circuits.py"):
             assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
         if page == "pages/7_Head_Roles.py":  # roles are of one stack's self-attention
             assert "reads the self-attention of one stack" in " ".join(texts(at.info))
@@ -325,3 +325,31 @@ def test_the_digit_reader_on_every_page():
     at = run_page("pages/1_Attention_Maps.py", query, session)
     assert not at.exception
     assert any("only the digits 0-9" in t for t in texts(at.error) + texts(at.info))
+
+
+def test_circuits_patches_every_head_of_every_kind():
+    """The sidebar's source is clean, the example's corrupted source (one word swapped) is
+    the page's default; the metric is the first target token the corruption changes, and
+    the three maps equal the library's normalised effects."""
+    from mha_viz import TargetMetric, load_model
+    from mha_viz.analysis import activation_patching_seq2seq, first_divergence
+
+    query, session = params("cross", target="")
+    at = run_page("pages/9_Circuits.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    corrupted = "red car follows small cat near old house"
+    model = load_model("t5-toy")
+    position, clean_token, corrupted_token = first_divergence(model, SOURCE, corrupted)
+    assert model.display_tokens([clean_token, corrupted_token]) == ["chien", "chat"]
+    expected = activation_patching_seq2seq(model, SOURCE, corrupted, None,
+                                           TargetMetric(position, clean_token,
+                                                        corrupted_token))
+    specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+    assert len(specs) == 3
+    for spec, kind in zip(specs, ("encoder", "decoder", "cross")):
+        np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float),
+                                   expected.normalized[kind], atol=1e-6)
+    assert any("logit('chien') − logit('chat') at target position 3" in t
+               for t in texts(at.markdown))
+    strongest = at.dataframe[0].value
+    assert list(strongest["kind"])[0] == "Cross-attention"

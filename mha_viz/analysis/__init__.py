@@ -16,9 +16,12 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
+from .encoder_decoder_patching import (Seq2SeqPatching, activation_patching_seq2seq,
+                                       first_divergence)
 from .head_outputs import (closest_across, head_outputs_seq2seq, output_similarity,
                            outputs_of_kinds)
 from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
+                                       head_shapes, total_heads,
                                        importance_agreement, kept_fractions, pair_score,
                                        pruning_curve_seq2seq)
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
@@ -50,6 +53,11 @@ __all__ = [
     "importance_agreement",
     "pair_score",
     "head_outputs_seq2seq",
+    "activation_patching_seq2seq",
+    "Seq2SeqPatching",
+    "first_divergence",
+    "head_shapes",
+    "total_heads",
     "output_similarity",
     "outputs_of_kinds",
     "closest_across",

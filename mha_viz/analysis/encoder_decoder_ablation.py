@@ -34,6 +34,11 @@ def head_shapes(model) -> dict[str, tuple[int, int]]:
             "cross": (decoder.n_layer, decoder.n_head)}
 
 
+def total_heads(model) -> int:
+    """Every head of an encoder-decoder: encoder, decoder and cross-attention."""
+    return sum(l * h for l, h in head_shapes(model).values())
+
+
 @dataclass(frozen=True)
 class _PairScore:
     """The score of one source/target pair under any gates: the teacher-forced loss, or a
@@ -54,6 +59,11 @@ class _PairScore:
                                head_mask=gates["encoder"])
         last, _, _ = net.decode(torch.tensor([self.decoder_ids] * batch), states,
                                 head_mask=gates["decoder"], cross_head_mask=gates["cross"])
+        return self.of_hidden(net, last)
+
+    def of_hidden(self, net, last: torch.Tensor) -> torch.Tensor:
+        """[B] scores from the decoder's last hidden states [B, T, d]."""
+        batch = last.shape[0]
         if self.position is None:
             logits = net.decoder.lm_logits(last)  # [B, T, vocab]
             per_token = F.cross_entropy(logits.transpose(1, 2),
@@ -182,7 +192,7 @@ def pruning_curve_seq2seq(model, source: str, target: str | None = None, step: f
         raise InputError("step must be a fraction in (0, 1]")
     score = pair_score(model, source, target, metric)
     shapes = head_shapes(model)
-    total = sum(l * h for l, h in shapes.values())
+    total = total_heads(model)
     per_step = max(1, int(round(step * total)))
     n_steps = -(-total // per_step)
     masks = {kind: np.ones(shape, dtype=np.float32) for kind, shape in shapes.items()}

@@ -82,6 +82,7 @@ EXAMPLES = {
                 "and watch each target word read the source word it translates.",
         "text": "red car follows small dog near old house",
         "pair": "",
+        "corrupted": "red car follows small cat near old house",  # Circuits: one word swapped
     },
     "reading": {
         "label": "Digits in an image (reader-toy)",
@@ -90,6 +91,7 @@ EXAMPLES = {
                 "the digits. Pick cross-attention and watch each digit read its strips.",
         "text": "40721",
         "pair": "",
+        "corrupted": "40821",  # Circuits: one digit changed
     },
     "pair": {
         "label": "Sentence pair (BERT)",
