@@ -456,14 +456,15 @@ def encoder_decoder_view(model) -> None:
         st.stop()
     st.caption(f"Clean run: {result.clean:.3f}; corrupted run: {result.corrupted:.3f}. Each "
                f"cell: the metric with one head's output (its z, before W_O) taken from the "
-               f"other run, as a share of the way from corrupted (0) to clean (1).")
+               f"other run, as a share of the way from corrupted (0) to clean (1). The three "
+               f"maps share one colour scale, −1 to 1.")
     for note in result.notes:
         st.caption(note)
     columns = st.columns(3)
     for column, (kind, values) in zip(columns, result.normalized.items()):
         with column:
             fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], "patched (0 → 1)",
-                                           fmt=".2f", diverging=True)
+                                           fmt=".2f", diverging=True, zmax=1.0)
             ui.show_figure(fig, key=f"patch_{kind}", share=1 / 3,
                            alt=f"Patching effect of every {kind} head")
     ranked = result.strongest()

@@ -35,10 +35,10 @@ def layer_head_heatmap(
     take the end colour; signs kept when diverging), so a few large values do not wash out
     the rest; hover and cell values stay the plain numbers.
 
-    diverging centres a red-blue scale on 0 (ablation effects). reference (e.g. ln n for
-    uniform entropy) is named in the colorbar title and the subtitle. zmin / zmax fix the
-    colour range (e.g. 0 to the uniform entropy, or 0 to 1 for fractions); values outside
-    it take the end colours.
+    diverging centres a red-blue scale on 0 (ablation effects), from -zmax to zmax when zmax
+    is given (maps that share a scale). reference (e.g. ln n for uniform entropy) is named in
+    the colorbar title and the subtitle. zmin / zmax fix the colour range (e.g. 0 to the
+    uniform entropy, or 0 to 1 for fractions); values outside it take the end colours.
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 2:
@@ -65,6 +65,8 @@ def layer_head_heatmap(
     if diverging:
         finite = v[np.isfinite(v)]
         span = float(np.abs(finite).max()) if finite.size else 1.0
+        if zmax is not None:  # a scale shared with other maps: ±zmax
+            span = float(zmax)
         span = span if span > 0 else 1.0
         trace.update(colorscale=colorscale or DIVERGING_SCALE, zmid=0.0, zmin=-span, zmax=span)
     else:
