@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .attention import apply_rotary, kv_head_of
+from .attention import apply_rotary, kv_head_of, relative_position_bucket
 from .errors import InputError
 from .transformer import QUERY_CHUNK as ROW_CHUNK  # query rows scored at once, as the forward
 
@@ -56,6 +56,11 @@ class OnDemandMaps:
 
     def held_bytes(self) -> int:
         raise NotImplementedError
+
+    def score_bias(self, rows: torch.Tensor, n_keys: int) -> torch.Tensor | None:
+        """[H, rows, n_keys]: what the forward adds to these rows' scores besides the mask
+        (T5's relative position bias), or None."""
+        return None
 
     head_width: int  # d_k
 
@@ -194,6 +199,7 @@ class OnDemandMaps:
                     hidden = torch.gt(key_positions[None, :keys], index[:, None],
                                       out=hidden_buffer[:n_rows * keys].view(n_rows, keys))
                 chunk = slice(first, first + n_rows)
+                bias = self.score_bias(index, keys)
                 for kv, positions, chosen in groups:
                     size = len(positions) * n_rows * keys
                     block = q[chosen[:, None], index[None, :]]  # [g, r, d], only these rows
@@ -201,6 +207,8 @@ class OnDemandMaps:
                                           out=scores_buffer[:size].view(-1, keys))
                     scores = scores.view(len(positions), n_rows, keys)
                     scores.mul_(scale)
+                    if bias is not None:
+                        scores.add_(bias[chosen])
                     if hidden is not None:
                         scores.masked_fill_(hidden, float("-inf"))
                     weights = torch.softmax(scores, dim=-1, out=weights_buffer[:size].view(
@@ -227,8 +235,19 @@ class LayerInputMaps(OnDemandMaps):
         self.causal = bool(config.causal)
         self.kv_heads = kv_head_of(config.n_head, config.n_kv)
         self.head_width = config.d_head
+        self.relative = config.positions == "relative"  # T5: a bias per relative distance
         self._cache: OrderedDict[int, tuple] = OrderedDict()
         self._lock = threading.Lock()
+
+    def score_bias(self, rows: torch.Tensor, n_keys: int) -> torch.Tensor | None:
+        if not self.relative:
+            return None
+        config = self.network.config
+        buckets = relative_position_bucket(torch.arange(n_keys)[None, :] - rows[:, None],
+                                           not config.causal, config.relative_buckets,
+                                           config.relative_max_distance)
+        with torch.inference_mode():
+            return self.network.rel_bias(buckets).permute(2, 0, 1)
 
     def queries_keys(self, layer: int):
         with self._lock:
@@ -255,6 +274,10 @@ class LayerInputMaps(OnDemandMaps):
     def queries_keys_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every layer's queries [L, H, T, d_k] and keys [L, H_kv, T, d_k] after rotation,
         and scales [L]: what a saved trace holds."""
+        if self.relative:
+            raise InputError("the maps of this long input add T5's relative position bias, "
+                             "which a saved trace does not hold: trace a shorter source to "
+                             "save its maps")
         first_q, first_k, _ = self.queries_keys(0)
         queries = np.empty((self.n_layers, *first_q.shape), dtype=np.float32)
         keys = np.empty((self.n_layers, *first_k.shape), dtype=np.float32)

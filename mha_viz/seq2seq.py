@@ -48,7 +48,7 @@ class EncoderDecoderTrace:
     source_tokens: list[str]
     target_tokens: list[str]  # of target_ids
     label_tokens: list[str]
-    encoder_attentions: np.ndarray
+    encoder_attentions: np.ndarray  # or, for a long source, an ondemand.OnDemandMaps
     decoder_attentions: np.ndarray
     cross_attentions: np.ndarray
     model_name: str
@@ -85,9 +85,20 @@ class EncoderDecoderTrace:
     def source(self, kind: str):
         """A kind's maps as a source of row blocks (mha_viz.streaming), for every statistic
         that reads rows: cross-attention rows run over the source's S keys."""
-        from .streaming import MapsSource
+        from .streaming import MapsSource, TraceSource
 
+        if self.on_demand(kind):
+            return TraceSource(self.as_trace(kind))
         return MapsSource(self.attentions(kind), causal=_check_kind(kind) == "decoder")
+
+    def on_demand(self, kind: str) -> bool:
+        """Whether a kind's maps are computed when asked for (a long source's encoder)."""
+        return not isinstance(self.attentions(kind), np.ndarray)
+
+    def head_map(self, kind: str, layer: int, head: int) -> np.ndarray:
+        """One head's map of one kind, computed if it is held on demand."""
+        maps = self.attentions(kind)
+        return maps[layer, head] if isinstance(maps, np.ndarray) else maps.head_map(layer, head)
 
     @property
     def target_shown(self) -> str:
@@ -231,26 +242,52 @@ class EncoderDecoderModel(Tokenizing):
 
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None,
-              max_new_tokens: int = DEFAULT_NEW_TOKENS) -> EncoderDecoderTrace:
+              max_new_tokens: int = DEFAULT_NEW_TOKENS, maps="auto") -> EncoderDecoderTrace:
         """Every head's encoder, decoder and cross-attention maps for a source and a target
-        (the model's own greedy output when no target is given)."""
+        (the model's own greedy output when no target is given). maps: how the encoder's
+        are held (encoder_maps_kind): a long source's are computed on demand."""
         forced = self.teacher_forcing(source, target, max_new_tokens)
         bound = _check_new_tokens(max_new_tokens, self.network.config.decoder.max_positions)
         return self._trace_of(forced.source_ids, forced.labels, source,
                               None if forced.generated else target, forced.source_truncated,
-                              bound if forced.generated else 0)
+                              bound if forced.generated else 0, maps)
+
+    def encoder_maps_kind(self, n_source: int, maps="auto") -> str:
+        """"full" (every encoder map held) or "on_demand" (the hidden state entering each
+        encoder layer held, maps rebuilt when asked for: memory grows with S, not S
+        squared). "auto" holds them whole while they take at most AUTO_FULL_MAPS_BYTES, as
+        for decoder-only models; the decoder's and cross-attention's maps are always held
+        (T x T and T x S, with T at most the decoder's context)."""
+        from .model import AUTO_FULL_MAPS_BYTES
+
+        if maps == "auto":
+            stack = self.network.config.encoder
+            need = 4 * stack.n_layer * stack.n_head * n_source ** 2
+            return "full" if need <= AUTO_FULL_MAPS_BYTES else "on_demand"
+        if maps in ("full", "on_demand"):
+            return maps
+        raise InputError(f"maps must be 'auto', 'full' or 'on_demand', got {maps!r}")
 
     @torch.inference_mode()
     def _trace_of(self, source_ids: list[int], labels: list[int], source_text: str,
-                  target_text: str | None, cut: bool = False, max_new_tokens: int = 0
-                  ) -> EncoderDecoderTrace:
+                  target_text: str | None, cut: bool = False, max_new_tokens: int = 0,
+                  maps="auto") -> EncoderDecoderTrace:
+        from .ondemand import LayerInputMaps
+
         decoder_ids = self.decoder_input(labels)
-        _, encoder, decoder, cross = self.network(torch.tensor([source_ids]),
-                                                  torch.tensor([decoder_ids]),
-                                                  keep_attentions=True)
 
         def stacked(weights):
             return torch.cat(weights).numpy()
+
+        source, target = torch.tensor([source_ids]), torch.tensor([decoder_ids])
+        if self.encoder_maps_kind(len(source_ids), maps) == "full":
+            _, encoder, decoder, cross = self.network(source, target, keep_attentions=True)
+            encoder_maps = stacked(encoder)
+        else:  # a long source: its encoder maps on demand
+            inputs: list = []
+            states, _ = self.network.encode(source, layer_inputs=inputs)
+            _, decoder, cross = self.network.decode(target, states, keep_attentions=True)
+            encoder_maps = LayerInputMaps(self.network.encoder, inputs)
 
         return EncoderDecoderTrace(
             source_text=source_text, target_text=target_text,
@@ -258,7 +295,7 @@ class EncoderDecoderModel(Tokenizing):
             source_tokens=self.source_tokens(source_ids, source_text),
             target_tokens=self.display_tokens(decoder_ids),
             label_tokens=self.display_tokens(labels),
-            encoder_attentions=stacked(encoder), decoder_attentions=stacked(decoder),
+            encoder_attentions=encoder_maps, decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
             source_truncated=cut, generated=target_text is None,
             max_new_tokens=max_new_tokens, arch=self.info.arch,

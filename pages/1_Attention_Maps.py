@@ -193,7 +193,7 @@ def cross_attention_view(seq) -> None:
         screen = ui.figure_screen()
         fig = plots.cross_attention_over_image(
             seq.image, A.mean_cross_attention(maps, [n_layers - 1]), seq.patch_width, rows,
-            title=f"Mean cross-attention of the last layer (L{n_layers - 1}) on the image",
+            title=f"Last layer (L{n_layers - 1}), mean of its heads",
             plot_px=700 if screen is None else max(150, min(900, screen.width - 200)))
         ui.show_figure(fig, key="image", alt="Cross-attention over the image", share=1.0)
         st.caption(f"The encoder read the image in vertical strips {seq.patch_width} pixels "

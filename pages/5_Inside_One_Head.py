@@ -93,7 +93,7 @@ with ui.guard():
         inside = ui.memo(inside_one_head_seq2seq, model, key=(selection.key, "inside"),
                          large=True, source=selection.text, target=selection.target,
                          kind=kind, layer=layer, head=head)
-        the_map = seq.attentions(kind)[layer, head]
+        the_map = seq.head_map(kind, layer, head)
     name = plots.head_name(layer, head)
     d, dk = inside.d_model, inside.d_k
     stem = export.safe_filename(selection.file_stem, name)

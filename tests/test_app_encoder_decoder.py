@@ -305,7 +305,7 @@ def test_the_digit_reader_on_every_page():
     at = run_page("pages/1_Attention_Maps.py", query, session)
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     titles = chart_titles(at)
-    assert titles[0].startswith("Mean cross-attention of the last layer (L1) on the image")
+    assert titles[0].startswith("Last layer (L1), mean of its heads")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     trace = load_model("reader-toy").trace("40721")
     image, weights = spec["data"][0], spec["data"][1]
@@ -353,3 +353,22 @@ def test_circuits_patches_every_head_of_every_kind():
                for t in texts(at.markdown))
     strongest = at.dataframe[0].value
     assert list(strongest["kind"])[0] == "Cross-attention"
+
+
+def test_every_page_reads_a_long_sources_encoder_on_demand(monkeypatch):
+    """Past the size of maps held whole, the encoder's maps are rebuilt when a page asks:
+    every page opens on such a trace (here forced by a tiny threshold), and the Attention
+    maps page takes the long-input view for the encoder."""
+    import mha_viz.model
+
+    monkeypatch.setattr(mha_viz.model, "AUTO_FULL_MAPS_BYTES", 1000)
+    source = "old dog sees red car near house"  # a text no other test traces (the store)
+    session = {"_mv_state_text": source, "_mv_state_target": ""}
+    for page in [p.path for p in page_files()[1:]]:
+        at = run_page(page, {"model": "t5-toy", "kind": "encoder"}, session)
+        assert not at.exception and not at.error, (page, texts(at.exception), texts(at.error))
+    at = run_page("pages/1_Attention_Maps.py", {"model": "t5-toy", "kind": "encoder"}, session)
+    from mha_viz import load_model
+
+    assert load_model("t5-toy").trace(source).on_demand("encoder")
+    assert at.get("plotly_chart")  # drawn from maps computed on request

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mha_viz import InputError, TargetMetric, load_model
+from mha_viz import analysis as A
 from mha_viz.analysis import (ablation_effects_seq2seq, gradient_importance_seq2seq,
                               kept_fractions, pruning_curve_seq2seq)
 from mha_viz.testing import make_seq2seq_checkpoint
@@ -266,3 +267,35 @@ def test_patching_sources_of_different_lengths_leaves_the_encoder_out(checkpoint
                                         metric)
     assert not found.encoder_patched and np.isnan(found.values["encoder"]).all()
     assert np.isfinite(found.values["cross"]).all() and "left out" in found.notes[0]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_long_sources_encoder_maps_on_demand_equal_the_whole_maps(checkpoints, case,
+                                                                    monkeypatch):
+    """The encoder's maps rebuilt from each layer's input (T5: with its relative position
+    bias added per row block) equal the maps the forward held, and every analysis reads
+    them the same way; 'auto' chooses on demand past AUTO_FULL_MAPS_BYTES."""
+    import mha_viz.model
+
+    model = load_model(str(checkpoints[case]))
+    whole = model.trace(SOURCE, target=TARGET, maps="full")
+    lazy = model.trace(SOURCE, target=TARGET, maps="on_demand")
+    assert lazy.on_demand("encoder") and not lazy.on_demand("cross")
+    for layer in range(whole.encoder_attentions.shape[0]):
+        for head in range(4):
+            np.testing.assert_allclose(lazy.head_map("encoder", layer, head),
+                                       whole.encoder_attentions[layer, head], atol=1e-5)
+    trace = lazy.as_trace("encoder")
+    assert trace.on_demand
+    np.testing.assert_allclose(trace.gather_rows(1, [0, 5, 30]),
+                               whole.encoder_attentions[1][:, [0, 5, 30]], atol=1e-5)
+    expected = A.entropy(whole.encoder_attentions)
+    np.testing.assert_allclose(A.entropy(lazy.source("encoder")), expected, atol=1e-5)
+    np.testing.assert_allclose(lazy.cross_attentions, whole.cross_attentions, atol=1e-6)
+    if case == "t5":
+        with pytest.raises(InputError, match="relative position bias"):
+            trace.to_bytes()
+    monkeypatch.setattr(mha_viz.model, "AUTO_FULL_MAPS_BYTES", 1000)
+    assert model.trace(SOURCE, target=TARGET).on_demand("encoder")
+    with pytest.raises(InputError, match="maps must be"):
+        model.trace(SOURCE, target=TARGET, maps="some")

@@ -89,14 +89,16 @@ def cross_attention_over_image(image: np.ndarray, weights: np.ndarray, patch_wid
         zmax=float(z.max()) if z.size and z.max() > 0 else 1.0, name="cross-attention",
         customdata=np.repeat(np.arange(z.shape[1]), patch_width)[None].repeat(n_rows, 0),
         hovertemplate="%{y} reads strip %{customdata}: %{z:.3f}<extra></extra>",
-        colorbar=dict(title=dict(text="weight"), thickness=14, len=0.7, y=0.35)),
+        # under the plot, across: the plot keeps the page's width on a phone
+        colorbar=dict(title=dict(text="weight", side="top"), orientation="h",
+                      thickness=10, len=0.5, nticks=3, x=0.5, xanchor="center",
+                      y=-0.22, yanchor="top")),
         row=2, col=1)
     # subplots' axes by name (row 1: xaxis/yaxis, row 2: xaxis2/yaxis2): _base_layout
     # returns a figure without make_subplots' grid
     return _base_layout(
-        fig, _title(title, "top: the image the encoder read · below: each written token's "
-                           "attention over its strips"),
-        height=int(image_px + row_px * n_rows + 200),
+        fig, _title(title, "the image read, then each token's attention"),
+        height=int(image_px + row_px * n_rows + 240), margin=dict(l=60, r=20, b=110),
         yaxis=dict(autorange="reversed", showticklabels=False),
         yaxis2=dict(autorange="reversed", type="category", title=dict(text="written token")),
         xaxis2=dict(title=dict(text="pixel column"), range=[-0.5, width - 0.5],

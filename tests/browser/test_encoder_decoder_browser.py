@@ -3,8 +3,9 @@ projector (1280x720) and phone (400 px) sizes: cross-attention on the Attention 
 Entropy pages, the encoder's self-attention on the Entropy page, a head's steps (T5's relative
 position bias among them) on Inside one head, the loss increase of every cross-attention head
 switched off on Pruning impact, the decoder's predictions and the heads that write one, head
-similarity of the encoder and of cross-attention, the encoder's head roles, and Corpus and
-Circuits saying they do not read encoder-decoders yet. Screenshots land in
+similarity of the encoder and of cross-attention, the encoder's head roles, every head
+patched on Circuits, and Corpus saying it does not read encoder-decoders yet; then the digit
+reader's image with its cross-attention (cross-modal). Screenshots land in
 artifacts/screenshots/."""
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ VISITS = [
     ("Entropy", 4, "encoder", "", "Encoder self-attention over the source"),
     ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
     ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
-    ("Pruning_Impact", 1, "cross", "", "The heads the model needs most"),
+    ("Pruning_Impact", 4, "cross", "", "The heads the model needs most"),
     ("Predictions", 3, "cross", "", "Which heads write one prediction"),
     ("Head_Similarity", 3, "encoder", "", "Encoder self-attention over the source"),
     ("Head_Similarity", 2, "cross", "", "between cross-attention heads"),
     ("Head_Roles", 6, "encoder", "", "Induction probe"),
+    ("Circuits", 3, "cross", "", "the first token the corruption changes"),
 ]
 
 
@@ -62,11 +64,19 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         assert not error_texts(tab)
         assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
         shoot(tab, screenshots, f"t5toy_{size}_{path.lower() or 'home'}_{kind}")
-    for path in ("Corpus", "Circuits"):  # not yet for encoder-decoders
-        tab.goto(f"{app_server.url}/{path}{query('cross')}")
-        tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
-        settle(tab, 0)
-        assert_no_exception(tab, app_server)
-        assert "is an encoder-decoder model" in tab.locator(
-            '[data-testid="stMain"]').inner_text(), path
+    tab.goto(f"{app_server.url}/Corpus{query('cross')}")  # not yet for encoder-decoders
+    tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
+    settle(tab, 0)
+    assert_no_exception(tab, app_server)
+    assert "is an encoder-decoder model" in tab.locator('[data-testid="stMain"]').inner_text()
+    # cross-modal: the digit reader's image with each written digit's attention under it
+    open_page(tab, app_server, "Attention_Maps", 4, "?model=reader-toy&kind=cross&text=40721")
+    assert_no_exception(tab, app_server)
+    assert not error_texts(tab)
+    assert "Where each written character looks in the image" in tab.locator(
+        '[data-testid="stMain"]').inner_text()
+    if size == "phone":
+        wait_fitted(tab)
+        assert not layout_problems(tab), layout_problems(tab)
+    shoot(tab, screenshots, f"reader_{size}_cross")
     assert_only_own_host(tab, app_server)
