@@ -60,6 +60,10 @@ class ImageToTextModel(EncoderDecoderModel):
         return {"image": drawn.image, "patch_width": toy_reading.PATCH_WIDTH,
                 "source_columns": list(drawn.columns)}
 
+    def corpus_model(self):
+        raise InputError("this model's encoder reads an image of digits, not text: a corpus "
+                         "of texts has nothing to run through it")
+
     def stack(self, kind: str):
         if kind == "encoder":
             raise InputError("this encoder reads an image, not tokens: a probe made of "

@@ -402,12 +402,8 @@ class Model(Tokenizing):
         mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
         net = self.network
         with torch.inference_mode():
-            h = net.embed(input_ids)
-            bias = net.attention_bias(width, mask)
-            for layer in range(net.config.n_layer):
-                h, kept = net.run_layers(h, layer, layer + 1, bias, attention_mask=mask,
-                                         keep_attentions=True)
-                yield layer, kept[0].numpy()
+            h, bias = net.embed(input_ids), net.attention_bias(width, mask)
+        yield from net.weights_by_layer(h, bias, mask)
 
     def _check_ids(self, ids) -> list[int]:
         ids = [int(i) for i in np.asarray(ids).reshape(-1)]

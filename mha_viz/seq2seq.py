@@ -327,6 +327,11 @@ class EncoderDecoderModel(Tokenizing):
         analyses that run a model on token ids they make (the induction probe)."""
         return StackView(self, kind)
 
+    def corpus_model(self) -> "StackView":
+        """What corpus mode runs: the encoder, whose inputs the texts are (decoder and
+        cross-attention would need a target for every text)."""
+        return self.stack("encoder")
+
     @torch.inference_mode()
     def logits(self, source: str, target: str | None = None,
                max_new_tokens: int = DEFAULT_NEW_TOKENS) -> np.ndarray:
@@ -377,13 +382,43 @@ class StackView:
             raise InputError("cross-attention has no stack of its own: pick the encoder or "
                              "the decoder")
         self.model, self.kind, self.tokenizer = model, kind, model.tokenizer
+        self._tokenizer_lock = model._tokenizer_lock
         config = model.network.config
         stack = config.encoder if kind == "encoder" else config.decoder
         self.info = replace(model.info, causal=kind == "decoder", n_layer=stack.n_layer,
-                            n_head=stack.n_head, encoder_decoder=False)
+                            n_head=stack.n_head, n_kv_head=stack.n_kv,
+                            kv_heads=tuple(stack.kv_heads), max_positions=stack.max_positions,
+                            encoder_decoder=False)
         end = config.eos_token_id
         self.probe_frame = (([], [] if end is None else [int(end)]) if kind == "encoder"
                             else ([int(config.decoder_start_token_id)], []))
+
+    def display_tokens(self, ids) -> list[str]:
+        return self.model.display_tokens(ids)
+
+    def token_labels(self, ids) -> tuple[list[str], list[str]]:
+        """(tokens, display tokens) of pre-tokenized ids (corpus mode)."""
+        ids = [int(i) for i in ids]
+        return self.model.pieces(ids), self.model.display_tokens(ids)
+
+    def attention_by_layer(self, batch: list[list[int]]):
+        """The encoder's self-attention of a batch of sources, one layer at a time, as
+        Model.attention_by_layer gives a decoder-only model's (corpus mode reads an
+        encoder-decoder's sources this way): yields (layer, weights [B, H, W, W])."""
+        if self.kind != "encoder":
+            raise InputError("over a corpus, an encoder-decoder's encoder is read (the texts "
+                             "are sources); the decoder would need a target for each text")
+        width = max(len(ids) for ids in batch)
+        pad = self.model.network.config.pad_token_id or 0
+        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch])
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
+        encoder = self.model.network.encoder
+        with torch.inference_mode():
+            h, bias = encoder.embed(input_ids), encoder.attention_bias(width, mask)
+        yield from encoder.weights_by_layer(h, bias, mask)
+
+    def corpus_model(self) -> "StackView":
+        return self
 
     def trace_ids(self, ids) -> AttentionTrace:
         ids = [int(i) for i in ids]

@@ -381,6 +381,16 @@ class TransformerStack(nn.Module):
             self._rotary_cache[length] = tables
         return tables
 
+    def weights_by_layer(self, h, bias, attention_mask):
+        """Run every layer on h, yielding (layer, weights [B, H, T, T] numpy) as each
+        layer's attention is computed: nothing but the hidden state is kept between layers
+        (corpus mode reads each layer's maps while they are fresh)."""
+        with torch.inference_mode():
+            for layer in range(self.config.n_layer):
+                h, kept = self.run_layers(h, layer, layer + 1, bias,
+                                          attention_mask=attention_mask, keep_attentions=True)
+                yield layer, kept[0].numpy()
+
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
                    layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None,

@@ -11,7 +11,7 @@ import hashlib
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import corpus, export, plots, ui
+from mha_viz import InputError, corpus, export, plots, ui
 
 SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
            "paste": "Paste texts"}
@@ -86,13 +86,25 @@ ui.page_setup(
     "Statistics of every head over many texts: each text is cut into segments of a chosen "
     "length (texts are never joined), each segment is run through the model, and every "
     "statistic is averaged over segments, with its spread (the standard deviation).")
-selection = ui.sidebar(shows_saved_traces=False)
+selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
 
 with ui.guard():
     if selection.model is None:
         ui.show_error(selection.model_error)
         st.stop()
-    model = selection.model
+    # what the texts run through: the model, or an encoder-decoder's encoder
+    try:
+        model = corpus.corpus_model(selection.model)
+    except InputError as error:  # an encoder that reads images
+        st.info(f"Corpus mode is not for this model: {error}.")
+        st.stop()
+    if selection.kind is not None:
+        st.info("On an encoder-decoder, each text is a **source**: the statistics are of the "
+                "**encoder's self-attention**. Decoder self-attention and cross-attention "
+                "would need a target for every text; head importance scores the whole "
+                "model, so it is left out here.")
+    statistic_choices = list(corpus.ALL_STATS if hasattr(model, "encoding_of_ids")
+                             else corpus.STATS)
     read = read_texts()
     if read is None:
         st.stop()
@@ -111,8 +123,8 @@ with ui.guard():
                                  help="Segments are taken in the order of the texts.")
     with right:
         stats = ui.synced(st.multiselect, "cstats", "Statistics", list(corpus.STATS),
-                          options=list(corpus.ALL_STATS), format_func=STAT_LABELS.get,
-                          valid=lambda v: len(v) > 0,
+                          options=statistic_choices, format_func=STAT_LABELS.get,
+                          valid=lambda v: len(v) > 0 and set(v) <= set(statistic_choices),
                           help="The first four come from the maps. Head importance runs "
                                "the model again: the ablation effect once per head and "
                                f"segment (Michel et al.); the pruning curve on the first "

@@ -2,7 +2,7 @@
 with a source and a target. Attention maps shows cross-attention (every head, one head, the
 alignment) and each stack's self-attention; Entropy and Head similarity read the stack the
 sidebar picks; Pruning impact, Predictions, Head roles and Circuits run the model on it;
-Corpus says it does not read encoder-decoders yet. No page raises."""
+Corpus reads the encoder over its texts. No page raises."""
 
 from __future__ import annotations
 
@@ -103,11 +103,8 @@ def test_every_page_opens_on_an_encoder_decoder():
             assert codes[0].startswith("0:red  1:car") and codes[1].startswith(
                 "0:<pad>  1:voiture"), codes
             assert "encoder 2 + decoder 2" in " ".join(texts(at.sidebar.caption))
-        if page not in ("app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
-                        "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py",
-                        "pages/5_Inside_One_Head.py", "pages/6_Predictions.py",
-                        "pages/7_Head_Roles.py", "pages/9_Circuits.py"):
-            assert "is an encoder-decoder model" in " ".join(texts(at.info)), page
+        if page == "pages/8_Corpus.py":  # the texts are sources: the encoder is read
+            assert "encoder's self-attention" in " ".join(texts(at.info)), page
         if page == "pages/7_Head_Roles.py":  # roles are of one stack's self-attention
             assert "reads the self-attention of one stack" in " ".join(texts(at.info))
         assert "/work/" not in shown and "/tmp/" not in shown, page
@@ -372,3 +369,21 @@ def test_every_page_reads_a_long_sources_encoder_on_demand(monkeypatch):
 
     assert load_model("t5-toy").trace(source).on_demand("encoder")
     assert at.get("plotly_chart")  # drawn from maps computed on request
+
+
+def test_corpus_reads_the_encoder_over_the_texts():
+    from mha_viz import corpus, load_model
+
+    query, session = params("encoder")
+    query.update(maxseg="20", seglen="32")
+    at = run_page("pages/8_Corpus.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    at = [b for b in at.button if b.label.startswith("Run over")][0].click().run()
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    model = load_model("t5-toy")
+    segments = corpus.segment(model, corpus.demo_texts(), 32, max_segments=20)
+    expected = corpus.run(model, segments).mean("entropy")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float), expected,
+                               atol=1e-4)
+    assert expected.shape == (2, 4)

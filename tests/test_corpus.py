@@ -240,3 +240,24 @@ def test_head_importance_over_the_corpus(gpt2_model):
     enc = gpt2_model.encode(text)
     assert abs(gpt2_model.score(gpt2_model.encoding_of_ids(enc.input_ids))
                - gpt2_model.score(text)) < 1e-6
+
+
+def test_an_encoder_decoders_corpus_is_read_through_its_encoder(tmp_path):
+    """On an encoder-decoder the texts are sources: every statistic is of the encoder's
+    self-attention (T5: with its relative position bias and the padding of a batch), equal
+    to a loop over the segments traced alone; statistics that score the whole model, and an
+    encoder that reads images, are refused with a message."""
+    from mha_viz.testing import make_seq2seq_checkpoint
+
+    model = load_model(str(make_seq2seq_checkpoint(tmp_path / "t5", family="t5")))
+    segments = corpus.segment(model, TEXTS, seg_len=24, min_len=4)
+    assert len({len(s) for s in segments.ids}) > 1 and segments.ids[0][-1] == 1  # </s>
+    encoder = model.stack("encoder")
+    reference = loop_reference(encoder, segments)
+    result = corpus.run(model, segments, batch_size=3)
+    assert_matches(result, reference)
+    assert result.mean("entropy").shape == (encoder.info.n_layer, encoder.info.n_head)
+    with pytest.raises(InputError, match="encoder-decoder's corpus is read through its encoder"):
+        corpus.run(model, segments, stats=["ablation"])
+    with pytest.raises(InputError, match="reads an image of digits, not text"):
+        corpus.segment(load_model("reader-toy"), ["40721"], seg_len=8, min_len=2)

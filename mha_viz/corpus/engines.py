@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from .results import CorpusResult
-from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, iter_segments
+from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream
 from .statistics import SIMILARITY_ROWS, STATS, _check_stats
@@ -64,7 +64,7 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
     """Every statistic over the segments of a stream of texts (see the module docstring).
     input_name: what the checkpoint records of the input (a file's name; with the shards'
     own digests it tells a resumed run from a run on another input)."""
-    stats = _check_stats(stats)
+    stats = _check_stats(stats, corpus_model(model))
     if "pruning" in stats:
         raise InputError("the pruning curve is over the whole corpus at once, not streamed: "
                          "run it on a sample with corpus.run")

@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 
 from ..errors import ClusterError, MhaVizError
 from .results import CorpusResult
+from .segments import corpus_model
 from .shards import Shard
 
 IN_FLIGHT = 2  # shards queued per worker: one running, one ready
@@ -34,7 +35,7 @@ class ShardWorker:
         from ..model import load_model
 
         torch.set_num_threads(max(1, int(threads)))
-        self.model = load_model(model_name)
+        self.model = corpus_model(load_model(model_name))
         self.settings = settings
 
     def run(self, ids: list[list[int]]) -> CorpusResult:

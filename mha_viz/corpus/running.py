@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InputError
 from .results import CorpusResult, Moments
-from .segments import Segments
+from .segments import Segments, corpus_model
 from .statistics import SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats, _importance
 
 PRUNING_SEGMENTS = 32  # the pruning curve re-estimates importance at every step: a sample
@@ -55,7 +55,8 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
         from ..model import load_model
 
         model = load_model(model)
-    stats = _check_stats(stats)
+    model = corpus_model(model)
+    stats = _check_stats(stats, model)
     segments = [list(map(int, s)) for s in segments]
     seg_len = max((len(s) for s in segments), default=1)
     batch_size = batch_size or default_batch_size(model, seg_len)
@@ -84,7 +85,8 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
     that many Ray actors of a local Ray instance, and address (auto, HOST:PORT) on that
     cluster's (each loads the model by its name). progress(done, total) is called as
     segments finish; if it raises (a cancelled job), the run stops."""
-    stats = _check_stats(stats)
+    model = corpus_model(model)
+    stats = _check_stats(stats, model)
     ids = segments.ids if isinstance(segments, Segments) else [list(s) for s in segments]
     if not ids:
         raise InputError("the corpus has no segments")
@@ -133,5 +135,8 @@ def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_row
 
 def cache_key(model, segments: Segments, stats: Sequence[str],
               similarity_rows: int | None = SIMILARITY_ROWS) -> tuple:
-    """What identifies a run: the model, the segments' ids and the settings."""
-    return ("corpus", model.info.name, segments.digest(), tuple(stats), similarity_rows)
+    """What identifies a run: the model (and the stack it reads), the segments' ids and the
+    settings."""
+    reader = corpus_model(model)
+    return ("corpus", model.info.name, getattr(reader, "kind", None), segments.digest(),
+            tuple(stats), similarity_rows)

@@ -53,11 +53,19 @@ class SegmentCounts:
     n_segments: int = 0
 
 
+def corpus_model(model):
+    """What a corpus runs through: the model itself, or an encoder-decoder's encoder (the
+    texts are its sources: model.corpus_model())."""
+    reader = getattr(model, "corpus_model", None)
+    return model if reader is None else reader()
+
+
 def iter_segments(model, texts: Iterable[str], seg_len: int = 128,
                   min_len: int = MIN_SEGMENT_TOKENS, max_segments: int | None = None,
                   counts: SegmentCounts | None = None) -> Iterator[list[int]]:
     """Each text cut into segments of ``seg_len`` tokens, special tokens included, one at a
     time as the texts come (a corpus of any size); counts, when given, follows along."""
+    model = corpus_model(model)
     prefix, suffix = _special_wrapping(model.tokenizer)
     seg_len = int(seg_len)
     body = seg_len - len(prefix) - len(suffix)

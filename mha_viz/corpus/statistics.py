@@ -129,9 +129,14 @@ def _importance(model, token_ids, stats) -> dict[str, np.ndarray]:
     return out
 
 
-def _check_stats(stats) -> tuple[str, ...]:
+def _check_stats(stats, model=None) -> tuple[str, ...]:
     stats = tuple(stats)
     unknown = [s for s in stats if s not in ALL_STATS]
     if unknown or not stats:
         raise InputError(f"statistics must be some of {', '.join(ALL_STATS)}, got {stats}")
+    needs_score = [s for s in stats if s in IMPORTANCE]  # they run the model's own score
+    if needs_score and model is not None and not hasattr(model, "encoding_of_ids"):
+        raise InputError(f"{', '.join(needs_score)} switch heads off and score the model, "
+                         f"which over a corpus needs a decoder-only or encoder-only model "
+                         f"(an encoder-decoder's corpus is read through its encoder)")
     return stats

@@ -4,7 +4,7 @@ Entropy pages, the encoder's self-attention on the Entropy page, a head's steps 
 position bias among them) on Inside one head, the loss increase of every cross-attention head
 switched off on Pruning impact, the decoder's predictions and the heads that write one, head
 similarity of the encoder and of cross-attention, the encoder's head roles, every head
-patched on Circuits, and Corpus saying it does not read encoder-decoders yet; then the digit
+patched on Circuits, and Corpus reading the encoder over its texts; then the digit
 reader's image with its cross-attention (cross-modal). Screenshots land in
 artifacts/screenshots/."""
 
@@ -64,11 +64,11 @@ def test_toy_t5_cross_attention_and_self_attention(sized_tab, app_server, screen
         assert not error_texts(tab)
         assert expected in tab.locator('[data-testid="stMain"]').inner_text(), (path, kind)
         shoot(tab, screenshots, f"t5toy_{size}_{path.lower() or 'home'}_{kind}")
-    tab.goto(f"{app_server.url}/Corpus{query('cross')}")  # not yet for encoder-decoders
+    tab.goto(f"{app_server.url}/Corpus{query('encoder')}&maxseg=20")  # through the encoder
     tab.wait_for_selector('[data-testid="stAlertContentInfo"]')
     settle(tab, 0)
     assert_no_exception(tab, app_server)
-    assert "is an encoder-decoder model" in tab.locator('[data-testid="stMain"]').inner_text()
+    assert "encoder's self-attention" in tab.locator('[data-testid="stMain"]').inner_text()
     # cross-modal: the digit reader's image with each written digit's attention under it
     open_page(tab, app_server, "Attention_Maps", 4, "?model=reader-toy&kind=cross&text=40721")
     assert_no_exception(tab, app_server)
