@@ -382,9 +382,8 @@ class TransformerStack(nn.Module):
         return tables
 
     def weights_by_layer(self, h, bias, attention_mask):
-        """Run every layer on h, yielding (layer, weights [B, H, T, T] numpy) as each
-        layer's attention is computed: nothing but the hidden state is kept between layers
-        (corpus mode reads each layer's maps while they are fresh)."""
+        """Every layer on h, yielding (layer, weights [B, H, T, T] numpy) as each is computed:
+        only the hidden state is kept between layers (corpus mode reads maps while fresh)."""
         with torch.inference_mode():
             for layer in range(self.config.n_layer):
                 h, kept = self.run_layers(h, layer, layer + 1, bias,
