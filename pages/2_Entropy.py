@@ -162,6 +162,24 @@ with ui.guard():
                    "3.8 nats on inputs of about 128 tokens; raw entropy grows with the length "
                    f"(this input has {n} tokens), so compare lengths with the normalised view.")
 
+    # ---------------------------------------------------------------- distance
+    st.subheader("How far each head looks: mean attention distance")
+    distance = (streamed["distance"] if streamed is not None else
+                ui.memo(A.mean_attention_distance, trace, key=(selection.key, "distance")))
+    uniform_distance = A.uniform_attention_distance(trace.n_tokens, trace.causal)
+    st.caption(f"For each query, the distance in tokens to what it reads, weighted by the "
+               f"attention: Σ_j a_ij·|i − j|; a head's value is the mean over its queries "
+               f"(as Dosovitskiy et al. 2021 measure ViT's heads). Near 1: a previous-token "
+               f"head; near 0: a head that reads the token itself; spreading evenly would "
+               f"give {uniform_distance:.1f}. Every token counts here, whatever is hidden "
+               f"above.")
+    fig = plots.layer_head_heatmap(distance, "Mean attention distance per head", "tokens",
+                                   reference=uniform_distance,
+                                   reference_name="uniform attention", fmt=".1f", zmin=0.0)
+    ui.show_figure(fig, key="distance", alt="Mean attention distance per head")
+    ui.download_csv(partial(export.layer_head_csv, distance, "mean_attention_distance"),
+                    export.safe_filename(stem, "attention_distance", suffix=".csv"),
+                    "Attention distance as CSV", key="dl_distance")
     # ---------------------------------------------------------------- per query
     st.subheader("Entropy of each query token in one head")
     layer, head = ui.head_picker(trace, st.columns([2, 3])[0])

@@ -24,6 +24,7 @@ from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_import
                                        head_shapes, total_heads,
                                        importance_agreement, kept_fractions, pair_score,
                                        pruning_curve_seq2seq)
+from .distance import mean_attention_distance, uniform_attention_distance
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
                     ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
@@ -62,6 +63,7 @@ __all__ = [
     "outputs_of_kinds",
     "closest_across",
     "pruning_curve_seq2seq",
+    "mean_attention_distance", "uniform_attention_distance",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers", "entropy_and_mass",

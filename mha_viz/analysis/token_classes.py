@@ -184,16 +184,21 @@ def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, 
     """Every head's entropy, raw and normalised, and token_class_mass, from ONE pass over a
     long input's on-demand maps (each statistic alone would compute every map again): the
     Entropy page's numbers. -> {"entropy": [L, H] nats, "normalised": [L, H], "mass":
-    {class: [L, H]}}, equal to entropy(trace, smoothing=...), entropy(trace,
-    normalized=True, smoothing=...) and token_class_mass(trace). progress: callback(done,
+    {class: [L, H]}, "distance": [L, H] tokens}, equal to entropy(trace, smoothing=...),
+    entropy(trace, normalized=True, smoothing=...), token_class_mass(trace) and
+    mean_attention_distance(trace). progress: callback(done,
     total) over query rows (may raise to stop)."""
+    from .distance import AttentionDistance
     from .entropy import RowEntropy, _check_smoothing, mean_over_rows
 
     smoothing = _check_smoothing(smoothing)
     source = _source_of_trace(trace)
     mass = ClassMass.for_source(trace, source)
     rows = RowEntropy.for_source(source, smoothing=smoothing)
-    # one pass: the mass reads each block, then the entropy works in it
-    accumulate(source, [mass, rows], RowsDone(progress, source.n_layers * source.n_tokens))
+    distance = AttentionDistance(source.n_layers, source.n_heads)
+    # one pass: the mass and the distance read each block, then the entropy works in it
+    accumulate(source, [mass, distance, rows],
+               RowsDone(progress, source.n_layers * source.n_tokens))
     return {"entropy": mean_over_rows(rows.result(False)),
-            "normalised": mean_over_rows(rows.result(True)), "mass": mass.result()}
+            "normalised": mean_over_rows(rows.result(True)), "mass": mass.result(),
+            "distance": distance.result()}

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 4)]
+PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5)]
 
 # The script run is over (Streamlit marks it on the app root) and n charts are drawn.
 READY = """(n) => {
@@ -96,7 +96,7 @@ def test_sentence_pair_and_hidden_special_tokens(page, app_server, screenshots):
     assert_no_exception(page, app_server)
     assert "renormalised" in page.locator('[data-testid="stAlert"]').first.inner_text()
     shoot(page, screenshots, "minilm_pair_Attention_Maps")
-    open_page(page, app_server, "Entropy", 4, query)
+    open_page(page, app_server, "Entropy", 5, query)
     assert_no_exception(page, app_server)
     shoot(page, screenshots, "minilm_pair_Entropy")
     assert_only_own_host(page, app_server)
@@ -244,7 +244,7 @@ def test_a_first_visit_by_a_direct_link_runs_through_the_app_navigation(browser,
     try:
         tab = context.new_page()
         tab.set_default_timeout(120_000)
-        open_page(tab, server, "Entropy", 4, "?model=minilm")
+        open_page(tab, server, "Entropy", 5, "?model=minilm")
         links = tab.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()
         assert links[:3] == ["Home", "Attention maps", "Entropy"], links
         assert_no_exception(tab, server)

@@ -29,7 +29,7 @@ TARGET = "voiture rouge suit chien petit près maison vieux"
 VISITS = [
     ("", 0, "cross", "", "The source (the encoder reads it)"),
     ("Entropy", 2, "cross", "", "Mean entropy over the source"),
-    ("Entropy", 4, "encoder", "", "Encoder self-attention over the source"),
+    ("Entropy", 5, "encoder", "", "Encoder self-attention over the source"),
     ("Inside_One_Head", 15, "encoder", "&layer=1&head=2", "5b. relative position bias"),
     ("Inside_One_Head", 10, "cross", "&layer=1&head=2", "M, the encoder's output"),
     ("Pruning_Impact", 4, "cross", "", "The heads the model needs most"),

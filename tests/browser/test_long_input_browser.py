@@ -105,7 +105,7 @@ def test_entropy_of_a_long_input(sized_tab, long_server, long_query, screenshots
     # every head's entropy, then its token-class mass, streamed over the whole text: at
     # 8,192 tokens minutes of work (the page shows their progress meanwhile)
     tab.set_default_timeout(180_000 * max(1, LONG_TOKENS // 1024))
-    open_page(tab, long_server, "Entropy", 4, long_query)
+    open_page(tab, long_server, "Entropy", 5, long_query)
     assert_no_exception(tab, long_server)
     assert not error_texts(tab)
     wait_fitted(tab)

@@ -32,7 +32,7 @@ def wait_fitted(tab) -> None:
 pytestmark = pytest.mark.browser
 
 QUERY = "?model=smollm2&text=The%20cat%20sat%20on%20the%20mat%20because%20it%20was%20warm."
-PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 4), ("Head_Similarity", 3),
+PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
          ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3), ("Head_Roles", 1)]
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
@@ -152,13 +152,13 @@ def test_a_new_tab_lays_figures_out_on_its_first_run(browser, app_server):
     try:
         first = context.new_page()
         first.set_default_timeout(120_000)
-        open_page(first, app_server, "Entropy", 4)
+        open_page(first, app_server, "Entropy", 5)
         wait_fitted(first)
         first.close()
         second = context.new_page()
         second.set_default_timeout(120_000)
         second.add_init_script(RUN_LOG)
-        open_page(second, app_server, "Entropy", 4)
+        open_page(second, app_server, "Entropy", 5)
         wait_fitted(second)
         second.wait_for_timeout(1500)  # a second run, if one were coming, would start by now
         assert second.evaluate("window.__runs").count("running") == 1
@@ -170,7 +170,7 @@ def test_a_new_tab_lays_figures_out_on_its_first_run(browser, app_server):
                                   "url": app_server.url}])
             tab = context.new_page()
             tab.set_default_timeout(120_000)
-            open_page(tab, app_server, "Entropy", 4)
+            open_page(tab, app_server, "Entropy", 5)
             wait_fitted(tab)  # measured again by the page itself
             assert_no_exception(tab, app_server)
             tab.close()

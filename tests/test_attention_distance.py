@@ -1,0 +1,54 @@
+"""Mean attention distance (issue 28): each head's mean over queries of sum_j a_ij |i - j|,
+equal to the formula written out with numpy on maps, on a trace held whole and on the same
+trace held on demand (streamed), with the uniform reference as a closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_viz import InputError
+from mha_viz import analysis as A
+
+
+def formula(maps: np.ndarray) -> np.ndarray:
+    n = maps.shape[-1]
+    distance = np.abs(np.arange(n)[None, :] - np.arange(n)[:, None])
+    return (maps * distance).sum(-1).mean(-1)
+
+
+def test_the_formula_on_random_maps_and_simple_heads():
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 3, 7, 7)).astype(np.float32)
+    maps /= maps.sum(-1, keepdims=True)
+    np.testing.assert_allclose(A.mean_attention_distance(maps), formula(maps), rtol=1e-5)
+    n = 6
+    previous = np.zeros((1, 2, n, n), dtype=np.float32)
+    previous[0, 0, 0, 0] = 1
+    previous[0, 0, np.arange(1, n), np.arange(n - 1)] = 1  # each token reads the one before
+    previous[0, 1] = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]  # uniform causal
+    found = A.mean_attention_distance(previous)
+    assert found[0, 0] == pytest.approx((n - 1) / n)
+    assert found[0, 1] == pytest.approx(A.uniform_attention_distance(n, causal=True))
+    full = np.full((1, 1, n, n), 1 / n, dtype=np.float32)
+    assert A.mean_attention_distance(full)[0, 0] == pytest.approx(
+        A.uniform_attention_distance(n, causal=False))
+    with pytest.raises(InputError, match="square maps"):
+        A.mean_attention_distance(_cross_source(maps))
+
+
+def _cross_source(maps):
+    from mha_viz.streaming import MapsSource
+
+    return MapsSource(maps[..., :4], causal=False)
+
+
+def test_a_trace_whole_and_on_demand(gpt2_model):
+    text = "The cat sat on the mat because it was warm, and the dog slept by the door."
+    whole = gpt2_model.trace(text, maps="full")
+    lazy = gpt2_model.trace(text, maps="on_demand")
+    expected = formula(whole.attentions.astype(np.float64))
+    np.testing.assert_allclose(A.mean_attention_distance(whole), expected, rtol=1e-5)
+    np.testing.assert_allclose(A.mean_attention_distance(lazy), expected, rtol=1e-4)
+    # the Entropy page's one pass over a long input's maps gives the same distances
+    np.testing.assert_allclose(A.entropy_and_mass(lazy)["distance"], expected, rtol=1e-4)
