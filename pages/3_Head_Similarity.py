@@ -15,7 +15,9 @@ NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
 KIND_TEXT = {
     "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
     "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
+    "cosine": "cosine distance, 1 − cos of the two maps read as long vectors (0 to 1)",
 }
+KIND_SHORT = {"js": "JS divergence", "js_distance": "JS distance", "cosine": "cosine distance"}
 TOP_ACROSS = 8  # pairs of heads of different kinds listed
 SIDE_BY_SIDE_MAX = 128  # maps beside each other are block-averaged above this many tokens
 
@@ -27,6 +29,14 @@ ui.page_setup(
     "map then show which heads form families.",
 )
 selection = ui.sidebar()
+
+
+def head_distances(maps, kind: str, max_rows: int | None):
+    """The chosen distance between every pair of heads: JS (divergence or distance) or
+    1 − the cosine of the maps."""
+    if kind == "cosine":
+        return A.map_cosine_distances(maps, max_rows=max_rows)
+    return A.head_distances(maps, kind=kind, max_rows=max_rows)
 
 
 def pick_from_scatter(n_layers: int) -> None:
@@ -109,7 +119,7 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
     st.dataframe(
         {"rank": list(range(1, len(nearest) + 1)),
          "head": [names[i] for i in nearest],
-         f"{'JS divergence' if kind == 'js' else 'JS distance'} to {name}":
+         f"{KIND_SHORT[kind]} to {name}":
              [round(float(dist[chosen, i]), 4) for i in nearest],
          "same layer": ["yes" if i // n_head == layer else "" for i in nearest]},
         hide_index=True, width="content")
@@ -139,9 +149,11 @@ def cross_attention_similarity(seq) -> None:
     rows = f"all {t}" if max_rows is None else f"{max_rows} evenly spaced of the {t}"
     st.info(f"**The figures show the {KIND_TEXT[kind]}** between cross-attention heads: each "
             f"head's rows are the target positions' attention over the {s} source tokens, "
-            f"compared on {rows} rows, smoothed first (0.999·a + 0.001/{s}).")
-    dist = ui.memo(A.head_distances, seq.source("cross"), key=(selection.key, "dist"),
-                   kind=kind, max_rows=max_rows)
+            f"compared on {rows} rows" + ("." if kind == "cosine" else
+                                          f", smoothed first (0.999·a + 0.001/{s})."))
+    dist = ui.memo(head_distances, seq.cross_attentions if kind == "cosine" else
+                   seq.source("cross"), key=(selection.key, "dist"), kind=kind,
+                   max_rows=max_rows)
     distance_views(dist, n_layer, n_head, layer, head, kind, order_by, k_near,
                    (kind, max_rows))
     st.caption("The maps of these heads are on the Attention maps page (cross-attention).")
@@ -193,13 +205,17 @@ def output_similarity_view(kind: str) -> None:
 def distance_options(c1, c2) -> tuple[str, str]:
     """The distance (JS divergence or its root) and the order of the matrix."""
     with c1:
-        kind = ui.synced(st.radio, "dist", "Distance", "js", options=["js", "js_distance"],
+        kind = ui.synced(st.radio, "dist", "Distance", "js",
+                         options=["js", "js_distance", "cosine"],
                          format_func={"js": "JS divergence (nats)",
-                                      "js_distance": "JS distance (√ divergence)"}.get,
+                                      "js_distance": "JS distance (√ divergence)",
+                                      "cosine": "cosine (1 − cos)"}.get,
                          horizontal=True,
                          help="JS divergence is what Clark et al. (2019) use. Its square root, "
                               "the JS distance, is a true metric (it obeys the triangle "
-                              "inequality), which suits the 2-D map better.")
+                              "inequality), which suits the 2-D map better. Cosine: head "
+                              "diversity as the attention texts define it, the cosine "
+                              "similarity of two maps read as long vectors.")
     with c2:
         order_by = ui.synced(st.radio, "order", "Order the matrix by", "cluster",
                              options=["cluster", "layer"],
@@ -252,16 +268,18 @@ with ui.guard():
         rows_text = (f"{max_rows} evenly spaced query rows out of {n}: comparing all "
                      f"{n_layer * n_head:,} heads pair by pair on more rows would take too "
                      f"long on this server.")
-    st.info(f"**The figures show the {kind_text}**, averaged over " + rows_text
-            + " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code.")
+    st.info(f"**The figures show the {kind_text}**, " + (
+        "over " if kind == "cosine" else "averaged over ") + rows_text
+            + ("" if kind == "cosine" else
+               " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code."))
 
     # only the compared rows of every head are read (a long input computes just those)
-    dist = ui.memo(A.head_distances, trace,
+    dist = ui.memo(head_distances, trace,
                    key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
     names, chosen, nearest = distance_views(dist, n_layer, n_head, layer, head, kind,
                                             order_by, k_near, (kind, max_rows))
     name = plots.head_name(layer, head)
-    unit = "nats" if kind == "js" else ""
+    unit = "nats" if kind == "js" else ""  # the JS distance and 1 − cos have no unit
     shown = [chosen, *nearest]
     titles = [f"{names[i]} (chosen)" if i == chosen else
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]

@@ -387,3 +387,21 @@ def test_corpus_reads_the_encoder_over_the_texts():
     np.testing.assert_allclose(array(spec["data"][0]["z"]).astype(float), expected,
                                atol=1e-4)
     assert expected.shape == (2, 4)
+
+
+def test_head_similarity_by_cosine_of_the_maps():
+    """The cosine choice (head diversity as the texts define it) on the cross-attention
+    heads: the matrix is 1 − cos of the maps, as the library computes it."""
+    from mha_viz import load_model
+    from mha_viz.analysis import map_cosine_distances
+
+    query, session = params("cross")
+    query["dist"] = "cosine"
+    at = run_page("pages/3_Head_Similarity.py", query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    expected = map_cosine_distances(load_model("t5-toy").trace(SOURCE, TARGET).cross_attentions)
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    shown = array(spec["data"][0]["z"]).astype(float)
+    assert shown.shape == expected.shape
+    np.testing.assert_allclose(np.sort(shown.ravel()), np.sort(expected.ravel()), atol=1e-6)
+    assert any("cosine distance" in t for t in texts(at.info))

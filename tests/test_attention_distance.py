@@ -52,3 +52,27 @@ def test_a_trace_whole_and_on_demand(gpt2_model):
     np.testing.assert_allclose(A.mean_attention_distance(lazy), expected, rtol=1e-4)
     # the Entropy page's one pass over a long input's maps gives the same distances
     np.testing.assert_allclose(A.entropy_and_mass(lazy)["distance"], expected, rtol=1e-4)
+
+
+def test_cosine_similarity_of_maps_equals_the_flattened_formula(gpt2_model):
+    """Head diversity as the texts define it: cos(vec A_a, vec A_b), on a trace held whole,
+    held on demand, and on sampled rows."""
+    text = "The cat sat on the mat because it was warm, and the dog slept by the door."
+    whole = gpt2_model.trace(text, maps="full")
+    lazy = gpt2_model.trace(text, maps="on_demand")
+    flat = whole.attentions.reshape(whole.n_layers * whole.n_heads, -1).astype(np.float64)
+    unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    expected = unit @ unit.T
+    np.testing.assert_allclose(A.map_cosine_similarity(whole), expected, atol=1e-5)
+    np.testing.assert_allclose(A.map_cosine_similarity(lazy), expected, atol=1e-5)
+    np.testing.assert_allclose(A.map_cosine_distances(whole), 1 - expected, atol=1e-5)
+    n = whole.n_tokens  # three evenly spaced rows, the first and the last included
+    from mha_viz.analysis.similarity import _row_selection
+
+    rows = _row_selection(n, 3)
+    assert rows[0] == 0 and rows[-1] == n - 1 and len(rows) == 3
+    part = whole.attentions[:, :, rows].reshape(len(flat), -1).astype(np.float64)
+    part = part / np.linalg.norm(part, axis=1, keepdims=True)
+    np.testing.assert_allclose(A.map_cosine_similarity(whole, max_rows=3), part @ part.T,
+                               atol=1e-5)
+    assert expected.min() < 0.9  # the heads differ: a constant 1 would pass unnoticed

@@ -323,8 +323,10 @@ def test_distance_heatmap_kind_in_title_and_colorbar():
     dist = P.distance_heatmap(np.sqrt(d), n_heads=4, kind="js_distance")
     assert "Jensen-Shannon distance" in dist.layout.title.text
     assert "divergence" not in dist.layout.title.text
+    cosine = P.distance_heatmap(d, n_heads=4, kind="cosine")
+    assert "cosine distance" in cosine.layout.title.text
     with pytest.raises(InputError):
-        P.distance_heatmap(d, n_heads=4, kind="cosine")
+        P.distance_heatmap(d, n_heads=4, kind="euclid")
     lines = [s for s in js.layout.shapes if s.type == "line"]
     assert len(lines) == 2 * 2  # 3 layers -> 2 boundaries, one line per axis
     assert {s.x0 for s in lines if s.x0 == s.x1} == {3.5, 7.5}

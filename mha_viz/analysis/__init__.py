@@ -25,6 +25,7 @@ from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_import
                                        importance_agreement, kept_fractions, pair_score,
                                        pruning_curve_seq2seq)
 from .distance import mean_attention_distance, uniform_attention_distance
+from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
                     ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
@@ -63,7 +64,8 @@ __all__ = [
     "outputs_of_kinds",
     "closest_across",
     "pruning_curve_seq2seq",
-    "mean_attention_distance", "uniform_attention_distance",
+    "mean_attention_distance", "uniform_attention_distance", "map_cosine_similarity",
+    "map_cosine_distances",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers", "entropy_and_mass",

@@ -18,6 +18,7 @@ MAX_MATRIX_HEADS = 512
 _KIND_TEXT = {
     "js": "Jensen-Shannon divergence (nats)",
     "js_distance": "Jensen-Shannon distance",
+    "cosine": "cosine distance (1 − cos of the maps)",
 }
 
 

@@ -1,0 +1,59 @@
+"""Head diversity as the multi-head-attention texts define it (docs/analyses.md, "Head
+similarity"): the cosine similarity of two heads' attention maps, each map read as one long
+vector. 1 when one map is a multiple of the other (for maps whose rows sum to 1: the same map),
+0 when no query attends to a key in both. The JS divergence (similarity.head_distances)
+compares the maps row by row as distributions; the cosine weighs rows by how peaked they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ._inputs import RowsDone, as_inputs, maps_shape
+from .similarity import _row_selection, _rows_of_every_head
+
+
+def map_cosine_similarity(attentions, max_rows: int | None = None,
+                          progress=None) -> np.ndarray:
+    """[L*H, L*H] (head n = l * H + h): cos(vec A_a, vec A_b) over the compared query rows
+    (every row, or max_rows evenly spaced ones, first and last included, as head_distances
+    samples them). attentions: maps [L, H, T, T] (or cross-attention's [L, H, T, S]) or a
+    trace (whole or on demand: only the compared rows are computed, a bounded group at a
+    time). progress(done, total) over rows."""
+    from .. import ondemand
+
+    if hasattr(attentions, "gather_rows"):  # a trace
+        as_inputs(attentions)
+        item = attentions
+    else:  # maps [..., T, S]: square, or cross-attention's target x source
+        item = np.asarray(attentions, dtype=np.float32)
+        if item.ndim < 3 or 0 in item.shape or not np.isfinite(item).all():
+            raise InputError(f"attention maps [..., T, S] of finite numbers are needed, got "
+                             f"shape {list(item.shape)}")
+    shape = maps_shape(item)
+    n_maps, n = int(np.prod(shape[:-2])), shape[-1]
+    if max_rows is not None and (isinstance(max_rows, bool) or int(max_rows) < 1):
+        raise InputError(f"max_rows must be None or a positive integer, got {max_rows!r}")
+    rows = _row_selection(shape[-2], max_rows)
+    done = RowsDone(progress, len(rows))
+    gram = np.zeros((n_maps, n_maps))
+    group = max(1, ondemand.BLOCK_ELEMENTS // (n_maps * n))
+    for start in range(0, len(rows), group):
+        chosen = rows[start:start + group]
+        flat = _rows_of_every_head(item, chosen).reshape(n_maps, -1)
+        gram += (flat @ flat.T).astype(np.float64)  # float32 products, summed in float64
+        done(len(chosen))
+    norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = gram / norms[:, None] / norms[None, :]
+    cosine[~np.isfinite(cosine)] = 0.0  # a map that is all zeros on these rows
+    np.fill_diagonal(cosine, 1.0)
+    return np.clip(cosine, -1.0, 1.0)
+
+
+def map_cosine_distances(attentions, max_rows: int | None = None, progress=None
+                         ) -> np.ndarray:
+    """1 - map_cosine_similarity: 0 for identical maps, 1 for maps with no attended
+    (query, key) pair in common; what clustering and the 2-D map of heads take."""
+    return 1.0 - map_cosine_similarity(attentions, max_rows, progress)
