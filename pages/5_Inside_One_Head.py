@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from mha_viz import export, plots, ui
+from mha_viz import blockwise, export, plots, ui
 from mha_viz.inside import inside_one_head, summarise
 from mha_viz.inside_seq2seq import inside_one_head_seq2seq
 
@@ -52,6 +52,37 @@ def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str,
                    + ("showing the first "
                       f"{shown.shape[0]} rows and {shown.shape[1]} columns; " if cut else "")
                    + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+
+
+def flash_section(inside, query: int, query_label: str, key_labels: list) -> None:
+    """Chunked attention and flash attention's online softmax on this head's own scores:
+    the running maximum and sum of the followed query, and the memory each way needs."""
+    n_rows, n_keys = inside.masked_scores.shape
+    block = int(ui.synced(st.number_input, "fblock", "Block size (rows, or keys)",
+                          max(1, n_keys // 4), min_value=1, max_value=max(1, n_keys),
+                          valid=lambda v: 1 <= int(v) <= max(1, n_keys),
+                          help="Chunked attention takes this many query rows at a time; the "
+                               "online softmax this many keys at a time."))
+    online = blockwise.online_softmax_attention(inside.masked_scores, inside.V, block)
+    checks = blockwise.blockwise_check(inside.masked_scores, inside.V, block)
+    st.markdown(
+        "**Chunked attention** computes the softmax a block of query rows at a time: a row "
+        "needs only its own scores. **Flash attention** (Dao et al. 2022) also takes the keys "
+        "a block at a time with the **online softmax** (Milakov & Gimelshein 2018): each row "
+        "keeps a running maximum m and a running sum l = Σ exp(s − m); when a block raises m, "
+        "l and the output so far are multiplied by exp(m_old − m_new). No row ever holds all "
+        "its scores, and the result is the same: the largest difference from the plain "
+        f"softmax here is {max(checks.values()):.1e}.")
+    st.markdown(f"Query {query} '{ui.md_escape(query_label)}', {block} keys at a time:")
+    st.dataframe(blockwise.running_table(online, query, key_labels), hide_index=True,
+                 width="stretch")
+    memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
+    st.dataframe(memory, hide_index=True, width="stretch")
+    st.caption("Working memory of one head's scores in float32. On a short input the "
+               "online softmax's running output (a row of d_k floats per query) can cost "
+               "more than it saves; the saving grows with the square of the length: at 8,192 "
+               "tokens the plain softmax holds 256 MiB per head, the online one a few hundred "
+               "KiB.")
 
 
 with ui.guard():
@@ -261,6 +292,9 @@ with ui.guard():
                         f"'{ui.md_escape(key_labels[j])}'" for j in top)
             + f". Its output from this head (row {query} of step 8) is the weighted average "
               f"of the value rows: Σⱼ weightⱼ · Vⱼ.")
+
+    with st.expander("The same weights with less memory: chunked and flash attention"):
+        flash_section(inside, query, labels[query], key_labels)
 
     # 8. context
     step_header(8, "context")
