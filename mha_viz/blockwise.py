@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .kv_cache import bytes_text
 
 FLOAT_BYTES = 4
 
@@ -154,12 +155,5 @@ def memory_table(n_queries: int, n_keys: int, d_head: int, block: int,
              "online": "online softmax (a block of rows × a block of keys)"}
     return {"way": list(names.values()),
             f"this input ({n_queries} × {n_keys}, blocks of {block})":
-                [_bytes_text(here[k]) for k in names],
-            f"{long_tokens:,} tokens (blocks of 256)": [_bytes_text(long[k]) for k in names]}
-
-
-def _bytes_text(n: int) -> str:
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+                [bytes_text(here[k]) for k in names],
+            f"{long_tokens:,} tokens (blocks of 256)": [bytes_text(long[k]) for k in names]}

@@ -70,7 +70,7 @@ def test_minilm_pages_render(page):
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["Layers"] == "6" and metrics["Heads per layer"] == "12"
         assert metrics["d_model"] == "384" and metrics["d_head"] == "32"
-        assert metrics["Attention weights per layer"] == f"{4 * 384 ** 2:,}"
+        assert metrics["Attention parameters per layer"] == f"{4 * 384 ** 2:,}"
         assert any("all-MiniLM-L6-v2" in m for m in texts(at.markdown))
     for spec in charts(at):  # every figure is tagged with the input it shows
         assert spec["layout"]["meta"]["input"]

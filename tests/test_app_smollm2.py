@@ -31,7 +31,7 @@ def test_smollm2_pages_render(page):
         assert metrics["Layers"] == "30" and metrics["Heads per layer"] == "9"
         assert metrics["d_head"] == "64"
         # W_Q, W_O: 576 x 576; W_K, W_V: 576 x 192 (3 key/value heads of 64)
-        assert metrics["Attention weights per layer"] == f"{576 * (2 * 576 + 2 * 192):,}"
+        assert metrics["Attention parameters per layer"] == f"{576 * (2 * 576 + 2 * 192):,}"
         assert "Heads that share keys and values" in shown and "H0, H1, H2 (K/V head 0)" in shown
         assert "rotary positions (RoPE, theta 100000)" in shown
     else:

@@ -10,12 +10,12 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
-from .. import export, fit, plots
+from .. import export, fit, kv_cache, plots
 from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
 from .compute import Selection, cached_trace, maps_fit
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape
-from .state import image_format, presenting, take_incoming_params
+from .state import image_format, presenting, synced, take_incoming_params
 
 _PAGE_CSS = """
 <style>
@@ -272,9 +272,11 @@ def model_card(model: Model) -> None:
     columns[1].metric("Heads per layer", info.n_head)
     columns[2].metric("d_model", info.d_model)
     columns[3].metric("d_head", info.d_head, help="d_model / heads")
-    columns[4].metric("Attention weights per layer", f"{info.attention_params_per_layer:,}",
-                      help="W_Q, W_K, W_V and W_O (biases not counted): 4 × d_model² for plain "
-                           "multi-head attention, less when key/value heads are shared")
+    columns[4].metric("Attention parameters per layer",
+                      f"{info.attention_params_per_layer:,}",
+                      help="The numbers in W_Q, W_K, W_V and W_O (biases not counted): "
+                           "4 × d_model² for plain multi-head attention, fewer when key/value "
+                           "heads are shared. Not the attention weights the maps show.")
     kind = ("causal: each token sees only itself and earlier tokens" if info.causal
             else "bidirectional: each token sees every token")
     # encoder self-attention, then decoder self-attention and cross-attention in each layer
@@ -296,10 +298,33 @@ def model_card(model: Model) -> None:
         f"- **Attention:** {md_escape(kind)}\n"
         f"- **Architecture ({md_escape(info.arch)}):** {md_escape(info.description)}\n"
         f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
-        f"- **Attention weights in all layers:** "
+        f"- **Attention parameters in all layers:** "
         f"{attention_layers * info.attention_params_per_layer:,}{sharing}\n"
         f"- **Weights from:** {md_escape(info.source)}\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
+    if info.causal and not info.encoder_decoder:  # what generation keeps: its KV cache
+        kv_cache_card(info)
+
+
+def kv_cache_card(info) -> None:
+    """What a causal model caches while it generates, at its shape and with its heads
+    shared or not, for a context length the reader picks."""
+    lengths = [n for n in (128, 512, 1024, 2048, 4096, 8192, 32768, 131072)
+               if n <= max(info.max_positions, 128)]
+    n_tokens = int(synced(st.select_slider, "kvlen", "Context length for the KV cache",
+                          lengths[-1], options=lengths, valid=lambda v: int(v) in lengths,
+                          format_func=lambda n: f"{n:,} tokens",
+                          help="While it generates, a causal model keeps every layer's keys "
+                               "and values of every token so far (16-bit numbers here)."))
+    sizes = kv_cache.kv_cache_by_sharing(info, n_tokens)
+    per_token = kv_cache.kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, 1)
+    st.markdown(
+        f"**KV cache** (2 × {info.n_layer} layers × {info.n_kv_head} K/V heads × "
+        f"d_head {info.d_head} × 2 bytes = {kv_cache.bytes_text(per_token)} per token): "
+        + "; ".join(f"{md_escape(name)}: **{kv_cache.bytes_text(size)}**"
+                    for name, size in sizes.items())
+        + f" at {n_tokens:,} tokens. Query heads that share a key/value head share its "
+          f"cache: what multi-query and grouped-query attention save.")
 
 
 def trace_notes(trace: AttentionTrace) -> None:
