@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from mha_viz import blockwise, export, plots, ui
+from mha_viz import blockwise, head_gradients, export, plots, ui
 from mha_viz.inside import inside_one_head, summarise
 from mha_viz.inside_seq2seq import inside_one_head_seq2seq
 
@@ -52,6 +52,33 @@ def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str,
                    + ("showing the first "
                       f"{shown.shape[0]} rows and {shown.shape[1]} columns; " if cut else "")
                    + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+
+
+def gradients_section(model, layer: int, head: int, d_cols: list, k_cols: list) -> None:
+    """dL/dW_Q and dL/dW_O of this head by autograd, and the two formulas that give them."""
+    losses = head_gradients.losses_for(model)
+    loss = ui.synced(st.radio, "gloss", "Loss", losses[0], options=list(losses),
+                     horizontal=True, valid=lambda v: v in losses,
+                     format_func={"next_token": "next-token loss of the text",
+                                  "output_norm": "½‖Y‖², Y this layer's attention output"}.get,
+                     help="What the gradient is of. The next-token loss is what a causal "
+                          "model is trained on; ½‖Y‖² has dL/dY = Y, easy to follow by hand.")
+    if not ui.synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
+        st.caption("One backward pass through the whole model; switch it on to see them.")
+        return
+    found = ui.memo(head_gradients.head_gradients, model, key=(selection.key, layer, head,
+                                                                 "gradients", loss),
+                    text=selection.text, layer=layer, head=head, loss=loss)
+    st.markdown(
+        f"Loss L = {found.loss:.4f}. Autograd through the whole model gives dL/dW_Q^h and "
+        f"dL/dW_O^h; the chain rule gives them from what the head saw: **dL/dW_Q^h = Xᵀ "
+        f"dL/dQ^h** (X the head's input) and **dL/dW_O^h = C^hᵀ dL/dY** (C^h its context, Y "
+        f"the attention output). Largest difference between the two: "
+        f"{found.largest_difference:.1e}.")
+    show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",
+                fmt=".2g", row_title="d_model", col_title="d_k")
+    show_matrix(found.d_W_O, k_cols, d_cols, "dL/dW_O of this head", "grad_o",
+                fmt=".2g", row_title="d_k", col_title="d_model")
 
 
 def flash_section(inside, query: int, query_label: str, key_labels: list) -> None:
@@ -324,6 +351,10 @@ with ui.guard():
         + " Because of that residual path a token keeps much of its own information whatever "
           "its heads attend to; attention rollout (Abnar & Zuidema 2020, on the Attention maps "
           "page) models it as 0.5·A + 0.5·I per layer.")
+
+    if seq is None:  # a fused W_QKV: GPT-2, BERT, the Llama family
+        with st.expander("How this head learns: the gradients of W_Q and W_O"):
+            gradients_section(selection.model, layer, head, d_cols, k_cols)
 
     def all_arrays() -> bytes:
         buffer = io.BytesIO()
