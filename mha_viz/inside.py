@@ -105,6 +105,8 @@ class HeadInternals:
     weights_without_bias: np.ndarray | None = None
     relative_buckets: int = 0
     relative_max_distance: int = 0
+    qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: fused)
+    n_kv_width: int = 0  # H_kv x d_k: the width of K and of V for every head together
 
     @property
     def rotary(self) -> bool:
@@ -122,6 +124,38 @@ class HeadInternals:
     @property
     def cross(self) -> bool:
         return self.kind == "cross"
+
+    @property
+    def einsum_difference(self) -> float:
+        """Largest |einsum('ib,ba->ia', X, W_Q) + b_Q - Q|: the index notation, run."""
+        q = np.einsum("ib,ba->ia", self.X.astype(np.float64), self.W_Q.astype(np.float64))
+        if self.b_Q is not None:
+            q = q + self.b_Q
+        return float(np.abs(q - self.Q).max())
+
+    def projection_text(self) -> str:
+        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the
+        index notation, in the real sizes."""
+        t, d, dk, h = self.n_tokens, self.d_model, self.d_k, self.n_head
+        total = h * dk + 2 * (self.n_kv_width or h * dk)
+        first, last = self.head * dk, (self.head + 1) * dk - 1
+        if len(self.qkv_names) == 1:
+            stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
+                      f"{self.qkv_names[0]} ({d} × {total}); one product gives Q, K and V "
+                      f"side by side, and this head's W_Q is its columns {first}–{last}.")
+        elif self.qkv_names:
+            stored = (f"This checkpoint keeps three matrices ({', '.join(self.qkv_names)}); "
+                      f"mha-viz puts them side by side into one {d} × {total} matrix when it "
+                      f"loads them, so one product gives Q, K and V, and this head's W_Q is "
+                      f"its columns {first}–{last}.")
+        else:
+            stored = ""
+        return (f"{stored} All heads at once: X ({t} × {d}) times every head's W_Q gives "
+                f"{t} × {h * dk}, reshaped to (1, {t}, {h}, {dk}) and transposed to (batch, "
+                f"heads, seq, d_k) = (1, {h}, {t}, {dk}), the shape the engine holds Q in; "
+                f"merging the heads after attention does the reverse. In index notation "
+                f"Q_ia = Σ_b X_ib W_Q,ba + b_a: np.einsum('ib,ba->ia', X, W_Q) on these "
+                f"numbers gives this Q (largest difference {self.einsum_difference:.1e}).")
 
     @property
     def share_of_output(self) -> float:
@@ -209,7 +243,9 @@ class HeadInternals:
                  f"{where}. " + x_note, "token", "dimension of d_model"),
             Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
                  f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
-                 f"is this head's slice of the query projection.", "token", "dimension of d_k"),
+                 f"is this head's slice of the query projection."
+                 + ("" if self.kind else " " + self.projection_text()),
+                 "token", "dimension of d_k"),
             Step("K", "K", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
                  f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
                  "Keys: what each token offers to be found by." + shared, "token",
@@ -335,7 +371,8 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_theta if rotary is not None else 0.0,
-        rotary_dim=net.config.rotary_dim if rotary is not None else 0)
+        rotary_dim=net.config.rotary_dim if rotary is not None else 0,
+        qkv_names=tuple(net.config.qkv_names), n_kv_width=net.config.n_kv * net.config.d_head)
 
 
 def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,

@@ -74,8 +74,7 @@ class StackConfig:
     embedding_norm: bool = False  # a norm right after the embeddings (BERT)
     final_norm: bool = True  # a norm after the last layer (pre-norm stacks)
     lm_head: str = "tied"  # "tied" to the token embedding | "separate" | "mlm" (BERT) | "none"
-    # GPT-2 variants (scale_attn_weights, scale_attn_by_inverse_layer_idx) change the scale;
-    # T5 does not scale its scores at all
+    # GPT-2's variants change the scale; T5 does not scale its scores at all
     scale_attn_weights: bool = True
     scale_attn_by_inverse_layer_idx: bool = False
     position_offset: int = 0  # learned positions: position p reads row p + offset (BART: 2)
@@ -85,6 +84,7 @@ class StackConfig:
     cross_attention: bool = False  # a decoder: each layer also attends to an encoder's output
     unembed_scale: float = 1.0  # the last hidden state times this before the LM head (T5)
     logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
+    qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: stored fused)
 
     @property
     def d_head(self) -> int:

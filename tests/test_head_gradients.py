@@ -88,3 +88,22 @@ def test_inside_one_head_shows_them_on_request():
                               "The animal didn't cross the street because it was too tired.",
                               1, 2, "output_norm")
     assert f"Loss L = {expected.loss:.4f}" in shown
+
+
+def test_the_projection_step_names_the_checkpoints_matrices_and_runs_the_einsum(gpt2_folder,
+                                                                              gpt2_model):
+    """GPT-2 keeps W_Q, W_K, W_V fused in c_attn: this head's W_Q is the columns the step
+    names (taken from transformers' own c_attn), and the einsum of the index notation gives
+    the step's Q."""
+    from transformers import AutoModelForCausalLM
+
+    from mha_viz.inside import inside_one_head
+
+    inside = inside_one_head(gpt2_model, TEXT, 1, 2)
+    text = [s for s in inside.steps() if s.key == "Q"][0].explanation
+    assert "one matrix, c_attn (64 × 192)" in text and "columns 32–47" in text
+    assert "(batch, heads, seq, d_k) = (1, 4, " in text
+    assert inside.einsum_difference < 1e-5
+    hf = AutoModelForCausalLM.from_pretrained(str(gpt2_folder))
+    c_attn = hf.transformer.h[1].attn.c_attn.weight.detach().numpy()  # Conv1D: [d, 3d]
+    np.testing.assert_allclose(inside.W_Q, c_attn[:, 32:48], atol=1e-7)

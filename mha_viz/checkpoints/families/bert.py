@@ -27,6 +27,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
         activation=raw.get("hidden_act", "gelu"), norm="layernorm", pre_norm=False,
+        qkv_names=("query", "key", "value"),
         causal=False, positions="learned", type_vocab_size=max(int(raw.get("type_vocab_size", 2)), 1),
         embedding_norm=True, final_norm=False, lm_head="none")
 

@@ -20,6 +20,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-5)),
         activation=raw.get("activation_function", "gelu_new"),
         norm="layernorm", pre_norm=True, causal=True, positions="learned", lm_head="tied",
+        qkv_names=("c_attn",),
         scale_attn_weights=bool(raw.get("scale_attn_weights", True)),
         scale_attn_by_inverse_layer_idx=bool(raw.get("scale_attn_by_inverse_layer_idx", False)))
 

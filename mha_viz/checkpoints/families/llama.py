@@ -53,6 +53,7 @@ def config_from_hf(raw: dict) -> StackConfig:
     qkv_bias = model_type == "qwen2" or bool(raw.get("attention_bias", False))
     return StackConfig(
         arch=model_type, n_layer=int(raw["num_hidden_layers"]), n_head=n_head,
+        qkv_names=("q_proj", "k_proj", "v_proj"),
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
         vocab_size=int(raw["vocab_size"]), max_positions=_context(raw),
         layer_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
@@ -134,6 +135,7 @@ def config_from_gguf(meta: dict) -> StackConfig:
     vocab = meta.get(key("vocab_size")) or len(meta.get("tokenizer.ggml.tokens") or ())
     return StackConfig(
         arch=NAME, n_layer=int(meta[key("block_count")]), n_head=n_head, d_model=d_model,
+        qkv_names=("attn_q", "attn_k", "attn_v"),
         d_ff=int(meta[key("feed_forward_length")]), vocab_size=int(vocab),
         max_positions=int(meta[key("context_length")]),
         layer_norm_eps=float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5)),
