@@ -19,7 +19,7 @@ from torch import nn
 
 from .errors import InputError
 
-from .transformer import CHUNKED_FROM, QUERY_CHUNK, CrossInput, StackConfig, TransformerStack
+from .transformer import CrossInput, StackConfig, TransformerStack
 
 
 @dataclass(frozen=True)
@@ -129,26 +129,10 @@ class EncoderDecoderStack(nn.Module):
         (encoder states [B, S, d], kept weights). hooks: an interventions.Hooks at the
         encoder's points (z, result, ...). layer_inputs: a list that receives the hidden
         state entering each layer (what rebuilds a long source's maps on demand)."""
-        input_ids = self.source_vectors(input_ids)
-        if hooks is None and layer_inputs is None:
-            return self.encoder(input_ids, attention_mask=attention_mask, head_mask=head_mask,
-                                ablation=ablation, attentions_out=attentions_out,
-                                keep_attentions=keep_attentions)
-        encoder = self.encoder
-        h = encoder.embed(input_ids)
-        if (hooks is None and not keep_attentions and attentions_out is None
-                and h.shape[1] > CHUNKED_FROM and encoder.config.positions != "relative"):
-            # a long source's layer inputs: attention a block of rows at a time, as the
-            # stack's own forward runs it (a relative bias is per row and key: no blocks)
-            h, kept = encoder.run_layers(h, 0, None, encoder.key_bias(attention_mask),
-                                         head_mask, ablation, attention_mask,
-                                         layer_inputs=layer_inputs, query_chunk=QUERY_CHUNK)
-            return encoder.finish(h), kept
-        h, kept = encoder.run_layers(h, 0, None,
-                                     encoder.attention_bias(h.shape[1], attention_mask),
-                                     head_mask, ablation, attention_mask, attentions_out,
-                                     keep_attentions, layer_inputs=layer_inputs, hooks=hooks)
-        return encoder.finish(h), kept
+        return self.encoder(self.source_vectors(input_ids), attention_mask=attention_mask,
+                            head_mask=head_mask, ablation=ablation,
+                            attentions_out=attentions_out, keep_attentions=keep_attentions,
+                            hooks=hooks, layer_inputs=layer_inputs)
 
     def decode(self, decoder_input_ids, states, attention_mask=None, keep_attentions=False,
                attentions_out=None, cross_out=None, head_mask=None, cross_head_mask=None,

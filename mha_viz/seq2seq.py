@@ -206,7 +206,7 @@ class EncoderDecoderModel(Tokenizing):
     # --- running -------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def generate(self, source_ids: list[int], max_new_tokens: int = DEFAULT_NEW_TOKENS
+    def generate(self, source_ids: list[int], max_new_tokens: int | None = None
                  ) -> list[int]:
         """The model's greedy continuation of the decoder start token: up to max_new_tokens
         tokens, ending at the end-of-sequence token when the model writes it."""
@@ -225,7 +225,7 @@ class EncoderDecoderModel(Tokenizing):
         return out
 
     def teacher_forcing(self, source: str, target: str | None = None,
-                        max_new_tokens: int = DEFAULT_NEW_TOKENS) -> TeacherForced:
+                        max_new_tokens: int | None = None) -> TeacherForced:
         """The ids the decoder reads: the target's tokens, or the model's greedy output when
         no target is given."""
         source_ids, cut = self.encode_source(source)
@@ -242,7 +242,7 @@ class EncoderDecoderModel(Tokenizing):
 
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None,
-              max_new_tokens: int = DEFAULT_NEW_TOKENS, maps="auto") -> EncoderDecoderTrace:
+              max_new_tokens: int | None = None, maps="auto") -> EncoderDecoderTrace:
         """Every head's encoder, decoder and cross-attention maps for a source and a target
         (the model's own greedy output when no target is given). maps: how the encoder's
         are held (encoder_maps_kind): a long source's are computed on demand."""
@@ -334,7 +334,7 @@ class EncoderDecoderModel(Tokenizing):
 
     @torch.inference_mode()
     def logits(self, source: str, target: str | None = None,
-               max_new_tokens: int = DEFAULT_NEW_TOKENS) -> np.ndarray:
+               max_new_tokens: int | None = None) -> np.ndarray:
         """[T, vocab]: what the decoder predicts at each position, teacher-forced on the
         target (or on the model's greedy output)."""
         forced = self.teacher_forcing(source, target, max_new_tokens)
@@ -342,7 +342,7 @@ class EncoderDecoderModel(Tokenizing):
 
     @torch.inference_mode()
     def predict(self, source: str, target: str | None = None, k: int = 5,
-                max_new_tokens: int = DEFAULT_NEW_TOKENS):
+                max_new_tokens: int | None = None):
         """What the decoder predicts at each target position, teacher-forced: row i is the
         prediction made at decoder position i of target token i (Predictions, kind
         "target"; next_logprob[i] = log p(target token i | source, target tokens before))."""
@@ -431,13 +431,15 @@ class StackView:
 
 
 def _check_new_tokens(value, limit: int) -> int:
+    """max_new_tokens checked against the decoder's context; None: DEFAULT_NEW_TOKENS, or
+    the whole context of a decoder shorter than that."""
+    if value is None:
+        return min(DEFAULT_NEW_TOKENS, MAX_NEW_TOKENS, limit)
     try:
         n = int(value)
     except (TypeError, ValueError):
         raise InputError(f"max_new_tokens must be a whole number, got {value!r}") from None
     bound = min(MAX_NEW_TOKENS, limit)
-    if n == DEFAULT_NEW_TOKENS and bound < n:  # the default, cut to a short decoder's context
-        return bound
     if not 1 <= n <= bound:
         raise InputError(f"max_new_tokens must be between 1 and {bound}, got {n}")
     return n

@@ -301,8 +301,7 @@ class TransformerStack(nn.Module):
     # --- the forward, in pieces ---------------------------------------------------------
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
-        """[B, T] ids -> hidden state entering layer 0, [B, T, d]. Float input [B, T, d] is
-        taken as already embedded (an image encoder's patches, see encoder_decoder)."""
+        """[B, T] ids (or float [B, T, d], already embedded) -> the input of layer 0."""
         config = self.config
         vectors = input_ids.is_floating_point()
         h = input_ids if vectors else self.tok_emb(input_ids)
@@ -482,19 +481,20 @@ class TransformerStack(nn.Module):
         raise RuntimeError("this checkpoint has no plain unembedding")
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
-                ablation="zero", attentions_out=None, keep_attentions=False):
-        """ids [B, T] -> (last hidden [B, T, d], list of per-layer weights if kept).
-
-        When no weights are wanted and T exceeds CHUNKED_FROM, attention runs in blocks of
-        QUERY_CHUNK rows: a long input's forward then needs no [H, T, T] scores."""
+                ablation="zero", attentions_out=None, keep_attentions=False, hooks=None,
+                layer_inputs=None):
+        """ids [B, T] -> (last hidden [B, T, d], weights if kept); hooks, layer_inputs: see
+        run_layers. Past CHUNKED_FROM tokens, with no weights or hooks wanted, rows go in blocks."""
         length = input_ids.shape[1]
         h = self.embed(input_ids, token_type_ids)
         if (length > CHUNKED_FROM and not keep_attentions and attentions_out is None
-                and self.config.positions != "relative"):  # a relative bias is per row and key
+                and hooks is None and self.config.positions != "relative"):  # bias per row, key
             h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask), head_mask,
-                                      ablation, attention_mask, query_chunk=QUERY_CHUNK)
+                                      ablation, attention_mask, layer_inputs=layer_inputs,
+                                      query_chunk=QUERY_CHUNK)
         else:
             bias = self.attention_bias(length, attention_mask)
             h, kept = self.run_layers(h, 0, None, bias, head_mask, ablation, attention_mask,
-                                      attentions_out, keep_attentions)
+                                      attentions_out, keep_attentions, layer_inputs,
+                                      hooks=hooks)
         return self.finish(h), kept

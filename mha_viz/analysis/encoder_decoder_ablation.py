@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from ..errors import InputError
 from ..seq2seq import KINDS
-from .pruning import PruningCurve
+from .pruning import PruningCurve, check_curve
 
 # At most this many copies of the pair per forward (t5-small: 145 ablations in 2 batches).
 ABLATION_BATCH = 96
@@ -55,10 +55,18 @@ class _PairScore:
     def __call__(self, net, gates: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B] scores for a batch of gates {kind: [B, L, H]}."""
         batch = gates["encoder"].shape[0]
-        states, _ = net.encode(torch.tensor([self.source_ids] * batch),
-                               head_mask=gates["encoder"])
-        last, _, _ = net.decode(torch.tensor([self.decoder_ids] * batch), states,
-                                head_mask=gates["decoder"], cross_head_mask=gates["cross"])
+        return self.run(net, [self.source_ids] * batch, gates=gates)
+
+    def run(self, net, sources: list, gates: dict | None = None, encoder_hooks=None,
+            decoder_hooks=None) -> torch.Tensor:
+        """[B] scores of the target read after each of B sources (token ids, or an image
+        encoder's strips), with the gates {kind: [B, L, H]} and hooks given."""
+        gates = gates or {}
+        states, _ = net.encode(torch.tensor(sources), head_mask=gates.get("encoder"),
+                               hooks=encoder_hooks)
+        last, _, _ = net.decode(torch.tensor([self.decoder_ids] * len(sources)), states,
+                                head_mask=gates.get("decoder"),
+                                cross_head_mask=gates.get("cross"), hooks=decoder_hooks)
         return self.of_hidden(net, last)
 
     def of_hidden(self, net, last: torch.Tensor) -> torch.Tensor:
@@ -186,10 +194,7 @@ def pruning_curve_seq2seq(model, source: str, target: str | None = None, step: f
     by="ablation": the smallest exact harm first (a loss's rise, a metric's fall), so heads
     whose removal helps go first. removed[i] lists (kind, layer, head) and masks[i] is
     {kind: [L, H]} after step i; progress(done, total) after each step."""
-    if by not in ("gradient", "ablation"):
-        raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
-    if not 0 < step <= 1:
-        raise InputError("step must be a fraction in (0, 1]")
+    check_curve(by, step)
     score = pair_score(model, source, target, metric)
     shapes = head_shapes(model)
     total = total_heads(model)

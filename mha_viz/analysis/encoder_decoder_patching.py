@@ -62,13 +62,6 @@ class Seq2SeqPatching:
                 for i, name in enumerate(("kind", "layer", "head", "normalized", "metric"))}
 
 
-def _run(net, source: torch.Tensor, decoder_ids: torch.Tensor, score, encoder_hooks=None,
-         decoder_hooks=None) -> torch.Tensor:
-    states, _ = net.encode(source, hooks=encoder_hooks)
-    last, _, _ = net.decode(decoder_ids, states, hooks=decoder_hooks)
-    return score.of_hidden(net, last)
-
-
 def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str | None = None,
                                 metric=None, direction: str = "denoise") -> Seq2SeqPatching:
     """Every head of every kind patched from one source's run into the other's, the target
@@ -84,14 +77,13 @@ def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str |
     base_ids, from_ids = ((corrupted_ids, score.source_ids) if direction == "denoise"
                           else (score.source_ids, corrupted_ids))
     net = model.network
-    decoder_ids = torch.tensor([score.decoder_ids])
     same_length = len(base_ids) == len(from_ids)
     with torch.inference_mode():
         taken_enc = Interventions(capture=("z",))
         taken_dec = Interventions(capture=("z", "cross_z"))
-        from_value = float(_run(net, torch.tensor([from_ids]), decoder_ids, score, taken_enc,
-                                taken_dec)[0])
-        base_value = float(_run(net, torch.tensor([base_ids]), decoder_ids, score)[0])
+        from_value = float(score.run(net, [from_ids], encoder_hooks=taken_enc,
+                                     decoder_hooks=taken_dec)[0])
+        base_value = float(score.run(net, [base_ids])[0])
         taken = {"encoder": taken_enc.captured, "decoder": taken_dec.captured,
                  "cross": taken_dec.captured}
         shapes = head_shapes(model)
@@ -100,8 +92,7 @@ def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str |
             if kind == "encoder" and not same_length:
                 values[kind] = np.full(shapes[kind], np.nan)
                 continue
-            values[kind] = _patch_kind(net, kind, shapes[kind], taken[kind], base_ids,
-                                       decoder_ids, score)
+            values[kind] = _patch_kind(net, kind, shapes[kind], taken[kind], base_ids, score)
     clean_value, corrupted_value = ((from_value, base_value) if direction == "denoise"
                                     else (base_value, from_value))
     if abs(clean_value - corrupted_value) < 1e-9:
@@ -116,7 +107,7 @@ def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str |
 
 
 def _patch_kind(net, kind: str, shape: tuple[int, int], taken: dict, base_ids: list,
-                decoder_ids: torch.Tensor, score) -> np.ndarray:
+                score) -> np.ndarray:
     """[L, H]: the score of the base run with each head of one kind given the other run's z,
     in batches of copies (copy r patches head r)."""
     n_layer, n_head = shape
@@ -133,10 +124,9 @@ def _patch_kind(net, kind: str, shape: tuple[int, int], taken: dict, base_ids: l
                     mask[row, h] = True
             if mask.any():
                 hooks.replace(point, layer, taken[(point, layer)], mask)
-        source = torch.tensor([base_ids] * len(chunk))
-        decoder = decoder_ids.expand(len(chunk), -1)
-        found = (_run(net, source, decoder, score, encoder_hooks=hooks) if kind == "encoder"
-                 else _run(net, source, decoder, score, decoder_hooks=hooks))
+        sources = [base_ids] * len(chunk)
+        found = (score.run(net, sources, encoder_hooks=hooks) if kind == "encoder"
+                 else score.run(net, sources, decoder_hooks=hooks))
         for (l, h), value in zip(chunk, found.tolist()):
             out[l, h] = value
     return out

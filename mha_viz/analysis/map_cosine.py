@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._inputs import RowsDone, as_inputs, maps_shape
-from .similarity import _row_selection, _rows_of_every_head
+from .similarity import _row_selection, rows_in_groups
 
 
 def map_cosine_similarity(attentions, max_rows: int | None = None,
@@ -21,8 +21,6 @@ def map_cosine_similarity(attentions, max_rows: int | None = None,
     samples them). attentions: maps [L, H, T, T] (or cross-attention's [L, H, T, S]) or a
     trace (whole or on demand: only the compared rows are computed, a bounded group at a
     time). progress(done, total) over rows."""
-    from .. import ondemand
-
     if hasattr(attentions, "gather_rows"):  # a trace
         as_inputs(attentions)
         item = attentions
@@ -32,18 +30,14 @@ def map_cosine_similarity(attentions, max_rows: int | None = None,
             raise InputError(f"attention maps [..., T, S] of finite numbers are needed, got "
                              f"shape {list(item.shape)}")
     shape = maps_shape(item)
-    n_maps, n = int(np.prod(shape[:-2])), shape[-1]
+    n_maps = int(np.prod(shape[:-2]))
     if max_rows is not None and (isinstance(max_rows, bool) or int(max_rows) < 1):
         raise InputError(f"max_rows must be None or a positive integer, got {max_rows!r}")
     rows = _row_selection(shape[-2], max_rows)
-    done = RowsDone(progress, len(rows))
     gram = np.zeros((n_maps, n_maps))
-    group = max(1, ondemand.BLOCK_ELEMENTS // (n_maps * n))
-    for start in range(0, len(rows), group):
-        chosen = rows[start:start + group]
-        flat = _rows_of_every_head(item, chosen).reshape(n_maps, -1)
+    for flat in rows_in_groups(item, rows, RowsDone(progress, len(rows))):
+        flat = flat.reshape(n_maps, -1)
         gram += (flat @ flat.T).astype(np.float64)  # float32 products, summed in float64
-        done(len(chosen))
     norms = np.sqrt(np.clip(np.diag(gram), 0.0, None))
     with np.errstate(divide="ignore", invalid="ignore"):
         cosine = gram / norms[:, None] / norms[None, :]

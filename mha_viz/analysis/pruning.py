@@ -191,6 +191,14 @@ class PruningCurve:
     masks: list[np.ndarray] = field(default_factory=list)  # the head mask after each step
 
 
+def check_curve(by: str, step: float) -> None:
+    """A pruning curve's ranking and step, as every curve takes them."""
+    if by not in ("gradient", "ablation"):
+        raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
+    if not 0 < step <= 1:
+        raise InputError("step must be a fraction in (0, 1]")
+
+
 def _mean_score(model, texts, mask, metric=None) -> float:
     return float(np.mean([model.score(t, head_mask=mask, metric=metric) for t in texts]))
 
@@ -206,10 +214,7 @@ def pruning_curve(model, text, step: float = 0.1, by: str = "gradient",
     each step. metric: a model.TargetMetric to record instead of the score; by="ablation"
     then removes first the heads whose removal lowers the metric least (or raises it).
     """
-    if by not in ("gradient", "ablation"):
-        raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
-    if not 0 < step <= 1:
-        raise InputError("step must be a fraction in (0, 1]")
+    check_curve(by, step)
     texts = _texts(text)
     n_layer, n_head = model.info.n_layer, model.info.n_head
     total = n_layer * n_head

@@ -188,21 +188,28 @@ def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
     return item.reshape(-1, *item.shape[-2:])[:, chosen]
 
 
-def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: float,
-                        renormalise: bool, n_threads: int, done: RowsDone) -> np.ndarray:
-    """_js_sum over the compared rows, gathered from every head a bounded group of rows at a
-    time (never more than BLOCK_ELEMENTS floats), the groups' sums added."""
+def rows_in_groups(item, rows: np.ndarray, done: RowsDone):
+    """The compared rows of every head, float32 [N, group, keys], a bounded group of rows at
+    a time (never more than BLOCK_ELEMENTS floats); done(rows) after each group."""
     from .. import ondemand
 
     shape = maps_shape(item)
-    n_maps, n = int(np.prod(shape[:-2])), shape[-1]
-    group = max(1, ondemand.BLOCK_ELEMENTS // (n_maps * n))
-    total = np.zeros((n_maps, n_maps), dtype=np.float64)
+    group = max(1, ondemand.BLOCK_ELEMENTS // (int(np.prod(shape[:-2])) * shape[-1]))
     for start in range(0, len(rows), group):
         chosen = rows[start:start + group]
-        flat = _rows_of_every_head(item, chosen)
-        total += _js_sum(flat, np.arange(len(chosen)), keys, smoothing, renormalise, n_threads)
+        yield _rows_of_every_head(item, chosen)
         done(len(chosen))
+
+
+def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: float,
+                        renormalise: bool, n_threads: int, done: RowsDone) -> np.ndarray:
+    """_js_sum over the compared rows, read a bounded group at a time, the groups' sums
+    added."""
+    n_maps = int(np.prod(maps_shape(item)[:-2]))
+    total = np.zeros((n_maps, n_maps), dtype=np.float64)
+    for flat in rows_in_groups(item, rows, done):
+        total += _js_sum(flat, np.arange(flat.shape[1]), keys, smoothing, renormalise,
+                         n_threads)
     return total
 
 
