@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 
 from .errors import InputError
-from .model import Model
+from .tokens import Tokenizing
 
 DEFAULT_MB = 2560
 # How the budget is spent: half on kept results (traces, runs, sweeps), and a quarter on each
@@ -60,7 +60,7 @@ def nbytes(value: Any, _seen: set | None = None) -> int:
             return 0
     except ImportError:  # pragma: no cover - torch is a requirement
         pass
-    if isinstance(value, Model):
+    if isinstance(value, Tokenizing):  # a loaded model: its weights are not an input's
         return 0
     if hasattr(value, "held_bytes"):  # a trace, or on-demand maps: never computes maps
         return int(value.held_bytes())

@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from .encoder_decoder import EncoderDecoderStack
-from .errors import CorruptCheckpointError, InputError
+from .errors import InputError
 from .tokens import Tokenizing
+from . import trace as traces
 from .trace import AttentionTrace
 
 DEFAULT_NEW_TOKENS = 32
@@ -165,7 +166,7 @@ class EncoderDecoderModel(Tokenizing):
 
     def _ids(self, text: str) -> list[int]:
         """A text's ids as the tokenizer wraps them (its closing token: </s>)."""
-        from .model import clean_text
+        from .encoding import clean_text
 
         text = clean_text(text)
         with self._tokenizer_lock:
@@ -258,12 +259,10 @@ class EncoderDecoderModel(Tokenizing):
         squared). "auto" holds them whole while they take at most AUTO_FULL_MAPS_BYTES, as
         for decoder-only models; the decoder's and cross-attention's maps are always held
         (T x T and T x S, with T at most the decoder's context)."""
-        from .model import AUTO_FULL_MAPS_BYTES
-
         if maps == "auto":
             stack = self.network.config.encoder
             need = 4 * stack.n_layer * stack.n_head * n_source ** 2
-            return "full" if need <= AUTO_FULL_MAPS_BYTES else "on_demand"
+            return "full" if need <= traces.AUTO_FULL_MAPS_BYTES else "on_demand"
         if maps in ("full", "on_demand"):
             return maps
         raise InputError(f"maps must be 'auto', 'full' or 'on_demand', got {maps!r}")
@@ -346,7 +345,7 @@ class EncoderDecoderModel(Tokenizing):
         """What the decoder predicts at each target position, teacher-forced: row i is the
         prediction made at decoder position i of target token i (Predictions, kind
         "target"; next_logprob[i] = log p(target token i | source, target tokens before))."""
-        from .model import Predictions
+        from .predictions import Predictions
 
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 100:
             raise InputError(f"k must be a whole number from 1 to 100, got {k!r}")
@@ -443,30 +442,3 @@ def _check_new_tokens(value, limit: int) -> int:
     if not 1 <= n <= bound:
         raise InputError(f"max_new_tokens must be between 1 and {bound}, got {n}")
     return n
-
-
-def encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
-                          ) -> EncoderDecoderModel:
-    """The library model of a loaded encoder-decoder (load_model calls this)."""
-    from .model import ModelInfo, describe
-
-    config = network.config
-    encoder, decoder = config.encoder, config.decoder
-    vocab = len(tokenizer)
-    for side, stack in (("encoder", encoder), ("decoder", decoder)):
-        if vocab > stack.vocab_size:
-            raise CorruptCheckpointError(f"the tokenizer has {vocab} tokens but the model's "
-                                         f"{side} embedding only {stack.vocab_size}")
-    info = ModelInfo(
-        name=resolved.name, arch=config.arch, n_layer=decoder.n_layer, n_head=decoder.n_head,
-        d_model=decoder.d_model, d_head=decoder.d_head, max_positions=decoder.max_positions,
-        vocab_size=decoder.vocab_size, source=resolved.source, score_kind="target_loss",
-        causal=True, n_kv_head=decoder.n_kv, kv_heads=tuple(decoder.kv_heads),
-        description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
-        has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
-        n_encoder_head=encoder.n_head)
-    if config.image is not None:  # the encoder reads an image: cross-modal attention
-        from .image_to_text import ImageToTextModel
-
-        return ImageToTextModel(network, tokenizer, info)
-    return EncoderDecoderModel(network, tokenizer, info)

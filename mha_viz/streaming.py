@@ -30,8 +30,9 @@ from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
-from .errors import InputError
 from . import ondemand
+from .arrays import as_array, is_lower_triangular
+from .errors import InputError
 
 __all__ = ["RowBlock", "Source", "MapsSource", "TraceSource", "Accumulator", "source_of",
            "is_source", "keys_of", "fold_maps", "ordered", "accumulate", "causal_width"]
@@ -158,8 +159,6 @@ def source_of(value, causal: bool | None = None) -> Source:
         return value
     if hasattr(value, "row_blocks") and hasattr(value, "maps_shape"):
         return TraceSource(value)
-    from .analysis._inputs import as_array, is_lower_triangular
-
     maps = as_array(value, min_ndim=4)
     if maps.ndim != 4:
         raise InputError(f"a source needs maps [L, H, T, T], got shape {list(maps.shape)}")

@@ -31,6 +31,8 @@ _DTYPES = "biufU"  # numbers and strings; never objects (a pickle in disguise)
 # trace.attentions of an on-demand trace computes every map at once up to this size; past it
 # it says to ask for heads, layers or rows instead.
 MATERIALISE_MAX_BYTES = 1 << 30
+# maps="auto" holds every map while they take at most this; longer inputs get on-demand maps.
+AUTO_FULL_MAPS_BYTES = MATERIALISE_MAX_BYTES
 
 
 @dataclass(eq=False)

@@ -157,13 +157,13 @@ def encoder_decoder_pruning(seq) -> None:
 
     st.subheader("Pruning curve: every kind of head in one ranking")
     by, step = curve_controls("gradient")
-    n_heads = A.total_heads(model)
-    per_step = max(1, int(round(step * n_heads)))  # as pruning_curve_seq2seq counts
-    steps = -(-n_heads // per_step)
+    total_heads = A.total_heads(model)
+    per_step = max(1, int(round(step * total_heads)))  # as pruning_curve_seq2seq counts
+    steps = -(-total_heads // per_step)
     curve = ui.run_or_wait(("curve_seq2seq", *key, by, step), A.pruning_curve_seq2seq, model,
                            selection.text, selection.target, step=step, by=by, metric=metric,
                            label=f"Pruning curve: one {by} estimate per step",
-                           auto=n_heads <= 200,
+                           auto=total_heads <= 200,
                            button=f"Run the pruning curve ({steps} steps of {per_step} heads)")
     if curve is None:
         st.info("The curve re-estimates importance after every step; press the button to run "

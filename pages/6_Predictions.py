@@ -231,7 +231,7 @@ with ui.guard():
     dla_col, ablation_col = st.columns(2)
     with dla_col:
         if run is not None and model.network.config.pre_norm:
-            attribution = run.attribution(int(position), target, contrast)
+            attribution = A.attribute_run(run, int(position), target, contrast)
             fig = plots.layer_head_heatmap(
                 attribution.heads, "Direct effect of each head",
                 "direct effect (logits)", fmt=".2f", diverging=True)

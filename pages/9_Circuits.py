@@ -446,12 +446,12 @@ def encoder_decoder_view(model) -> None:
     st.markdown(f"**Measured:** logit('{ui.md_escape(shown[0])}') − "
                 f"logit('{ui.md_escape(shown[1])}') at target position {position}, the first "
                 f"token the corruption changes.")
-    n_heads = A.total_heads(model)
+    total_heads = A.total_heads(model)
     result = ui.run_or_wait(
         ("patch_seq2seq", selection.model_name, selection.text, corrupted, selection.target,
          direction), A.activation_patching_seq2seq, model, selection.text, corrupted,
         selection.target, metric, direction, label="Patching every head of every kind",
-        auto=n_heads <= AUTO_HEADS, button=f"Patch every head ({n_heads} runs)")
+        auto=total_heads <= AUTO_HEADS, button=f"Patch every head ({total_heads} runs)")
     if result is None:
         st.stop()
     st.caption(f"Clean run: {result.clean:.3f}; corrupted run: {result.corrupted:.3f}. Each "

@@ -356,9 +356,9 @@ def test_every_page_reads_a_long_sources_encoder_on_demand(monkeypatch):
     """Past the size of maps held whole, the encoder's maps are rebuilt when a page asks:
     every page opens on such a trace (here forced by a tiny threshold), and the Attention
     maps page takes the long-input view for the encoder."""
-    import mha_viz.model
+    import mha_viz.trace
 
-    monkeypatch.setattr(mha_viz.model, "AUTO_FULL_MAPS_BYTES", 1000)
+    monkeypatch.setattr(mha_viz.trace, "AUTO_FULL_MAPS_BYTES", 1000)
     source = "old dog sees red car near house"  # a text no other test traces (the store)
     session = {"_mv_state_text": source, "_mv_state_target": ""}
     for page in [p.path for p in page_files()[1:]]:

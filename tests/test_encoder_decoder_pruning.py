@@ -275,7 +275,7 @@ def test_a_long_sources_encoder_maps_on_demand_equal_the_whole_maps(checkpoints,
     """The encoder's maps rebuilt from each layer's input (T5: with its relative position
     bias added per row block) equal the maps the forward held, and every analysis reads
     them the same way; 'auto' chooses on demand past AUTO_FULL_MAPS_BYTES."""
-    import mha_viz.model
+    import mha_viz.trace
 
     model = load_model(str(checkpoints[case]))
     whole = model.trace(SOURCE, target=TARGET, maps="full")
@@ -295,7 +295,7 @@ def test_a_long_sources_encoder_maps_on_demand_equal_the_whole_maps(checkpoints,
     if case == "t5":
         with pytest.raises(InputError, match="relative position bias"):
             trace.to_bytes()
-    monkeypatch.setattr(mha_viz.model, "AUTO_FULL_MAPS_BYTES", 1000)
+    monkeypatch.setattr(mha_viz.trace, "AUTO_FULL_MAPS_BYTES", 1000)
     assert model.trace(SOURCE, target=TARGET).on_demand("encoder")
     with pytest.raises(InputError, match="maps must be"):
         model.trace(SOURCE, target=TARGET, maps="some")

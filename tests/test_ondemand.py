@@ -151,7 +151,7 @@ def test_memory_grows_with_t_not_t_squared(long_models):
 def test_auto_holds_short_maps_whole_and_long_ones_on_demand(long_models, monkeypatch):
     model = long_models["gpt2"]
     assert not model.trace("A short text.").on_demand
-    monkeypatch.setattr(model_module, "AUTO_FULL_MAPS_BYTES", 4 * 2 * 4 * 100 * 100)
+    monkeypatch.setattr(trace_module, "AUTO_FULL_MAPS_BYTES", 4 * 2 * 4 * 100 * 100)
     assert model.trace(LONG_TEXT).on_demand
     assert not model.trace(LONG_TEXT, max_tokens=90).on_demand
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from mha_viz import InputError, TargetMetric, load_model
-from mha_viz.analysis import ablation_effects, direct_logit_attribution, gradient_importance
+from mha_viz.analysis import (ablation_effects, attribute_run, direct_logit_attribution,
+                             gradient_importance)
 
 TEXT = "Mary and John went to the store. John gave a drink to"
 
@@ -184,13 +185,13 @@ def test_one_run_gives_what_the_separate_calls_give(family, gpt2_folder, llama_f
         metric = TargetMetric(-2, " Mary", " John" if kind == "logit_diff" else None, kind)
         assert abs(run.score(metric) - model.score(TEXT, metric=metric)) < 1e-5, kind
     alone = direct_logit_attribution(model, TEXT, -1, " Mary", " John")
-    from_run = run.attribution(-1, " Mary", " John")
+    from_run = attribute_run(run, -1, " Mary", " John")
     assert np.abs(alone.heads - from_run.heads).max() < 1e-9
     assert abs(alone.total - from_run.total) < 1e-9
     # without maps: no trace, the same attribution
     bare = model.run(TEXT, maps=False)
     assert bare.trace is None
-    assert np.abs(bare.attribution(-1, " Mary", " John").heads - from_run.heads).max() < 1e-9
+    assert np.abs(attribute_run(bare, -1, " Mary", " John").heads - from_run.heads).max() < 1e-9
 
 
 def test_a_run_of_a_masked_lm_points_to_its_own_forward(bert_model):

@@ -97,3 +97,51 @@ def test_no_remote_code_and_only_safe_unpickling():
             checked += 1
         assert "pickle.load" not in text, path
     assert checked >= 2  # the checkpoint loader and the trace reader were seen
+
+
+def pins(path: Path) -> set[str]:
+    """The name==version lines of a requirements file (its -r includes left out)."""
+    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    return {line for line in lines if line and not line.startswith("-")}
+
+
+def test_pyproject_pins_are_the_requirements_files():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert set(project["dependencies"]) | set(extras["app"]) == pins(ROOT / "requirements.txt")
+    assert set(extras["cluster"]) == pins(ROOT / "requirements-cluster.txt")
+    test = {r for r in extras["test"] if not r.startswith("mha-viz[")}
+    assert test == pins(ROOT / "requirements-dev.txt")
+    assert "streamlit==1.67.0" not in project["dependencies"]  # the library runs without it
+    assert project["scripts"]["mha-viz"] == "mha_viz.__main__:main"
+
+
+def test_the_built_wheel_holds_the_library_its_models_and_the_command(tmp_path):
+    """Built offline from a copy of the checkout (nothing written into it)."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "mha_viz", source / "mha_viz",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+                           str(source)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    wheel, = (tmp_path / "dist").glob("mha_viz-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {str(p.relative_to(ROOT)) for p in (ROOT / "mha_viz").rglob("*.py")}
+    assert packages <= names
+    bundled = {str(p.relative_to(ROOT)) for p in (ROOT / "mha_viz" / "bundled").rglob("*")
+               if p.is_file()}
+    assert bundled and bundled <= names
+    entry, = [n for n in names if n.endswith("entry_points.txt")]
+    assert "mha-viz = mha_viz.__main__:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert not any(n.startswith(("tests/", "pages/", "benchmarks/")) for n in names)

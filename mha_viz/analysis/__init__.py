@@ -14,7 +14,7 @@ short inputs.
 """
 
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
-from .attribution import (Attribution, attribution_parts, direct_logit_attribution,
+from .attribution import (Attribution, attribute_run, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
 from .encoder_decoder_patching import (Seq2SeqPatching, activation_patching_seq2seq,
                                        first_divergence)
@@ -82,7 +82,7 @@ __all__ = [
     "embedding_jacobian_norms",
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
     "opening_view", "direct_logit_attribution", "direct_logit_attribution_seq2seq",
-    "Attribution", "attribution_parts", "parse_head_name", "rank_heads",
+    "Attribution", "attribute_run", "attribution_parts", "parse_head_name", "rank_heads",
     "nearest_heads", "normalise_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..scoring import TargetMetric
 
 __all__ = ["Attribution", "direct_logit_attribution", "attribute_run",
            "direct_logit_attribution_seq2seq", "attribution_parts"]
@@ -116,8 +117,6 @@ class FrozenNormReader:
 
 def attribute_run(run, position: int, target, contrast=None) -> Attribution:
     """direct_logit_attribution from a model.run() that already happened (no new forward)."""
-    from ..model import TargetMetric
-
     model = run.model
     check_attributable(model)
     net, config = model.network, model.network.config

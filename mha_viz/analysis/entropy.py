@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, source_of
-from ._inputs import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
+from ..arrays import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
                       resolve_causal, row_pieces, thread_map)
 
 __all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",

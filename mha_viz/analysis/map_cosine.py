@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import RowsDone, as_inputs, maps_shape
+from ..arrays import RowsDone, as_inputs, maps_shape
 from .similarity import _row_selection, rows_in_groups
 
 

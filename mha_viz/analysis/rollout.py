@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._inputs import as_inputs, maps_shape
+from ..arrays import as_inputs, maps_shape
 
 __all__ = ["head_mean", "head_max", "rollout"]
 

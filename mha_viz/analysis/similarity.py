@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..streaming import MapsSource
-from ._inputs import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
+from ..arrays import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
                       maps_shape, per_input)
 
 __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels",

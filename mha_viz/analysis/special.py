@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..streaming import causal_width
-from ._inputs import as_array, check_mask
+from ..arrays import as_array, check_mask
 
 __all__ = ["drop_positions", "special_keep_mask"]
 

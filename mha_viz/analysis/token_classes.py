@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..streaming import accumulate, source_of
-from ._inputs import RowsDone, is_many, thread_map
+from ..arrays import RowsDone, is_many, thread_map
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
            "strip_token_markers", "entropy_and_mass", "ClassMass"]

@@ -44,7 +44,8 @@ return, in any order or grouping.
 from .engines import ENGINES, Progress, run_stream
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
-from .running import PRUNING_SEGMENTS, cache_key, default_batch_size, run, run_shard
+from .measuring import default_batch_size, run_shard
+from .running import PRUNING_SEGMENTS, cache_key, run
 from .segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments, segment
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream, open_texts

@@ -123,7 +123,7 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
 
     settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows)
     if engine == "local":
-        from .running import run_shard
+        from .measuring import run_shard
 
         for shard in to_run():
             finished(shard, run_shard(model, shard.ids, **settings))

@@ -39,7 +39,7 @@ class ShardWorker:
         self.settings = settings
 
     def run(self, ids: list[list[int]]) -> CorpusResult:
-        from .running import run_shard
+        from .measuring import run_shard
 
         return run_shard(self.model, ids, **self.settings)
 
@@ -94,7 +94,7 @@ def measure_row_group(model, group, seg_len: int, min_len: int, settings: dict
                       ) -> CorpusResult:
     """A row group's statistics, with what cutting it did in result.info (texts_read,
     n_texts, n_dropped, skipped): the counts a run adds up."""
-    from .running import run_shard
+    from .measuring import run_shard
     from .segments import SegmentCounts, iter_segments
 
     texts, skipped = group.texts()

@@ -25,8 +25,8 @@ from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node
                        patching_heatmap, position_patching_map)
 from .cross import cross_attention_heatmap, cross_attention_over_image
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
-from .maps import (grid_point_to_head, head_heatmap, head_heatmap_row, line_view,
-                   model_view_grid)
+from .lines import line_view
+from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure

@@ -59,7 +59,7 @@ The package, by concern (pages import only ``mha_viz.ui``):
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       get_seq2seq_trace, get_trace, job_runner, maps_fit, masked_trace, memo,
-                      peek, run_or_wait)
+                      peek, run_or_wait, set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
@@ -71,7 +71,7 @@ from .output import (STACKED_BELOW_PX, caveat, download_bytes, download_csv, dow
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
                        URL_MAX_CHARS, configure_torch, default_model, md_escape, ray_cluster)
-from .state import get_value, image_format, presenting, set_figure_meta, set_value, synced
+from .state import get_value, image_format, presenting, set_value, synced
 
 configure_torch()
 

@@ -5,6 +5,7 @@ Cached objects are shared between sessions: never mutate them."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -22,7 +23,13 @@ from ..model import ForwardRun, Model, load_model
 from ..trace import AttentionTrace
 from .messages import callback, show_error
 from .settings import APP_DIR, md_escape
-from .state import set_figure_meta
+
+
+def set_figure_meta(selection: "Selection") -> None:
+    """Tag every figure of this run with a short id of the input (see show_figure)."""
+    digest = hashlib.sha1(repr(selection.key).encode("utf-8", "replace")).hexdigest()[:12]
+    st.session_state["_mv_meta"] = {"input": digest}
+
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")
 def _load_model_cached(name: str) -> Model:

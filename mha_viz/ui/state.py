@@ -5,14 +5,11 @@ which input a run's figures show."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import streamlit as st
 
 from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str
-
-if TYPE_CHECKING:
-    from .compute import Selection
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -162,11 +159,3 @@ def image_format() -> str:
     """"png" or "svg": the format the camera button saves (the sidebar's switch)."""
     fmt = get_value("img", "png")
     return fmt if fmt in IMAGE_FORMATS else "png"
-
-
-def set_figure_meta(selection: Selection) -> None:
-    """Tag every figure of this run with a short id of the input (see show_figure)."""
-    import hashlib
-
-    digest = hashlib.sha1(repr(selection.key).encode("utf-8", "replace")).hexdigest()[:12]
-    st.session_state["_mv_meta"] = {"input": digest}

@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from ...errors import InputError
 from ...interventions import point_width
 from ...prompts import EncodedPair, as_pairs, encode_pairs
+from ...scoring import METRIC_KINDS, TargetMetric
 
 
 # component -> (engine point, what one patch covers, key/value per query head)
@@ -205,8 +206,6 @@ def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
     """Check and tokenize the pairs: two texts with a TargetMetric, or PromptPair(s) whose
     own target/contrast/position are used (metric then gives only the kind, as a
     TargetMetric or a string)."""
-    from ...model import METRIC_KINDS, TargetMetric
-
     if not model.info.has_lm_head:
         raise InputError(f"'{model.info.name}' has no language-model head, so it has no metric "
                          f"to patch: load a causal model or a BERT with its masked-LM head")

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...streaming import MapsSource, RowBlock, TraceSource, fold_maps
-from .._inputs import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
+from ...arrays import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
 from ..entropy import RowEntropy, mean_over_rows
 from ..special import drop_positions, kept_block
 from ..token_classes import ClassMass

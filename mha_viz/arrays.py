@@ -1,4 +1,4 @@
-"""Shared argument handling for the analysis functions (private).
+"""Shared argument handling for the analyses and the streaming protocol: one input or several.
 
 Every analysis accepts one input or several: an attention array, an AttentionTrace (anything
 with an ``attentions`` attribute), or a list / tuple of either. These helpers turn that into a
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import InputError
+from .errors import InputError
 
 
 def is_many(value) -> bool:

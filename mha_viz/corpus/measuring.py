@@ -1,0 +1,73 @@
+"""Measuring one shard of segments in this process: padded batches run one layer at a time,
+each layer's maps read by every segment's statistics while they are fresh. The one function
+that every engine (one process, Ray actors, a cluster) calls for its shards."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .results import CorpusResult, Moments
+from .segments import corpus_model
+from .statistics import SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats, _importance
+
+
+def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
+                      similarity_rows: int | None) -> list[dict[str, np.ndarray]]:
+    """One padded forward for a batch of segments, run a layer at a time: each layer's
+    maps go to every segment's accumulators while they are fresh, and are dropped; -> each
+    segment's statistics."""
+    from ..streaming import RowBlock
+
+    info = model.info
+    from_maps = [s for s in stats if s in STATS]
+    segments = []
+    for ids in batch:
+        tokens, display = model.token_labels(ids)
+        segments.append(SegmentStatistics(from_maps, tokens, display, ids, info.n_layer,
+                                          info.n_head, info.causal, similarity_rows))
+    if from_maps:
+        for layer, weights in model.attention_by_layer(batch):
+            for row, (ids, segment) in enumerate(zip(batch, segments)):
+                n = len(ids)
+                segment.update(RowBlock(layer, 0, n, weights[row, :, :n, :n]))
+    return [{**(segment.result() if from_maps else {}), **_importance(model, ids, stats)}
+            for ids, segment in zip(batch, segments)]
+
+
+def default_batch_size(model, seg_len: int) -> int:
+    """Segments per forward: one layer's scores and weights (2 x H x T^2 floats; the batch
+    runs a layer at a time) within about 256 MB."""
+    per_segment = 2 * model.info.n_head * seg_len * seg_len * 4
+    return int(max(1, min(64, (256 * 2**20) // max(per_segment, 1))))
+
+
+def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = STATS,
+              batch_size: int | None = None, progress: Callable | None = None,
+              similarity_rows: int | None = SIMILARITY_ROWS) -> CorpusResult:
+    """The statistics of these segments (a model, or a name load_model understands)."""
+    if isinstance(model, str):
+        from ..model import load_model
+
+        model = load_model(model)
+    model = corpus_model(model)
+    stats = _check_stats(stats, model)
+    segments = [list(map(int, s)) for s in segments]
+    seg_len = max((len(s) for s in segments), default=1)
+    batch_size = batch_size or default_batch_size(model, seg_len)
+    # similar lengths together: less padding (the order does not change the moments)
+    order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
+    per_segment = [s for s in stats if s != "pruning"]  # the curve is over the corpus
+    if not per_segment:
+        return CorpusResult({}, len(segments), sum(len(s) for s in segments))
+    result = CorpusResult({}, 0, 0)
+    for start in range(0, len(order), batch_size):
+        batch = [segments[i] for i in order[start:start + batch_size]]
+        for ids, values in zip(batch, _batch_statistics(model, batch, per_segment,
+                                                        similarity_rows)):
+            result = result.merge(CorpusResult({k: Moments.of(v) for k, v in values.items()},
+                                               1, len(ids)))
+        if progress is not None:
+            progress(min(start + batch_size, len(order)), len(order))
+    return result

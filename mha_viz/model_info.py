@@ -1,0 +1,86 @@
+"""ModelInfo: what a loaded model is (its family, shape, attention kind, score), and describe,
+the architecture in words for the model card."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCORE_NAMES = {
+    "next_token_loss": "next-token cross-entropy (nats/token)",
+    "mlm_loss": "masked-LM cross-entropy on a fixed 15% of tokens (nats/token)",
+    "embedding_shift": "embedding shift: 1 - cosine(mean-pooled embedding, unmasked one)",
+    "target_loss": "cross-entropy of the target, teacher-forced (nats/token)",
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    arch: str  # the family: "gpt2", "bert", "llama", "mistral", "qwen2"
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_head: int
+    max_positions: int
+    vocab_size: int
+    source: str  # where the weights came from
+    score_kind: str  # "next_token_loss" | "mlm_loss" | "embedding_shift"
+    causal: bool  # query i sees keys 0..i only
+    n_kv_head: int  # key/value heads: n_head (MHA), 1 (MQA), in between (GQA)
+    kv_heads: tuple[int, ...]  # for each query head, the key/value head it reads
+    description: str  # the architecture in words: norm, positions, MLP, attention kind
+    has_lm_head: bool  # token predictions are possible (logits, predict)
+    # an encoder-decoder (T5, BART, Marian): n_layer / n_head above are the decoder's
+    encoder_decoder: bool = False
+    n_encoder_layer: int = 0
+    n_encoder_head: int = 0
+
+    @property
+    def attention_kind(self) -> str:
+        if self.n_kv_head == self.n_head:
+            return "multi-head"
+        if self.n_kv_head == 1:
+            return "multi-query"
+        return "grouped-query"
+
+    @property
+    def score_name(self) -> str:
+        return SCORE_NAMES[self.score_kind]
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """W_Q, W_K, W_V, W_O weights (biases not counted): 4 d_model^2 for plain multi-head
+        attention; fewer when key/value heads are shared."""
+        q_width, kv_width = self.n_head * self.d_head, self.n_kv_head * self.d_head
+        return self.d_model * (2 * q_width + 2 * kv_width)
+
+
+def describe(config) -> str:
+    """The architecture in words, for the model card."""
+    norm = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[config.norm]
+    where = "pre-norm" if config.pre_norm else "post-norm"
+    if config.positions == "rotary":
+        fraction = "" if config.rotary_fraction == 1 else f" on {config.rotary_fraction:.0%} of each head"
+        positions = f"rotary positions (RoPE, theta {config.rope_theta:g}{fraction})"
+    elif config.positions == "relative":
+        positions = (f"relative position bias ({config.relative_buckets} buckets up to "
+                     f"distance {config.relative_max_distance}, shared by every layer)")
+    elif config.positions == "sinusoidal":
+        positions = "sinusoidal absolute positions"
+    else:
+        positions = "learned absolute positions"
+    mlp = f"gated MLP ({config.activation})" if config.gated_mlp else f"MLP ({config.activation})"
+    n_kv = config.n_kv
+    if n_kv == config.n_head:
+        heads = f"{config.n_head} heads"
+    elif n_kv == 1:
+        heads = f"multi-query attention: {config.n_head} query heads share 1 key/value head"
+    else:
+        heads = (f"grouped-query attention: {config.n_head} query heads share {n_kv} key/value "
+                 f"heads ({config.n_head // n_kv} each)")
+    lm = {"tied": "LM head tied to the embedding", "separate": "separate LM head",
+          "mlm": "masked-LM head", "none": "no LM head"}[config.lm_head]
+    order = "causal" if config.causal else "bidirectional"
+    if config.cross_attention:
+        order += " with cross-attention to the encoder"
+    return f"{order}; {where} {norm}; {positions}; {mlp}; {heads}; {lm}"
