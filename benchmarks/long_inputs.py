@@ -117,7 +117,7 @@ def page_work(trace) -> dict:
 
     labels = list(trace.display_tokens)
     n = trace.n_tokens
-    layer, head, size = trace.n_layers // 2, 1, 128
+    layer, head, size = trace.n_layer // 2, 1, 128
 
     def window(start):
         rows = trace.rows(layer, start, start + size, [head])[0]

@@ -26,11 +26,11 @@ def layer_summary(trace) -> list[str]:
     from .analysis.token_classes import token_class_mass
 
     ent = entropy(trace)  # a long input's trace is read a block of rows at a time
-    lines = [f"{trace.model_name}: {trace.n_layers} layers x {trace.n_heads} heads, "
+    lines = [f"{trace.model_name}: {trace.n_layer} layers x {trace.n_head} heads, "
              f"{trace.n_tokens} tokens" + (f" (truncated from {trace.n_tokens_before_truncation})"
                                            if trace.truncated else "")]
     first_mass = token_class_mass(trace)["first token"]  # [L, H]
-    for layer in range(trace.n_layers):
+    for layer in range(trace.n_layer):
         sharpest = int(ent[layer].argmin())
         lines.append(
             f"L{layer:<2d} mean entropy {ent[layer].mean():5.2f} nats "

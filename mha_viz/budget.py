@@ -108,7 +108,7 @@ def check_held(trace, budget: int | None = None) -> None:
     more than ONE_INPUT_SHARE of the budget."""
     budget = budget_bytes() if budget is None else budget
     if trace.held_bytes() > ONE_INPUT_SHARE * budget:
-        check_fits(trace.n_layers, trace.n_heads, trace.n_tokens, budget)
+        check_fits(trace.n_layer, trace.n_head, trace.n_tokens, budget)
         raise InputError(f"this trace holds {trace.held_bytes() / 2**30:.1f} GB, more than "
                          f"this server keeps for one input")
 

@@ -44,8 +44,8 @@ class OnDemandMaps:
     layers and heads are numbered from 0, as in AttentionTrace.attentions.
     """
 
-    n_layers: int
-    n_heads: int
+    n_layer: int
+    n_head: int
     n_tokens: int
     causal: bool
     kv_heads: list[int]
@@ -67,16 +67,16 @@ class OnDemandMaps:
     def saved_bytes(self) -> int:
         """The size of the arrays a saved trace holds: queries and keys after rotation."""
         n_kv = len(set(self.kv_heads))
-        return 4 * self.n_layers * (self.n_heads + n_kv) * self.n_tokens * self.head_width
+        return 4 * self.n_layer * (self.n_head + n_kv) * self.n_tokens * self.head_width
 
     # --- maps -----------------------------------------------------------------------------
 
     def _check(self, layer: int, heads) -> list[int]:
-        if not 0 <= int(layer) < self.n_layers:
-            raise InputError(f"layer {layer} is out of range (0..{self.n_layers - 1})")
-        heads = list(range(self.n_heads)) if heads is None else [int(h) for h in heads]
-        if any(not 0 <= h < self.n_heads for h in heads):
-            raise InputError(f"a head is out of range (0..{self.n_heads - 1})")
+        if not 0 <= int(layer) < self.n_layer:
+            raise InputError(f"layer {layer} is out of range (0..{self.n_layer - 1})")
+        heads = list(range(self.n_head)) if heads is None else [int(h) for h in heads]
+        if any(not 0 <= h < self.n_head for h in heads):
+            raise InputError(f"a head is out of range (0..{self.n_head - 1})")
         return heads
 
     def rows(self, layer: int, start: int, stop: int, heads=None) -> np.ndarray:
@@ -104,19 +104,19 @@ class OnDemandMaps:
 
     def full_bytes(self) -> int:
         """What all the maps would take at once (float32)."""
-        return 4 * self.n_layers * self.n_heads * self.n_tokens ** 2
+        return 4 * self.n_layer * self.n_head * self.n_tokens ** 2
 
     def materialise(self, max_bytes: int) -> np.ndarray:
         """All maps [L, H, T, T], when they take at most max_bytes."""
         need = self.full_bytes()
         if need > max_bytes:
             raise MapsTooLargeError(
-                f"all attention maps of this {self.n_tokens:,}-token input ({self.n_layers} "
-                f"layers × {self.n_heads} heads × {self.n_tokens:,}²) would take "
+                f"all attention maps of this {self.n_tokens:,}-token input ({self.n_layer} "
+                f"layers × {self.n_head} heads × {self.n_tokens:,}²) would take "
                 f"{need / 2**30:.1f} GB, more than the {max_bytes / 2**30:.1f} GB allowed: "
                 f"they are computed on demand. Ask for one head (trace.head_map(layer, head)), "
                 f"one layer (trace.layer_maps(layer)) or a block of rows (trace.rows(...)).")
-        out = np.empty((self.n_layers, self.n_heads, self.n_tokens, self.n_tokens),
+        out = np.empty((self.n_layer, self.n_head, self.n_tokens, self.n_tokens),
                        dtype=np.float32)
         for layer, start, stop, block in self.row_blocks():
             out[layer, :, start:stop] = block
@@ -126,9 +126,9 @@ class OnDemandMaps:
                    ) -> Iterator[tuple[int, int, int, np.ndarray]]:
         """(layer, start, stop, rows [H, stop - start, T]) over every layer's rows in order,
         each block at most max_elements floats: what streaming statistics read."""
-        per_row = self.n_heads * self.n_tokens
+        per_row = self.n_head * self.n_tokens
         step = max(1, int(max_elements) // per_row)
-        for layer in range(self.n_layers) if layers is None else layers:
+        for layer in range(self.n_layer) if layers is None else layers:
             for start in range(0, self.n_tokens, step):
                 stop = min(start + step, self.n_tokens)
                 yield layer, start, stop, self.rows(layer, start, stop)
@@ -140,19 +140,19 @@ class OnDemandMaps:
         factor = max(1, int(factor))
         n = self.n_tokens
         heads = None if head is None else [head]
-        n_heads = self.n_heads if head is None else 1
+        n_head = self.n_head if head is None else 1
         size = -(-n // factor)
         starts = np.arange(0, n, factor)
         widths = np.minimum(starts + factor, n) - starts
         out = np.empty((size, size), dtype=np.float64)
-        band = max(1, BLOCK_ELEMENTS // (n * factor * n_heads)) * factor
+        band = max(1, BLOCK_ELEMENTS // (n * factor * n_head)) * factor
         for start in range(0, n, band):
             rows = self.rows(layer, start, start + band, heads).sum(axis=0, dtype=np.float64)
             sums = np.add.reduceat(np.add.reduceat(rows, np.arange(0, rows.shape[0], factor),
                                                    axis=0), starts, axis=1)
             first = start // factor
             out[first:first + sums.shape[0]] = sums
-        return (out / n_heads / widths[:, None] / widths[None, :]).astype(np.float32)
+        return (out / n_head / widths[:, None] / widths[None, :]).astype(np.float32)
 
     # --- the arithmetic ---------------------------------------------------------------------
 
@@ -230,7 +230,7 @@ class LayerInputMaps(OnDemandMaps):
         self.network = network
         self.layer_inputs = [h.reshape(h.shape[-2], h.shape[-1]) for h in layer_inputs]
         config = network.config
-        self.n_layers, self.n_heads = config.n_layer, config.n_head
+        self.n_layer, self.n_head = config.n_layer, config.n_head
         self.n_tokens = self.layer_inputs[0].shape[0]
         self.causal = bool(config.causal)
         self.kv_heads = kv_head_of(config.n_head, config.n_kv)
@@ -279,10 +279,10 @@ class LayerInputMaps(OnDemandMaps):
                              "which a saved trace does not hold: trace a shorter source to "
                              "save its maps")
         first_q, first_k, _ = self.queries_keys(0)
-        queries = np.empty((self.n_layers, *first_q.shape), dtype=np.float32)
-        keys = np.empty((self.n_layers, *first_k.shape), dtype=np.float32)
-        scales = np.empty(self.n_layers, dtype=np.float64)
-        for layer in range(self.n_layers):
+        queries = np.empty((self.n_layer, *first_q.shape), dtype=np.float32)
+        keys = np.empty((self.n_layer, *first_k.shape), dtype=np.float32)
+        scales = np.empty(self.n_layer, dtype=np.float64)
+        for layer in range(self.n_layer):
             q, k, scale = self.queries_keys(layer)
             queries[layer], keys[layer], scales[layer] = q.numpy(), k.numpy(), scale
         return queries, keys, scales
@@ -296,7 +296,7 @@ class QueryKeyMaps(OnDemandMaps):
         self.queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         self.keys = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
         self.scales = [float(s) for s in np.asarray(scales).reshape(-1)]
-        self.n_layers, self.n_heads, self.n_tokens, self.head_width = self.queries.shape
+        self.n_layer, self.n_head, self.n_tokens, self.head_width = self.queries.shape
         self.causal = bool(causal)
         self.kv_heads = [int(k) for k in kv_heads]
 

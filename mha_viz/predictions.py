@@ -14,7 +14,8 @@ from .errors import InputError
 
 @dataclass
 class Predictions:
-    """What the model predicts at each position (ANALYSES.md section 6).
+    """What the model predicts at each position (docs/analyses.md, "Predictions, target
+    metrics and direct logit attribution").
 
     Causal models: row i is the prediction made at position i, of token i + 1;
     next_logprob[i] = log p(token i + 1 | tokens 0..i), minus the per-token loss.

@@ -65,7 +65,7 @@ class Scoring:
     """score(), score_tensor() and resolve_metric() for a model with self.network, self.info
     and a tokenizer (Tokenizing)."""
 
-    # --- the pruning score (ANALYSES.md section 5) ----------------------------------------
+    # --- the pruning score (docs/analyses.md, "Pruning impact") ---------------------------
 
     def score_inputs(self, text: str | Encoding, mlm_seed: int = 0,
                      metric: TargetMetric | None = None) -> ScoreInputs:
@@ -149,7 +149,7 @@ class Scoring:
             return float(self.score_tensor(self.score_inputs(text, metric=metric), head_mask,
                                            ablation))
 
-    # --- predictions and target metrics (ANALYSES.md section 6) ---------------------------
+    # --- target metrics (docs/analyses.md, "Predictions, target metrics and ...") ----------
 
     def resolve_metric(self, metric: TargetMetric, n_tokens: int) -> ResolvedMetric:
         if not self.info.has_lm_head:

@@ -75,8 +75,8 @@ class Source(Protocol):
     statistic that first removes positions, then cuts). n_tokens counts the query rows;
     n_keys the keys (n_tokens, except for an encoder-decoder's cross-attention: target rows
     over source keys; keys_of(source) reads it)."""
-    n_layers: int
-    n_heads: int
+    n_layer: int
+    n_head: int
     n_tokens: int
     causal: bool  # nothing above the diagonal: blocks may leave out the keys after their rows
 
@@ -100,7 +100,7 @@ class MapsSource:
 
     def __init__(self, maps: np.ndarray, causal: bool):
         self.maps = maps
-        self.n_layers, self.n_heads, self.n_tokens, self.n_keys = (int(s) for s in maps.shape)
+        self.n_layer, self.n_head, self.n_tokens, self.n_keys = (int(s) for s in maps.shape)
         self.causal = bool(causal)
         if self.causal and self.n_keys != self.n_tokens:
             raise InputError(f"causal maps are square; got {self.n_tokens} queries over "
@@ -108,8 +108,8 @@ class MapsSource:
 
     def blocks(self, max_elements: int | None = None, cut: bool = True
                ) -> Iterator[RowBlock]:
-        step = max(1, _elements(max_elements) // (self.n_heads * self.n_keys))
-        for layer in range(self.n_layers):
+        step = max(1, _elements(max_elements) // (self.n_head * self.n_keys))
+        for layer in range(self.n_layer):
             for start in range(0, self.n_tokens, step):
                 stop = min(start + step, self.n_tokens)
                 yield RowBlock(layer, start, stop, _cut(self.maps[layer, :, start:stop], stop,
@@ -122,7 +122,7 @@ class TraceSource:
 
     def __init__(self, trace):
         self.trace = trace
-        self.n_layers, self.n_heads, self.n_tokens = (int(s) for s in trace.maps_shape[:3])
+        self.n_layer, self.n_head, self.n_tokens = (int(s) for s in trace.maps_shape[:3])
         self.causal = bool(trace.causal)
 
     def blocks(self, max_elements: int | None = None, cut: bool = True

@@ -288,12 +288,12 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     return path
 
 
-def _llama_cpp_permute(weight, n_heads):
+def _llama_cpp_permute(weight, n_head):
     """llama.cpp's row order for W_Q / W_K: within each head, the two halves that HF's
     rotate_half pairs up are interleaved, so GGUF row h*d + 2j + s is HF row h*d + (d/2)*s + j
     (RoPE on adjacent pairs there, on half-split pairs in HF)."""
     rows = weight.shape[0]
-    return (weight.reshape(n_heads, 2, rows // n_heads // 2, *weight.shape[1:])
+    return (weight.reshape(n_head, 2, rows // n_head // 2, *weight.shape[1:])
             .swapaxes(1, 2).reshape(weight.shape))
 
 

@@ -79,11 +79,11 @@ class AttentionTrace:
                 f"got {list(self.maps_shape)}"
             )
         if self.kv_heads is None:
-            self.kv_heads = list(range(self.n_heads))
+            self.kv_heads = list(range(self.n_head))
         self.kv_heads = [int(k) for k in self.kv_heads]
-        if len(self.kv_heads) != self.n_heads:
+        if len(self.kv_heads) != self.n_head:
             raise TraceFileError(f"kv_heads has {len(self.kv_heads)} entries, expected one per "
-                                 f"head ({self.n_heads})")
+                                 f"head ({self.n_head})")
         for name in ("tokens", "display_tokens", "special_mask", "segment_ids"):
             if len(getattr(self, name)) != self.n_tokens:
                 raise TraceFileError(f"{name} has {len(getattr(self, name))} entries, "
@@ -113,7 +113,7 @@ class AttentionTrace:
         if self.maps_source is None:
             return tuple(self._full.shape)
         m = self.maps_source
-        return (m.n_layers, m.n_heads, m.n_tokens, m.n_tokens)
+        return (m.n_layer, m.n_head, m.n_tokens, m.n_tokens)
 
     def head_map(self, layer: int, head: int) -> np.ndarray:
         """One head's map, float32 [T, T]."""
@@ -152,8 +152,8 @@ class AttentionTrace:
         if self.maps_source is not None:
             yield from self.maps_source.row_blocks(max_elements, layers)
             return
-        step = max(1, int(max_elements) // (self.n_heads * self.n_tokens))
-        for layer in range(self.n_layers) if layers is None else layers:
+        step = max(1, int(max_elements) // (self.n_head * self.n_tokens))
+        for layer in range(self.n_layer) if layers is None else layers:
             for start in range(0, self.n_tokens, step):
                 stop = min(start + step, self.n_tokens)
                 yield layer, start, stop, self._full[layer, :, start:stop]
@@ -184,12 +184,16 @@ class AttentionTrace:
         return int(self.maps_source.saved_bytes())
 
     @property
-    def n_layers(self) -> int:
+    def n_layer(self) -> int:
         return self.maps_shape[0]
 
     @property
-    def n_heads(self) -> int:
+    def n_head(self) -> int:
         return self.maps_shape[1]
+
+    # the names traces used before one name per concept (ModelInfo's n_layer, n_head)
+    n_layers = property(lambda self: self.n_layer, doc="Deprecated: n_layer.")
+    n_heads = property(lambda self: self.n_head, doc="Deprecated: n_head.")
 
     @property
     def n_tokens(self) -> int:
@@ -316,7 +320,7 @@ class AttentionTrace:
         if not isinstance(trace.extra, dict) or not (
                 trace.text_pair is None or isinstance(trace.text_pair, str)):
             raise TraceFileError("the trace's metadata is garbled")
-        if any(not 0 <= k < trace.n_heads for k in trace.kv_heads):
+        if any(not 0 <= k < trace.n_head for k in trace.kv_heads):
             raise TraceFileError("kv_heads names a key/value head outside the model")
         return trace
 
@@ -362,12 +366,12 @@ def check_maps(attentions: np.ndarray) -> np.ndarray:
     if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
         raise TraceFileError(f"attention maps must have shape [layers, heads, tokens, tokens], "
                              f"got {list(attentions.shape)}")
-    n_layers, n_heads, n_tokens = attentions.shape[:3]
-    if min(n_layers, n_heads, n_tokens) < 1:
-        raise TraceFileError(f"the trace is empty: {n_layers} layers, {n_heads} heads, "
+    n_layer, n_head, n_tokens = attentions.shape[:3]
+    if min(n_layer, n_head, n_tokens) < 1:
+        raise TraceFileError(f"the trace is empty: {n_layer} layers, {n_head} heads, "
                              f"{n_tokens} tokens")
-    if n_layers * n_heads > MAX_TRACE_HEADS:
-        raise TraceFileError(f"the trace has {n_layers} x {n_heads} = {n_layers * n_heads:,} "
+    if n_layer * n_head > MAX_TRACE_HEADS:
+        raise TraceFileError(f"the trace has {n_layer} x {n_head} = {n_layer * n_head:,} "
                              f"heads, more than the {MAX_TRACE_HEADS:,} a trace may hold")
     maps = np.asarray(attentions, dtype=np.float32)
     if not np.isfinite(maps).all():
@@ -394,20 +398,20 @@ def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
         raise TraceFileError(f"queries, keys and scales must have shapes [L, H, T, d], "
                              f"[L, H_kv, T, d] and [L], got {list(queries.shape)}, "
                              f"{list(keys.shape)} and {list(scales.shape)}")
-    n_layers, n_heads, n_tokens, width = queries.shape
-    if (keys.shape[0], keys.shape[2], keys.shape[3]) != (n_layers, n_tokens, width):
+    n_layer, n_head, n_tokens, width = queries.shape
+    if (keys.shape[0], keys.shape[2], keys.shape[3]) != (n_layer, n_tokens, width):
         raise TraceFileError(f"keys of shape {list(keys.shape)} do not match queries of "
                              f"shape {list(queries.shape)}")
-    if min(n_layers, n_heads, n_tokens, width, keys.shape[1]) < 1:
+    if min(n_layer, n_head, n_tokens, width, keys.shape[1]) < 1:
         raise TraceFileError("the trace is empty")
-    if n_layers * n_heads > MAX_TRACE_HEADS:
-        raise TraceFileError(f"the trace has {n_layers} x {n_heads} = {n_layers * n_heads:,} "
+    if n_layer * n_head > MAX_TRACE_HEADS:
+        raise TraceFileError(f"the trace has {n_layer} x {n_head} = {n_layer * n_head:,} "
                              f"heads, more than the {MAX_TRACE_HEADS:,} a trace may hold")
     if not (np.isfinite(queries).all() and np.isfinite(keys).all()
             and np.isfinite(scales).all()):
         raise TraceFileError("the queries, keys or scales hold NaN or infinite values")
-    kv_heads = list(range(n_heads)) if kv_heads is None else kv_heads
-    if (not isinstance(kv_heads, list) or len(kv_heads) != n_heads
+    kv_heads = list(range(n_head)) if kv_heads is None else kv_heads
+    if (not isinstance(kv_heads, list) or len(kv_heads) != n_head
             or any(not isinstance(k, int) or not 0 <= k < keys.shape[1] for k in kv_heads)):
         raise TraceFileError("kv_heads does not name one key/value head per query head")
     return QueryKeyMaps(queries, keys, scales, causal, kv_heads)

@@ -23,12 +23,12 @@ selection = ui.sidebar()
 
 
 @ui.callback
-def pick_from_grid(n_heads: int) -> None:
+def pick_from_grid(n_head: int) -> None:
     """Grid click -> the shared layer/head choice."""
     state = st.session_state.get("grid") or {}
     points = (state.get("selection") or {}).get("points") or []
     for point in points:
-        picked = plots.grid_point_to_head(point, n_heads)
+        picked = plots.grid_point_to_head(point, n_head)
         if picked is not None:
             ui.set_value("layer", picked[0])
             ui.set_value("head", picked[1])
@@ -105,7 +105,7 @@ def long_input_view(trace) -> None:
     stem = selection.file_stem
     factor = -(-n // HEATMAP_MAX)
 
-    st.subheader((f"The mean of layer {layer}'s {trace.n_heads} heads" if layer_mean
+    st.subheader((f"The mean of layer {layer}'s {trace.n_head} heads" if layer_mean
                   else f"{name} (layer {layer}, head {head})") + ": the whole text")
     with st.spinner(f"Computing the overview of {name}…"):
         overview = ui.memo(trace.block_mean,
@@ -157,7 +157,7 @@ def long_input_view(trace) -> None:
     st.subheader("Which heads link two tokens")
     query, key_pos = pick_token_pair(labels, (n - 1, 0))
     link = np.stack([trace.gather_rows(l, [query])[:, 0, key_pos]
-                     for l in range(trace.n_layers)])
+                     for l in range(trace.n_layer)])
     show_link(link, labels, query, key_pos, trace.causal, "")
     st.divider()
     ui.download_trace(selection, trace)
@@ -168,7 +168,7 @@ def cross_attention_view(seq) -> None:
     """An encoder-decoder's cross-attention: each target position (a row) reads the source
     (the columns); every head, one head, and the mean of the last layers as an alignment."""
     maps = seq.cross_attentions  # [L, H, T, S]
-    n_layers, n_heads = maps.shape[:2]
+    n_layer, n_head = maps.shape[:2]
     if seq.source_truncated:
         st.warning(f"The source is longer than the encoder's context: only its first "
                    f"{len(seq.source_ids)} tokens are read.")
@@ -192,8 +192,8 @@ def cross_attention_view(seq) -> None:
         st.subheader("Where each written character looks in the image")
         screen = ui.figure_screen()
         fig = plots.cross_attention_over_image(
-            seq.image, A.mean_cross_attention(maps, [n_layers - 1]), seq.patch_width, rows,
-            title=f"Last layer (L{n_layers - 1}), mean of its heads",
+            seq.image, A.mean_cross_attention(maps, [n_layer - 1]), seq.patch_width, rows,
+            title=f"Last layer (L{n_layer - 1}), mean of its heads",
             plot_px=700 if screen is None else max(150, min(900, screen.width - 200)))
         ui.show_figure(fig, key="image", alt="Cross-attention over the image", share=1.0)
         st.caption(f"The encoder read the image in vertical strips {seq.patch_width} pixels "
@@ -202,17 +202,17 @@ def cross_attention_view(seq) -> None:
                    f"cross-attention should fall on the strips where that character is "
                    f"drawn. The source columns below are the strips, labelled by the "
                    f"character drawn on most of each (· = background).")
-    layer, head = ui.head_picker(seq.as_trace("decoder"), default=(n_layers - 1, 0))
+    layer, head = ui.head_picker(seq.as_trace("decoder"), default=(n_layer - 1, 0))
     name = plots.head_name(layer, head)
     stem = selection.file_stem
 
     st.subheader("All cross-attention heads")
     st.caption("One thumbnail per decoder layer (rows) and head (columns); click one to open "
                "it below. Each thumbnail has its own colour scale.")
-    cell_px = int(min(110, max(40, 720 // n_heads)))
+    cell_px = int(min(110, max(40, 720 // n_head)))
     grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
                                  cell_px=cell_px, title="All cross-attention heads")
-    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(n_heads),
+    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(n_head),
                    alt="Grid of every cross-attention head")
 
     st.subheader(f"One head: {name} (decoder layer {layer}, head {head})")
@@ -227,11 +227,11 @@ def cross_attention_view(seq) -> None:
                     key="dl_head")
 
     st.subheader("Alignment: the mean of the last layers' heads")
-    first = ui.synced(st.select_slider, "alayers", "Average decoder layers from", n_layers - 1,
-                      options=list(range(n_layers)), format_func=lambda l: f"L{l}",
-                      valid=lambda l: 0 <= int(l) < n_layers,
+    first = ui.synced(st.select_slider, "alayers", "Average decoder layers from", n_layer - 1,
+                      options=list(range(n_layer)), format_func=lambda l: f"L{l}",
+                      valid=lambda l: 0 <= int(l) < n_layer,
                       help="The mean over every head of these layers, up to the last.")
-    layers = list(range(int(first), n_layers))
+    layers = list(range(int(first), n_layer))
     mean = A.mean_cross_attention(maps, layers)
     through = f"L{layers[0]}" + (f"–L{layers[-1]}" if len(layers) > 1 else "")
     fig = plots.cross_attention_heatmap(mean, rows, source,
@@ -308,10 +308,10 @@ with ui.guard():
     sharing = ui.kv_sharing_note(trace)
     if sharing:
         st.caption(sharing)
-    cell_px = int(min(110, max(40, 720 // trace.n_heads)))  # few heads: bigger thumbnails
+    cell_px = int(min(110, max(40, 720 // trace.n_head)))  # few heads: bigger thumbnails
     grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
                                  cell_px=cell_px, title="All heads")
-    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_heads),
+    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head),
                    alt="Grid of every head's attention map")
 
     # ---------------------------------------------------------------- one head
@@ -377,7 +377,7 @@ with ui.guard():
                        "plus the residual connection (0.5·A + 0.5·I, rows renormalised) and "
                        "multiply the layers together. Row i estimates how much of token i at "
                        f"the output of layer {layer} comes from each input token. Pick the "
-                       f"last layer (L{trace.n_layers - 1}) for the full rollout.")
+                       f"last layer (L{trace.n_layer - 1}) for the full rollout.")
         agg_name = f"rollout to L{layer}"
     if keep is not None:
         full = ui.memo(A.drop_positions, full, key=(selection.key, kind, layer),

@@ -39,14 +39,14 @@ def head_distances(maps, kind: str, max_rows: int | None):
     return A.head_distances(maps, kind=kind, max_rows=max_rows)
 
 
-def pick_from_scatter(n_layers: int) -> None:
+def pick_from_scatter(n_layer: int) -> None:
     """Click on the head map -> the shared layer/head choice. Each layer is one trace of the
     scatter (trace l = layer l, point h = head h); the ring trace after them is ignored."""
     state = st.session_state.get("mds") or {}
     for point in (state.get("selection") or {}).get("points") or []:
         curve = point.get("curve_number")
         index = point.get("point_index", point.get("point_number"))
-        if curve is not None and index is not None and 0 <= int(curve) < n_layers:
+        if curve is not None and index is not None and 0 <= int(curve) < n_layer:
             ui.set_value("layer", int(curve))
             ui.set_value("head", int(index))
             return
@@ -240,7 +240,7 @@ with ui.guard():
             st.stop()
     trace = ui.get_trace(selection, cross_view=cross_attention_similarity)
     ui.trace_notes(trace)
-    n_layer, n_head, n = trace.n_layers, trace.n_heads, trace.n_tokens
+    n_layer, n_head, n = trace.n_layer, trace.n_head, trace.n_tokens
     stem = selection.file_stem
 
     c1, c2, c3 = st.columns(3)

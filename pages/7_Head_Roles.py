@@ -231,7 +231,7 @@ with ui.guard():
     st.caption("Layers down, heads across; hover a cell for its value. Every score runs from "
                "0 to 1. Under each map: what it measures, the input that gave it (the probe) "
                "and the normalisation.")
-    per_row = 2 if trace.n_heads > 9 else 3
+    per_row = 2 if trace.n_head > 9 else 3
     for start in range(0, len(maps), per_row):
         columns = st.columns(per_row)
         for column, (key, title, how) in zip(columns, maps[start:start + per_row]):

@@ -143,3 +143,18 @@ def test_no_layer_imports_from_a_layer_above_it():
               if isinstance(layer_of(a), int) and isinstance(layer_of(b), int)
               and layer_of(b) > layer_of(a)]
     assert upward == []
+
+
+def test_one_name_per_concept(gpt2_model):
+    """n_layer and n_head, as ModelInfo names them; n_layers / n_heads survive only as the
+    trace's deprecated aliases (tested to agree)."""
+    import re
+
+    found = []
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bn_(layers|heads)\b", line) and "Deprecated" not in line:
+                found.append(f"{path.relative_to(ROOT)}:{number}")
+    assert found == []
+    trace = gpt2_model.trace("one name for one thing")
+    assert (trace.n_layers, trace.n_heads) == (trace.n_layer, trace.n_head) == trace.maps_shape[:2]

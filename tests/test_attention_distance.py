@@ -60,7 +60,7 @@ def test_cosine_similarity_of_maps_equals_the_flattened_formula(gpt2_model):
     text = "The cat sat on the mat because it was warm, and the dog slept by the door."
     whole = gpt2_model.trace(text, maps="full")
     lazy = gpt2_model.trace(text, maps="on_demand")
-    flat = whole.attentions.reshape(whole.n_layers * whole.n_heads, -1).astype(np.float64)
+    flat = whole.attentions.reshape(whole.n_layer * whole.n_head, -1).astype(np.float64)
     unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
     expected = unit @ unit.T
     np.testing.assert_allclose(A.map_cosine_similarity(whole), expected, atol=1e-5)

@@ -39,9 +39,9 @@ def pairs(long_models):
 def test_every_map_equals_the_full_trace(pairs, family):
     full, lazy = pairs[family]
     worst = 0.0
-    for layer in range(full.n_layers):
+    for layer in range(full.n_layer):
         worst = max(worst, float(np.abs(lazy.layer_maps(layer) - full.layer_maps(layer)).max()))
-        for head in range(full.n_heads):
+        for head in range(full.n_head):
             assert np.abs(lazy.head_map(layer, head) - full.head_map(layer, head)).max() < 1e-6
     assert worst < 1e-6
     assert np.abs(lazy.attentions - full.attentions).max() < 1e-6
@@ -68,7 +68,7 @@ def test_rows_in_any_order_from_two_threads(pairs, family):
     full, lazy = pairs[family]
     order = np.random.default_rng(0).permutation(full.n_tokens)[:600]
     heads = [3, 0, 2]
-    jobs = [(layer, rows) for layer in range(full.n_layers)
+    jobs = [(layer, rows) for layer in range(full.n_layer)
             for rows in (order, np.sort(order)[::-1], order[:1])]
     with ThreadPoolExecutor(2) as pool:
         found = list(pool.map(lambda job: lazy.gather_rows(job[0], job[1], heads), jobs))
@@ -101,7 +101,7 @@ def test_on_demand_maps_equal_transformers(long_models, checkpoint_factory):
     with torch.no_grad():
         out = reference(torch.tensor([lazy.token_ids]), output_attentions=True)
         expected = torch.stack(out.attentions)[:, 0]
-    for layer in range(lazy.n_layers):
+    for layer in range(lazy.n_layer):
         assert np.abs(lazy.layer_maps(layer) - expected[layer].numpy()).max() < 1e-5
 
 

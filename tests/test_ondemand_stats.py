@@ -182,7 +182,7 @@ def test_head_mean_and_max_of_a_layer_and_a_window(pairs, family, monkeypatch):
 
 def test_streaming_reports_progress_and_can_be_stopped(pairs):
     full, lazy = pairs["bert", N_TOKENS]
-    rows = lazy.n_layers * lazy.n_tokens
+    rows = lazy.n_layer * lazy.n_tokens
     for compute, total in ((A.entropy, rows), (A.token_class_mass, rows), (A.role_scores, rows),
                            (lambda trace, **k: A.head_distances(trace, max_rows=50, **k), 50)):
         calls = []  # (query rows read, of how many): after each block or group of rows
@@ -229,7 +229,7 @@ def test_entropy_and_mass_in_one_pass(pairs, family, smoothing):
     calls = []
     both = A.entropy_and_mass(lazy, smoothing=smoothing,
                               progress=lambda done, total: calls.append((done, total)))
-    assert calls[-1] == (lazy.n_layers * lazy.n_tokens,) * 2
+    assert calls[-1] == (lazy.n_layer * lazy.n_tokens,) * 2
     same(A.entropy(full, smoothing=smoothing), both["entropy"])
     same(A.entropy(full, normalized=True, smoothing=smoothing), both["normalised"])
     same(A.token_class_mass(full), both["mass"])

@@ -317,16 +317,16 @@ def _distances(n, seed=0):
 
 def test_distance_heatmap_kind_in_title_and_colorbar():
     d = _distances(12)
-    js = P.distance_heatmap(d, n_heads=4)
+    js = P.distance_heatmap(d, n_head=4)
     assert "Jensen-Shannon divergence (nats)" in js.layout.title.text
     assert "Jensen-Shannon divergence" in js.data[0].colorbar.title.text
-    dist = P.distance_heatmap(np.sqrt(d), n_heads=4, kind="js_distance")
+    dist = P.distance_heatmap(np.sqrt(d), n_head=4, kind="js_distance")
     assert "Jensen-Shannon distance" in dist.layout.title.text
     assert "divergence" not in dist.layout.title.text
-    cosine = P.distance_heatmap(d, n_heads=4, kind="cosine")
+    cosine = P.distance_heatmap(d, n_head=4, kind="cosine")
     assert "cosine distance" in cosine.layout.title.text
     with pytest.raises(InputError):
-        P.distance_heatmap(d, n_heads=4, kind="euclid")
+        P.distance_heatmap(d, n_head=4, kind="euclid")
     lines = [s for s in js.layout.shapes if s.type == "line"]
     assert len(lines) == 2 * 2  # 3 layers -> 2 boundaries, one line per axis
     assert {s.x0 for s in lines if s.x0 == s.x1} == {3.5, 7.5}
@@ -335,7 +335,7 @@ def test_distance_heatmap_kind_in_title_and_colorbar():
 def test_distance_heatmap_order_and_layer_strip():
     d = _distances(12)
     order = np.array([5, 0, 11, 3, 8, 1, 2, 4, 6, 7, 9, 10])
-    fig = P.distance_heatmap(d, n_heads=4, order=order)
+    fig = P.distance_heatmap(d, n_head=4, order=order)
     main = fig.data[0]
     np.testing.assert_allclose(np.asarray(main.z), d[np.ix_(order, order)])
     assert list(main.x)[:3] == ["L1.H1", "L0.H0", "L2.H3"]
@@ -343,12 +343,12 @@ def test_distance_heatmap_order_and_layer_strip():
     assert len(strips) == 2
     np.testing.assert_array_equal(np.asarray(strips[0].z).ravel(), order // 4)
     with pytest.raises(InputError):
-        P.distance_heatmap(d, n_heads=4, order=np.arange(11))
+        P.distance_heatmap(d, n_head=4, order=np.arange(11))
 
 
 def test_head_scatter_layers_and_highlight():
     coords = np.random.default_rng(0).normal(size=(12, 2))
-    fig = P.head_scatter(coords, n_heads=4, highlight=[6])
+    fig = P.head_scatter(coords, n_head=4, highlight=[6])
     layers = [t for t in fig.data if t.name.startswith("L")]
     assert [t.name for t in layers] == ["L0", "L1", "L2"]
     assert layers[1].hovertext[2] == "L1.H2"

@@ -44,8 +44,8 @@ def test_last_layer_cross_attention_finds_the_alignment(toy, held_out):
     hits = total = 0
     for pair in held_out:
         trace = toy.trace(pair.source_text, target=pair.target_text)
-        n_layers = trace.cross_attentions.shape[0]
-        mean = A.mean_cross_attention(trace.cross_attentions, [n_layers - 1])
+        n_layer = trace.cross_attentions.shape[0]
+        mean = A.mean_cross_attention(trace.cross_attentions, [n_layer - 1])
         found = A.strongest_source(mean)[:len(pair.alignment)]
         hits += int((found == np.asarray(pair.alignment)).sum())
         total += len(pair.alignment)

@@ -67,7 +67,7 @@ def test_cli_trace_prints_summary_and_saves(tmp_path, capsys, gpt2_folder):
     printed = capsys.readouterr().out
     assert code == 0
     assert "L0 " in printed and "L1 " in printed and "mean entropy" in printed
-    assert AttentionTrace.load(out).n_layers == 2
+    assert AttentionTrace.load(out).n_layer == 2
 
 
 def test_cli_reports_errors_without_traceback(tmp_path, capsys):

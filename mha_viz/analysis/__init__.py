@@ -1,6 +1,6 @@
 """Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
 
-Definitions follow docs ANALYSES.md; layers and heads are numbered from 0. Most functions take
+Definitions follow docs/analyses.md; layers and heads are numbered from 0. Most functions take
 attentions [L, H, T, T] (rows are queries, columns keys, rows sum to 1), an AttentionTrace, or
 a list of them (several texts: the mean over them).
 

@@ -1,5 +1,6 @@
-"""Direct logit attribution (ANALYSES.md section 6; Elhage et al. 2021, "A Mathematical
-Framework for Transformer Circuits"; TransformerLens's stack_head_results + apply_ln_to_stack).
+"""Direct logit attribution (docs/analyses.md, "Predictions, target metrics and direct logit
+attribution"; Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits";
+TransformerLens's stack_head_results + apply_ln_to_stack).
 
 In a pre-norm model the final residual stream at position p is a sum of components: the
 embeddings, every head's output (its context times its slice of W_O), every attention

@@ -20,9 +20,9 @@ class AttentionDistance:
 
     in_place = False
 
-    def __init__(self, n_layers: int, n_heads: int):
-        self.sums = np.zeros((n_layers, n_heads))
-        self.rows = np.zeros(n_layers)
+    def __init__(self, n_layer: int, n_head: int):
+        self.sums = np.zeros((n_layer, n_head))
+        self.rows = np.zeros(n_layer)
 
     def update(self, block) -> None:
         queries = np.arange(block.start, block.stop)
@@ -51,7 +51,7 @@ def mean_attention_distance(maps) -> np.ndarray:
     if keys_of(source) != source.n_tokens:
         raise InputError("attention distance needs square maps (queries and keys in one "
                          "sequence); cross-attention's rows run over another sequence")
-    found = AttentionDistance(source.n_layers, source.n_heads)
+    found = AttentionDistance(source.n_layer, source.n_head)
     accumulate(source, [found])
     return found.result()
 

@@ -1,4 +1,4 @@
-"""Attention entropy (ANALYSES.md section 2).
+"""Attention entropy (docs/analyses.md, "Entropy").
 
 Row entropy of one head's map A (rows are queries, columns keys, natural logs, 0 ln 0 = 0):
 
@@ -140,7 +140,7 @@ class RowEntropy:
 
     in_place = True
 
-    def __init__(self, n_layers: int, n_heads: int, n_tokens: int, causal: bool,
+    def __init__(self, n_layer: int, n_head: int, n_tokens: int, causal: bool,
                  smoothing: float = 0.0, valid_mask=None, n_keys: int | None = None):
         self.n, self.causal, self.smoothing = n_tokens, bool(causal), float(smoothing)
         self.mask = check_mask(valid_mask, n_tokens)
@@ -154,14 +154,14 @@ class RowEntropy:
         self.restricted = (self.causal and n_tokens > 1) or (
             self.mask is not None and not self.mask.all())
         self.spread = _spread(self.counts, self.smoothing)
-        self.out = np.full((n_layers, n_heads, n_tokens), np.nan)
-        self.filled = np.zeros((n_layers, n_tokens), dtype=bool)
+        self.out = np.full((n_layer, n_head, n_tokens), np.nan)
+        self.filled = np.zeros((n_layer, n_tokens), dtype=bool)
 
     @classmethod
     def for_source(cls, source, causal: bool | None = None, smoothing: float = 0.0,
                    valid_mask=None) -> "RowEntropy":
         """For a source's shape; the rows see keys as `causal` says (default: the source's)."""
-        return cls(source.n_layers, source.n_heads, source.n_tokens,
+        return cls(source.n_layer, source.n_head, source.n_tokens,
                    source.causal if causal is None else causal, smoothing, valid_mask,
                    keys_of(source))
 
@@ -206,8 +206,8 @@ def _source_for(item, causal) -> tuple[object, bool, tuple]:
     """(source, whether its rows see keys causally, the leading shape of the result): a
     source as it is, a trace's rows, an array [..., T, T] as maps [N, H, T, T]."""
     if is_source(item):
-        return item, item.causal if causal is None else bool(causal), (item.n_layers,
-                                                                       item.n_heads)
+        return item, item.causal if causal is None else bool(causal), (item.n_layer,
+                                                                       item.n_head)
     if hasattr(item, "row_blocks"):
         return source_of(item), resolve_causal(item, None, causal), tuple(item.maps_shape[:2])
     array = as_array(item)
@@ -237,7 +237,7 @@ def _row_entropy_of(found, normalized: bool, smoothing: float, valid_mask,
 
 def _rows_to_read(found) -> int:
     """Query rows the sources' blocks hold: the total a progress callback counts towards."""
-    return sum(source.n_layers * source.n_tokens for source, _, _ in found)
+    return sum(source.n_layer * source.n_tokens for source, _, _ in found)
 
 
 def mean_over_rows(rows: np.ndarray) -> np.ndarray:

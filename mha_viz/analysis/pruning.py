@@ -1,7 +1,8 @@
 """Head importance: exact ablation effects, gradient importance, and the pruning curve.
 
-ANALYSES.md section 5. The score is model.score (model.info.score_name says which: GPT-2's
-next-token loss, BERT's masked-LM loss, or the embedding shift of a sentence-embedding BERT).
+docs/analyses.md, "Pruning impact". The score is model.score (model.info.score_name says
+which: GPT-2's next-token loss, BERT's masked-LM loss, or the embedding shift of a
+sentence-embedding BERT).
 A head mask xi [L, H] gates each head's output before the output projection; 1 keeps it.
 """
 

@@ -1,5 +1,6 @@
 """Aggregates of the per-head maps: head mean / max per layer, and attention rollout
-(Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers"; ANALYSES.md section 1).
+(Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers"; docs/analyses.md,
+"Attention maps and what is derived from them").
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ def _max_heads(array: np.ndarray) -> np.ndarray:
 
 def _window(shape, layer, start, stop) -> tuple[list[int], int, int]:
     """The layers (all, or [layer]) and the rows start..stop-1 asked for, checked."""
-    n_layers, n = shape[0], shape[-1]
-    if layer is not None and not 0 <= int(layer) < n_layers:
-        raise InputError(f"layer {layer} is out of range (0..{n_layers - 1})")
+    n_layer, n = shape[0], shape[-1]
+    if layer is not None and not 0 <= int(layer) < n_layer:
+        raise InputError(f"layer {layer} is out of range (0..{n_layer - 1})")
     start = int(start)
     stop = n if stop is None else int(stop)
     if not 0 <= start < stop <= n:
         raise InputError(f"rows {start}..{stop} are not a window of the {n} rows")
-    return (list(range(n_layers)) if layer is None else [int(layer)]), start, stop
+    return (list(range(n_layer)) if layer is None else [int(layer)]), start, stop
 
 
 def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
@@ -61,7 +62,7 @@ def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
     from .. import ondemand, trace as trace_module
 
     layers, start, stop = _window(maps_shape(source), layer, start, stop)
-    n_heads, n = maps_shape(source)[1], maps_shape(source)[-1]
+    n_head, n = maps_shape(source)[1], maps_shape(source)[-1]
     need = 8 * len(layers) * (stop - start) * n
     held = source.held_bytes() if hasattr(source, "held_bytes") else source.nbytes
     if need > max(trace_module.MATERIALISE_MAX_BYTES, held):
@@ -70,7 +71,7 @@ def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
             f"this {n:,}-token input would take {need / 2**30:.1f} GB: ask for one layer "
             f"(layer=) or a window of rows (start=, stop=)")
     out = np.empty((len(layers), stop - start, n), dtype=np.float64)
-    step = max(1, ondemand.BLOCK_ELEMENTS // (n_heads * n))
+    step = max(1, ondemand.BLOCK_ELEMENTS // (n_head * n))
     for index, current in enumerate(layers):
         for first in range(start, stop, step):
             last = min(first + step, stop)

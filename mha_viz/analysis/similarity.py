@@ -1,4 +1,5 @@
-"""Head similarity (ANALYSES.md section 4; Clark et al. 2019, "What Does BERT Look At?").
+"""Head similarity (docs/analyses.md, "Head similarity"; Clark et al. 2019, "What Does BERT
+Look At?").
 
 Distance between heads a and b on one input of n tokens:
 
@@ -38,9 +39,9 @@ _PAIR_BLOCK = 1 << 15
 _ROW_BLOCK = 1 << 11
 
 
-def head_labels(n_layers: int, n_heads: int) -> list[str]:
+def head_labels(n_layer: int, n_head: int) -> list[str]:
     """Labels "l.h" (0-based) in the order head_distances uses: index n = l * H + h."""
-    return [f"{layer}.{head}" for layer in range(n_layers) for head in range(n_heads)]
+    return [f"{layer}.{head}" for layer in range(n_layer) for head in range(n_head)]
 
 
 def _row_selection(n_rows_valid: int, max_rows: int | None) -> np.ndarray:
@@ -72,13 +73,13 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
     Chunks of rows are shared out to ``n_threads`` Python threads (numpy releases the GIL);
     no OpenMP, so an oversubscribed machine slows down gracefully.
     """
-    n_heads = flat.shape[0]
+    n_head = flat.shape[0]
     n_keys = len(keys)
     all_keys = n_keys == flat.shape[-1]
     exact_zero = smoothing == 0.0
     # Which keys any head gives nonzero weight, per selected row: [R, K] bool.
     nonzero = np.zeros((len(rows), n_keys), dtype=bool)
-    for start in range(0, n_heads, 8):
+    for start in range(0, n_head, 8):
         block = flat[start:start + 8][:, rows]
         if not all_keys:
             block = block[:, :, keys]
@@ -120,9 +121,9 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
     queue = iter(chunks)
 
     def work():
-        pair_sums = np.zeros((n_heads, n_heads), dtype=np.float64)  # sum_r sum_j u ln u
-        plogp_total = np.zeros(n_heads, dtype=np.float64)  # sum_r sum_j p ln p
-        mass_total = np.zeros(n_heads, dtype=np.float64)  # sum_r sum_j p (kept keys)
+        pair_sums = np.zeros((n_head, n_head), dtype=np.float64)  # sum_r sum_j u ln u
+        plogp_total = np.zeros(n_head, dtype=np.float64)  # sum_r sum_j p ln p
+        mass_total = np.zeros(n_head, dtype=np.float64)  # sum_r sum_j p (kept keys)
         while True:
             with lock:
                 chunk = next(queue, None)
@@ -130,17 +131,17 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
                 return pair_sums, plogp_total, mass_total
             p = load(chunk)
             width = p.shape[1] * p.shape[2]
-            plogp_total += _xlogx_sum(p.reshape(n_heads, width), exact_zero)
-            mass_total += p.reshape(n_heads, width).sum(axis=-1, dtype=np.float64)
+            plogp_total += _xlogx_sum(p.reshape(n_head, width), exact_zero)
+            mass_total += p.reshape(n_head, width).sum(axis=-1, dtype=np.float64)
             per_block = max(1, _PAIR_BLOCK // width)
-            size = min(per_block, n_heads)
+            size = min(per_block, n_head)
             buf_u = np.empty((size, width), dtype=np.float32)
             buf_l = np.empty((size, width), dtype=np.float32)
-            flat_p = p.reshape(n_heads, width)
-            for a in range(n_heads - 1):
+            flat_p = p.reshape(n_head, width)
+            for a in range(n_head - 1):
                 pa = flat_p[a]
-                for b0 in range(a + 1, n_heads, per_block):
-                    b1 = min(n_heads, b0 + per_block)
+                for b0 in range(a + 1, n_head, per_block):
+                    b1 = min(n_head, b0 + per_block)
                     u, logs = buf_u[: b1 - b0], buf_l[: b1 - b0]
                     np.add(flat_p[b0:b1], pa, out=u)
                     if exact_zero:
@@ -180,10 +181,10 @@ def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
     """The rows `chosen` of every head's map, float32 [N, len(chosen), keys] (N = all heads,
     layer-major): a trace gives them however it holds its maps, an array by indexing."""
     if hasattr(item, "gather_rows"):
-        n_layers, n_heads, n, _ = item.maps_shape
-        flat = np.empty((n_layers * n_heads, len(chosen), n), dtype=np.float32)
-        for layer in range(n_layers):
-            flat[layer * n_heads:(layer + 1) * n_heads] = item.gather_rows(layer, chosen)
+        n_layer, n_head, n, _ = item.maps_shape
+        flat = np.empty((n_layer * n_head, len(chosen), n), dtype=np.float32)
+        for layer in range(n_layer):
+            flat[layer * n_head:(layer + 1) * n_head] = item.gather_rows(layer, chosen)
         return flat
     return item.reshape(-1, *item.shape[-2:])[:, chosen]
 
@@ -213,13 +214,13 @@ def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: flo
     return total
 
 
-def rows_within_work(n_heads: int, n_tokens: int, max_rows: int | None = None,
+def rows_within_work(n_head: int, n_tokens: int, max_rows: int | None = None,
                      work: float = SIMILARITY_WORK) -> int | None:
-    """The max_rows to give head_distances so that comparing n_heads heads on n_tokens
+    """The max_rows to give head_distances so that comparing n_head heads on n_tokens
     tokens stays within ``work`` (N^2 x rows x T): ``max_rows`` (None = every row) when it
     fits, else the largest row count that does (at least 1)."""
     wanted = n_tokens if max_rows is None else min(int(max_rows), n_tokens)
-    affordable = max(1, int(work // (max(n_heads, 1) ** 2 * max(n_tokens, 1))))
+    affordable = max(1, int(work // (max(n_head, 1) ** 2 * max(n_tokens, 1))))
     return max_rows if wanted <= affordable else affordable
 
 
@@ -323,27 +324,27 @@ class ComparedRows:
 
     in_place = False
 
-    def __init__(self, n_layers: int, n_heads: int, n_tokens: int,
+    def __init__(self, n_layer: int, n_head: int, n_tokens: int,
                  max_rows: int | None = None, smoothing: float = 1e-3,
                  n_threads: int | None = None):
-        self.n_heads, self.n, self.smoothing = n_heads, n_tokens, float(smoothing)
+        self.n_head, self.n, self.smoothing = n_head, n_tokens, float(smoothing)
         self.threads = default_threads() if n_threads is None else int(n_threads)
         self.rows = _row_selection(n_tokens, max_rows)
-        self.flat = np.zeros((n_layers * n_heads, len(self.rows), n_tokens), dtype=np.float32)
-        self.filled = np.zeros((n_layers, len(self.rows)), dtype=bool)
+        self.flat = np.zeros((n_layer * n_head, len(self.rows), n_tokens), dtype=np.float32)
+        self.filled = np.zeros((n_layer, len(self.rows)), dtype=bool)
 
     def update(self, block) -> None:
         inside = np.flatnonzero((self.rows >= block.start) & (self.rows < block.stop))
         if not inside.size:
             return
-        heads = slice(block.layer * self.n_heads, (block.layer + 1) * self.n_heads)
+        heads = slice(block.layer * self.n_head, (block.layer + 1) * self.n_head)
         # keys past the block's width are zeros (a causal block's cut)
         self.flat[heads][:, inside, :block.width] = block.rows[:, self.rows[inside]
                                                               - block.start]
         self.filled[block.layer, inside] = True
 
     def merge(self, other: "ComparedRows") -> "ComparedRows":
-        taken = np.repeat(other.filled, self.n_heads, axis=0)  # [L*H, rows]
+        taken = np.repeat(other.filled, self.n_head, axis=0)  # [L*H, rows]
         self.flat[taken] = other.flat[taken]
         self.filled |= other.filled
         return self

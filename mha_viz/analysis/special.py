@@ -1,5 +1,5 @@
 """Hiding positions (special tokens, the attention sink) from the maps, for the
-"hide special tokens" toggle (ANALYSES.md section 1)."""
+"hide special tokens" toggle (docs/analyses.md, "Attention maps and what is derived from them")."""
 
 from __future__ import annotations
 

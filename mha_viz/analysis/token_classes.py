@@ -1,4 +1,4 @@
-"""Attention mass on classes of keys (ANALYSES.md section 3; Clark et al. 2019).
+"""Attention mass on classes of keys (docs/analyses.md, "Where attention goes"; Clark et al. 2019).
 
 For one head with map A over n tokens and a key set S(i) per query i:
 
@@ -95,17 +95,17 @@ class ClassMass:
 
     in_place = False
 
-    def __init__(self, trace, n_layers: int, n_heads: int, n_tokens: int):
+    def __init__(self, trace, n_layer: int, n_head: int, n_tokens: int):
         self.n = n_tokens
         _check_trace(trace, self.n)
         self.key_sets = _key_sets(trace)
-        self.received = np.zeros((n_layers, n_heads, self.n), dtype=np.float64)
-        self.diagonals = {name: np.zeros((n_layers, n_heads), dtype=np.float64)
+        self.received = np.zeros((n_layer, n_head, self.n), dtype=np.float64)
+        self.diagonals = {name: np.zeros((n_layer, n_head), dtype=np.float64)
                           for name, _ in _DIAGONALS}
 
     @classmethod
     def for_source(cls, trace, source) -> "ClassMass":
-        return cls(trace, source.n_layers, source.n_heads, source.n_tokens)
+        return cls(trace, source.n_layer, source.n_head, source.n_tokens)
 
     def update(self, block) -> None:
         rows, start, stop, width = block.rows, block.start, block.stop, block.width
@@ -168,7 +168,7 @@ def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
     if not traces:
         raise InputError("token_class_mass: an empty list was given; pass at least one trace")
     sources = [_source_of_trace(t) for t in traces]
-    done = RowsDone(progress, sum(s.n_layers * s.n_tokens for s in sources))
+    done = RowsDone(progress, sum(s.n_layer * s.n_tokens for s in sources))
     results = []
     for one, source in zip(traces, sources):
         mass = ClassMass.for_source(one, source)
@@ -195,10 +195,10 @@ def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, 
     source = _source_of_trace(trace)
     mass = ClassMass.for_source(trace, source)
     rows = RowEntropy.for_source(source, smoothing=smoothing)
-    distance = AttentionDistance(source.n_layers, source.n_heads)
+    distance = AttentionDistance(source.n_layer, source.n_head)
     # one pass: the mass and the distance read each block, then the entropy works in it
     accumulate(source, [mass, distance, rows],
-               RowsDone(progress, source.n_layers * source.n_tokens))
+               RowsDone(progress, source.n_layer * source.n_tokens))
     return {"entropy": mean_over_rows(rows.result(False)),
             "normalised": mean_over_rows(rows.result(True)), "mass": mass.result(),
             "distance": distance.result()}

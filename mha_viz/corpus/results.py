@@ -140,9 +140,9 @@ class CorpusResult:
                 table["n"].append(int(moments.count[layer, head]))
         return table
 
-    def pair_table(self, n_heads: int) -> dict[str, list]:
+    def pair_table(self, n_head: int) -> dict[str, list]:
         """Head-to-head distances as rows (layer, head, other_layer, other_head, statistic,
-        mean, std, n), heads numbered layer-major with n_heads per layer."""
+        mean, std, n), heads numbered layer-major with n_head per layer."""
         table = {"layer": [], "head": [], "other_layer": [], "other_head": [],
                  "statistic": [], "mean": [], "std": [], "n": []}
         for name in PAIRWISE:
@@ -151,15 +151,15 @@ class CorpusResult:
             moments = self.moments[name]
             mean, std = moments.average(), moments.std()
             for a, b in np.ndindex(mean.shape):
-                for column, value in (("layer", a // n_heads), ("head", a % n_heads),
-                                      ("other_layer", b // n_heads), ("other_head", b % n_heads),
+                for column, value in (("layer", a // n_head), ("head", a % n_head),
+                                      ("other_layer", b // n_head), ("other_head", b % n_head),
                                       ("statistic", name), ("mean", float(mean[a, b])),
                                       ("std", float(std[a, b])),
                                       ("n", int(moments.count[a, b]))):
                     table[column].append(value)
         return table
 
-    def save_parquet(self, path, n_heads: int) -> list[str]:
+    def save_parquet(self, path, n_head: int) -> list[str]:
         """The per-head table as Parquet at path, and the pairwise one beside it
         (NAME_pairs.parquet) when head distances were measured; -> the files written."""
         import pyarrow as pa
@@ -168,7 +168,7 @@ class CorpusResult:
         path = str(path)
         pq.write_table(pa.table(self.per_head_table()), path)
         written = [path]
-        pairs = self.pair_table(n_heads)
+        pairs = self.pair_table(n_head)
         if pairs["mean"]:
             stem = path[:-len(".parquet")] if path.endswith(".parquet") else path
             pq.write_table(pa.table(pairs), stem + "_pairs.parquet")

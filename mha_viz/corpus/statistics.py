@@ -28,7 +28,7 @@ class SegmentStatistics:
     The importance statistics need the model again and are not here."""
 
     def __init__(self, stats: Sequence[str], tokens: list[str], display_tokens: list[str],
-                 token_ids, n_layers: int, n_heads: int, causal: bool,
+                 token_ids, n_layer: int, n_head: int, causal: bool,
                  similarity_rows: int | None = SIMILARITY_ROWS):
         from ..analysis.entropy import RowEntropy
         from ..analysis.roles import TEXT_SCORE_KEYS, TextScores
@@ -40,14 +40,14 @@ class SegmentStatistics:
         self.stats = tuple(stats)
         self.entropy = self.mass = self.text = self.compared = None
         if "entropy" in stats or "roles" in stats:
-            self.entropy = RowEntropy(n_layers, n_heads, n, causal)
+            self.entropy = RowEntropy(n_layer, n_head, n, causal)
         if "mass" in stats or "roles" in stats:
-            self.mass = ClassMass(labels, n_layers, n_heads, n)
+            self.mass = ClassMass(labels, n_layer, n_head, n)
         if "roles" in stats:
-            self.text = TextScores((n_layers, n_heads), n, np.asarray(token_ids),
+            self.text = TextScores((n_layer, n_head), n, np.asarray(token_ids),
                                    TEXT_SCORE_KEYS)
         if "similarity" in stats:
-            self.compared = ComparedRows(n_layers, n_heads, n, similarity_rows)
+            self.compared = ComparedRows(n_layer, n_head, n, similarity_rows)
 
     @property
     def accumulators(self) -> list:
@@ -106,9 +106,9 @@ def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
     out = {}
     from_maps = [s for s in stats if s in STATS]
     if from_maps:
-        n_layers, n_heads = trace.maps_shape[:2]
+        n_layer, n_head = trace.maps_shape[:2]
         segment = SegmentStatistics(from_maps, list(trace.tokens), list(trace.display_tokens),
-                                    trace.token_ids, n_layers, n_heads, bool(trace.causal),
+                                    trace.token_ids, n_layer, n_head, bool(trace.causal),
                                     similarity_rows)
         accumulate(source_of(trace), segment.accumulators)
         out.update(segment.result())

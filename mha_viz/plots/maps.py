@@ -283,7 +283,7 @@ def _gap_scale(name: str) -> list:
     return scale
 
 
-def grid_point_to_head(point: Mapping, n_heads: int) -> tuple[int, int] | None:
+def grid_point_to_head(point: Mapping, n_head: int) -> tuple[int, int] | None:
     """(layer, head) from one selected point of ``model_view_grid`` (a Streamlit point dict).
 
     Uses customdata when present, else the point index of the head trace (trace 1).
@@ -297,7 +297,7 @@ def grid_point_to_head(point: Mapping, n_heads: int) -> tuple[int, int] | None:
     curve = point.get("curve_number", point.get("curveNumber"))
     index = point.get("point_index", point.get("pointIndex", point.get("point_number")))
     if curve == 1 and index is not None:
-        return int(index) // n_heads, int(index) % n_heads
+        return int(index) // n_head, int(index) % n_head
     return None
 
 

@@ -33,12 +33,12 @@ def _layer_colourscale(n_layer: int) -> list:
 
 def distance_heatmap(
     distances: np.ndarray,
-    n_heads: int,
+    n_head: int,
     order: np.ndarray | None = None,
     kind: str = "js",
     title: str | None = None,
 ) -> go.Figure:
-    """Head-by-head distance matrix (N = L * H, head n = l * n_heads + h).
+    """Head-by-head distance matrix (N = L * H, head n = l * n_head + h).
 
     Without order: layer order, lines at layer boundaries. With order (e.g. the leaf order
     of a clustering): rows/cols permuted, ticks "L5.H1", and a strip of layer colours along
@@ -50,10 +50,10 @@ def distance_heatmap(
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise InputError(f"distances must be a square [N, N] array, got shape {d.shape}.")
     n = d.shape[0]
-    if n_heads < 1 or n % n_heads:
-        raise InputError(f"{n} heads cannot be split into layers of {n_heads} heads.")
-    n_layer = n // n_heads
-    names = np.array([head_name(i // n_heads, i % n_heads) for i in range(n)])
+    if n_head < 1 or n % n_head:
+        raise InputError(f"{n} heads cannot be split into layers of {n_head} heads.")
+    n_layer = n // n_head
+    names = np.array([head_name(i // n_head, i % n_head) for i in range(n)])
     if order is None:
         idx = np.arange(n)
     else:
@@ -81,12 +81,12 @@ def distance_heatmap(
     axis = dict(type="category", showgrid=False, zeroline=False, tickfont=dict(size=9))
     layout = {}
     if order is None:
-        mid = [names[l * n_heads + n_heads // 2] for l in range(n_layer)]
+        mid = [names[l * n_head + n_head // 2] for l in range(n_layer)]
         for ax in ("x", "y"):
             layout[f"{ax}axis"] = dict(axis, tickmode="array", tickvals=mid,
                                        ticktext=[f"L{l}" for l in range(n_layer)])
         for l in range(1, n_layer):
-            p = l * n_heads - 0.5  # category axes place shapes by serial number
+            p = l * n_head - 0.5  # category axes place shapes by serial number
             fig.add_shape(type="line", x0=p, x1=p, y0=-0.5, y1=n - 0.5,
                           line=dict(color="white", width=1))
             fig.add_shape(type="line", y0=p, y1=p, x0=-0.5, x1=n - 0.5,
@@ -95,7 +95,7 @@ def distance_heatmap(
         layout["xaxis"].update(domain=[0, 1])
         layout["yaxis"].update(autorange="reversed", domain=[0, 1])
     else:
-        layer_of = (idx // n_heads).astype(float)
+        layer_of = (idx // n_head).astype(float)
         strip = dict(colorscale=_layer_colourscale(n_layer), zmin=-0.5, zmax=n_layer - 0.5,
                      showscale=False, name="layer",
                      hovertemplate="%{text}<extra></extra>")
@@ -139,7 +139,7 @@ def _reduced_distance_figure(shown: np.ndarray, cat: list[str], factor: int, n: 
 
 def head_scatter(
     coords: np.ndarray,
-    n_heads: int,
+    n_head: int,
     highlight: list[int] | None = None,
     title: str = "Heads in 2-D (MDS of the distance matrix)",
 ) -> go.Figure:
@@ -151,19 +151,19 @@ def head_scatter(
     if c.ndim != 2 or c.shape[1] != 2:
         raise InputError(f"coords must be [N, 2], got shape {c.shape}.")
     n = c.shape[0]
-    if n_heads < 1 or n % n_heads:
-        raise InputError(f"{n} heads cannot be split into layers of {n_heads} heads.")
-    n_layer = n // n_heads
+    if n_head < 1 or n % n_head:
+        raise InputError(f"{n} heads cannot be split into layers of {n_head} heads.")
+    n_layer = n // n_head
     fig = go.Figure()
     for l in range(n_layer):
-        sl = slice(l * n_heads, (l + 1) * n_heads)
+        sl = slice(l * n_head, (l + 1) * n_head)
         fig.add_trace(
             go.Scatter(
                 x=c[sl, 0], y=c[sl, 1], mode="markers", name=f"L{l}",
                 marker=dict(size=10, color=LAYER_COLOURS[l % len(LAYER_COLOURS)],
                             line=dict(width=0.5, color="white")),
-                customdata=np.stack([np.full(n_heads, l), np.arange(n_heads)], axis=1),
-                hovertext=[head_name(l, h) for h in range(n_heads)],
+                customdata=np.stack([np.full(n_head, l), np.arange(n_head)], axis=1),
+                hovertext=[head_name(l, h) for h in range(n_head)],
                 hovertemplate="%{hovertext}<extra></extra>",
             )
         )
@@ -176,7 +176,7 @@ def head_scatter(
                 x=c[hl, 0], y=c[hl, 1], mode="markers+text", name="highlighted",
                 # only the first (the chosen head) is named: close neighbours' names would
                 # print over each other; the page lists them, and they are ringed
-                text=[head_name(i // n_heads, i % n_heads) if k == 0 else ""
+                text=[head_name(i // n_head, i % n_head) if k == 0 else ""
                       for k, i in enumerate(hl)],
                 textposition="top center",
                 marker=dict(size=18, color="rgba(0,0,0,0)", line=dict(width=2, color=HIGHLIGHT)),

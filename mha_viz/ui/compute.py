@@ -428,7 +428,7 @@ def maps_fit(trace: AttentionTrace) -> bool:
     """Whether every whole map of this input may be held at once (within the share of the
     memory budget one input gets): views that need them all (hiding tokens, every head's map
     side by side) are offered; otherwise the page shows overviews and windows of rows."""
-    return budget.maps_fit(trace.n_layers, trace.n_heads, trace.n_tokens)
+    return budget.maps_fit(trace.n_layer, trace.n_head, trace.n_tokens)
 
 
 def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):

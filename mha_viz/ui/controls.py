@@ -290,9 +290,9 @@ def head_picker(trace: AttentionTrace, where=None, default: tuple[int, int] | No
     default = default or (0, 0)
     left, right = where.columns(2)
     layer = synced(left.selectbox, "layer", "Layer", int(default[0]),
-                   options=list(range(trace.n_layers)), format_func=lambda l: f"L{l}")
+                   options=list(range(trace.n_layer)), format_func=lambda l: f"L{l}")
     head = synced(right.selectbox, "head", "Head", int(default[1]),
-                  options=list(range(trace.n_heads)), format_func=lambda h: f"H{h}")
+                  options=list(range(trace.n_head)), format_func=lambda h: f"H{h}")
     return layer, head
 
 

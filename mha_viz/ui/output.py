@@ -343,14 +343,14 @@ def trace_notes(trace: AttentionTrace) -> None:
     stack = {"encoder": "Encoder self-attention over the source: ",
              "decoder": "Decoder self-attention over the target (the decoder's input: the "
                         "start token, then the target but its last token): "}.get(kind, "")
-    st.caption(f"{stack}{trace.n_tokens} tokens{pair} · {trace.n_layers} layers × "
-               f"{trace.n_heads} heads · {NUMBERING}")
+    st.caption(f"{stack}{trace.n_tokens} tokens{pair} · {trace.n_layer} layers × "
+               f"{trace.n_head} heads · {NUMBERING}")
 
 
 def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | None:
     """Which query heads share keys and values (grouped- or multi-query attention), in words:
     for every group, or for one head's group. None when every head has its own."""
-    if trace.n_kv_heads == trace.n_heads:
+    if trace.n_kv_heads == trace.n_head:
         return None
     if head is not None:
         others = [f"H{h}" for h in trace.heads_sharing_kv(head) if h != head]
@@ -362,7 +362,7 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
     spans = "; ".join(f"H{hs[0]}–H{hs[-1]}" if hs == list(range(hs[0], hs[-1] + 1))
                       else ", ".join(f"H{h}" for h in hs) for hs in groups.values())
     kind = "multi-query" if trace.n_kv_heads == 1 else "grouped-query"
-    return (f"{kind.capitalize()} attention: {trace.n_heads} query heads read {trace.n_kv_heads} "
+    return (f"{kind.capitalize()} attention: {trace.n_head} query heads read {trace.n_kv_heads} "
             f"key/value head(s); these share one each: {spans}.")
 
 
@@ -374,8 +374,8 @@ def needs_full_maps(trace: AttentionTrace, what: str) -> None:
     from .. import budget
 
     allowed = budget.ONE_INPUT_SHARE * budget.budget_bytes()
-    fits = int((allowed / (4 * trace.n_layers * trace.n_heads)) ** 0.5)
-    need = budget.maps_bytes(trace.n_layers, trace.n_heads, trace.n_tokens)
+    fits = int((allowed / (4 * trace.n_layer * trace.n_head)) ** 0.5)
+    need = budget.maps_bytes(trace.n_layer, trace.n_head, trace.n_tokens)
     st.info(f"{what} reads every head's whole map at once. This input has {trace.n_tokens:,} "
             f"tokens: its maps would take {need / 2**30:.1f} GB, so they are computed on demand "
             f"instead. Set *Max tokens* in the sidebar to {fits:,} or fewer to use this page; "

@@ -29,9 +29,9 @@ def _cpu_seconds(server) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def _uniform_trace(path, n_layers: int, n_heads: int, n_tokens: int, seed: int) -> None:
+def _uniform_trace(path, n_layer: int, n_head: int, n_tokens: int, seed: int) -> None:
     """A valid trace file (rows sum to 1) that compresses to almost nothing."""
-    maps = np.full((n_layers, n_heads, n_tokens, n_tokens), 1.0 / n_tokens, dtype=np.float32)
+    maps = np.full((n_layer, n_head, n_tokens, n_tokens), 1.0 / n_tokens, dtype=np.float32)
     tokens = np.array([f"t{seed}_{i}" for i in range(n_tokens)])
     np.savez_compressed(
         path, attentions=maps, token_ids=np.arange(n_tokens) + seed, tokens=tokens,

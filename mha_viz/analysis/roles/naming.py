@@ -56,7 +56,7 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     # every score from one pass over the blocks of rows
     found = _streamed_scores(prepared, TEXT_SCORE_KEYS, normalization,
                              mass=mass is None, entropy_rows=renew_entropy,
-                             done=RowsDone(progress, trace.n_layers * trace.n_tokens))
+                             done=RowsDone(progress, trace.n_layer * trace.n_tokens))
     return roles_of(found, found["mass"] if mass is None else mass,
                     found["entropy"] if renew_entropy else entropy_normalised, prepared.lead)
 

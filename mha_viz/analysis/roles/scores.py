@@ -261,7 +261,7 @@ def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool
     under "mass"); with entropy_rows, the normalised entropy of the maps after leaving out
     (under "entropy")."""
     source = prepared.source
-    fold = (source.n_layers, source.n_heads)
+    fold = (source.n_layer, source.n_head)
     text = TextScores(fold, prepared.n, prepared.ids, wanted)
     n, causal = source.n_tokens, bool(source.causal)
     masses = ClassMass(prepared.trace, *fold, n) if mass else None

@@ -148,13 +148,13 @@ def config_from_gguf(meta: dict) -> StackConfig:
         lm_head="tied")  # made "separate" by tensors_from_gguf when output.weight is there
 
 
-def unpermute_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+def unpermute_rows(weight: torch.Tensor, n_head: int) -> torch.Tensor:
     """Undo llama.cpp's reordering of attn_q / attn_k rows: within each head of width d, GGUF
     row 2j + s holds Hugging Face row (d/2) s + j (llama.cpp rotates adjacent pairs, Hugging
     Face rotates halves; with the rows put back, rotate-half RoPE gives the same numbers)."""
     rows = weight.shape[0]
-    d = rows // n_heads
-    return (weight.reshape(n_heads, d // 2, 2, *weight.shape[1:]).transpose(1, 2)
+    d = rows // n_head
+    return (weight.reshape(n_head, d // 2, 2, *weight.shape[1:]).transpose(1, 2)
             .reshape(weight.shape))
 
 
