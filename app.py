@@ -39,6 +39,13 @@ def home() -> None:
                     else page.description
                 st.caption(ui.md_escape(text[:1].upper() + text[1:]))
 
+        st.page_link("pages/5_Inside_One_Head.py", icon="🎓", query_params={"lesson": "1"},
+                     label="**A lesson: inside one head, one step per screen**",
+                     help="Inside one head in lesson mode: X, Q, K, V, scores, mask, softmax, "
+                          "W_O, chunked and flash attention, gradients and the KV cache, with "
+                          "this model's real numbers for your text. Back / Next or the arrow "
+                          "keys; add &present=1 to the link for a projector.")
+
         st.subheader("Model card")
         if selection.model is None:
             ui.show_error(selection.model_error)

@@ -26,6 +26,8 @@ GLYPH_WIDTH = 0.6  # average glyph width of the app's sans-serif font, as a frac
 COLOUR_BAR_PX = 74  # a vertical colour bar with its tick labels and a sideways title
 CELL_PX = 34  # largest cell of a grid map on a normal screen
 PRESENT_CELL_PX = 56  # and in presentation mode
+PRESENT_CELL_MAX_W = 160  # a presentation-mode cell may grow this wide to fill the width
+PRESENT_MIN_TEXT_PX = 14  # the smallest number written in a cell on a projector
 FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
 BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
@@ -122,7 +124,9 @@ def _cell_values(trace, cell_w: float, cell_h: float, present: bool) -> None:
         size = size * 1.6
     chars = 5  # "-0.12", "0.123": the formats the builders use
     fits = min(cell_w / (GLYPH_WIDTH * chars + 0.3), cell_h / 1.25)
-    if fits < 8:  # smaller than 8 px nobody reads it: drop the numbers
+    # smaller than 8 px nobody reads it, and on a projector nobody at the back under 14 px:
+    # drop the numbers (hovering still gives them)
+    if fits < (PRESENT_MIN_TEXT_PX if present else 8):
         trace.texttemplate = None
         return
     trace.textfont.size = int(min(size, fits))
@@ -177,6 +181,16 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
         for axis in (layout.xaxis, layout.yaxis):
             if axis.tickfont.size:
                 axis.tickfont.size = max(axis.tickfont.size, PRESENT_FONT - 4)
+        # every other text a builder sized itself: labels of a line view, notes, the legend
+        for trace in fig.data:
+            text_font = getattr(trace, "textfont", None)
+            if trace.type != "heatmap" and text_font is not None and text_font.size:
+                text_font.size = max(text_font.size, PRESENT_MIN_TEXT_PX)
+        for note in layout.annotations or ():
+            if note.font.size:
+                note.font.size = max(note.font.size, PRESENT_MIN_TEXT_PX)
+        if layout.legend.font.size:
+            layout.legend.font.size = max(layout.legend.font.size, PRESENT_MIN_TEXT_PX)
     title_px = _wrap_title(layout, width, font)
     heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None
                 and (t.xaxis or "x") == "x" and (t.yaxis or "y") == "y"]
@@ -213,17 +227,20 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             bottom += BAR_BELOW_PX
         if cells and rows and cols:
             n_rows, n_cols = cells
-            cell = min(PRESENT_CELL_PX if screen.present else CELL_PX,
-                       (width - left - right) / n_cols)
+            across = (width - left - right) / n_cols
+            cell = min(PRESENT_CELL_PX if screen.present else CELL_PX, across)
             if screen.present and screen.height:
                 cell = min(cell, (screen.height - top - bottom - 40) / n_rows)
             cell = max(cell, 0.5)
+            # On a projector a map takes the width (its height is held to one screen): cells
+            # wider than tall, so a layer x head map is not a strip and numbers are legible.
+            cell_w = max(cell, min(across, PRESENT_CELL_MAX_W)) if screen.present else cell
             layout.height = int(cell * n_rows + top + bottom)
             layout.margin = dict(l=left, r=right, t=top, b=bottom)
-            natural = int(cell * n_cols + left + right)
+            natural = int(cell_w * n_cols + left + right)
             if natural < width - 4:
                 layout.width = natural
-            plot_w, plot_h = cell * n_cols, cell * n_rows
+            plot_w, plot_h = cell_w * n_cols, cell * n_rows
         else:
             _grow_top(layout, title_px)
             plot_w = width - left - right

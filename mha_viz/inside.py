@@ -24,6 +24,7 @@ engine does: projections, masks and softmax are the engine's own functions.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +33,8 @@ import torch
 from .attention import apply_rotary, scaled_dot_product_attention
 from .errors import InputError
 
-__all__ = ["HeadInternals", "Step", "inside_one_head", "head_internals", "head_weight_slices",
+__all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
+           "head_weight_slices",
            "summarise"]
 
 
@@ -46,6 +48,12 @@ class Step:
     explanation: str  # one or two plain sentences
     rows: str  # what the rows are: "token" | "d_k" | ...
     cols: str  # what the columns are
+
+
+@dataclass(frozen=True)
+class FollowedQuery:
+    table: dict  # column -> one value per key, for a table on screen
+    strongest: list[tuple[int, float]]  # (key, weight), the largest weights first
 
 
 @dataclass
@@ -167,6 +175,17 @@ class HeadInternals:
         norm = float(np.linalg.norm(total))
         return float(np.linalg.norm(self.contribution)) / norm if norm > 0 else float("nan")
 
+    def layout_step(self) -> Step | None:
+        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the index
+        notation run as an einsum (a decoder-only or encoder-only model's head; None for an
+        encoder-decoder's, whose projections are not fused)."""
+        if self.kind:
+            return None
+        return Step("W_Q", "W_Q, W_K, W_V in the checkpoint, split into heads",
+                    f"(batch, heads, seq, d_k) = (1, {self.n_head}, {self.n_tokens}, {self.d_k})",
+                    r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
+                    self.projection_text(), "dimension of d_model", "dimension of d_k")
+
     def steps(self) -> list[Step]:
         """The steps in order, with shapes written in the page's notation."""
         t, d, dk = self.n_tokens, self.d_model, self.d_k
@@ -243,8 +262,7 @@ class HeadInternals:
                  f"{where}. " + x_note, "token", "dimension of d_model"),
             Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
                  f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
-                 f"is this head's slice of the query projection."
-                 + ("" if self.kind else " " + self.projection_text()),
+                 f"is this head's slice of the query projection.",
                  "token", "dimension of d_k"),
             Step("K", "K", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
                  f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
@@ -280,6 +298,36 @@ class HeadInternals:
                  f"over all {self.n_head} heads of C W_O^h, plus the output bias b_O; it is "
                  f"then added to the residual stream.", "token", "dimension of d_model"),
         ]
+
+    @property
+    def scaled_by_sqrt_d_k(self) -> bool:
+        """The scores are divided by sqrt(d_k) (T5 folds it into W_Q; GPT-2 variants may
+        carry their own scale)."""
+        return abs(self.scale - self.d_k ** -0.5) < 1e-9
+
+    def followed_query(self, query: int, strongest: int = 3) -> "FollowedQuery":
+        """One query's row through steps 5-7: its scores, its scores after the mask (as text:
+        -inf is written), its weights, and the keys it weighs most."""
+        if not 0 <= int(query) < self.n_tokens:
+            raise InputError(f"query {query} is outside the {self.n_tokens} tokens")
+        row = self.weights[int(query)]
+        top = np.argsort(-row, kind="stable")[:strongest]
+        return FollowedQuery(
+            table={"score q·k × scale": np.round(self.scores[query], 4),
+                   "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
+                                      for v in self.masked_scores[query]],
+                   "weight": np.round(row, 4)},
+            strongest=[(int(j), float(row[j])) for j in top])
+
+    def largest_difference(self, attention_map: np.ndarray) -> float:
+        """max |weights - attention_map|: how far this walk-through is from the trace's map."""
+        return float(np.abs(self.weights - np.asarray(attention_map)).max())
+
+    def npz_bytes(self, tokens: list[str]) -> bytes:
+        """Every array of arrays() and the tokens, as a compressed .npz file's bytes."""
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, tokens=np.array(tokens), **self.arrays())
+        return buffer.getvalue()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The named arrays (for downloads): X, W_Q, ..., contribution."""

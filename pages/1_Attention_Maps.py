@@ -23,12 +23,12 @@ selection = ui.sidebar()
 
 
 @ui.callback
-def pick_from_grid(n_head: int) -> None:
+def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
     """Grid click -> the shared layer/head choice."""
     state = st.session_state.get("grid") or {}
     points = (state.get("selection") or {}).get("points") or []
     for point in points:
-        picked = plots.grid_point_to_head(point, n_head)
+        picked = plots.grid_point_to_head(point, n_head, first_layer)
         if picked is not None:
             ui.set_value("layer", picked[0])
             ui.set_value("head", picked[1])
@@ -298,7 +298,7 @@ with ui.guard():
         """Figure beside its controls; a long input's map gets the whole width instead."""
         if long_input:
             return st.container(), st.container()
-        return st.columns([3, 2], gap="medium")
+        return ui.figure_columns([3, 2], gap="medium")
 
     # ---------------------------------------------------------------- all heads
     st.subheader("All heads at a glance (the model view)")
@@ -309,9 +309,13 @@ with ui.guard():
     if sharing:
         st.caption(sharing)
     cell_px = int(min(110, max(40, 720 // trace.n_head)))  # few heads: bigger thumbnails
-    grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
-                                 cell_px=cell_px, title="All heads")
-    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head),
+    first, stop = ui.layer_window(trace.n_layer, layer)
+    if (first, stop) != (0, trace.n_layer):  # a projector: a few layers, large thumbnails
+        cell_px = ui.GRID_CELL_PX_PRESENTING
+    grid = plots.model_view_grid(maps[first:stop], thumb_size=GRID_THUMB,
+                                 selected=(layer, head), cell_px=cell_px, title="All heads",
+                                 first_layer=first)
+    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head, first),
                    alt="Grid of every head's attention map")
 
     # ---------------------------------------------------------------- one head
@@ -327,7 +331,8 @@ with ui.guard():
             maps[layer, head], labels, title=f"{name}: who attends to whom",
             causal=trace.causal, grey_causal_mask=grey, pair_boundary=pair_boundary,
             **heat_size)
-        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}", share=0.6)
+        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}",
+                       share=ui.column_share(0.6))
         ui.download_csv(
             partial(export.matrix_csv, maps[layer, head], export.position_labels(labels, kept),
                     export.position_labels(labels, kept)),
@@ -355,7 +360,8 @@ with ui.guard():
             layer=layer, offset=start, title=f"Layer {layer}: query → key")
         # laid out for its column like every figure (a fixed 600 px overflowed a phone, and
         # a 40 % column of a laptop's screen)
-        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=0.4)
+        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
+                       share=ui.column_share(0.4))
 
     # ---------------------------------------------------------------- aggregates
     st.subheader("Aggregates over heads and layers")
@@ -388,7 +394,7 @@ with ui.guard():
         agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
                                  grey_causal_mask=grey, pair_boundary=pair_boundary,
                                  **heat_size)
-        ui.show_figure(agg, key="aggregate", alt=agg_name, share=0.6)
+        ui.show_figure(agg, key="aggregate", alt=agg_name, share=ui.column_share(0.6))
     with text_col:
         st.markdown(explanation)
         ui.download_csv(

@@ -66,7 +66,7 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
 
     # ---------------------------------------------------------------- matrix + map
     st.subheader("All heads against all heads")
-    matrix_col, map_col = st.columns(2, gap="medium")
+    matrix_col, map_col = ui.figure_columns(2, gap="medium")
     with matrix_col:
         if order_by == "cluster":
             st.caption("Reordered by average-linkage clustering: blocks of dark cells along the "
@@ -77,7 +77,8 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
                        "boundaries.")
         fig = plots.distance_heatmap(dist, n_head, order=order if order_by == "cluster" else None,
                                      kind=kind)
-        ui.show_figure(fig, key="distances", alt="Head-to-head distance matrix", share=0.5)
+        ui.show_figure(fig, key="distances", alt="Head-to-head distance matrix",
+                       share=ui.column_share(0.5))
         ui.download_csv(partial(export.matrix_csv, dist, names, names, corner="head \\ head"),
                         export.safe_filename(stem, "head_distances", kind, suffix=".csv"),
                         "Distance matrix as CSV", key="dl_dist",
@@ -87,7 +88,8 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
                    "matrix as well as possible. Colour = layer; hover names the head; click a "
                    "head to choose it below. The chosen head and its nearest heads are ringed.")
         fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
-        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer), share=0.5,
+        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
+                       share=ui.column_share(0.5),
                        alt="2-D map of the heads (MDS)")
         rank = np.empty(len(order), dtype=int)
         rank[order] = np.arange(len(order))

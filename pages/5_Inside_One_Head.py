@@ -1,7 +1,6 @@
 """Inside one head, for the classroom: every step of one head's computation with the real
 tensors of the chosen layer, head and text."""
 
-import io
 from functools import partial
 
 import numpy as np
@@ -16,13 +15,20 @@ VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
 VIEW_COLS = 768  # ... and this many columns; the CSV has everything
 SHORT_TEXT = 40  # the page suggests texts up to about this many tokens
 
-ui.page_setup(
-    "Inside one head",
-    "What one attention head computes, step by step, with the real numbers of the chosen "
-    "layer, head and text. Notation: T tokens, d_model the width of the model, d_k = d_model ÷ "
-    "heads the width of one head. Every shape below is written as rows × columns.",
-)
+ui.page_setup("Inside one head")
 selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+lesson = ui.synced(st.toggle, "lesson", "Lesson mode: one step per screen", False,
+                   help="For a class: one step of the head per screen, with Back and Next "
+                        "(or the arrow keys ← →, or a presenter's clicker), and the layer, "
+                        "head "
+                        "and query in the sidebar. The link keeps the step, so a lesson can "
+                        "be prepared as links.")
+if not lesson:  # a lesson's screen is for the step itself
+    st.markdown(
+        "What one attention head computes, step by step, with the real numbers of the chosen "
+        "layer, head and text. Notation: T tokens, d_model the width of the model, d_k = "
+        "d_model ÷ heads the width of one head. Every shape below is written as rows × "
+        "columns.")
 
 
 def dims(n: int, prefix: str) -> list[str]:
@@ -31,7 +37,7 @@ def dims(n: int, prefix: str) -> list[str]:
 
 def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
                 diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
-                row_title: str = "", col_title: str = "") -> None:
+                row_title: str = "", col_title: str = "", share: float = 1.0) -> None:
     """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
     without values, plus a one-line summary of the whole array."""
     n_rows, n_cols = array.shape
@@ -43,7 +49,7 @@ def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str,
     fig = plots.tensor_figure(shown, rows[:shown.shape[0]], cols[:shown.shape[1]], title,
                               show_values=small, diverging=diverging, colorscale=colorscale,
                               fmt=fmt, row_title=row_title, col_title=col_title)
-    ui.show_figure(fig, key=key, alt=title)
+    ui.show_figure(fig, key=key, alt=title, share=share)
     if not small:
         stats = summarise(array)
         parts = [f"{name} {value:.4g}" if not name.startswith("−") else f"{int(value)} {name}"
@@ -63,18 +69,19 @@ def gradients_section(model, layer: int, head: int, d_cols: list, k_cols: list) 
                                   "output_norm": "½‖Y‖², Y this layer's attention output"}.get,
                      help="What the gradient is of. The next-token loss is what a causal "
                           "model is trained on; ½‖Y‖² has dL/dY = Y, easy to follow by hand.")
+    st.markdown(
+        "Training moves W_Q and W_O along the gradient of a loss. Autograd through the whole "
+        "model gives dL/dW_Q^h and dL/dW_O^h; the chain rule gives them from what the head "
+        "saw: **dL/dW_Q^h = Xᵀ dL/dQ^h** (X the head's input) and **dL/dW_O^h = C^hᵀ dL/dY** "
+        "(C^h its context, Y the attention output).")
     if not ui.synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
         st.caption("One backward pass through the whole model; switch it on to see them.")
         return
     found = ui.memo(head_gradients.head_gradients, model, key=(selection.key, layer, head,
                                                                  "gradients", loss),
                     text=selection.text, layer=layer, head=head, loss=loss)
-    st.markdown(
-        f"Loss L = {found.loss:.4f}. Autograd through the whole model gives dL/dW_Q^h and "
-        f"dL/dW_O^h; the chain rule gives them from what the head saw: **dL/dW_Q^h = Xᵀ "
-        f"dL/dQ^h** (X the head's input) and **dL/dW_O^h = C^hᵀ dL/dY** (C^h its context, Y "
-        f"the attention output). Largest difference between the two: "
-        f"{found.largest_difference:.1e}.")
+    st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
+                f"two formulas: {found.largest_difference:.1e}.")
     show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",
                 fmt=".2g", row_title="d_model", col_title="d_k")
     show_matrix(found.d_W_O, k_cols, d_cols, "dL/dW_O of this head", "grad_o",
@@ -122,7 +129,8 @@ with ui.guard():
         # its layers, heads and query rows (cross-attention's rows are the decoder's)
         trace = seq.as_trace("encoder" if kind == "encoder" else "decoder")
     model = selection.model
-    ui.trace_notes(trace)
+    with st.sidebar if lesson else st.container():
+        ui.trace_notes(trace)
     ui.needs_full_maps(trace, "Inside one head")
     t = trace.n_tokens
     if t > SHORT_TEXT:
@@ -132,7 +140,8 @@ with ui.guard():
     # opens on the token the text is about ('it', else the last) and the head that links it
     # most strongly to the token it reads most, not on L0.H0 (analysis.opening_view)
     focus, _, *linking_head = ui.opening(trace)
-    pick_col, query_col = st.columns([2, 1])
+    # in a lesson the choices wait in the sidebar, out of the class's way
+    pick_col, query_col = (st.sidebar, st.sidebar) if lesson else st.columns([2, 1])
     with pick_col:
         layer, head = ui.head_picker(trace, default=tuple(linking_head))
     labels = list(trace.display_tokens)
@@ -161,50 +170,54 @@ with ui.guard():
     s_keys = len(key_labels)
     d_cols, k_cols = dims(d, "d"), dims(dk, "k")
     steps = {s.key: s for s in inside.steps()}
-
-    # ---------------------------------------------------------------- overview
-    st.subheader(f"Head {name}: layer {layer}, head {head} of {inside.n_head}"
-                 + {"encoder": " (encoder self-attention)", "decoder": " (decoder "
-                    "self-attention)", "cross": " (cross-attention)"}.get(kind or "", ""))
-    if kind == "cross":
-        st.info(f"A cross-attention head: its {t} queries come from the decoder (the target "
-                f"tokens) and its {s_keys} keys and values from the encoder's output M (the "
-                f"source tokens), so its scores and weights are {t} × {s_keys}.")
-    if inside.position_bias is not None:
-        st.info("This model has no position embeddings: a learned bias for each distance "
-                "between query and key is added to the scores (T5's relative position bias, "
-                "step 5b).")
-    scaled = abs(inside.scale - dk ** -0.5) < 1e-9
+    layout = inside.layout_step()
+    scaled = inside.scaled_by_sqrt_d_k
     divide = " / √d_k" if scaled else ""
-    bias_word = " → **+ relative position bias**" if inside.position_bias is not None else ""
-    st.markdown(
-        f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × {dk} "
-        f"each{'; K and V from M, S × d_k' if kind == 'cross' else ''}) → **scores** "
-        f"Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the weights "
-        f"({t} × {s_keys}) → "
-        f"**weights × V** ({t} × {dk}) → × this head's slice of the output projection "
-        f"**W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
-    keys_from = "M" if kind == "cross" else "X"
-    scores_tex = rf"(XW_Q^h)({keys_from}W_K^h)^{{\top}}"
-    if scaled:
-        scores_tex = rf"\frac{{{scores_tex}}}{{\sqrt{{d_k}}}}"
-    elif inside.scale != 1.0:  # a checkpoint's own scale (GPT-2 variants)
-        scores_tex += rf" \cdot {inside.scale:.4g}"
-    bias_tex = " + B^h" if inside.position_bias is not None else ""
-    st.latex(rf"\mathrm{{head}}_h = \operatorname{{softmax}}\!\left({scores_tex}{bias_tex} + M"
-             rf"\right) {keys_from} W_V^h \; W_O^h")
-    st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
-               f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}"
-               + ("" if scaled else " (T5 does not divide by it: the scale is folded into "
-                                    "its initialisation of W_Q)") + ". "
-               + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
-                  if inside.rotary else "")
-               + (f"Key/value heads are shared: query heads "
-                  f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
-                  f"(key/value head {inside.kv_head}). "
-                  if inside.n_kv_head and inside.n_kv_head < inside.n_head else "") +
-               "Rows are tokens throughout (row i = token i), as in the library's code; biases "
-               "are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
+
+    # Each step of the head draws itself; the page shows them all in order, or, in lesson
+    # mode, one per screen (ui.lesson_step: Back / Next, the arrow keys, ?lstep= in the URL).
+    def overview() -> None:
+        st.subheader(f"Head {name}: layer {layer}, head {head} of {inside.n_head}"
+                     + {"encoder": " (encoder self-attention)", "decoder": " (decoder "
+                        "self-attention)", "cross": " (cross-attention)"}.get(kind or "", ""))
+        if kind == "cross":
+            st.info(f"A cross-attention head: its {t} queries come from the decoder (the "
+                    f"target tokens) and its {s_keys} keys and values from the encoder's "
+                    f"output M (the source tokens), so its scores and weights are {t} × "
+                    f"{s_keys}.")
+        if inside.position_bias is not None:
+            st.info("This model has no position embeddings: a learned bias for each distance "
+                    "between query and key is added to the scores (T5's relative position "
+                    "bias, step 5b).")
+        bias_word = " → **+ relative position bias**" if inside.position_bias is not None else ""
+        st.markdown(
+            f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × {dk} "
+            f"each{'; K and V from M, S × d_k' if kind == 'cross' else ''}) → **scores** "
+            f"Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the weights "
+            f"({t} × {s_keys}) → "
+            f"**weights × V** ({t} × {dk}) → × this head's slice of the output projection "
+            f"**W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
+        keys_from = "M" if kind == "cross" else "X"
+        scores_tex = rf"(XW_Q^h)({keys_from}W_K^h)^{{\top}}"
+        if scaled:
+            scores_tex = rf"\frac{{{scores_tex}}}{{\sqrt{{d_k}}}}"
+        elif inside.scale != 1.0:  # a checkpoint's own scale (GPT-2 variants)
+            scores_tex += rf" \cdot {inside.scale:.4g}"
+        bias_tex = " + B^h" if inside.position_bias is not None else ""
+        st.latex(rf"\mathrm{{head}}_h = \operatorname{{softmax}}\!\left({scores_tex}{bias_tex}"
+                 rf" + M\right) {keys_from} W_V^h \; W_O^h")
+        st.caption(f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
+                   f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}"
+                   + ("" if scaled else " (T5 does not divide by it: the scale is folded into "
+                                        "its initialisation of W_Q)") + ". "
+                   + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
+                      if inside.rotary else "")
+                   + (f"Key/value heads are shared: query heads "
+                      f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
+                      f"(key/value head {inside.kv_head}). "
+                      if inside.n_kv_head and inside.n_kv_head < inside.n_head else "") +
+                   "Rows are tokens throughout (row i = token i), as in the library's code; "
+                   "biases are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
 
     def step_header(number: int, key: str) -> None:
         step = steps[key]
@@ -213,53 +226,70 @@ with ui.guard():
         st.markdown(step.explanation)
 
     def csv_button(array, rows, cols, what, key):
+        if lesson:  # a lesson's screen holds the step; the whole page has the downloads
+            return
         ui.download_csv(partial(export.matrix_csv, array, rows, cols, corner=""),
                         export.safe_filename(stem, what, suffix=".csv"), f"{what} as CSV",
                         key=f"dl_{key}")
 
-    if inside.memory is not None:  # cross-attention: the encoder's output, where K and V come from
+    def memory_step() -> None:  # cross-attention: the encoder's output, where K and V come from
         step_header(0, "memory")
         show_matrix(inside.memory, key_tok, d_cols, f"M, the encoder's output: {s_keys} × {d}",
                     "memory", row_title="source token", col_title="d_model")
         csv_button(inside.memory, key_tok, d_cols, "M", "memory")
 
-    # 1. X
-    step_header(1, "X")
-    show_matrix(inside.X, tok, d_cols, f"X: {t} × {d}", "X", row_title="token",
-                col_title="d_model")
-    csv_button(inside.X, tok, d_cols, "X", "X")
+    def x_step() -> None:
+        step_header(1, "X")
+        show_matrix(inside.X, tok, d_cols, f"X: {t} × {d}", "X", row_title="token",
+                    col_title="d_model")
+        csv_button(inside.X, tok, d_cols, "X", "X")
 
-    # 2-4. Q, K, V
-    st.markdown(f"#### 2–4. Q, K, V: T × d_k = {t} × {dk} each")
-    st.latex(r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h \qquad V = XW_V^h + b_V^h")
-    st.markdown(f"{steps['Q'].explanation} {steps['K'].explanation} {steps['V'].explanation} "
-                f"Each W^h is d_model × d_k = {d} × {dk}: the {dk} columns of the layer's "
-                f"projection that belong to head {head}.")
-    for letter in "QKV":
-        array = getattr(inside, letter)
-        rows = tok if letter == "Q" else key_tok
-        show_matrix(array, rows, k_cols, f"{letter} of {name}: {array.shape[0]} × {dk}",
-                    letter, row_title="token", col_title="d_k")
-        csv_button(array, rows, k_cols, letter, letter)
+    def qkv_step() -> None:
+        st.markdown(f"#### 2–4. Q, K, V: T × d_k = {t} × {dk} each")
+        st.latex(r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h \qquad V = XW_V^h + b_V^h")
+        st.markdown(f"{steps['Q'].explanation} {steps['K'].explanation} "
+                    f"{steps['V'].explanation} Each W^h is d_model × d_k = {d} × {dk}: the {dk} "
+                    f"columns of the layer's projection that belong to head {head}.")
+        # a lesson's step fits two screens: the three side by side
+        places = st.columns(3) if lesson else [st.container() for _ in range(3)]
+        for letter, place in zip("QKV", places):
+            array = getattr(inside, letter)
+            rows = tok if letter == "Q" else key_tok
+            with place:
+                show_matrix(array, rows, k_cols, f"{letter} of {name}: {array.shape[0]} × {dk}",
+                            letter, row_title="token", col_title="d_k",
+                            share=1 / 3 if lesson else 1.0)
+                csv_button(array, rows, k_cols, letter, letter)
+        if layout is not None and not lesson:
+            layout_step()
 
-    if inside.rotary:  # RoPE: a step of its own, between the projections and the scores
+    def layout_step() -> None:  # how the checkpoint stores them; the einsum of the notation
+        st.markdown(f"#### 4a. {layout.symbol}: {layout.shape_text}")
+        st.latex(layout.formula)
+        st.markdown(layout.explanation)
+
+    def rope_step() -> None:  # RoPE: a step of its own, between the projections and the scores
         step = steps["Q_rot"]
         st.markdown(f"#### 4b. Rotary positions (RoPE): {step.shape_text}")
         st.latex(step.formula)
         st.markdown(step.explanation)
-        for letter in ("Q", "K"):
+        for letter, place in zip(("Q", "K"), st.columns(2) if lesson else
+                                 [st.container(), st.container()]):
             array = getattr(inside, f"{letter}_rot")
-            show_matrix(array, tok, k_cols, f"{letter} rotated, {letter}': {t} × {dk}",
-                        f"{letter}_rot", row_title="token", col_title="d_k")
-            csv_button(array, tok, k_cols, f"{letter} rotated", f"{letter}_rot")
+            with place:
+                show_matrix(array, tok, k_cols, f"{letter} rotated, {letter}': {t} × {dk}",
+                            f"{letter}_rot", row_title="token", col_title="d_k",
+                            share=0.5 if lesson else 1.0)
+                csv_button(array, tok, k_cols, f"{letter} rotated", f"{letter}_rot")
 
-    # 5-6. scores and mask
-    step_header(5, "scores")
-    show_matrix(inside.scores, tok, key_tok,
-                f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {s_keys}", "scores",
-                row_title="query", col_title="key")
-    csv_button(inside.scores, tok, key_tok, "scores", "scores")
-    if inside.position_bias is not None:  # T5: the relative position bias, a step of its own
+    def scores_step() -> None:
+        step_header(5, "scores")
+        show_matrix(inside.scores, tok, key_tok,
+                    f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {s_keys}", "scores",
+                    row_title="query", col_title="key")
+        csv_button(inside.scores, tok, key_tok, "scores", "scores")
+
+    def bias_step() -> None:  # T5: the relative position bias, a step of its own
         st.markdown(f"#### 5b. {steps['position_bias'].symbol}: "
                     f"{steps['position_bias'].shape_text}")
         st.latex(steps["position_bias"].formula)
@@ -275,94 +305,135 @@ with ui.guard():
                     f"the bias added to the scores: {t} × {t}", "position_bias",
                     row_title="query", col_title="key")
         csv_button(inside.position_bias, tok, key_tok, "position bias", "position_bias")
-        without, with_bias = st.columns(2)
+        without, with_bias = ui.figure_columns(2)
         with without:
             show_matrix(inside.weights_without_bias, tok, key_tok,
                         "the map without the bias", "without_bias", diverging=False,
-                        colorscale=plots.WEIGHT_SCALE, row_title="query", col_title="key")
+                        colorscale=plots.WEIGHT_SCALE, row_title="query", col_title="key",
+                        share=ui.column_share(0.5))
         with with_bias:
             show_matrix(inside.weights, tok, key_tok, "the map with it (step 7)", "with_bias",
                         diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
-                        col_title="key")
+                        col_title="key", share=ui.column_share(0.5))
         st.caption("Without the bias a T5 head cannot tell positions apart at all: its "
                    "scores depend only on what the tokens are.")
-    step_header(6, "masked_scores")
-    if inside.causal or inside.position_bias is not None:
-        show_matrix(inside.masked_scores, tok, key_tok, "scores + "
-                    + ("bias + " if inside.position_bias is not None else "")
-                    + f"mask: {t} × {s_keys}", "masked", row_title="query", col_title="key")
-        csv_button(inside.masked_scores, tok, key_tok, "masked scores", "masked")
-    else:
-        st.caption("Here S' = S: the matrix is the one above.")
 
-    # 7. softmax
-    step_header(7, "weights")
-    show_matrix(inside.weights, tok, key_tok, f"softmax: the attention weights, {t} × {s_keys}",
-                "weights", diverging=False, colorscale=plots.WEIGHT_SCALE,
-                row_title="query", col_title="key")
-    difference = float(np.abs(inside.weights - the_map).max())
-    st.caption(f"These are exactly the weights of {name} on the Attention maps page (largest "
-               f"difference {difference:.1e}). Every row sums to 1.")
-    csv_button(inside.weights, tok, key_tok, "weights", "weights")
-    with st.expander(f"Follow query {query} '{labels[query]}' through steps 5–8", expanded=True):
-        row = {"key": key_tok,
-               "score q·k × scale": np.round(inside.scores[query], 4),
-               "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
-                                  for v in inside.masked_scores[query]],
-               "weight": np.round(inside.weights[query], 4)}
-        st.dataframe(row, hide_index=True, width="stretch",
-                     height=min(420, 38 + 35 * s_keys))
-        top = np.argsort(-inside.weights[query], kind="stable")[:3]
+    def mask_step() -> None:
+        step_header(6, "masked_scores")
+        if inside.causal or inside.position_bias is not None:
+            show_matrix(inside.masked_scores, tok, key_tok, "scores + "
+                        + ("bias + " if inside.position_bias is not None else "")
+                        + f"mask: {t} × {s_keys}", "masked", row_title="query",
+                        col_title="key")
+            csv_button(inside.masked_scores, tok, key_tok, "masked scores", "masked")
+        else:
+            st.caption("Here S' = S: the matrix is the one above.")
+
+    def softmax_step() -> None:
+        step_header(7, "weights")
+        show_matrix(inside.weights, tok, key_tok,
+                    f"softmax: the attention weights, {t} × {s_keys}", "weights",
+                    diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
+                    col_title="key")
+        difference = inside.largest_difference(the_map)
+        st.caption(f"These are exactly the weights of {name} on the Attention maps page "
+                   f"(largest difference {difference:.1e}). Every row sums to 1.")
+        csv_button(inside.weights, tok, key_tok, "weights", "weights")
+        if not lesson:
+            with st.expander(f"Follow query {query} '{labels[query]}' through steps 5–8",
+                             expanded=True):
+                follow_step()
+
+    def follow_step() -> None:
+        followed = inside.followed_query(query)
+        st.dataframe({"key": key_tok, **followed.table}, hide_index=True,
+                     width="stretch", height=min(420, 38 + 35 * s_keys))
         st.markdown(
             f"Token {query} '{ui.md_escape(labels[query])}' puts "
-            + ", ".join(f"{inside.weights[query, j]:.0%} on {j} "
-                        f"'{ui.md_escape(key_labels[j])}'" for j in top)
-            + f". Its output from this head (row {query} of step 8) is the weighted average "
-              f"of the value rows: Σⱼ weightⱼ · Vⱼ.")
+            + ", ".join(f"{share:.0%} on {j} '{ui.md_escape(key_labels[j])}'"
+                        for j, share in followed.strongest)
+            + f". Its output from this head (row {query} of step 8) is the weighted "
+              f"average of the value rows: Σⱼ weightⱼ · Vⱼ.")
 
-    with st.expander("The same weights with less memory: chunked and flash attention"):
-        flash_section(inside, query, labels[query], key_labels)
+    def context_step() -> None:
+        step_header(8, "context")
+        show_matrix(inside.context, tok, k_cols, f"weights × V: {t} × {dk}", "context",
+                    row_title="token", col_title="d_k")
+        csv_button(inside.context, tok, k_cols, "context", "context")
 
-    # 8. context
-    step_header(8, "context")
-    show_matrix(inside.context, tok, k_cols, f"weights × V: {t} × {dk}", "context",
-                row_title="token", col_title="d_k")
-    csv_button(inside.context, tok, k_cols, "context", "context")
+    def output_step() -> None:
+        step_header(9, "W_O")
+        show_matrix(inside.W_O, k_cols, d_cols, f"W_O slice of {name}: {dk} × {d}", "W_O",
+                    row_title="d_k", col_title="d_model")
+        csv_button(inside.W_O, k_cols, d_cols, "W_O slice", "W_O")
+        if not lesson:
+            contribution_step()
 
-    # 9-10. W_O slice and contribution
-    step_header(9, "W_O")
-    show_matrix(inside.W_O, k_cols, d_cols, f"W_O slice of {name}: {dk} × {d}", "W_O",
-                row_title="d_k", col_title="d_model")
-    csv_button(inside.W_O, k_cols, d_cols, "W_O slice", "W_O")
-    step_header(10, "contribution")
-    show_matrix(inside.contribution, tok, d_cols, f"contribution of {name}: {t} × {d}",
-                "contribution", row_title="token", col_title="d_model")
-    csv_button(inside.contribution, tok, d_cols, "contribution", "contribution")
-    st.markdown(
-        f"**Putting the heads together.** The attention output of layer {layer} is the sum of "
-        f"the {inside.n_head} heads' contributions plus the output bias b_O (this is the same as "
-        f"concatenating the heads' outputs, T × d_model, and multiplying by the full W_O). "
-        f"{name}'s contribution has {inside.share_of_output:.0%} of the size (Frobenius norm) of "
-        f"all heads' contributions together. "
-        + ("A pre-norm model then adds it to the residual stream: h ← h + attention output."
-           if inside.pre_ln else
-           "A post-norm model (BERT) then adds it to the residual stream and normalises: "
-           "h ← LN(h + attention output).")
-        + " Because of that residual path a token keeps much of its own information whatever "
-          "its heads attend to; attention rollout (Abnar & Zuidema 2020, on the Attention maps "
-          "page) models it as 0.5·A + 0.5·I per layer.")
+    def contribution_step() -> None:
+        step_header(10, "contribution")
+        show_matrix(inside.contribution, tok, d_cols, f"contribution of {name}: {t} × {d}",
+                    "contribution", row_title="token", col_title="d_model")
+        csv_button(inside.contribution, tok, d_cols, "contribution", "contribution")
+        st.markdown(
+            f"**Putting the heads together.** The attention output of layer {layer} is the sum "
+            f"of the {inside.n_head} heads' contributions plus the output bias b_O (this is the "
+            f"same as concatenating the heads' outputs, T × d_model, and multiplying by the "
+            f"full W_O). {name}'s contribution has {inside.share_of_output:.0%} of the size "
+            f"(Frobenius norm) of all heads' contributions together. "
+            + ("A pre-norm model then adds it to the residual stream: h ← h + attention output."
+               if inside.pre_ln else
+               "A post-norm model (BERT) then adds it to the residual stream and normalises: "
+               "h ← LN(h + attention output).")
+            + " Because of that residual path a token keeps much of its own information "
+              "whatever its heads attend to; attention rollout (Abnar & Zuidema 2020, on the "
+              "Attention maps page) models it as 0.5·A + 0.5·I per layer.")
 
-    if seq is None:  # a fused W_QKV: GPT-2, BERT, the Llama family
-        with st.expander("How this head learns: the gradients of W_Q and W_O"):
-            gradients_section(selection.model, layer, head, d_cols, k_cols)
+    def cost_step() -> None:
+        ui.attention_cost(model.info)
 
-    def all_arrays() -> bytes:
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, tokens=np.array(labels), **inside.arrays())
-        return buffer.getvalue()
+    titles_and_steps = [
+        ("The whole head in one line", overview),
+        *([("M: the encoder's output", memory_step)] if inside.memory is not None else []),
+        ("X: what the head reads", x_step),
+        ("Q, K, V: three projections", qkv_step),
+        *([("How the checkpoint stores them, and the heads' shapes", layout_step)]
+          if lesson and layout is not None else []),
+        *([("Rotary positions (RoPE)", rope_step)] if inside.rotary else []),
+        ("Scores: every query against every key", scores_step),
+        *([("T5's relative position bias", bias_step)]
+          if inside.position_bias is not None else []),
+        ("The mask", mask_step),
+        ("Softmax: the attention weights", softmax_step),
+        *([(f"Follow query {query} '{labels[query]}'", follow_step)] if lesson else []),
+        ("Chunked and flash attention: the same weights with less memory",
+         lambda: flash_section(inside, query, labels[query], key_labels)),
+        ("Weights × V: each token's mix of values", context_step),
+        ("W_O: from one head back to the model's width", output_step),
+        *([("The head's contribution, and all heads together", contribution_step)]
+          if lesson else []),
+        *([("How the head learns: the gradients of W_Q and W_O",
+            lambda: gradients_section(model, layer, head, d_cols, k_cols))]
+          if seq is None else []),  # a fused W_QKV: GPT-2, BERT, the Llama family
+        ("What attention costs: parameters and the KV cache", cost_step),
+    ]
+    # drawn in an expander on the whole page, as a step of its own in a lesson
+    FOLDED = {"Chunked and flash attention: the same weights with less memory",
+              "How the head learns: the gradients of W_Q and W_O",
+              "What attention costs: parameters and the KV cache"}
+    if lesson:
+        number = ui.lesson_step([title for title, _ in titles_and_steps])
+        titles_and_steps[number - 1][1]()
+        st.stop()
+    for title, draw in titles_and_steps:
+        if title in FOLDED:
+            with st.expander(title):
+                draw()
+        else:
+            draw()
 
     st.divider()
-    ui.download_bytes(all_arrays, f"{stem}_inside.npz", "⬇ Every array of this head (.npz)",
+    ui.download_bytes(partial(inside.npz_bytes, labels), f"{stem}_inside.npz",
+                      "⬇ Every array of this head (.npz)",
                       key="dl_inside_all",
                       help="X, W_Q, W_K, W_V, Q, K, V, (Q_rot, K_rot under RoPE), scores, "
                            "mask, masked_scores, weights, context, W_O, contribution, "

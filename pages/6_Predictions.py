@@ -99,14 +99,14 @@ def decoder_attribution(pred) -> None:
                           key=(selection.key[:-1], "dla"),
                           target=selection.target, position=int(position),
                           contrast=contrast_text or runner_up)
-    self_col, cross_col = st.columns(2)
+    self_col, cross_col = ui.figure_columns(2)
     for col, values, kind in ((self_col, attribution.heads, "Decoder self-attention"),
                               (cross_col, attribution.cross_heads, "Cross-attention")):
         with col:
             fig = plots.layer_head_heatmap(values, f"{kind} heads", "direct effect (logits)",
                                            fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key=f"dla_{kind.split()[0].lower()}", share=0.5,
+            ui.show_figure(fig, key=f"dla_{kind.split()[0].lower()}", share=ui.column_share(0.5),
                            alt=f"Direct logit attribution of each {kind.lower()} head")
     parts = A.attribution_parts(attribution)
     st.caption(
@@ -228,7 +228,7 @@ with ui.guard():
                 f"In code: `model.score(text, metric=TargetMetric(...))`; `ablation_effects`, "
                 f"`gradient_importance` and `pruning_curve` take the same `metric=`.")
 
-    dla_col, ablation_col = st.columns(2)
+    dla_col, ablation_col = ui.figure_columns(2)
     with dla_col:
         if run is not None and model.network.config.pre_norm:
             attribution = A.attribute_run(run, int(position), target, contrast)
@@ -236,7 +236,8 @@ with ui.guard():
                 attribution.heads, "Direct effect of each head",
                 "direct effect (logits)", fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head", share=0.5)
+            ui.show_figure(fig, key="dla", alt="Direct logit attribution of each head",
+                           share=ui.column_share(0.5))
             parts = A.attribution_parts(attribution)
             st.caption(
                 f"Each head's output at position {attribution.position}, through its slice of "
@@ -266,7 +267,8 @@ with ui.guard():
                 effects, "Exact effect of switching each head off",
                 "Δ metric", fmt=".2f", diverging=True)
             plots.columns_at_bottom(fig)
-            ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric", share=0.5)
+            ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric",
+                           share=ui.column_share(0.5))
             st.caption("Each cell: the metric with that head switched off − the metric with "
                        "every head on. Blue = the head was helping the target; it counts "
                        "every path, direct and through later layers.")

@@ -233,7 +233,7 @@ with ui.guard():
                "and the normalisation.")
     per_row = 2 if trace.n_head > 9 else 3
     for start in range(0, len(maps), per_row):
-        columns = st.columns(per_row)
+        columns = ui.figure_columns(per_row)
         for column, (key, title, how) in zip(columns, maps[start:start + per_row]):
             with column:
                 unit = {"entropy": "entropy", "first token": "mass", "[SEP]": "mass"}.get(
@@ -242,7 +242,7 @@ with ui.guard():
                                                zmin=0.0, zmax=1.0)
                 plots.columns_at_bottom(fig)
                 ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
-                               share=1 / per_row)
+                               share=ui.column_share(1 / per_row))
                 normalised = "" if key in ("first token", "[SEP]", "entropy") else \
                     f" **Normalisation:** {norm_name}."
                 st.caption(f"{ui.md_escape(how)}. **Probe:** {ui.md_escape(probes[key])}."
@@ -281,17 +281,18 @@ with ui.guard():
     if drop_probe:
         probe_map, probe_kept = A.drop_positions(probe_map, probe_keep)
         probe_labels = [probe_labels[i] for i in probe_kept]
-    text_col, probe_col = st.columns(2)
+    text_col, probe_col = ui.figure_columns(2)
     with text_col:
         fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text",
                                  causal=causal, max_ticks=30, block_factor=factor,
                                  height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_text", alt=f"{name} on the text", share=0.5)
+        ui.show_figure(fig, key="head_text", alt=f"{name} on the text", share=ui.column_share(0.5))
     with probe_col:
         fig = plots.head_heatmap(probe_map, probe_labels,
                                  title=f"{name} on the probe (sequence 1 of {n_seqs})",
                                  causal=causal, max_ticks=14, height=HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe", share=0.5)
+        ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe",
+                       share=ui.column_share(0.5))
         st.caption(f"The probe's first sequence ({ui.md_escape(probe_name)}). An induction "
                    f"head draws a stripe {seq_len - 1} cells left of the diagonal in the "
                    f"second half: each token reads the token after its first copy.")

@@ -66,14 +66,15 @@ def segment_texts(model, texts, seg_len, max_segments):
 
 def heatmap_pair(result, name: str, title: str, unit: str, key: str, stem: str) -> None:
     """Mean and spread over segments of one [L, H] statistic, side by side, and its CSV."""
-    left, right = st.columns(2)
+    left, right = ui.figure_columns(2)
     with left:
         ui.show_figure(plots.layer_head_heatmap(result.mean(name), f"{title}: mean", unit),
-                       key=f"{key}_mean", share=0.5, alt=f"{title}, mean over segments")
+                       key=f"{key}_mean", share=ui.column_share(0.5),
+                       alt=f"{title}, mean over segments")
     with right:
         ui.show_figure(plots.layer_head_heatmap(result.std(name), f"{title}: spread (std)",
                                                 unit),
-                       key=f"{key}_std", share=0.5,
+                       key=f"{key}_std", share=ui.column_share(0.5),
                        alt=f"{title}, standard deviation over segments")
     ui.download_csv(lambda: result.table_csv(name),
                     export.safe_filename(stem, "corpus", name, suffix=".csv"),
@@ -198,12 +199,14 @@ with ui.guard():
         st.caption(f"The Jensen-Shannon divergence of every pair of heads, averaged over "
                    f"segments (each on {result.info.get('similarity_rows') or 'every'} evenly "
                    f"spaced query rows), then clustered and mapped in 2-D as Clark et al. did.")
-        left, right = st.columns(2)
+        left, right = ui.figure_columns(2)
         with left:
-            ui.show_figure(plots.distance_heatmap(distances, n_head, order=order), share=0.5,
+            ui.show_figure(plots.distance_heatmap(distances, n_head, order=order),
+                           share=ui.column_share(0.5),
                            key="c_dist", alt="Head-to-head distances over the corpus")
         with right:
-            ui.show_figure(plots.head_scatter(coords, n_head), key="c_mds", share=0.5,
+            ui.show_figure(plots.head_scatter(coords, n_head), key="c_mds",
+                           share=ui.column_share(0.5),
                            alt="Heads in 2-D over the corpus")
     score = model.info.score_name
     if "ablation" in stats:

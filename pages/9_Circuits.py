@@ -460,12 +460,12 @@ def encoder_decoder_view(model) -> None:
                f"maps share one colour scale, −1 to 1.")
     for note in result.notes:
         st.caption(note)
-    columns = st.columns(3)
+    columns = ui.figure_columns(3)
     for column, (kind, values) in zip(columns, result.normalized.items()):
         with column:
             fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], "patched (0 → 1)",
                                            fmt=".2f", diverging=True, zmax=1.0)
-            ui.show_figure(fig, key=f"patch_{kind}", share=1 / 3,
+            ui.show_figure(fig, key=f"patch_{kind}", share=ui.column_share(1 / 3),
                            alt=f"Patching effect of every {kind} head")
     ranked = result.strongest()
     st.markdown("**The heads that carry the difference**, of every kind")

@@ -82,7 +82,7 @@ def test_inside_one_head_shows_them_on_request():
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert len(at.get("plotly_chart")) == n_charts + 2  # dL/dW_Q and dL/dW_O
     shown = " ".join(texts(at.markdown))
-    assert "Largest difference between the two" in shown
+    assert "Largest difference between autograd and the two formulas" in shown
     expected = head_gradients(load_model("minilm"), at.session_state["_mv_state_text"]
                               if "_mv_state_text" in at.session_state else
                               "The animal didn't cross the street because it was too tired.",
@@ -100,7 +100,7 @@ def test_the_projection_step_names_the_checkpoints_matrices_and_runs_the_einsum(
     from mha_viz.inside import inside_one_head
 
     inside = inside_one_head(gpt2_model, TEXT, 1, 2)
-    text = [s for s in inside.steps() if s.key == "Q"][0].explanation
+    text = inside.layout_step().explanation
     assert "one matrix, c_attn (64 × 192)" in text and "columns 32–47" in text
     assert "(batch, heads, seq, d_k) = (1, 4, " in text
     assert inside.einsum_difference < 1e-5

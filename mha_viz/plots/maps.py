@@ -173,8 +173,13 @@ def model_view_grid(
     selected: tuple[int, int] | None = None,
     cell_px: int = 64,
     title: str = "All heads",
+    first_layer: int = 0,
 ) -> go.Figure:
     """Every layer x head as a thumbnail, stitched into ONE heatmap trace.
+
+    ``attentions`` may be a window of the layers (a projector shows a few at a time):
+    ``first_layer`` is the layer of its first row, for the labels, the click data and
+    ``selected`` (a selected head outside the window is not marked).
 
     Trace 0 is the image (no hover); trace 1 is a transparent scatter with one point per
     head at the thumbnail centre: customdata = [layer, head], point index = layer * H + head.
@@ -204,8 +209,9 @@ def model_view_grid(
     image = image[: n_layer * step_r - gap, : n_head * step_c - gap]
 
     centre_r, centre_c = (rows - 1) / 2, (cols - 1) / 2
-    layers, heads = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
-    layers, heads = layers.ravel(), heads.ravel()
+    rows_of, heads = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
+    rows_of, heads = rows_of.ravel(), heads.ravel()
+    layers = rows_of + int(first_layer)
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
@@ -216,7 +222,7 @@ def model_view_grid(
     fig.add_trace(
         go.Scatter(
             x=heads * step_c + centre_c,
-            y=layers * step_r + centre_r,
+            y=rows_of * step_r + centre_r,
             mode="markers",
             # Fully transparent but still hoverable and clickable.
             marker=dict(
@@ -234,10 +240,12 @@ def model_view_grid(
     )
     if selected is not None:
         sl, sh = selected
-        if not (0 <= sl < n_layer and 0 <= sh < n_head):
+        if first_layer == 0 and not (0 <= sl < n_layer and 0 <= sh < n_head):
             raise InputError(
                 f"selected head {selected} is outside the model ({n_layer} layers x {n_head} heads)."
             )
+        sl -= int(first_layer)
+    if selected is not None and 0 <= sl < n_layer:
         pad = gap / 2
         fig.add_shape(
             type="rect",
@@ -260,7 +268,7 @@ def model_view_grid(
         ),
         yaxis=dict(
             tickmode="array", tickvals=[l * step_r + centre_r for l in range(n_layer)],
-            ticktext=[f"L{l}" for l in range(n_layer)],
+            ticktext=[f"L{l + first_layer}" for l in range(n_layer)],
             showgrid=False, zeroline=False, range=[image.shape[0] - 0.5 + gap, -0.5 - gap],
             scaleanchor="x", constrain="domain",
         ),
@@ -283,7 +291,8 @@ def _gap_scale(name: str) -> list:
     return scale
 
 
-def grid_point_to_head(point: Mapping, n_head: int) -> tuple[int, int] | None:
+def grid_point_to_head(point: Mapping, n_head: int, first_layer: int = 0
+                       ) -> tuple[int, int] | None:
     """(layer, head) from one selected point of ``model_view_grid`` (a Streamlit point dict).
 
     Uses customdata when present, else the point index of the head trace (trace 1).
@@ -297,7 +306,7 @@ def grid_point_to_head(point: Mapping, n_head: int) -> tuple[int, int] | None:
     curve = point.get("curve_number", point.get("curveNumber"))
     index = point.get("point_index", point.get("pointIndex", point.get("point_number")))
     if curve == 1 and index is not None:
-        return int(index) // n_head, int(index) % n_head
+        return int(index) // n_head + int(first_layer), int(index) % n_head
     return None
 
 

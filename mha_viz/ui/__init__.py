@@ -64,7 +64,10 @@ from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_spe
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
-from .output import (STACKED_BELOW_PX, caveat, download_bytes, download_csv, download_trace,
+from .lesson import lesson_step
+from .output import (STACKED_BELOW_PX, attention_cost, caveat, column_share, figure_columns,
+                     layer_window, GRID_CELL_PX_PRESENTING, download_bytes, download_csv,
+                     download_trace,
                      figure_screen, hidden_note, kv_sharing_note, model_card, needs_full_maps,
                      page_setup,
                      show_figure, trace_notes, viewport)
@@ -84,7 +87,8 @@ __all__ = [
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
-    "kv_sharing_note", "needs_full_maps", "caveat", "md_escape", "app_pages", "page_files",
+    "kv_sharing_note", "needs_full_maps", "lesson_step", "attention_cost", "figure_columns",
+    "column_share", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat", "md_escape", "app_pages", "page_files",
     "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",

@@ -215,6 +215,41 @@ def figure_screen(share: float = 1.0) -> fit.Screen | None:
     return fit.Screen(width=width, height=size["height"] or None, present=presenting())
 
 
+def figure_columns(spec, **kwargs) -> list:
+    """st.columns for figures side by side; in presentation mode they stack, each the whole
+    width (a projector's map must be legible from the back). Pass each figure's show_figure
+    share=column_share(...)."""
+    n = spec if isinstance(spec, int) else len(spec)
+    if presenting():
+        return [st.container() for _ in range(n)]
+    return st.columns(spec, **kwargs)
+
+
+GRID_LAYERS_PRESENTING = 4  # a projector's model view: this many layers at a time
+GRID_CELL_PX_PRESENTING = 110  # ... with thumbnails this large
+
+
+def layer_window(n_layer: int, layer: int) -> tuple[int, int]:
+    """The layers the model view shows: all of them, or on a projector a few at a time (a
+    slider picks which; it opens on those around the chosen head). -> (first, stop)."""
+    if not presenting() or n_layer <= GRID_LAYERS_PRESENTING:
+        return 0, n_layer
+    size = GRID_LAYERS_PRESENTING
+    starts = list(range(0, n_layer, size))
+    first = synced(st.select_slider, "glayers", "Layers shown", starts[min(layer // size,
+                                                                            len(starts) - 1)],
+                   options=starts, valid=lambda v: int(v) in starts,
+                   format_func=lambda v: f"L{v}–L{min(v + size, n_layer) - 1}",
+                   help="On a projector the grid shows a few layers at a time, so each "
+                        "thumbnail is large enough to see and to click.")
+    return int(first), min(int(first) + size, n_layer)
+
+
+def column_share(share: float) -> float:
+    """The share of the width a figure in figure_columns gets: all of it when presenting."""
+    return 1.0 if presenting() else share
+
+
 # ------------------------------------------------------------------ downloads
 
 
@@ -303,6 +338,22 @@ def model_card(model: Model) -> None:
         f"- **Weights from:** {md_escape(info.source)}\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
     if info.causal and not info.encoder_decoder:  # what generation keeps: its KV cache
+        kv_cache_card(info)
+
+
+def attention_cost(info) -> None:
+    """What attention costs, for a lesson: its parameters (4 d_model² for plain multi-head
+    attention, fewer with shared key/value heads) and, for a causal model, the KV cache."""
+    q_width, kv_width = info.n_head * info.d_head, info.n_kv_head * info.d_head
+    plain = 4 * info.d_model ** 2
+    st.markdown(
+        f"**Parameters of one attention layer.** W_Q and W_O are d_model × (heads × d_head) = "
+        f"{info.d_model} × {q_width}; W_K and W_V are d_model × (key/value heads × d_head) = "
+        f"{info.d_model} × {kv_width}. Together: **{info.attention_params_per_layer:,}** "
+        f"numbers per layer (biases not counted), against 4 × d_model² = {plain:,} for plain "
+        f"multi-head attention with d_head = d_model ÷ heads. The whole model has "
+        f"{info.n_layer} such layers.")
+    if info.causal and not info.encoder_decoder:
         kv_cache_card(info)
 
 

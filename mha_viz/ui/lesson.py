@@ -1,0 +1,70 @@
+"""Lesson mode: one step of a page per screen, for a class. A progress line, Back and Next,
+the arrow keys (and a presenter's clicker, which sends Page Up / Page Down), and the step in
+the URL (?lesson=1&lstep=4), so a teacher can prepare a lesson as links."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .state import get_value, set_value, synced
+
+STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
+# Runs in the page itself (st.components.v2): a key moves the lesson unless the reader is
+# typing or working a widget that uses the arrow keys itself.
+_KEYS_JS = """
+export default function(component) {
+    const { setTriggerValue } = component;
+    const OWN_KEYS = ['slider', 'spinbutton', 'combobox', 'listbox', 'option', 'radio', 'tab',
+                      'textbox', 'menu', 'menuitem', 'grid'];
+    const busy = (el) => !!el && (el.isContentEditable
+        || ['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName)
+        || OWN_KEYS.includes(el.getAttribute('role')));
+    const MOVES = {ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1};
+    const onKey = (event) => {
+        if (!(event.key in MOVES) || event.altKey || event.ctrlKey || event.metaKey
+                || event.shiftKey || busy(document.activeElement)) return;
+        event.preventDefault();
+        setTriggerValue('move', MOVES[event.key]);
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+}
+"""
+_keys_component = None
+# a lesson's screen belongs to its step: a smaller page title above it
+_LESSON_CSS = """<style>
+[data-testid="stMainBlockContainer"] h1 {font-size: 1.6rem; padding: 0 0 0.5rem;}
+.st-key-_mv_lesson_keys {display: none;}
+</style>"""
+
+
+def _arrow_keys() -> int:
+    """+1 or -1 when the reader pressed a key that moves the lesson since the last run."""
+    global _keys_component
+    if _keys_component is None:
+        import streamlit.components.v2 as components
+
+        _keys_component = components.component("mha_viz_lesson_keys", js=_KEYS_JS)
+    with st.sidebar:
+        result = _keys_component(key="_mv_lesson_keys", on_move_change=lambda: None)
+    move = getattr(result, "move", None)
+    return int(move) if move in (1, -1) else 0
+
+
+def lesson_step(titles: list[str]) -> int:
+    """Draw the lesson's navigation for steps with these titles; -> the step to show (from 1)."""
+    n = len(titles)
+    st.html(_LESSON_CSS)
+    move = _arrow_keys()
+    if move:
+        set_value(STEP, min(max(int(get_value(STEP, 1) or 1) + move, 1), n))
+    with st.sidebar:  # jumping to a step is for the teacher; the row below is for the class
+        current = synced(st.selectbox, STEP, "Lesson step", 1, options=list(range(1, n + 1)),
+                         format_func=lambda k: f"{k}. {titles[k - 1]}")
+    back, progress, forward = st.columns([1, 4, 1], vertical_alignment="center")
+    progress.progress(current / n, text=f"Step {current} of {n}: {titles[current - 1]}")
+    back.button("← Back", key="_mv_lesson_back", disabled=current == 1, width="stretch",
+                on_click=set_value, args=(STEP, current - 1))
+    forward.button("Next →", key="_mv_lesson_next", disabled=current == n, width="stretch",
+                   on_click=set_value, args=(STEP, current + 1), type="primary")
+    return current

@@ -1,0 +1,134 @@
+"""Inside one head's lesson mode in headless chromium, as a teacher uses it on a projector
+(1280x720, ?present=1, SmolLM2): the arrow keys walk every step, each step fits on two
+screens, Back goes back, the URL keeps the step, and every idea of the lesson is on screen."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_browser_app import assert_no_exception, shoot  # noqa: E402
+from test_smollm2_browser import wait_fitted  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+WIDTH, HEIGHT = 1280, 720
+QUERY = "?model=smollm2&lesson=1&present=1&layer=1&head=2"
+STEP = re.compile(r"Step (\d+) of (\d+)")
+# The page's content below the header, without the container's bottom padding.
+CONTENT_HEIGHT = """() => {
+    const block = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const style = getComputedStyle(block);
+    return block.getBoundingClientRect().top + block.scrollHeight
+        - parseFloat(style.paddingBottom);
+}"""
+AT_STEP = """(k) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"]')) return false;
+    const bar = document.querySelector('[data-testid="stProgress"]');
+    return !!bar && bar.innerText.includes(`Step ${k} of`);
+}"""
+# What the lesson teaches, each found on one of its screens (SmolLM2: grouped-query
+# attention, RoPE, three projection matrices as the GGUF file names them).
+IDEAS = ["X: what the head reads", "three matrices (attn_q, attn_k, attn_v)",
+         "(batch, heads, seq, d_k)",
+         "np.einsum('ib,ba->ia', X, W_Q)", "Rotary positions (RoPE)", "√d_k",
+         "Causal: query i may only see keys j ≤ i", "Every row sums to 1", "online softmax",
+         "Chunked attention", "Σⱼ weightⱼ · Vⱼ", "W_O slice of L1.H2",
+         "concatenating the heads' outputs", "dL/dW_Q^h = Xᵀ dL/dQ^h", "4 × d_model²",
+         "KV cache",
+         "grouped-query (3 K/V heads)", "multi-query (1 K/V head)"]
+
+
+def at_step(tab, k: int) -> None:
+    tab.wait_for_function(AT_STEP, arg=k, polling=200)
+    wait_fitted(tab)
+
+
+def test_the_lesson_walks_with_the_arrow_keys_and_fits_the_projector(sized_tab, app_server,
+                                                                     screenshots):
+    tab = sized_tab(WIDTH, HEIGHT)
+    tab.goto(f"{app_server.url}/Inside_One_Head{QUERY}")
+    at_step(tab, 1)
+    n = int(STEP.search(tab.locator('[data-testid="stProgress"]').inner_text()).group(2))
+    assert n >= 12
+    seen, heights = [], {}
+    for k in range(1, n + 1):
+        if k > 1:
+            tab.mouse.click(WIDTH - 4, HEIGHT // 2)  # the page has the focus, not a widget
+            tab.keyboard.press("ArrowRight")
+            at_step(tab, k)
+        assert_no_exception(tab, app_server)
+        assert f"lstep={k}" in tab.url or k == 1, tab.url  # a link to this step
+        heights[k] = tab.evaluate(CONTENT_HEIGHT)
+        seen.append(tab.locator('[data-testid="stMain"]').inner_text())
+        shoot(tab, screenshots, f"lesson_projector_step{k:02d}")
+    too_long = {k: h for k, h in heights.items() if h > 2 * HEIGHT}
+    assert not too_long, too_long  # every step on two screens or fewer
+    text = "\n".join(seen)
+    missing = [idea for idea in IDEAS if idea not in text]
+    assert not missing, missing
+    # the last step stays the last; Back and the left arrow go back
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_timeout(1500)
+    assert f"Step {n} of {n}" in tab.locator('[data-testid="stProgress"]').inner_text()
+    tab.get_by_role("button", name="← Back").click()
+    at_step(tab, n - 1)
+    tab.mouse.click(WIDTH - 4, HEIGHT // 2)
+    tab.keyboard.press("ArrowLeft")
+    at_step(tab, n - 2)
+    # a prepared link opens on its step
+    tab.goto(f"{app_server.url}/Inside_One_Head{QUERY}&lstep=5")
+    at_step(tab, 5)
+
+
+# Every text drawn in every figure, its size, and whether it pokes out of its figure; the
+# plot area of every layer x head map (cells [layers, heads] or [heads, layers]).
+FIGURE_PROBE = """([nLayer, nHead]) => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .map(gd => {
+    const box = gd.getBoundingClientRect();
+    const texts = Array.from(gd.querySelectorAll('svg text'))
+        .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0);
+    const cells = (gd.layout.meta || {}).cells || [];
+    const layerHead = cells.length === 2 && ((cells[0] === nLayer && cells[1] === nHead)
+                                             || (cells[0] === nHead && cells[1] === nLayer));
+    return {
+      title: String((gd.layout.title || {}).text || '').slice(0, 50),
+      smallest: Math.min(...texts.map(t => parseFloat(getComputedStyle(t).fontSize)), 99),
+      cut: Array.from(gd.querySelectorAll('.gtitle, .legend text')).filter(t => {
+          const r = t.getBoundingClientRect();
+          return r.right > box.right + 2 || r.left < box.left - 2; }).length,
+      layerHeadWidth: layerHead ? gd._fullLayout._size.w : null,
+    };
+  })"""
+PRESENT_PAGES = [("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
+                 ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3),
+                 ("Head_Roles", 1)]
+
+
+def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, screenshots):
+    """At 1280x720 with ?present=1: no text in a figure under 14 px, every layer x head map
+    at least half the window wide, no title or legend cut off at a figure's edge."""
+    from test_browser_app import open_page
+
+    tab = sized_tab(WIDTH, HEIGHT)
+    problems, maps_seen = [], 0
+    for path, n_charts in PRESENT_PAGES:
+        open_page(tab, app_server, path, n_charts, "?model=smollm2&present=1")
+        wait_fitted(tab)
+        assert_no_exception(tab, app_server)
+        for figure in tab.evaluate(FIGURE_PROBE, [30, 9]):
+            if figure["smallest"] < 14:
+                problems.append((path, figure["title"], "text", figure["smallest"]))
+            if figure["cut"]:
+                problems.append((path, figure["title"], "cut", figure["cut"]))
+            if figure["layerHeadWidth"] is not None:
+                maps_seen += 1
+                if figure["layerHeadWidth"] < WIDTH / 2:
+                    problems.append((path, figure["title"], "narrow",
+                                     figure["layerHeadWidth"]))
+        shoot(tab, screenshots, f"present_{path}")
+    assert not problems, problems
+    assert maps_seen >= 8  # the probe saw the layer x head maps it is about

@@ -1,0 +1,106 @@
+"""Inside one head's lesson mode (AppTest) and the library numbers its steps show, each
+against an independent computation."""
+
+import io
+
+import numpy as np
+import pytest
+
+from mha_viz import load_model
+from mha_viz.inside import inside_one_head
+
+TEXT = "The cat sat on the mat because it was warm."
+PAGE = "pages/5_Inside_One_Head.py"
+
+
+@pytest.fixture(scope="module")
+def inside(gpt2_model):
+    return inside_one_head(gpt2_model, TEXT, 1, 2)
+
+
+def test_a_followed_query_is_its_row_of_the_scores_and_weights(inside, gpt2_model):
+    query = 5
+    followed = inside.followed_query(query)
+    row = inside.weights[query]
+    np.testing.assert_allclose(followed.table["weight"], np.round(row, 4))
+    np.testing.assert_allclose(followed.table["score q·k × scale"],
+                               np.round(inside.Q[query] @ inside.K.T * inside.scale, 4),
+                               atol=2e-4)
+    masked = followed.table["after the mask"]
+    assert masked[query + 1:] == ["−∞"] * (inside.n_tokens - query - 1)  # causal: the future
+    assert all(v != "−∞" for v in masked[:query + 1])
+    order = sorted(range(inside.n_tokens), key=lambda j: -row[j])[:3]
+    assert [j for j, _ in followed.strongest] == order
+    assert [w for _, w in followed.strongest] == pytest.approx([row[j] for j in order])
+    with pytest.raises(Exception, match="outside"):
+        inside.followed_query(inside.n_tokens)
+
+
+def test_the_walk_through_equals_the_traces_map_and_its_arrays_download(inside, gpt2_model):
+    trace = gpt2_model.trace(TEXT)
+    assert inside.largest_difference(trace.attentions[1, 2]) < 1e-5
+    assert inside.largest_difference(trace.attentions[1, 3]) > 1e-3  # another head differs
+    assert inside.scaled_by_sqrt_d_k  # GPT-2 divides by sqrt(d_k)
+    saved = np.load(io.BytesIO(inside.npz_bytes(list(trace.display_tokens))),
+                    allow_pickle=False)
+    np.testing.assert_array_equal(saved["weights"], inside.weights)
+    assert list(saved["tokens"]) == list(trace.display_tokens)
+
+
+def test_the_layout_step_is_the_checkpoints_and_the_einsum(inside):
+    step = inside.layout_step()
+    assert "c_attn" in step.explanation and "einsum" in step.explanation
+    assert step.shape_text == f"(batch, heads, seq, d_k) = (1, 4, {inside.n_tokens}, 16)"
+    assert inside.einsum_difference < 1e-5
+    q_step = [s for s in inside.steps() if s.key == "Q"][0]
+    assert "einsum" not in q_step.explanation  # a step of its own, not inside Q's
+
+
+def lesson_page(params: dict):
+    from test_app_home_maps_entropy import run_page, texts
+
+    at = run_page(PAGE, {"model": "minilm", "lesson": "1", "layer": "1", "head": "2",
+                         **params}, {})
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    return at
+
+
+def progress_text(at) -> str:
+    return at.get("progress")[0].proto.text
+
+
+def test_lesson_mode_shows_one_step_and_moves_with_next_and_back():
+    from test_app_home_maps_entropy import run_page
+
+    whole = run_page(PAGE, {"model": "minilm", "layer": "1", "head": "2"}, {})
+    at = lesson_page({"lstep": "3"})
+    text = progress_text(at)
+    n = int(text.split(" of ")[1].split(":")[0])
+    assert text.startswith("Step 3 of ") and "Q, K, V" in text and n >= 12
+    assert 0 < len(at.get("plotly_chart")) == 3 < len(whole.get("plotly_chart"))  # Q, K, V
+    assert not [b for b in at.get("download_button")]  # the whole page has the downloads
+    next_button = [b for b in at.button if b.label == "Next →"][0]
+    at = next_button.click().run()
+    assert progress_text(at).startswith("Step 4 of ")
+    at = [b for b in at.button if b.label == "← Back"][0].click().run()
+    at = [b for b in at.button if b.label == "← Back"][0].click().run()
+    assert progress_text(at).startswith("Step 2 of ")
+    assert at.query_params["lstep"] == "2"  # the link keeps the step
+
+
+@pytest.mark.parametrize("step", ["99", "0", "-3", "abc", "1e9"])
+def test_a_hostile_step_in_the_link_opens_the_first(step):
+    at = lesson_page({"lstep": step})
+    assert progress_text(at).startswith("Step 1 of ")
+    back = [b for b in at.button if b.label == "← Back"][0]
+    assert back.disabled
+
+
+def test_the_last_step_is_the_cost_of_attention():
+    n = progress_text(lesson_page({})).split(" of ")[1].split(":")[0]
+    at = lesson_page({"lstep": n})
+    assert "What attention costs" in progress_text(at)
+    shown = " ".join(str(m.value) for m in at.markdown)
+    info = load_model("minilm").info
+    assert "4 × d_model²" in shown
+    assert f"{info.attention_params_per_layer:,}" in shown
