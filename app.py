@@ -6,7 +6,13 @@ Run: streamlit run app.py
 Streamlit's navigation lists the home page (home() below, at the site's root) and every
 pages/*.py in the order of their numbers (mha_viz.ui.app_pages); each page is a thin script
 over the library.
+
+`streamlit run app.py` first imports this file to find ``app`` (an st.App), whose lifespan
+starts preparing the default model and the example text while the server already answers;
+each visitor's script run then executes it as __main__ and draws the pages.
 """
+
+from contextlib import asynccontextmanager
 
 import streamlit as st
 
@@ -45,6 +51,8 @@ def home() -> None:
                           "W_O, chunked and flash attention, gradients and the KV cache, with "
                           "this model's real numbers for your text. Back / Next or the arrow "
                           "keys; add &present=1 to the link for a projector.")
+
+        prepare_lesson(selection)
 
         st.subheader("Model card")
         if selection.model is None:
@@ -86,4 +94,31 @@ def home() -> None:
         st.info(ui.CAVEAT)
 
 
-st.navigation(ui.app_pages(home)).run()
+def prepare_lesson(selection) -> None:
+    """A teacher's own text: every page's heavy work done now, with progress, so that in
+    class each page opens at once."""
+    if selection.model is None or selection.uploaded is not None:
+        return
+    if not st.button("Prepare every page for this text", key="prepare_lesson",
+                     help="Runs now what the pages compute first for this model and text (the "
+                          "maps, the predictions, the pruning sweep, gradients and curve), so "
+                          "that during a lesson every page opens without waiting."):
+        return
+    bar = st.progress(0.0, text="Preparing…")
+    ui.prepare_lesson(selection.model_name, selection.text, selection.text_pair,
+                      selection.max_tokens,
+                      progress=lambda done, total, what: bar.progress(
+                          done / total, text=f"Prepared {what} ({done} of {total})"))
+    bar.progress(1.0, text="Every page is ready for this text.")
+
+
+@asynccontextmanager
+async def prepare_on_start(_app):
+    ui.start_preparing_default()  # a thread: the server answers meanwhile
+    yield
+
+
+if __name__ == "__main__":  # a visitor's script run
+    st.navigation(ui.app_pages(home)).run()
+else:  # imported by `streamlit run app.py`, which serves this app
+    app = st.App("app.py", lifespan=prepare_on_start)

@@ -235,6 +235,8 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             # On a projector a map takes the width (its height is held to one screen): cells
             # wider than tall, so a layer x head map is not a strip and numbers are legible.
             cell_w = max(cell, min(across, PRESENT_CELL_MAX_W)) if screen.present else cell
+            if cell_w > cell:  # a builder's square cells (scaleanchor) would undo it
+                layout.xaxis.scaleanchor = layout.yaxis.scaleanchor = None
             layout.height = int(cell * n_rows + top + bottom)
             layout.margin = dict(l=left, r=right, t=top, b=bottom)
             natural = int(cell_w * n_cols + left + right)

@@ -86,7 +86,8 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
     with map_col:
         st.caption("Metric MDS places the heads in 2-D so that distances on the map match the "
                    "matrix as well as possible. Colour = layer; hover names the head; click a "
-                   "head to choose it below. The chosen head and its nearest heads are ringed.")
+                   "head to choose it below. The chosen head and its nearest heads are ringed.",
+                   help=ui.TERMS["MDS"])
         fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
         ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
                        share=ui.column_share(0.5),

@@ -10,7 +10,7 @@ from mha_viz import analysis as A
 from mha_viz.analysis import heads
 from mha_viz.analysis import pruning as P
 
-AUTO_TOKENS = 256  # longer texts wait for a button before the L x H forward passes
+AUTO_TOKENS = ui.PRUNING_AUTO_TOKENS  # longer texts wait for a button: L x H passes
 TOP = 5
 SATURATED_LOSS = 0.05  # nats/token: below it gradients say little about removal
 SHORT_SCORE = {
@@ -274,7 +274,8 @@ with ui.guard():
                             help="Colour the ablation and gradient maps by the size of each "
                                  "value on a log scale (three decades), so one or two large "
                                  "heads do not wash out the rest. Hover shows the plain values.")
-    baseline = ui.computed(("score", selection.model_name, text, metric), model.score, text,
+    baseline = ui.computed(ui.pruning_key("score", selection.model_name, text, metric),
+                           model.score, text,
                            metric=metric, label="Scoring the text…")
     cheap = score_tokens <= AUTO_TOKENS
 
@@ -283,7 +284,8 @@ with ui.guard():
                  f"one head is switched off")
     sweep_label = (f"Ablation sweep: each of the {n_layer * n_head} heads switched off in "
                    f"turn on {score_tokens} tokens, layer by layer")
-    effects = ui.run_or_wait(("ablation", selection.model_name, text, mode, metric),
+    effects = ui.run_or_wait(ui.pruning_key("ablation", selection.model_name, text, metric,
+                                            mode=mode),
                           P.ablation_effects, model, text, mode=mode, metric=metric,
                           label=sweep_label, auto=cheap,
                           button=f"Run the ablation sweep ({n_layer * n_head} heads × "
@@ -344,7 +346,7 @@ with ui.guard():
     st.caption("Pick heads to remove together. The score and every later layer's attention "
                "maps are recomputed with those heads switched off. A switched-off head's own map "
                "is unchanged (the gate sits after its softmax); the layers above it read a "
-               "different input, so their maps move.")
+               "different input, so their maps move.", help=ui.TERMS["gate"])
     all_names = heads.head_names(n_layer, n_head)
     off = ui.synced(st.multiselect, "off", "Heads switched off", [], options=all_names,
                     placeholder="Choose heads, e.g. L0.H1", help=ui.NUMBERING)
@@ -448,7 +450,7 @@ with ui.guard():
     normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
                                "before comparing heads across layers.")
-    gradient = ui.run_or_wait(("gradient", selection.model_name, text, metric),
+    gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
                            P.gradient_importance, model, text, metric=metric,
                            label=f"Gradient importance ({grad_cost})…",
                            auto=grad_auto, button=f"Compute gradient importance ({grad_cost})")
@@ -479,7 +481,8 @@ with ui.guard():
     steps = -(-n_layer * n_head // per_step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
     curve_auto = cheap and by == "gradient" and grad_cost == "one backward pass"
-    curve = ui.run_or_wait(("curve", selection.model_name, text, by, step, mode, metric),
+    curve = ui.run_or_wait(ui.pruning_key("curve", selection.model_name, text, metric,
+                                          mode=mode, by=by, step=step),
                         P.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,
                         label=f"Pruning curve: one {curve_cost} per step", auto=curve_auto,
                         button=f"Run the pruning curve ({steps} steps of {per_step} "

@@ -223,7 +223,7 @@ with ui.guard():
         step = steps[key]
         st.markdown(f"#### {number}. {step.symbol}: {step.shape_text}")
         st.latex(step.formula)
-        st.markdown(step.explanation)
+        st.markdown(step.explanation, help=ui.terms_in(step.explanation))
 
     def csv_button(array, rows, cols, what, key):
         if lesson:  # a lesson's screen holds the step; the whole page has the downloads

@@ -247,7 +247,8 @@ with ui.guard():
                 f"{parts['embeddings']:.2f}; the rest {parts['the rest']:.2f}. "
                 f"They sum to {attribution.sum_of_components:.3f}, the model's logit difference "
                 f"{attribution.total:.3f}. A direct effect leaves out what a head does through "
-                f"later layers: compare the ablation beside it.")
+                f"later layers: compare the ablation beside it.",
+                help=ui.TERMS["logit difference"])
         else:
             st.info("Direct logit attribution needs a pre-norm model (GPT-2, the Llama "
                     "family): in a post-norm model like BERT the residual stream is "

@@ -104,3 +104,36 @@ def test_the_last_step_is_the_cost_of_attention():
     info = load_model("minilm").info
     assert "4 × d_model²" in shown
     assert f"{info.attention_params_per_layer:,}" in shown
+
+
+def test_terms_in_finds_each_word_as_a_word():
+    from mha_viz.ui.settings import TERMS, terms_in
+
+    assert terms_in("entropy in nats/token") == TERMS["nats"]
+    assert terms_in("an aggregate of heads") is None  # "gate" inside a word is not the term
+    both = terms_in("pre-norm RMSNorm; the logit difference")
+    assert TERMS["RMSNorm"] in both and TERMS["logit difference"] in both
+    assert terms_in("") is None and terms_in(None) is None
+
+
+def helps(at) -> str:
+    return " ".join(e.proto.help for kind in ("markdown", "caption")
+                    for e in at.get(kind) if getattr(e.proto, "help", ""))
+
+
+@pytest.mark.parametrize("page, params, word", [
+    ("pages/2_Entropy.py", {}, "nats"),
+    ("pages/3_Head_Similarity.py", {}, "Jensen-Shannon"),
+    ("pages/3_Head_Similarity.py", {}, "MDS"),
+    ("pages/5_Inside_One_Head.py", {"model": "smollm2"}, "RMSNorm"),
+    ("app.py", {"model": "smollm2"}, "RMSNorm"),
+    ("pages/6_Predictions.py", {"model": "smollm2"}, "logit difference"),
+    ("pages/4_Pruning_Impact.py", {}, "gate"),
+])
+def test_each_technical_word_has_its_help_icon_where_it_is_used(page, params, word):
+    from mha_viz.ui.settings import TERMS
+    from test_app_home_maps_entropy import run_page, texts
+
+    at = run_page(page, params, {})
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert TERMS[word] in helps(at)

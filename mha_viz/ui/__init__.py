@@ -59,7 +59,7 @@ The package, by concern (pages import only ``mha_viz.ui``):
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       get_seq2seq_trace, get_trace, job_runner, maps_fit, masked_trace, memo,
-                      peek, run_or_wait, set_figure_meta)
+                      peek, pruning_key, run_or_wait, set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
@@ -73,8 +73,11 @@ from .output import (STACKED_BELOW_PX, attention_cost, caveat, column_share, fig
                      show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
-                       URL_MAX_CHARS, configure_torch, default_model, md_escape, ray_cluster)
+                       PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch, default_model, md_escape,
+                       ray_cluster, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
+from .warm import prepare as prepare_lesson
+from .warm import start_preparing_default
 
 configure_torch()
 
@@ -92,5 +95,6 @@ __all__ = [
     "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
-    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster",
+    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in", "pruning_key", "PRUNING_AUTO_TOKENS",
+    "prepare_lesson", "start_preparing_default",
 ]

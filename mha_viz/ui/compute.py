@@ -137,7 +137,7 @@ class Selection:
         return export.safe_filename(name)
 
 
-def _run_cached(name: str, text: str, pair: str | None, max_tokens: int | None) -> ForwardRun:
+def run_cached(name: str, text: str, pair: str | None, max_tokens: int | None) -> ForwardRun:
     return _forward_cached("run", name, text, pair, max_tokens)
 
 
@@ -145,7 +145,7 @@ def get_run(selection: Selection) -> ForwardRun:
     """One forward pass kept whole (model.run): its trace, predictions, target metrics and
     attribution cost nothing more. For pages that show a model's outputs beside its maps; on
     bad input it shows the error and stops the page, as get_trace does."""
-    return _computed_or_stop(selection, _run_cached)
+    return _computed_or_stop(selection, run_cached)
 
 
 def _computed_or_stop(selection: Selection, compute: Callable):
@@ -422,6 +422,16 @@ def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, butt
     if pressed or started or (auto and not was_cancelled):
         return computed(key, fn, *args, label=label, restart=pressed, **kwargs)
     return None
+
+
+def pruning_key(kind: str, model_name: str, text: str, metric=None, mode: str = "zero",
+                by: str = "gradient", step: float = 0.1) -> tuple:
+    """The key the pruning page stores each of its results under ("score", "ablation",
+    "gradient", "curve"); the warm start prepares them under the same keys."""
+    return {"score": ("score", model_name, text, metric),
+            "ablation": ("ablation", model_name, text, mode, metric),
+            "gradient": ("gradient", model_name, text, metric),
+            "curve": ("curve", model_name, text, by, step, mode, metric)}[kind]
 
 
 def maps_fit(trace: AttentionTrace) -> bool:

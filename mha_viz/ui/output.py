@@ -14,7 +14,7 @@ from .. import export, fit, kv_cache, plots
 from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
 from .compute import Selection, cached_trace, maps_fit
-from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape
+from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .state import image_format, presenting, synced, take_incoming_params
 
 _PAGE_CSS = """
@@ -64,7 +64,7 @@ def page_setup(title: str, intro: str | None = None) -> None:
     _measure_viewport()
     st.title(title)
     if intro:
-        st.markdown(intro)
+        st.markdown(intro, help=terms_in(intro))
 
 
 def caveat(where=None) -> None:
@@ -336,7 +336,8 @@ def model_card(model: Model) -> None:
         f"- **Attention parameters in all layers:** "
         f"{attention_layers * info.attention_params_per_layer:,}{sharing}\n"
         f"- **Weights from:** {md_escape(info.source)}\n"
-        f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}")
+        f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}",
+        help=terms_in(f"{info.description} {info.score_name}"))
     if info.causal and not info.encoder_decoder:  # what generation keeps: its KV cache
         kv_cache_card(info)
 

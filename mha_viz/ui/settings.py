@@ -4,6 +4,7 @@ texts, limits, and how text goes into markdown."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .. import checkpoints
@@ -102,6 +103,8 @@ EXAMPLES = {
     },
 }
 DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
+# the pruning page runs its L x H passes by itself up to this many tokens (a button beyond)
+PRUNING_AUTO_TOKENS = 256
 SEQ2SEQ_TEXT = EXAMPLES["translation"]["text"]  # an encoder-decoder's source by default
 IMAGE_TEXT = EXAMPLES["reading"]["text"]  # an image encoder's digits by default
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
@@ -149,3 +152,32 @@ def clean_str(text: object) -> str:
 def as_sentence(message: str) -> str:
     message = str(message).strip()
     return message[:1].upper() + message[1:] if message else message
+
+
+# One line for each technical word, shown by a help icon where a page first uses it
+# (terms_in finds them in a text). Keys are matched as words, case-sensitively.
+TERMS = {
+    "nats": "nats: the unit of entropy with the natural logarithm (ln); ln 2 ≈ 0.693 nats is "
+            "one bit. Uniform attention over n tokens has ln n nats.",
+    "Jensen-Shannon": "Jensen-Shannon divergence: how different two probability "
+                      "distributions are, the mean KL divergence of each from their average; "
+                      "0 when equal, at most ln 2 nats. Its square root is a distance.",
+    "MDS": "MDS (multidimensional scaling): places points in 2-D so that their distances on "
+           "the map match a given distance matrix as closely as possible.",
+    "RMSNorm": "RMSNorm: divides each token's vector by its root mean square and multiplies by "
+               "a learned scale (LayerNorm without subtracting the mean).",
+    "LayerNorm": "LayerNorm: subtracts each token's mean, divides by its standard deviation, "
+                 "then applies a learned scale and shift.",
+    "logit difference": "logit difference: the logit of the target token minus the logit of "
+                        "the contrast token at one position; positive when the model prefers "
+                        "the target. It is the log of the ratio of their probabilities.",
+    "gate": "gate (ξ): a number multiplying a head's output before W_O; 1 keeps the head, 0 "
+            "switches it off. Its gradient estimates how much the head matters.",
+}
+
+
+def terms_in(text: str) -> str | None:
+    """The one-line explanations of the TERMS a text uses (for a help icon), or None."""
+    found = [line for word, line in TERMS.items()
+             if re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text or "")]
+    return "\n\n".join(found) or None

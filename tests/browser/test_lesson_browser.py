@@ -100,7 +100,7 @@ FIGURE_PROBE = """([nLayer, nHead]) => Array.from(document.querySelectorAll('.js
       cut: Array.from(gd.querySelectorAll('.gtitle, .legend text')).filter(t => {
           const r = t.getBoundingClientRect();
           return r.right > box.right + 2 || r.left < box.left - 2; }).length,
-      layerHeadWidth: layerHead ? gd._fullLayout._size.w : null,
+      layerHeadWidth: layerHead ? gd._fullLayout.xaxis._length : null,  // as drawn
     };
   })"""
 PRESENT_PAGES = [("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),

@@ -1,0 +1,93 @@
+"""A class's first minutes: from the server's start, how long the first page with a figure
+takes to open, and then Pruning impact's first open; with the warm start (the default model
+and the example text prepared as the server starts, app.py's lifespan) and without it
+(MHA_VIZ_WARM_START=0), measured in the same run. Issue 28's targets: both <= 8 s.
+
+The first page is opened as soon as the server answers its health check (a teacher who
+starts the server and opens the link at once); --delay waits that many seconds first (one
+who starts it before the class). Each opening is a new tab of a browser never used before.
+
+    python benchmarks/warm_start.py [--model smollm2] [--delay 0 20] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _browser import free_port, launch, stop_server  # noqa: E402
+from page_open import open_once as open_page  # noqa: E402 (a browser never used before)
+
+
+def start(port: int, log: Path, model: str, warm: bool) -> tuple[subprocess.Popen, float]:
+    """The server, and the time it was started (perf_counter)."""
+    env = dict(os.environ, MHA_VIZ_DEFAULT_MODEL=model, MHA_VIZ_WARM_START="1" if warm else "0",
+               STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", TOKENIZERS_PARALLELISM="false")
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    while time.perf_counter() - started < 120:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return process, started
+        except OSError:
+            if process.poll() is not None:
+                raise RuntimeError(f"streamlit exited; see {log}")
+            time.sleep(0.1)
+    raise RuntimeError(f"streamlit did not start; see {log}")
+
+
+def one_start(browser, model: str, warm: bool, delay: float) -> tuple[float, float]:
+    """(server start -> first page drawn, Pruning impact's first open) in seconds."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        process, started = start(port, Path(folder) / "server.log", model, warm)
+        try:
+            time.sleep(delay)
+            base = f"http://127.0.0.1:{port}"
+            open_page(browser, f"{base}/Attention_Maps")
+            first = time.perf_counter() - started
+            pruning = open_page(browser, f"{base}/Pruning_Impact")
+            return first, pruning
+        finally:
+            stop_server(process)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--delay", type=float, nargs="+", default=[0.0, 20.0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    print(f"model {args.model}; medians of {args.repeats} server starts each")
+    print("delay | warm start | start -> first page with figures | Pruning impact first open")
+    with sync_playwright() as playwright:
+        browser = launch(playwright, args.chromium)
+        for delay in args.delay:
+            for warm in (False, True):
+                runs = [one_start(browser, args.model, warm, delay)
+                        for _ in range(args.repeats)]
+                first = statistics.median(r[0] for r in runs)
+                pruning = statistics.median(r[1] for r in runs)
+                after = "" if delay == 0 else f" ({first - delay:.1f} s after opening)"
+                print(f"{delay:5.0f} s | {'on ' if warm else 'off'}        | "
+                      f"{first:6.1f} s{after} | {pruning:6.1f} s", flush=True)
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Results ready before anyone asks for them: when the server starts, the default model and
+what the pages compute first for the example text (app.py's lifespan starts it in a thread,
+so the server answers at once); and, for a teacher, the same for their own text ("prepare
+this lesson" on Home). Everything goes into the stores the pages read, under the keys they
+use, and the pruning page's work through the job runner, so a visitor who arrives while it
+runs waits for the same computation instead of starting a second one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Callable
+
+from .. import jobs
+from ..analysis import pruning
+from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
+                      pruning_key, run_cached)
+from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_AUTO_TOKENS, SEQ2SEQ_TEXT,
+                       default_model)
+
+log = logging.getLogger("mha_viz.ui")
+
+
+def _through_runner(key, fn: Callable, *args, **kwargs) -> None:
+    """fn(*args, **kwargs) as the pages' job under ``key``, its result in their store."""
+    store = _small_store()
+    if store.get(key)[0]:
+        return
+    runner = job_runner()
+    job = runner.submit(key, fn, *args, label="Preparing the page", **kwargs)
+    job.wait()
+    if job.state == jobs.DONE:
+        store.put(key, job.result)
+        runner.forget(key, job)
+
+
+def prepare(model_name: str, text: str, pair: str | None = None,
+            max_tokens: int | None = DEFAULT_MAX_TOKENS,
+            progress: Callable[[int, int, str], None] | None = None) -> None:
+    """Load the model and compute what the pages compute first for this text: its trace and
+    kept run, and the pruning page's score, ablation sweep, gradient importance and pruning
+    curve with the page's default choices. progress(done, total, what) after each step."""
+    model = get_model(model_name)
+    steps: list[tuple[str, Callable[[], object]]] = []
+    if model.info.encoder_decoder:
+        steps.append(("the maps", lambda: cached_seq2seq_trace(model_name, text, None)))
+    else:
+        steps += [("the maps", lambda: cached_trace(model_name, text, pair, max_tokens)),
+                  ("the predictions", lambda: run_cached(model_name, text, pair, max_tokens))]
+        if len(model.encode(text).input_ids) <= PRUNING_AUTO_TOKENS:  # as the page runs them
+            by = "ablation" if model.info.score_kind == "embedding_shift" else "gradient"
+            steps += [
+                ("the score", lambda: _through_runner(
+                    pruning_key("score", model_name, text), model.score, text, metric=None)),
+                ("the ablation sweep", lambda: _through_runner(
+                    pruning_key("ablation", model_name, text), pruning.ablation_effects,
+                    model, text, mode="zero", metric=None)),
+                ("gradient importance", lambda: _through_runner(
+                    pruning_key("gradient", model_name, text), pruning.gradient_importance,
+                    model, text, metric=None)),
+                ("the pruning curve", lambda: _through_runner(
+                    pruning_key("curve", model_name, text, by=by), pruning.pruning_curve,
+                    model, text, step=0.1, by=by, mode="zero", metric=None)),
+            ]
+    for done, (what, step) in enumerate(steps, 1):
+        step()
+        if progress is not None:
+            progress(done, len(steps), what)
+
+
+def prepare_default() -> None:
+    """The default model and example text (what a first visitor sees); a failure is logged,
+    never raised: the pages then compute as usual. MHA_VIZ_WARM_START=0 turns it off."""
+    if os.environ.get("MHA_VIZ_WARM_START", "1").strip() == "0":
+        return
+    try:
+        name = default_model()
+        model = get_model(name)
+        prepare(name, SEQ2SEQ_TEXT if model.info.encoder_decoder else DEFAULT_TEXT)
+        log.info("prepared %s and the example text", name)
+    except Exception:  # noqa: BLE001 - a warm-up must not take the server down
+        log.exception("preparing the default model failed; pages will compute on demand")
+
+
+def start_preparing_default() -> threading.Thread:
+    thread = threading.Thread(target=prepare_default, daemon=True, name="mha-viz warm start")
+    thread.start()
+    return thread

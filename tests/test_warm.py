@@ -1,0 +1,89 @@
+"""The warm start: what the server prepares when it starts, and "prepare every page" for a
+teacher's text, land under the keys the pages read, with the numbers the library gives."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+
+from mha_viz import load_model  # noqa: E402
+from mha_viz.analysis import pruning  # noqa: E402
+from mha_viz.ui import compute, warm  # noqa: E402
+from mha_viz.ui.settings import DEFAULT_MAX_TOKENS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "A warm start keeps the class from waiting for the model."
+
+
+def test_prepare_fills_the_stores_the_pages_read():
+    steps = []
+    warm.prepare("minilm", TEXT, progress=lambda done, total, what: steps.append(
+        (done, total, what)))
+    assert [s[0] for s in steps] == list(range(1, 7)) and steps[-1][1] == 6
+    store = compute._small_store()
+    model = load_model("minilm")  # by="ablation": MiniLM's score is the embedding shift
+    found, effects = store.get(compute.pruning_key("ablation", "minilm", TEXT))
+    assert found
+    np.testing.assert_allclose(effects, pruning.ablation_effects(model, TEXT), atol=1e-6)
+    found, gradient = store.get(compute.pruning_key("gradient", "minilm", TEXT))
+    np.testing.assert_allclose(gradient, pruning.gradient_importance(model, TEXT), atol=1e-6)
+    assert store.get(compute.pruning_key("curve", "minilm", TEXT, by="ablation"))[0]
+    assert store.get(compute.pruning_key("score", "minilm", TEXT))[1] == pytest.approx(
+        model.score(TEXT), abs=1e-6)
+    found, trace = compute.results_store().get(("trace", "minilm", TEXT, None,
+                                                 DEFAULT_MAX_TOKENS))
+    assert found and trace.n_tokens == len(model.encode(TEXT).input_ids)
+
+
+def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
+    from test_app_home_maps_entropy import run_page, texts
+
+    text = "Prepared before the lesson, read during it."
+    warm.prepare("minilm", text)
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("the page recomputed a prepared result")
+    for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
+        monkeypatch.setattr(pruning, name, not_again)
+    at = run_page("pages/4_Pruning_Impact.py", {"model": "minilm", "text": text}, {})
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert len(at.get("plotly_chart")) >= 3  # ablation, gradient and curve, all drawn
+
+
+def test_home_prepares_a_teachers_text_with_progress():
+    from test_app_home_maps_entropy import run_page, texts
+
+    text = "A teacher's own sentence about the cat."
+    at = run_page("app.py", {"model": "minilm", "text": text}, {})
+    at = [b for b in at.button if b.label == "Prepare every page for this text"][0].click().run()
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert at.get("progress")[-1].proto.text == "Every page is ready for this text."
+    assert compute._small_store().get(compute.pruning_key("ablation", "minilm", text))[0]
+
+
+def test_the_server_finds_the_app_and_its_warm_start():
+    import importlib.util
+
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(ROOT / "app.py")
+    assert found.is_asgi_app and found.import_string.endswith(":app")
+    spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imported, as `streamlit run` does: no page is drawn
+    assert type(module.app).__name__ == "App"
+
+
+def test_the_warm_start_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
+    monkeypatch.setattr(warm, "get_model", lambda name: pytest.fail("it loaded a model"))
+    warm.prepare_default()
+
+
+def test_a_failing_warm_start_is_logged_not_raised(monkeypatch, caplog):
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "1")
+    monkeypatch.setattr(warm, "default_model", lambda: "no-such-model-anywhere")
+    warm.prepare_default()
+    assert "preparing the default model failed" in caplog.text
