@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Callable
 
 from .. import jobs
@@ -75,10 +76,12 @@ def prepare_default() -> None:
     if os.environ.get("MHA_VIZ_WARM_START", "1").strip() == "0":
         return
     try:
+        started = time.perf_counter()
         name = default_model()
         model = get_model(name)
         prepare(name, SEQ2SEQ_TEXT if model.info.encoder_decoder else DEFAULT_TEXT)
-        log.info("prepared %s and the example text", name)
+        log.info("prepared %s and the example text in %.1f s", name,
+                 time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down
         log.exception("preparing the default model failed; pages will compute on demand")
 
