@@ -137,3 +137,29 @@ def test_each_technical_word_has_its_help_icon_where_it_is_used(page, params, wo
     at = run_page(page, params, {})
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert TERMS[word] in helps(at)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_parameter_count_is_the_checkpoints_own_tensors(tmp_path, family, gpt2_folder):
+    """The lesson's 'what attention costs' step: W_Q, W_K, W_V, W_O of one layer, counted
+    from transformers' own modules of the checkpoint (grouped-query: narrower W_K, W_V)."""
+    from transformers import AutoModelForCausalLM
+
+    from mha_viz.testing import make_llama_checkpoint
+
+    folder = gpt2_folder if family == "gpt2" else make_llama_checkpoint(
+        tmp_path, n_layer=2, n_head=4, n_kv_head=2, d_model=64)
+    hf = AutoModelForCausalLM.from_pretrained(folder)
+    if family == "gpt2":
+        attn = hf.transformer.h[0].attn
+        weights = [attn.c_attn.weight, attn.c_proj.weight]
+    else:
+        attn = hf.model.layers[0].self_attn
+        weights = [attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight,
+                   attn.o_proj.weight]
+    info = load_model(folder).info
+    assert info.attention_params_per_layer == sum(w.numel() for w in weights)
+    if family == "gpt2":
+        assert info.attention_params_per_layer == 4 * info.d_model ** 2
+    else:
+        assert info.attention_params_per_layer < 4 * info.d_model ** 2  # shared K and V

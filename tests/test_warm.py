@@ -17,24 +17,41 @@ ROOT = Path(__file__).resolve().parents[1]
 TEXT = "A warm start keeps the class from waiting for the model."
 
 
-def test_prepare_fills_the_stores_the_pages_read():
+def prepared(name: str) -> list:
     steps = []
-    warm.prepare("minilm", TEXT, progress=lambda done, total, what: steps.append(
-        (done, total, what)))
-    assert [s[0] for s in steps] == list(range(1, 7)) and steps[-1][1] == 6
+    warm.prepare(name, TEXT, progress=lambda done, total, what: steps.append((done, total)))
+    assert steps == [(k, len(steps)) for k in range(1, len(steps) + 1)]
+    return steps
+
+
+def test_prepare_fills_the_stores_the_pages_read():
+    """A causal model: what the pruning page runs by itself on opening, all of it."""
+    assert len(prepared("smollm2")) == 6  # maps, run, score, sweep, gradient, curve
     store = compute._small_store()
-    model = load_model("minilm")  # by="ablation": MiniLM's score is the embedding shift
-    found, effects = store.get(compute.pruning_key("ablation", "minilm", TEXT))
+    model = load_model("smollm2")
+    found, effects = store.get(compute.pruning_key("ablation", "smollm2", TEXT))
     assert found
-    np.testing.assert_allclose(effects, pruning.ablation_effects(model, TEXT), atol=1e-6)
-    found, gradient = store.get(compute.pruning_key("gradient", "minilm", TEXT))
-    np.testing.assert_allclose(gradient, pruning.gradient_importance(model, TEXT), atol=1e-6)
-    assert store.get(compute.pruning_key("curve", "minilm", TEXT, by="ablation"))[0]
-    assert store.get(compute.pruning_key("score", "minilm", TEXT))[1] == pytest.approx(
-        model.score(TEXT), abs=1e-6)
-    found, trace = compute.results_store().get(("trace", "minilm", TEXT, None,
+    np.testing.assert_allclose(effects, pruning.ablation_effects(model, TEXT), atol=1e-5)
+    found, gradient = store.get(compute.pruning_key("gradient", "smollm2", TEXT))
+    np.testing.assert_allclose(gradient, pruning.gradient_importance(model, TEXT), rtol=1e-4,
+                               atol=1e-6)
+    found, curve = store.get(compute.pruning_key("curve", "smollm2", TEXT))
+    np.testing.assert_allclose(curve.scores, pruning.pruning_curve(model, TEXT, step=0.1).scores,
+                               atol=1e-4)
+    assert store.get(compute.pruning_key("score", "smollm2", TEXT))[1] == pytest.approx(
+        model.score(TEXT), abs=1e-5)
+    found, trace = compute.results_store().get(("trace", "smollm2", TEXT, None,
                                                  DEFAULT_MAX_TOKENS))
     assert found and trace.n_tokens == len(model.encode(TEXT).input_ids)
+
+
+def test_prepare_does_only_what_the_page_does_by_itself():
+    """MiniLM's score is the embedding shift: the page runs the score and the sweep, and waits
+    for a button for the rest; so does the warm start."""
+    assert len(prepared("minilm")) == 4  # maps, run, score, sweep
+    store = compute._small_store()
+    assert store.get(compute.pruning_key("ablation", "minilm", TEXT))[0]
+    assert not store.get(compute.pruning_key("gradient", "minilm", TEXT))[0]
 
 
 def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
@@ -45,11 +62,11 @@ def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
 
     def not_again(*args, **kwargs):
         raise AssertionError("the page recomputed a prepared result")
-    for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
+    for name in ("ablation_effects",):  # what MiniLM's page runs by itself
         monkeypatch.setattr(pruning, name, not_again)
     at = run_page("pages/4_Pruning_Impact.py", {"model": "minilm", "text": text}, {})
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
-    assert len(at.get("plotly_chart")) >= 3  # ablation, gradient and curve, all drawn
+    assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
 
 
 def test_home_prepares_a_teachers_text_with_progress():

@@ -49,21 +49,24 @@ def prepare(model_name: str, text: str, pair: str | None = None,
     else:
         steps += [("the maps", lambda: cached_trace(model_name, text, pair, max_tokens)),
                   ("the predictions", lambda: run_cached(model_name, text, pair, max_tokens))]
-        if len(model.encode(text).input_ids) <= PRUNING_AUTO_TOKENS:  # as the page runs them
-            by = "ablation" if model.info.score_kind == "embedding_shift" else "gradient"
+        # what the pruning page runs by itself on opening, and nothing more (the rest waits
+        # for its buttons): short texts only; the gradient and the curve when one backward
+        # pass gives them (not for an embedding shift, whose gradient is 0 at the optimum)
+        if len(model.encode(text).input_ids) <= PRUNING_AUTO_TOKENS:
             steps += [
                 ("the score", lambda: _through_runner(
                     pruning_key("score", model_name, text), model.score, text, metric=None)),
                 ("the ablation sweep", lambda: _through_runner(
                     pruning_key("ablation", model_name, text), pruning.ablation_effects,
-                    model, text, mode="zero", metric=None)),
-                ("gradient importance", lambda: _through_runner(
-                    pruning_key("gradient", model_name, text), pruning.gradient_importance,
-                    model, text, metric=None)),
-                ("the pruning curve", lambda: _through_runner(
-                    pruning_key("curve", model_name, text, by=by), pruning.pruning_curve,
-                    model, text, step=0.1, by=by, mode="zero", metric=None)),
-            ]
+                    model, text, mode="zero", metric=None))]
+            if model.info.score_kind != "embedding_shift":
+                steps += [
+                    ("gradient importance", lambda: _through_runner(
+                        pruning_key("gradient", model_name, text), pruning.gradient_importance,
+                        model, text, metric=None)),
+                    ("the pruning curve", lambda: _through_runner(
+                        pruning_key("curve", model_name, text), pruning.pruning_curve,
+                        model, text, step=0.1, by="gradient", mode="zero", metric=None))]
     for done, (what, step) in enumerate(steps, 1):
         step()
         if progress is not None:

@@ -106,6 +106,13 @@ FIGURE_PROBE = """([nLayer, nHead]) => Array.from(document.querySelectorAll('.js
 PRESENT_PAGES = [("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
                  ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3),
                  ("Head_Roles", 1)]
+# ideas of the lesson that live on the other pages (cross-attention, cross-modal attention
+# and the relative position bias are walked on T5 and the digit reader elsewhere:
+# test_encoder_decoder_browser.py)
+PAGE_IDEAS = {"Attention_Maps": ["All heads at a glance", "Grouped-query attention"],
+              "Entropy": ["How far each head looks: mean attention distance"],
+              "Head_Similarity": ["Jensen-Shannon", "cosine (1 − cos)"],
+              "Pruning_Impact": ["Switch heads off", "Gradient importance"]}
 
 
 def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, screenshots):
@@ -119,6 +126,9 @@ def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, scr
         open_page(tab, app_server, path, n_charts, "?model=smollm2&present=1")
         wait_fitted(tab)
         assert_no_exception(tab, app_server)
+        body = tab.locator('[data-testid="stMain"]').inner_text()
+        problems += [(path, "missing", idea) for idea in PAGE_IDEAS.get(path, [])
+                     if idea not in body]
         for figure in tab.evaluate(FIGURE_PROBE, [30, 9]):
             if figure["smallest"] < 14:
                 problems.append((path, figure["title"], "text", figure["smallest"]))
