@@ -36,6 +36,38 @@ class Predictions:
         """Per-token cross-entropy of the text (nats), [T - 1]; its mean is model.score."""
         return None if self.next_logprob is None else -self.next_logprob
 
+    @property
+    def token_loss(self) -> np.ndarray | None:
+        """[T] each token's loss (nats), aligned with ``tokens``: a causal model's first token
+        is NaN (nothing predicts it); an encoder-decoder's target tokens all have one."""
+        if self.next_logprob is None:
+            return None
+        loss = -np.asarray(self.next_logprob, dtype=np.float64)
+        return np.concatenate([[np.nan], loss]) if self.kind == "next_token" else loss
+
+    @property
+    def token_probability(self) -> np.ndarray | None:
+        """[T] the probability the model gave each token, aligned as token_loss (NaN where
+        nothing predicts the token)."""
+        loss = self.token_loss
+        return None if loss is None else np.exp(-loss)
+
+    @property
+    def max_loss(self) -> float | None:
+        """The largest per-token loss (nats)."""
+        return None if self.next_logprob is None else float(-np.min(self.next_logprob))
+
+    @property
+    def mean_loss(self) -> float | None:
+        """The mean per-token loss (nats), model.score's next-token loss; None when masked."""
+        return None if self.next_logprob is None else float(-np.mean(self.next_logprob))
+
+    @property
+    def perplexity(self) -> float | None:
+        """exp(mean loss): the number of equally likely tokens the model is as unsure as."""
+        loss = self.mean_loss
+        return None if loss is None else float(np.exp(loss))
+
     def runner_up(self, row: int) -> int:
         """Row ``row``'s best guess other than the token the text holds there (the next
         token, the masked one, or the target's), the natural contrast for a logit

@@ -136,6 +136,12 @@ class AttentionTrace:
             return self._full[layer, heads, max(0, start):stop]
         return self.maps_source.rows(layer, start, stop, heads)
 
+    def weights_between(self, query: int, key: int) -> np.ndarray:
+        """[L, H]: the weight from query to key in every head (one row per layer is read,
+        whole or on demand)."""
+        return np.stack([self.gather_rows(layer, [int(query)])[:, 0, int(key)]
+                         for layer in range(self.n_layer)])
+
     def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
         """The given query rows of `heads` (default all) in `layer`: [H', len(rows), T]."""
         if self.maps_source is None:

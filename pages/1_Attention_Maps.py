@@ -65,10 +65,9 @@ def show_link(link: np.ndarray, labels: list[str], query: int, key_pos: int, cau
         fmt=".2f", colorscale="Blues", zmin=0.0, zmax=1.0)
     plots.columns_at_bottom(fig)
     ui.show_figure(fig, key="link", alt="Weight between two tokens in every head")
-    strongest = np.argsort(-link.ravel(), kind="stable")[:3]
     st.caption("Strongest: " + ", ".join(
-        f"{plots.head_name(*divmod(int(i), link.shape[1]))} {link.ravel()[i]:.0%}"
-        for i in strongest) + note + ".")
+        f"{plots.head_name(layer, head)} {link[layer, head]:.0%}"
+        for layer, head in A.rank_heads(link)[:3]) + note + ".")
     ui.download_csv(partial(export.layer_head_csv, link, "weight"),
                     export.safe_filename(selection.file_stem, "link", suffix=".csv"),
                     "These weights as CSV", key="dl_link")
@@ -123,8 +122,7 @@ def long_input_view(trace) -> None:
     rows = (A.head_mean(trace, layer=layer, start=start, stop=stop) if layer_mean
             else trace.rows(layer, start, stop, [head])[0])
     window = rows[:, start:stop]
-    inside = float(window.sum(axis=1).mean())
-    first = float(rows[:, 0].mean())
+    inside, first = A.window_mass(rows, start, stop)
     fig = plots.head_heatmap(window, labels[start:stop], title=f"{name}: who attends to whom",
                              causal=trace.causal, offset=start, max_ticks=32,
                              height=None if size <= 64 else 720)
@@ -156,8 +154,7 @@ def long_input_view(trace) -> None:
 
     st.subheader("Which heads link two tokens")
     query, key_pos = pick_token_pair(labels, (n - 1, 0))
-    link = np.stack([trace.gather_rows(l, [query])[:, 0, key_pos]
-                     for l in range(trace.n_layer)])
+    link = trace.weights_between(query, key_pos)
     show_link(link, labels, query, key_pos, trace.causal, "")
     st.divider()
     ui.download_trace(selection, trace)

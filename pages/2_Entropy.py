@@ -36,9 +36,10 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
     ent = ui.memo(A.entropy, source, key=(selection.key, "cross entropy"),
                   normalized=normalized, smoothing=smoothing)
     unit = "normalised entropy" if normalized else "nats"
-    reference = 1.0 if normalized else float(np.log(n_source))
+    reference = 1.0 if normalized else A.uniform_entropy(n_source)
     st.caption(f"Cross-attention rows run over the {n_source} source tokens: uniform "
-               f"attention over the source is ln {n_source} = {np.log(n_source):.2f} nats. "
+               f"attention over the source is ln {n_source} = "
+               f"{A.uniform_entropy(n_source):.2f} nats. "
                f"A focused head reads one source token per target token, as a word "
                f"alignment does; a broad one reads the whole source.")
     st.subheader("Mean entropy over the source, every cross-attention head")
@@ -124,7 +125,8 @@ with ui.guard():
         reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"
     else:
         # uniform attention over the keys each row sees, averaged like the heads are
-        reference, reference_name, unit = float(np.nanmean(row_max)), "uniform attention", "nats"
+        reference, reference_name, unit = (float(A.mean_over_rows(row_max)),
+                                           "uniform attention", "nats")
 
     # ---------------------------------------------------------------- layer x head
     st.subheader("Mean entropy of every head")

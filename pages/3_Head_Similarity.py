@@ -3,7 +3,6 @@ and the nearest heads of a chosen head."""
 
 from functools import partial
 
-import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
@@ -92,8 +91,7 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
         ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
                        share=ui.column_share(0.5),
                        alt="2-D map of the heads (MDS)")
-        rank = np.empty(len(order), dtype=int)
-        rank[order] = np.arange(len(order))
+        rank = A.positions_in_order(order)
         ui.download_csv(partial(export.table_csv, {
             "layer": [i // n_head for i in range(len(names))],
             "head": [i % n_head for i in range(len(names))], "name": names,

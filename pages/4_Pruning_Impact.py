@@ -2,7 +2,6 @@
 
 from functools import partial
 
-import numpy as np
 import streamlit as st
 
 from mha_viz import export, plots, ui
@@ -158,8 +157,7 @@ def encoder_decoder_pruning(seq) -> None:
     st.subheader("Pruning curve: every kind of head in one ranking")
     by, step = curve_controls("gradient")
     total_heads = A.total_heads(model)
-    per_step = max(1, int(round(step * total_heads)))  # as pruning_curve_seq2seq counts
-    steps = -(-total_heads // per_step)
+    per_step, steps = P.curve_steps(total_heads, step)
     curve = ui.run_or_wait(("curve_seq2seq", *key, by, step), A.pruning_curve_seq2seq, model,
                            selection.text, selection.target, step=step, by=by, metric=metric,
                            label=f"Pruning curve: one {by} estimate per step",
@@ -252,8 +250,7 @@ with ui.guard():
         score_unit = SHORT_SCORE[info.score_kind]
         st.markdown(f"**Score used on this page:** {ui.md_escape(info.score_name)}. "
                     f"{SCORE_EXPLAINED[info.score_kind]}")
-    # a loss rises when a head that matters goes, a target metric falls: harm > 0 = mattered
-    harm = 1.0 if metric is None else -1.0
+    harm = P.harm_sign(metric)  # harm * effect > 0: the head mattered
     notes = []
     if trace.is_pair:
         notes.append("The scores read sentence A only (the model's score takes one text); the "
@@ -395,8 +392,7 @@ with ui.guard():
             note = (f"Every switched-off head is in the last layer (L{lowest}): no attention "
                     f"map can change, only the score. ")
         elif layer <= lowest:
-            layer, head = (int(v) for v in np.unravel_index(int(np.argmax(change)),
-                                                             change.shape))
+            layer, head = heads.rank_heads(change)[0]
             note = (f"{picked} sits at or below the lowest switched-off layer (L{lowest}), so its "
                     f"map cannot change: showing {plots.head_name(layer, head)}, the head whose "
                     f"map moved most. Pick a layer above L{lowest} to choose another. ")
@@ -477,8 +473,7 @@ with ui.guard():
     st.subheader("Pruning curve: the score as more heads are removed")
     by, step = curve_controls("ablation" if metric is None and info.score_kind ==
                               "embedding_shift" else "gradient")
-    per_step = max(1, int(round(step * n_layer * n_head)))  # as pruning_curve counts
-    steps = -(-n_layer * n_head // per_step)
+    per_step, steps = P.curve_steps(n_layer * n_head, step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
     curve_auto = cheap and by == "gradient" and grad_cost == "one backward pass"
     curve = ui.run_or_wait(ui.pruning_key("curve", selection.model_name, text, metric,

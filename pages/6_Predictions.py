@@ -2,7 +2,6 @@
 
 from functools import partial
 
-import numpy as np
 import streamlit as st
 
 from mha_viz import export, fit, plots, ui
@@ -27,15 +26,16 @@ def strip_per_row() -> int:
     return 6 if screen is not None and screen.width < fit.NARROW_PX else 12
 
 
-def strip_hover(labels, loss, pred, shift: int) -> list[str]:
+def strip_hover(labels, pred, shift: int) -> list[str]:
     """Each cell's hover on the loss strip: the token, its probability and loss, and the top
     guesses of the position that predicted it (shift 1: a causal model predicts token i at
     position i - 1, and token 0 not at all; shift 0: a decoder predicts target token i at
     position i)."""
     guesses = [", ".join(f"'{ui.md_escape(t)}' {p:.0%}" for t, p in zip(toks, probs))
                for toks, probs in zip(pred.top_tokens, pred.top_probs)]
+    loss, p = pred.token_loss, pred.token_probability
     return [f"{i}: '{labels[i]}'" + (
-        "" if i < shift else f"<br>p = {np.exp(-loss[i]):.1%}, loss {loss[i]:.2f} nats"
+        "" if i < shift else f"<br>p = {p[i]:.1%}, loss {loss[i]:.2f} nats"
                              f"<br>expected: {guesses[i - shift]}") for i in range(len(labels))]
 
 
@@ -44,18 +44,18 @@ def decoder_predictions(seq) -> None:
     and how surprised it was by each target token."""
     pred = ui.memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
                    target=selection.target, k=K)
-    labels, loss = pred.tokens, pred.loss
-    hover = strip_hover(labels, loss, pred, shift=0)
+    labels, loss = pred.tokens, pred.token_loss
+    hover = strip_hover(labels, pred, shift=0)
     whose = "the model's own output (greedy)" if seq.generated else "the target"
     st.subheader("How surprised the decoder was by each target token")
     st.caption(f"The decoder reads {whose} teacher-forced: at each position it has the source "
-               f"and the target tokens before. Mean loss {float(np.mean(loss)):.3f} "
+               f"and the target tokens before. Mean loss {pred.mean_loss:.3f} "
                f"nats/token. Dark cells are tokens it did not expect; hover a cell for its "
                f"probability and the decoder's top {K} guesses there.")
     # at least 1 nat at the dark end: a near-perfect model's 0.001 should not look alarming
     fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row(),
                                  title="How surprised the decoder was by each target token",
-                                 max_loss=max(1.0, float(np.max(loss))), clickable=False,
+                                 max_loss=max(1.0, pred.max_loss), clickable=False,
                                  given="the source and the target before it")
     ui.show_figure(fig, key="loss_strip", alt="Per-token loss of the target")
     table = {"position": list(range(len(labels))), "target token": labels,
@@ -157,11 +157,11 @@ with ui.guard():
     if info.causal:
         pred = ui.memo(run.predict, key=(selection.key, "predict"), k=K)
         labels = pred.tokens
-        loss = np.concatenate([[np.nan], pred.loss])
-        hover = strip_hover(labels, loss, pred, shift=1)
+        loss = pred.token_loss  # NaN for the first token: nothing predicts it
+        hover = strip_hover(labels, pred, shift=1)
         st.subheader("How surprised the model was by each token")
-        st.caption(f"Mean loss {np.nanmean(loss):.3f} nats/token (perplexity "
-                   f"{np.exp(np.nanmean(loss)):.1f}). Dark cells are tokens the model did not "
+        st.caption(f"Mean loss {pred.mean_loss:.3f} nats/token (perplexity "
+                   f"{pred.perplexity:.1f}). Dark cells are tokens the model did not "
                    f"expect; hover a cell for its probability and the model's top {K} guesses "
                    f"for that place.")
         fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row())
@@ -214,9 +214,10 @@ with ui.guard():
                         for t, p in zip(pred.top_tokens[row], pred.top_probs[row]))
     if info.causal and int(position) + 1 < n:
         actual = pred.tokens[int(position) + 1]
+        p_actual = pred.token_probability[int(position) + 1]
         st.markdown(f"After **'{ui.md_escape(pred.tokens[int(position)])}'** (position "
                     f"{int(position)}) the model expected {guesses}; the text goes on with "
-                    f"'{ui.md_escape(actual)}' (p = {np.exp(pred.next_logprob[int(position)]):.1%}).")
+                    f"'{ui.md_escape(actual)}' (p = {p_actual:.1%}).")
     else:
         st.markdown(f"At position {int(position)} the model's top {K}: {guesses}.")
     if run is not None:

@@ -158,3 +158,18 @@ def test_one_name_per_concept(gpt2_model):
     assert found == []
     trace = gpt2_model.trace("one name for one thing")
     assert (trace.n_layers, trace.n_heads) == (trace.n_layer, trace.n_head) == trace.maps_shape[:2]
+
+
+def test_pages_leave_the_arithmetic_to_the_library():
+    """A page is widgets, library calls and layout: numpy there only picks positions
+    (arange, flatnonzero) or shapes a table for a download, never computes a number shown."""
+    import re
+
+    computing = re.compile(r"\bnp\.(log|exp|mean|nanmean|max|min|nanmax|sum|argsort|argmax|"
+                           r"argmin|sqrt|stack|concatenate|unravel_index|round|std|var|"
+                           r"corrcoef|linalg)\b")
+    found = [f"{path.name}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "pages").glob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if computing.search(line)]
+    assert found == []

@@ -163,3 +163,59 @@ def test_the_parameter_count_is_the_checkpoints_own_tensors(tmp_path, family, gp
         assert info.attention_params_per_layer == 4 * info.d_model ** 2
     else:
         assert info.attention_params_per_layer < 4 * info.d_model ** 2  # shared K and V
+
+
+def test_the_numbers_pages_show_come_from_the_library(gpt2_model):
+    """What Pruning impact and Predictions used to compute in the page: the curve's step
+    count, the sign of harm, the mean loss and the perplexity."""
+    from mha_viz.analysis.pruning import curve_steps, harm_sign, pruning_curve
+
+    assert curve_steps(270, 0.1) == (27, 10) and curve_steps(72, 0.05) == (4, 18)
+    assert curve_steps(5, 0.1) == (1, 5) and curve_steps(7, 0.5) == (4, 2)
+    curve = pruning_curve(gpt2_model, TEXT, step=0.3)
+    per_step, steps = curve_steps(8, 0.3)
+    assert len(curve.scores) == steps + 1  # the unpruned model, then one point per step
+    assert harm_sign(None) == 1.0 and harm_sign(object()) == -1.0
+    pred = gpt2_model.predict(TEXT)
+    assert pred.mean_loss == pytest.approx(gpt2_model.score(TEXT), abs=1e-5)
+    assert pred.perplexity == pytest.approx(np.exp(gpt2_model.score(TEXT)), rel=1e-5)
+
+
+def test_the_weight_between_two_tokens_in_every_head(gpt2_model):
+    from mha_viz.analysis import mean_over_rows, max_row_entropy
+
+    trace = gpt2_model.trace(TEXT)
+    np.testing.assert_array_equal(trace.weights_between(5, 2), trace.attentions[:, :, 5, 2])
+    on_demand = gpt2_model.trace(TEXT, maps="on_demand")
+    np.testing.assert_allclose(on_demand.weights_between(5, 2), trace.attentions[:, :, 5, 2],
+                               atol=1e-6)
+    row_max = max_row_entropy(4, causal=True)  # ln 1, ln 2, ln 3, ln 4
+    assert float(mean_over_rows(row_max)) == pytest.approx(np.log([1, 2, 3, 4]).mean())
+
+
+def test_each_tokens_loss_and_probability_line_up_with_the_tokens(gpt2_model):
+    pred = gpt2_model.predict(TEXT)
+    assert np.isnan(pred.token_loss[0]) and len(pred.token_loss) == len(pred.tokens)
+    np.testing.assert_allclose(pred.token_loss[1:], -pred.next_logprob)
+    np.testing.assert_allclose(pred.token_probability[1:], np.exp(pred.next_logprob), rtol=1e-6)
+    assert pred.max_loss == pytest.approx(float(np.max(-pred.next_logprob)))
+
+
+def test_the_window_mass_of_rows():
+    from mha_viz.analysis import window_mass
+
+    rows = np.array([[0.5, 0.2, 0.3, 0.0], [0.1, 0.1, 0.4, 0.4]])
+    inside, first = window_mass(rows, 1, 3)
+    assert inside == pytest.approx((0.5 + 0.5) / 2) and first == pytest.approx(0.3)
+    with pytest.raises(Exception, match="start < stop"):
+        window_mass(rows, 3, 3)
+
+
+def test_positions_in_order_inverts_the_order():
+    from mha_viz.analysis import positions_in_order
+
+    order = np.array([2, 0, 3, 1])
+    positions = positions_in_order(order)
+    assert [int(positions[i]) for i in order] == [0, 1, 2, 3]
+    with pytest.raises(Exception, match="permutation"):
+        positions_in_order([0, 0, 1])

@@ -26,7 +26,8 @@ from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_import
                                        pruning_curve_seq2seq)
 from .distance import mean_attention_distance, uniform_attention_distance
 from .map_cosine import map_cosine_distances, map_cosine_similarity
-from .entropy import entropy, max_row_entropy, row_entropy, uniform_entropy, visible_keys
+from .entropy import (entropy, max_row_entropy, mean_over_rows, row_entropy, uniform_entropy,
+                      visible_keys)
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
                     ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
                     duplicate_token_scores, induction_pattern_scores, induction_probe,
@@ -34,7 +35,8 @@ from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_
                     probe_description, repeated_random_tokens, role_scores, role_support,
                     shifted_duplicate_scores, strongest_roles)
 from .heads import (attention_change, head_name, head_names, mask_to_names, names_to_mask,
-                    nearest_heads, normalise_layers, opening_view, parse_head_name, rank_heads)
+                    nearest_heads, normalise_layers, opening_view, parse_head_name,
+                    positions_in_order, rank_heads)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
                       gradient_importance, pruning_curve)
 from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
@@ -45,7 +47,8 @@ from .similarity import (cluster_linkage, cluster_order, head_distances, head_la
                          rows_within_work)
 from .special import drop_positions, special_keep_mask
 from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
-                            strip_token_markers, token_class_mass, token_class_masks)
+                            strip_token_markers, token_class_mass, token_class_masks,
+                            window_mass)
 
 __all__ = [
     "mean_cross_attention", "strongest_source", "alignment_agreement",
@@ -67,6 +70,7 @@ __all__ = [
     "mean_attention_distance", "uniform_attention_distance", "map_cosine_similarity",
     "map_cosine_distances",
     "row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
+    "mean_over_rows", "window_mass", "positions_in_order",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
     "strip_token_markers", "entropy_and_mass",
     "previous_token_scores", "next_token_scores", "duplicate_token_scores",

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from ..errors import InputError
 from ..seq2seq import KINDS
-from .pruning import PruningCurve, check_curve
+from .pruning import PruningCurve, check_curve, curve_steps
 
 # At most this many copies of the pair per forward (t5-small: 145 ablations in 2 batches).
 ABLATION_BATCH = 96
@@ -198,8 +198,7 @@ def pruning_curve_seq2seq(model, source: str, target: str | None = None, step: f
     score = pair_score(model, source, target, metric)
     shapes = head_shapes(model)
     total = total_heads(model)
-    per_step = max(1, int(round(step * total)))
-    n_steps = -(-total // per_step)
+    per_step, n_steps = curve_steps(total, step)
     masks = {kind: np.ones(shape, dtype=np.float32) for kind, shape in shapes.items()}
     harm = -1.0 if score.higher_is_better else 1.0
 

@@ -41,6 +41,17 @@ def rank_heads(values, descending: bool = True) -> list[tuple[int, int]]:
     return [(int(i) // n_head, int(i) % n_head) for i in order if np.isfinite(flat[i])]
 
 
+def positions_in_order(order) -> np.ndarray:
+    """The inverse of a permutation: where each item stands in ``order`` (item order[k]
+    stands at k)."""
+    order = np.asarray(order, dtype=int)
+    if sorted(order.tolist()) != list(range(len(order))):
+        raise InputError("order must be a permutation of 0..n-1")
+    positions = np.empty(len(order), dtype=int)
+    positions[order] = np.arange(len(order))
+    return positions
+
+
 def nearest_heads(distances, index: int, k: int) -> list[int]:
     """The k heads closest to head ``index`` by a [N, N] distance matrix (itself left out),
     nearest first, ties by index."""

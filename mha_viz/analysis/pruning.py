@@ -200,6 +200,19 @@ def check_curve(by: str, step: float) -> None:
         raise InputError("step must be a fraction in (0, 1]")
 
 
+def curve_steps(total_heads: int, step: float) -> tuple[int, int]:
+    """(heads removed per step, steps) of a pruning curve over total_heads heads: step *
+    total_heads rounded, at least one; the last step takes what is left."""
+    per_step = max(1, int(round(step * total_heads)))
+    return per_step, -(-int(total_heads) // per_step)
+
+
+def harm_sign(metric=None) -> float:
+    """+1 for a loss (it rises when a head that matters goes), -1 for a target metric (it
+    falls): harm_sign * effect > 0 means the head mattered."""
+    return 1.0 if metric is None else -1.0
+
+
 def _mean_score(model, texts, mask, metric=None) -> float:
     return float(np.mean([model.score(t, head_mask=mask, metric=metric) for t in texts]))
 
@@ -219,13 +232,11 @@ def pruning_curve(model, text, step: float = 0.1, by: str = "gradient",
     texts = _texts(text)
     n_layer, n_head = model.info.n_layer, model.info.n_head
     total = n_layer * n_head
-    per_step = max(1, int(round(step * total)))
+    per_step, n_steps = curve_steps(total, step)
     mask = np.ones((n_layer, n_head), dtype=np.float32)
     fractions, scores = [0.0], [_mean_score(model, texts, mask, metric)]
     removed, masks = [[]], [mask.copy()]
-    # a loss rises when a head that matters goes; a target metric falls
-    harm = 1.0 if metric is None else -1.0
-    n_steps = -(-total // per_step)
+    harm = harm_sign(metric)
     while mask.sum() > 0:
         if by == "gradient":
             importance = gradient_importance(model, texts, head_mask=mask, metric=metric)

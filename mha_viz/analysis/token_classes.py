@@ -202,3 +202,13 @@ def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, 
     return {"entropy": mean_over_rows(rows.result(False)),
             "normalised": mean_over_rows(rows.result(True)), "mass": mass.result(),
             "distance": distance.result()}
+
+
+def window_mass(rows: np.ndarray, start: int, stop: int) -> tuple[float, float]:
+    """Of query rows [R, T] (a window of a long input's rows start..stop), the mean share of
+    attention on keys inside the window, and the mean share on the first token."""
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.ndim != 2 or not 0 <= start < stop <= rows.shape[1]:
+        raise InputError(f"rows must be [R, T] with 0 <= start < stop <= T, got {rows.shape}, "
+                         f"{start}..{stop}")
+    return float(rows[:, start:stop].sum(axis=1).mean()), float(rows[:, 0].mean())
