@@ -28,6 +28,9 @@ COPY .streamlit/ .streamlit/
 RUN useradd --create-home --uid 1000 viz && chown -R viz /app
 USER viz
 ENV HF_HOME=/home/viz/.cache/huggingface
+# The default model's example text prepared now (the pruning sweep...), kept on disk in the
+# image: a class that opens the app the moment the container starts waits for nothing
+RUN python -m mha_viz prepare
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

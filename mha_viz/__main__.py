@@ -8,6 +8,8 @@
     python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
         [--component head] [--direction denoise] [--method exact|attribution|path]
         [--metric logit_diff] --out patch.npz
+    python -m mha_viz prepare [--model smollm2] [--text "..."]
+        (the app's pages for this text, kept on disk: the server's next start opens them at once)
 """
 
 from __future__ import annotations
@@ -103,7 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     patch_cmd.add_argument("--metric", default="logit_diff",
                            choices=["logit_diff", "logit", "logprob"])
     patch_cmd.add_argument("--out", required=True, help="the results, .npz")
+    prepare_cmd = commands.add_parser("prepare", help="compute what the app's pages compute "
+                                                      "first for a text (the pruning sweep...) "
+                                                      "and keep it on disk for the server")
+    prepare_cmd.add_argument("--model", default=None, help="default: the app's default model")
+    prepare_cmd.add_argument("--text", default=None, help="default: the app's example text")
     args = parser.parse_args(argv)
+    if args.command == "prepare":
+        return prepare_command(args)
     if args.command == "corpus":
         return corpus_command(args)
     if args.command == "patch":
@@ -123,6 +132,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         trace.save(args.out)
         print(f"saved {args.out}")
+    return 0
+
+
+def prepare_command(args) -> int:
+    """The server's warm start, run ahead (e.g. when a Docker image is built, or the evening
+    before a lesson): the results land in the folder the server reads when it starts."""
+    import logging
+
+    from .ui import settings, warm
+
+    # the app's stores work outside a running server, which Streamlit's loggers (each with
+    # its own level) report on every call
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("streamlit"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+
+    model = args.model or settings.default_model()
+    folder = settings.prepared_folder()
+    if folder is None:
+        print("error: MHA_VIZ_PREPARED_DIR is off: nothing would be kept", file=sys.stderr)
+        return 2
+    try:
+        text = args.text or (settings.SEQ2SEQ_TEXT if warm.get_model(model).info.encoder_decoder
+                             else settings.DEFAULT_TEXT)
+        warm.prepare(model, text, progress=lambda done, total, what: print(
+            f"[{done}/{total}] {what}", flush=True))
+    except MhaVizError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    kept = len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+    print(f"prepared {model} for {text!r}; {kept} result(s) kept in {folder}")
     return 0
 
 

@@ -48,11 +48,26 @@ class ModelInfo:
         return SCORE_NAMES[self.score_kind]
 
     @property
+    def query_width(self) -> int:
+        """Columns of W_Q (and rows of W_O): every query head's d_head side by side."""
+        return self.n_head * self.d_head
+
+    @property
+    def key_value_width(self) -> int:
+        """Columns of W_K and of W_V: one d_head per key/value head (fewer with GQA/MQA)."""
+        return self.n_kv_head * self.d_head
+
+    @property
     def attention_params_per_layer(self) -> int:
         """W_Q, W_K, W_V, W_O weights (biases not counted): 4 d_model^2 for plain multi-head
         attention; fewer when key/value heads are shared."""
-        q_width, kv_width = self.n_head * self.d_head, self.n_kv_head * self.d_head
-        return self.d_model * (2 * q_width + 2 * kv_width)
+        return self.d_model * (2 * self.query_width + 2 * self.key_value_width)
+
+    @property
+    def plain_attention_params(self) -> int:
+        """4 d_model^2: what W_Q, W_K, W_V, W_O would hold as plain multi-head attention
+        with d_head = d_model / heads (the texts' count, to compare with the model's)."""
+        return 4 * self.d_model ** 2
 
 
 def describe(config) -> str:

@@ -9,7 +9,6 @@ from mha_viz import analysis as A
 from mha_viz.analysis import heads
 from mha_viz.analysis import pruning as P
 
-AUTO_TOKENS = ui.PRUNING_AUTO_TOKENS  # longer texts wait for a button: L x H passes
 TOP = 5
 SATURATED_LOSS = 0.05  # nats/token: below it gradients say little about removal
 SHORT_SCORE = {
@@ -274,7 +273,7 @@ with ui.guard():
     baseline = ui.computed(ui.pruning_key("score", selection.model_name, text, metric),
                            model.score, text,
                            metric=metric, label="Scoring the text…")
-    cheap = score_tokens <= AUTO_TOKENS
+    runs_itself = ui.pruning_runs_by_itself(model, score_tokens, metric)
 
     # ---------------------------------------------------------------- ablation
     st.subheader(f"Ablation effect: the {'score' if metric is None else 'metric'} change when "
@@ -284,7 +283,7 @@ with ui.guard():
     effects = ui.run_or_wait(ui.pruning_key("ablation", selection.model_name, text, metric,
                                             mode=mode),
                           P.ablation_effects, model, text, mode=mode, metric=metric,
-                          label=sweep_label, auto=cheap,
+                          label=sweep_label, auto=runs_itself["ablation"],
                           button=f"Run the ablation sweep ({n_layer * n_head} heads × "
                                  f"{score_tokens} tokens)")
     if effects is None:
@@ -434,14 +433,12 @@ with ui.guard():
                    "each dearer than a forward pass: **it costs more than the exact ablation "
                    "sweep above, which measures the same thing exactly; use the sweep.** The "
                    "estimate is here to compare with it.")
-        grad_auto = False
         grad_cost = f"{n_layer * n_head} forward-mode passes, slower than the sweep"
     else:
         st.caption(f"I = |∂ {'score' if metric is None else 'metric'} / ∂ξ| for each head's "
                    "gate ξ at ξ = 1: one backward pass "
                    "estimates every head's importance at once (a first-order estimate of the "
                    "ablation effect).")
-        grad_auto = cheap
         grad_cost = "one backward pass"
     normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
@@ -449,7 +446,7 @@ with ui.guard():
     gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
                            P.gradient_importance, model, text, metric=metric,
                            label=f"Gradient importance ({grad_cost})…",
-                           auto=grad_auto, button=f"Compute gradient importance ({grad_cost})")
+                           auto=runs_itself["gradient"], button=f"Compute gradient importance ({grad_cost})")
     if gradient is not None:
         shown_gradient = gradient
         if normalise:
@@ -475,7 +472,7 @@ with ui.guard():
                               "embedding_shift" else "gradient")
     per_step, steps = P.curve_steps(n_layer * n_head, step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
-    curve_auto = cheap and by == "gradient" and grad_cost == "one backward pass"
+    curve_auto = ui.pruning_runs_by_itself(model, score_tokens, metric, by)["curve"]
     curve = ui.run_or_wait(ui.pruning_key("curve", selection.model_name, text, metric,
                                           mode=mode, by=by, step=step),
                         P.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,

@@ -16,6 +16,9 @@ os.environ.setdefault("MHA_VIZ_DEFAULT_MODEL", "minilm")
 # The app reads local checkpoints only from allowed folders; the tests build theirs under the
 # temporary folder (pytest's tmp_path).
 os.environ.setdefault("MHA_VIZ_ALLOWED_DIRS", tempfile.gettempdir())
+# Prepared results kept between server starts go to a folder of this run, never the home's
+# cache (the browser tests' servers inherit it, so one server start's results serve the next).
+os.environ.setdefault("MHA_VIZ_PREPARED_DIR", tempfile.mkdtemp(prefix="mha_viz_prepared_"))
 
 
 @pytest.fixture(scope="session")

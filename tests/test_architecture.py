@@ -121,7 +121,7 @@ LAYERS = {
         "image_to_text", "toy_reading", "toy_training", "tokens", "trace", "ondemand",
         "streaming", "cache", "budget", "jobs"},
     3: {"analysis", "corpus", "inside", "inside_seq2seq", "blockwise", "head_gradients",
-        "kv_cache", "prompts", "export", "fit"},
+        "kv_cache", "prompts", "export", "fit", "results_on_disk"},
     4: {"plots", "ui", "__main__"},
     "beside": {"testing", "toy_translation"},
 }

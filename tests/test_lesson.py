@@ -159,10 +159,14 @@ def test_the_parameter_count_is_the_checkpoints_own_tensors(tmp_path, family, gp
                    attn.o_proj.weight]
     info = load_model(folder).info
     assert info.attention_params_per_layer == sum(w.numel() for w in weights)
+    assert info.plain_attention_params == 4 * hf.config.hidden_size ** 2
     if family == "gpt2":
-        assert info.attention_params_per_layer == 4 * info.d_model ** 2
+        assert info.attention_params_per_layer == info.plain_attention_params
+        assert info.query_width == info.key_value_width == attn.c_attn.weight.shape[1] // 3
     else:
-        assert info.attention_params_per_layer < 4 * info.d_model ** 2  # shared K and V
+        assert info.attention_params_per_layer < info.plain_attention_params  # shared K, V
+        assert info.query_width == attn.q_proj.weight.shape[0]
+        assert info.key_value_width == attn.k_proj.weight.shape[0] == attn.v_proj.weight.shape[0]
 
 
 def test_the_numbers_pages_show_come_from_the_library(gpt2_model):

@@ -69,6 +69,58 @@ def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
     assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
 
 
+def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_path):
+    """The next start of the server (its memory empty) reads what the last one computed from
+    the disk: the same numbers, and the sweep, gradient and curve are not computed again."""
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", str(tmp_path))
+    warm._results_on_disk.cache_clear()
+    text = "Prepared yesterday, taught today."
+    warm.prepare("smollm2", text)
+    assert len(list(tmp_path.glob("*.npz"))) == 4  # score, sweep, gradient, curve
+    keys = [compute.pruning_key(kind, "smollm2", text)
+            for kind in ("score", "ablation", "gradient", "curve")]
+    first = [compute._small_store().get(key)[1] for key in keys]
+    compute.clear()  # a new server
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("a prepared result was computed again")
+    for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
+        monkeypatch.setattr(pruning, name, not_again)
+    warm.prepare("smollm2", text)
+    again = [compute._small_store().get(key)[1] for key in keys]
+    assert again[0] == first[0]
+    np.testing.assert_array_equal(again[1], first[1])
+    np.testing.assert_array_equal(again[2], first[2])
+    np.testing.assert_array_equal(again[3].scores, first[3].scores)
+    assert again[3].removed == first[3].removed and again[3].by == first[3].by
+    np.testing.assert_array_equal(np.stack(again[3].masks), np.stack(first[3].masks))
+    # another text is another question: computed (here: refused by the patch), not reused
+    other = text + " Another one."
+    warm.prepare("smollm2", other)
+    assert not compute._small_store().get(compute.pruning_key("ablation", "smollm2", other))[0]
+    compute.clear()
+    warm._results_on_disk.cache_clear()
+
+
+def test_the_command_line_prepares_for_the_next_server_start(monkeypatch, tmp_path, capsys):
+    """`mha-viz prepare` (the Dockerfile runs it) keeps the results where the server reads
+    them; with the disk turned off it says so and fails."""
+    from mha_viz.__main__ import main
+
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", str(tmp_path))
+    warm._results_on_disk.cache_clear()
+    assert main(["prepare", "--model", "minilm", "--text", "Ready before class."]) == 0
+    assert len(list(tmp_path.glob("*.npz"))) == 2  # MiniLM's page: the score and the sweep
+    assert "[4/4] the ablation sweep" in capsys.readouterr().out
+    assert main(["prepare", "--model", "no-such-model-anywhere"]) == 2
+    assert "error:" in capsys.readouterr().err
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", "off")
+    warm._results_on_disk.cache_clear()
+    assert main(["prepare", "--model", "minilm"]) == 2
+    assert "nothing would be kept" in capsys.readouterr().err
+    warm._results_on_disk.cache_clear()
+
+
 def test_home_prepares_a_teachers_text_with_progress():
     from test_app_home_maps_entropy import run_page, texts
 

@@ -59,22 +59,21 @@ The package, by concern (pages import only ``mha_viz.ui``):
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       get_seq2seq_trace, get_trace, job_runner, maps_fit, masked_trace, memo,
-                      peek, pruning_key, run_or_wait, set_figure_meta)
+                      peek, pruning_key, pruning_runs_by_itself, run_or_wait,
+                      set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_maps, sidebar,
                        target_metric_picker)
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .lesson import lesson_step
-from .output import (STACKED_BELOW_PX, attention_cost, caveat, column_share, figure_columns,
-                     layer_window, GRID_CELL_PX_PRESENTING, download_bytes, download_csv,
-                     download_trace,
-                     figure_screen, hidden_note, kv_sharing_note, model_card, needs_full_maps,
-                     page_setup,
-                     show_figure, trace_notes, viewport)
+from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
+                     column_share, download_bytes, download_csv, download_trace, figure_columns,
+                     figure_screen, hidden_note, kv_sharing_note, layer_window, model_card,
+                     needs_full_maps, page_setup, show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
-                       PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch, default_model, md_escape,
-                       ray_cluster, terms_in)
+                       PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch,
+                       default_model, md_escape, ray_cluster, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
 from .warm import start_preparing_default
@@ -91,10 +90,11 @@ __all__ = [
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "needs_full_maps", "lesson_step", "attention_cost", "figure_columns",
-    "column_share", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat", "md_escape", "app_pages", "page_files",
-    "PageFile",
+    "column_share", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat", "md_escape",
+    "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
-    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in", "pruning_key", "PRUNING_AUTO_TOKENS",
+    "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
+    "pruning_key", "pruning_runs_by_itself", "PRUNING_AUTO_TOKENS",
     "prepare_lesson", "start_preparing_default",
 ]

@@ -22,7 +22,7 @@ from ..errors import MhaVizError, OfflineError
 from ..model import ForwardRun, Model, load_model
 from ..trace import AttentionTrace
 from .messages import callback, show_error
-from .settings import APP_DIR, md_escape
+from .settings import APP_DIR, PRUNING_AUTO_TOKENS, md_escape
 
 
 def set_figure_meta(selection: "Selection") -> None:
@@ -432,6 +432,17 @@ def pruning_key(kind: str, model_name: str, text: str, metric=None, mode: str = 
             "ablation": ("ablation", model_name, text, mode, metric),
             "gradient": ("gradient", model_name, text, metric),
             "curve": ("curve", model_name, text, by, step, mode, metric)}[kind]
+
+
+def pruning_runs_by_itself(model, n_tokens: int, metric=None, by: str = "gradient") -> dict:
+    """What the pruning page computes on opening, without waiting for a button (the warm start
+    prepares exactly this): {"ablation", "gradient", "curve"} -> bool. Short texts only (the
+    sweep is L x H passes); the gradient and a gradient-ranked curve only when one backward
+    pass gives them (not for an embedding shift, whose gradient is 0 at its optimum)."""
+    short = n_tokens <= PRUNING_AUTO_TOKENS
+    one_backward = metric is not None or model.info.score_kind != "embedding_shift"
+    return {"ablation": short, "gradient": short and one_backward,
+            "curve": short and one_backward and by == "gradient"}
 
 
 def maps_fit(trace: AttentionTrace) -> bool:

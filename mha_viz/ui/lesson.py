@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .state import get_value, set_value, synced
+from .state import browser_component, get_value, set_value, synced
 
 STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
 # Runs in the page itself (st.components.v2): a key moves the lesson unless the reader is
@@ -30,7 +30,6 @@ export default function(component) {
     return () => document.removeEventListener('keydown', onKey);
 }
 """
-_keys_component = None
 # a lesson's screen belongs to its step: a smaller page title above it
 _LESSON_CSS = """<style>
 [data-testid="stMainBlockContainer"] h1 {font-size: 1.6rem; padding: 0 0 0.5rem;}
@@ -40,13 +39,8 @@ _LESSON_CSS = """<style>
 
 def _arrow_keys() -> int:
     """+1 or -1 when the reader pressed a key that moves the lesson since the last run."""
-    global _keys_component
-    if _keys_component is None:
-        import streamlit.components.v2 as components
-
-        _keys_component = components.component("mha_viz_lesson_keys", js=_KEYS_JS)
     with st.sidebar:
-        result = _keys_component(key="_mv_lesson_keys", on_move_change=lambda: None)
+        result = browser_component("mha_viz_lesson_keys", _KEYS_JS)(key="_mv_lesson_keys", on_move_change=lambda: None)
     move = getattr(result, "move", None)
     return int(move) if move in (1, -1) else 0
 

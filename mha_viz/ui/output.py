@@ -15,7 +15,8 @@ from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
 from .compute import Selection, cached_trace, maps_fit
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
-from .state import image_format, presenting, synced, take_incoming_params
+from .state import (browser_component, image_format, presenting, synced,
+                    take_incoming_params)
 
 _PAGE_CSS = """
 <style>
@@ -145,17 +146,11 @@ export default function(component) {
     };
 }
 """
-_viewport_component = None
 STACKED_BELOW_PX = 640  # Streamlit stacks columns on windows narrower than this
 
 
 def _measure_viewport() -> None:
     """Mount the (invisible) viewport reporter; called once per page run by page_setup."""
-    global _viewport_component
-    if _viewport_component is None:
-        import streamlit.components.v2 as components
-
-        _viewport_component = components.component("mha_viz_viewport", js=_VIEWPORT_JS)
     known = st.session_state.get("_mv_viewport_size")
     if known is None:
         # A new session: the size this browser's last tab reported, so the first run
@@ -164,9 +159,9 @@ def _measure_viewport() -> None:
         if known is not None:
             st.session_state["_mv_viewport_size"] = known
     with st.sidebar:
-        result = _viewport_component(key=_VIEWPORT_KEY,
-                                     data={"known": known, "present": presenting()},
-                                     on_size_change=lambda: None)
+        reporter = browser_component("mha_viz_viewport", _VIEWPORT_JS)
+        result = reporter(key=_VIEWPORT_KEY, data={"known": known, "present": presenting()},
+                          on_size_change=lambda: None)
     size = getattr(result, "size", None)
     if isinstance(size, dict):
         st.session_state["_mv_viewport_size"] = size
@@ -345,13 +340,12 @@ def model_card(model: Model) -> None:
 def attention_cost(info) -> None:
     """What attention costs, for a lesson: its parameters (4 d_model² for plain multi-head
     attention, fewer with shared key/value heads) and, for a causal model, the KV cache."""
-    q_width, kv_width = info.n_head * info.d_head, info.n_kv_head * info.d_head
-    plain = 4 * info.d_model ** 2
     st.markdown(
         f"**Parameters of one attention layer.** W_Q and W_O are d_model × (heads × d_head) = "
-        f"{info.d_model} × {q_width}; W_K and W_V are d_model × (key/value heads × d_head) = "
-        f"{info.d_model} × {kv_width}. Together: **{info.attention_params_per_layer:,}** "
-        f"numbers per layer (biases not counted), against 4 × d_model² = {plain:,} for plain "
+        f"{info.d_model} × {info.query_width}; W_K and W_V are d_model × (key/value heads × "
+        f"d_head) = {info.d_model} × {info.key_value_width}. Together: "
+        f"**{info.attention_params_per_layer:,}** numbers per layer (biases not counted), "
+        f"against 4 × d_model² = {info.plain_attention_params:,} for plain "
         f"multi-head attention with d_head = d_model ÷ heads. The whole model has "
         f"{info.n_layer} such layers.")
     if info.causal and not info.encoder_decoder:

@@ -22,6 +22,18 @@ def default_model() -> str:
     return chosen if chosen in MODEL_CHOICES and chosen != FOLDER_CHOICE else DEFAULT_MODEL
 
 
+def prepared_folder() -> Path | None:
+    """Where prepared results outlive the server (MHA_VIZ_PREPARED_DIR; "0" or "off" keeps
+    them in memory only), by default the user's cache folder: the next start has them."""
+    chosen = os.environ.get("MHA_VIZ_PREPARED_DIR", "").strip()
+    if chosen.lower() in ("0", "off", "none"):
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
+    return Path(cache) / "mha-viz" / "prepared"
+
+
 def ray_cluster() -> tuple[str, int] | None:
     """(address, workers) of the Ray cluster the server's owner configured for the Corpus
     page (MHA_VIZ_RAY_ADDRESS, MHA_VIZ_RAY_WORKERS, default 4), or None. Only the environment

@@ -4,6 +4,7 @@ which input a run's figures show."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable, Sequence
 
@@ -159,3 +160,13 @@ def image_format() -> str:
     """"png" or "svg": the format the camera button saves (the sidebar's switch)."""
     fmt = get_value("img", "png")
     return fmt if fmt in IMAGE_FORMATS else "png"
+
+
+@functools.cache
+def browser_component(name: str, js: str):
+    """A component that runs ``js`` in the page and reports back (st.components.v2),
+    registered once per process, on first use: importing the ui must not need a running
+    Streamlit."""
+    import streamlit.components.v2 as components
+
+    return components.component(name, js=js)

@@ -3,10 +3,14 @@ what the pages compute first for the example text (app.py's lifespan starts it i
 so the server answers at once); and, for a teacher, the same for their own text ("prepare
 this lesson" on Home). Everything goes into the stores the pages read, under the keys they
 use, and the pruning page's work through the job runner, so a visitor who arrives while it
-runs waits for the same computation instead of starting a second one."""
+runs waits for the same computation instead of starting a second one. The pruning results
+are also kept on disk (mha_viz.results_on_disk, settings.prepared_folder): the next start of
+the server reads them instead of recomputing the sweep, so a lesson prepared the day before
+is ready the moment the server answers."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -15,18 +19,32 @@ from typing import Callable
 
 from .. import jobs
 from ..analysis import pruning
+from ..results_on_disk import ResultsOnDisk
 from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
-                      pruning_key, run_cached)
-from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_AUTO_TOKENS, SEQ2SEQ_TEXT,
-                       default_model)
+                      pruning_key, pruning_runs_by_itself, run_cached)
+from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, SEQ2SEQ_TEXT, default_model,
+                       prepared_folder)
 
 log = logging.getLogger("mha_viz.ui")
 
 
-def _through_runner(key, fn: Callable, *args, **kwargs) -> None:
-    """fn(*args, **kwargs) as the pages' job under ``key``, its result in their store."""
+@functools.cache
+def _results_on_disk() -> ResultsOnDisk | None:
+    folder = prepared_folder()
+    return None if folder is None else ResultsOnDisk(folder)
+
+
+def _through_runner(model, text: str, key, fn: Callable, *args, **kwargs) -> None:
+    """fn(*args, **kwargs) as the pages' job under ``key``, its result in their store: read
+    from the disk when an earlier start of the server computed it, else computed and kept."""
     store = _small_store()
     if store.get(key)[0]:
+        return
+    on_disk = _results_on_disk()
+    name = None if on_disk is None else on_disk.name(model, key, text)
+    kept = None if on_disk is None else on_disk.load(name)
+    if kept is not None:
+        store.put(key, kept)
         return
     runner = job_runner()
     job = runner.submit(key, fn, *args, label="Preparing the page", **kwargs)
@@ -34,6 +52,8 @@ def _through_runner(key, fn: Callable, *args, **kwargs) -> None:
     if job.state == jobs.DONE:
         store.put(key, job.result)
         runner.forget(key, job)
+        if on_disk is not None:
+            on_disk.save(name, job.result)
 
 
 def prepare(model_name: str, text: str, pair: str | None = None,
@@ -49,24 +69,26 @@ def prepare(model_name: str, text: str, pair: str | None = None,
     else:
         steps += [("the maps", lambda: cached_trace(model_name, text, pair, max_tokens)),
                   ("the predictions", lambda: run_cached(model_name, text, pair, max_tokens))]
-        # what the pruning page runs by itself on opening, and nothing more (the rest waits
-        # for its buttons): short texts only; the gradient and the curve when one backward
-        # pass gives them (not for an embedding shift, whose gradient is 0 at the optimum)
-        if len(model.encode(text).input_ids) <= PRUNING_AUTO_TOKENS:
+        # what the pruning page computes by itself on opening, and nothing more
+        runs_itself = pruning_runs_by_itself(model, len(model.encode(text).input_ids))
+        if runs_itself["ablation"]:
             steps += [
                 ("the score", lambda: _through_runner(
-                    pruning_key("score", model_name, text), model.score, text, metric=None)),
+                    model, text, pruning_key("score", model_name, text), model.score, text,
+                    metric=None)),
                 ("the ablation sweep", lambda: _through_runner(
-                    pruning_key("ablation", model_name, text), pruning.ablation_effects,
+                    model, text, pruning_key("ablation", model_name, text),
+                    pruning.ablation_effects,
                     model, text, mode="zero", metric=None))]
-            if model.info.score_kind != "embedding_shift":
-                steps += [
-                    ("gradient importance", lambda: _through_runner(
-                        pruning_key("gradient", model_name, text), pruning.gradient_importance,
-                        model, text, metric=None)),
-                    ("the pruning curve", lambda: _through_runner(
-                        pruning_key("curve", model_name, text), pruning.pruning_curve,
-                        model, text, step=0.1, by="gradient", mode="zero", metric=None))]
+        if runs_itself["gradient"]:
+            steps.append(("gradient importance", lambda: _through_runner(
+                model, text, pruning_key("gradient", model_name, text),
+                pruning.gradient_importance,
+                model, text, metric=None)))
+        if runs_itself["curve"]:
+            steps.append(("the pruning curve", lambda: _through_runner(
+                model, text, pruning_key("curve", model_name, text), pruning.pruning_curve,
+                model, text, step=0.1, by="gradient", mode="zero", metric=None)))
     for done, (what, step) in enumerate(steps, 1):
         step()
         if progress is not None:
