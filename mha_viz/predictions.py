@@ -40,9 +40,9 @@ class Predictions:
     def token_loss(self) -> np.ndarray | None:
         """[T] each token's loss (nats), aligned with ``tokens``: a causal model's first token
         is NaN (nothing predicts it); an encoder-decoder's target tokens all have one."""
-        if self.next_logprob is None:
+        if self.loss is None:
             return None
-        loss = -np.asarray(self.next_logprob, dtype=np.float64)
+        loss = np.asarray(self.loss, dtype=np.float64)
         return np.concatenate([[np.nan], loss]) if self.kind == "next_token" else loss
 
     @property
@@ -55,12 +55,12 @@ class Predictions:
     @property
     def max_loss(self) -> float | None:
         """The largest per-token loss (nats)."""
-        return None if self.next_logprob is None else float(-np.min(self.next_logprob))
+        return None if self.loss is None else float(np.max(self.loss))
 
     @property
     def mean_loss(self) -> float | None:
         """The mean per-token loss (nats), model.score's next-token loss; None when masked."""
-        return None if self.next_logprob is None else float(-np.mean(self.next_logprob))
+        return None if self.loss is None else float(np.mean(self.loss))
 
     @property
     def perplexity(self) -> float | None:
