@@ -286,15 +286,13 @@ with ui.guard():
               f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
     screen = ui.figure_screen()
     narrow = screen is not None and screen.width < fit.NARROW_PX
-    if not ui.maps_fit(trace):  # block means of a long input's heads, one at a time
-        factor = -(-n // SIDE_BY_SIDE_MAX)
-        shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
-                                                     i % n_head, factor),
-                              layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
-        shown_labels = downsampled_labels(trace.display_tokens, factor)
-    else:
-        shown_maps = [trace.attentions[i // n_head, i % n_head] for i in shown]
-        shown_labels = trace.display_tokens
+    # each map at most SIDE_BY_SIDE_MAX cells a side (block means; the whole map when it
+    # fits), read the same way whether the trace holds its maps or rebuilds them
+    factor = -(-n // SIDE_BY_SIDE_MAX)
+    shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
+                                                 i % n_head, factor),
+                          layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
+    shown_labels = downsampled_labels(trace.display_tokens, factor)
     fig = plots.head_heatmap_row(shown_maps, shown_labels, titles, causal=trace.causal,
                                  max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,
                                  height=int(screen.width + 40) if narrow else

@@ -374,7 +374,7 @@ with ui.guard():
                 "and the maps of later layers change.")
     else:
         masked = ui.masked_trace(selection, mask, mode)
-        change = heads.attention_change(trace.attentions, masked.attentions)
+        change = heads.attention_change(trace, masked)
         lowest = min(heads.parse_head_name(name)[0] for name in off)
         st.markdown(f"**How much each head's map moved** with {len(off)} head(s) off: the mean "
                     f"over query tokens of the total-variation distance between the two maps "
@@ -397,13 +397,13 @@ with ui.guard():
                     f"map moved most. Pick a layer above L{lowest} to choose another. ")
         name = plots.head_name(layer, head)
         fig = plots.head_heatmap_row(
-            [trace.attentions[layer, head], masked.attentions[layer, head]],
+            [trace.head_map(layer, head), masked.head_map(layer, head)],
             trace.display_tokens, [f"{name} with every head on",
                                    f"{name} with {len(off)} head(s) off"],
             causal=trace.causal, max_size=192, max_ticks=30, height=560,
             title=f"{name}: before and after (mean TV distance {change[layer, head]:.3f})")
         ui.show_figure(fig, key="before_after", alt=f"{name} before and after")
-        difference = masked.attentions[layer, head] - trace.attentions[layer, head]
+        difference = heads.map_difference(trace, masked, layer, head)
         small = trace.n_tokens <= 24
         fig = plots.tensor_figure(difference, trace.display_tokens, trace.display_tokens,
                                   f"{name}: after − before (red = more attention with the "

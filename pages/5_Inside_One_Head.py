@@ -155,7 +155,7 @@ with ui.guard():
         inside = ui.memo(inside_one_head, model, selection.text, key=(selection.key, "inside"),
                          large=True, layer=layer, head=head, text_pair=selection.text_pair,
                          max_tokens=selection.max_tokens)
-        the_map = trace.attentions[layer, head]
+        the_map = trace.head_map(layer, head)
     else:
         inside = ui.memo(inside_one_head_seq2seq, model, key=(selection.key, "inside"),
                          large=True, source=selection.text, target=selection.target,
@@ -417,17 +417,16 @@ with ui.guard():
         ("What attention costs: parameters and the KV cache", cost_step),
     ]
     # drawn in an expander on the whole page, as a step of its own in a lesson
-    FOLDED = {"Chunked and flash attention: the same weights with less memory",
-              "How the head learns: the gradients of W_Q and W_O",
-              "What attention costs: parameters and the KV cache"}
+    FOLDED = {"Chunked and flash attention: the same weights with less memory": "flash",
+              "How the head learns: the gradients of W_Q and W_O": "gradients",
+              "What attention costs: parameters and the KV cache": "cost"}
     if lesson:
         number = ui.lesson_step([title for title, _ in titles_and_steps])
         titles_and_steps[number - 1][1]()
         st.stop()
     for title, draw in titles_and_steps:
-        if title in FOLDED:
-            with st.expander(title):
-                draw()
+        if title in FOLDED:  # computed and drawn when opened: the page opens on the steps
+            ui.drawn_when_opened(title, FOLDED[title], draw)
         else:
             draw()
 

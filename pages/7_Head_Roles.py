@@ -276,7 +276,7 @@ with ui.guard():
         text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
         text_map = text_maps[layer, head]
     probe_keep = probe.keep_mask(drop_probe)
-    probe_map = probe.trace.attentions[layer, head]
+    probe_map = probe.trace.head_map(layer, head)
     probe_labels = list(probe.trace.display_tokens)
     if drop_probe:
         probe_map, probe_kept = A.drop_positions(probe_map, probe_keep)

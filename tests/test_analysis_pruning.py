@@ -152,3 +152,30 @@ def test_gradient_importance_progress(minilm, gpt2_model):
     calls.clear()
     gradient_importance(gpt2_model, [TEXT, SHORT], progress=lambda d, t: calls.append((d, t)))
     assert calls == [(1, 2), (2, 2)]
+
+
+def test_attention_change_reads_whole_and_rebuilt_maps_alike(gpt2_model):
+    """The map change the pruning page shows: the mean over query rows of the total-variation
+    distance, written out here, the same from traces that hold their maps, traces that
+    rebuild them, and plain arrays; and one head's after - before."""
+    from mha_viz.analysis.heads import attention_change, map_difference
+
+    mask = np.ones((gpt2_model.info.n_layer, gpt2_model.info.n_head), dtype=np.float32)
+    mask[0, 1] = 0
+    before, after = gpt2_model.trace(TEXT), gpt2_model.trace(TEXT, head_mask=mask)
+    a, b = before.attentions.astype(np.float64), after.attentions.astype(np.float64)
+    expected = np.array([[np.mean([0.5 * sum(abs(b[l, h, i, j] - a[l, h, i, j])
+                                             for j in range(a.shape[3]))
+                                   for i in range(a.shape[2])])
+                          for h in range(a.shape[1])] for l in range(a.shape[0])])
+    assert expected[1:].max() > 1e-3 and expected[0].max() == 0  # layers above L0 moved
+    np.testing.assert_allclose(attention_change(before, after), expected, atol=1e-6)
+    np.testing.assert_allclose(attention_change(before.attentions, after.attentions),
+                               expected, atol=1e-6)
+    lazy_before = gpt2_model.trace(TEXT, maps="on_demand")
+    lazy_after = gpt2_model.trace(TEXT, head_mask=mask, maps="on_demand")
+    np.testing.assert_allclose(attention_change(lazy_before, lazy_after), expected, atol=1e-5)
+    np.testing.assert_allclose(map_difference(lazy_before, lazy_after, 1, 0),
+                               b[1, 0] - a[1, 0], atol=1e-6)
+    with pytest.raises(InputError):
+        attention_change(before.attentions, after.attentions[:1])

@@ -81,7 +81,13 @@ def test_inside_one_head_shows_the_blockwise_softmax():
     pytest.importorskip("streamlit")
     from test_app_home_maps_entropy import run_page, texts
 
-    at = run_page("pages/5_Inside_One_Head.py", {"model": "minilm", "fblock": "2"}, {})
+    folded = run_page("pages/5_Inside_One_Head.py", {"model": "minilm", "fblock": "2"}, {})
+    assert not folded.exception and not folded.error
+    # a folded section is drawn only once it is opened (it is computed then, too)
+    assert "the largest difference from the plain softmax here is" not in " ".join(
+        texts(folded.markdown))
+    at = run_page("pages/5_Inside_One_Head.py", {"model": "minilm", "fblock": "2"},
+                  {"_mv_open_flash": True})
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     shown = " ".join(texts(at.markdown))
     assert "the largest difference from the plain softmax here is" in shown

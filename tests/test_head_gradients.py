@@ -75,10 +75,11 @@ def test_inside_one_head_shows_them_on_request():
     from test_app_home_maps_entropy import run_page, texts
 
     query = {"model": "minilm", "layer": "1", "head": "2"}
-    at = run_page("pages/5_Inside_One_Head.py", query, {})
+    opened = {"_mv_open_gradients": True}  # the folded section, opened
+    at = run_page("pages/5_Inside_One_Head.py", query, dict(opened))
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     n_charts = len(at.get("plotly_chart"))
-    at = run_page("pages/5_Inside_One_Head.py", {**query, "grads": "1"}, {})
+    at = run_page("pages/5_Inside_One_Head.py", {**query, "grads": "1"}, dict(opened))
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert len(at.get("plotly_chart")) == n_charts + 2  # dL/dW_Q and dL/dW_O
     shown = " ".join(texts(at.markdown))

@@ -5,6 +5,8 @@ Pure numpy: the pruning page and notebooks share these.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..errors import InputError
@@ -86,14 +88,37 @@ def mask_to_names(mask) -> list[str]:
     return [head_name(int(l), int(h)) for l, h in zip(*np.nonzero(mask == 0))]
 
 
-def attention_change(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+def _layers(maps) -> tuple[int, Callable[[int], np.ndarray]]:
+    """(n_layer, layer -> [H, T, T]) of a trace (whole or rebuilt maps) or a [L, H, T, T]
+    array."""
+    if hasattr(maps, "layer_maps"):
+        return maps.n_layer, maps.layer_maps
+    array = np.asarray(maps, dtype=np.float32)
+    if array.ndim != 4:
+        raise InputError(f"need a trace or an [L, H, T, T] array, got shape {array.shape}")
+    return array.shape[0], lambda layer: array[layer]
+
+
+def attention_change(before, after) -> np.ndarray:
     """[L, H]: for each head, the mean over query rows of the total-variation distance
     0.5 * sum_j |after[i, j] - before[i, j]| between its two maps (0 = unchanged, 1 = the
-    rows share no mass). Pure numpy; before/after are [L, H, T, T]."""
-    a, b = np.asarray(before, dtype=np.float32), np.asarray(after, dtype=np.float32)
-    if a.shape != b.shape or a.ndim != 4:
-        raise InputError(f"need two [L, H, T, T] arrays of one shape, got {a.shape}, {b.shape}")
-    return (0.5 * np.abs(b - a).sum(-1, dtype=np.float64)).mean(-1)
+    rows share no mass). before/after: two traces of one text (read a layer at a time,
+    whether they hold their maps or rebuild them) or two [L, H, T, T] arrays."""
+    n_before, before_layer = _layers(before)
+    n_after, after_layer = _layers(after)
+    rows = []
+    for layer in range(n_before):
+        a, b = before_layer(layer), after_layer(layer)
+        if n_before != n_after or a.shape != b.shape:
+            raise InputError(f"need two traces or arrays of one shape, got {n_before} and "
+                             f"{n_after} layers of {a.shape} and {b.shape}")
+        rows.append((0.5 * np.abs(b - a).sum(-1, dtype=np.float64)).mean(-1))
+    return np.stack(rows)
+
+
+def map_difference(before, after, layer: int, head: int) -> np.ndarray:
+    """[T, T] after - before of one head's map, from two traces of one text."""
+    return after.head_map(layer, head) - before.head_map(layer, head)
 
 
 FOCUS_WORDS = ("it",)  # the word the coreference example asks about

@@ -415,5 +415,7 @@ def head_heatmap_row(
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
                        colorbar=dict(title=dict(text=word), thickness=14)),
         plot_bgcolor=MASK_GREY if causal else "white",
-        margin=dict(l=70, r=30, t=90 if (title or notes) else 50, b=60),
+        # one map per row is a phone's column: no gap to its right, the map takes the width
+        margin=dict(l=70, r=10 if per_row == 1 else 30, t=90 if (title or notes) else 50,
+                    b=60),
     )

@@ -220,6 +220,20 @@ def figure_columns(spec, **kwargs) -> list:
     return st.columns(spec, **kwargs)
 
 
+def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
+                      expanded: bool = False) -> bool:
+    """A folded section whose content is computed and drawn only while it is open (opening
+    it reruns the page): a page opens with the figures a reader looks at first, and the rest
+    costs nothing until asked for (each Plotly figure is ~0.1-0.2 s of the browser's time).
+    Stays open across reruns and pages of the session. -> whether it was drawn."""
+    section = st.expander(label, expanded=expanded, key=f"_mv_open_{key}", on_change="rerun")
+    if not section.open:
+        return False
+    with section:
+        draw()
+    return True
+
+
 GRID_LAYERS_PRESENTING = 4  # a projector's model view: this many layers at a time
 GRID_CELL_PX_PRESENTING = 110  # ... with thumbnails this large
 
