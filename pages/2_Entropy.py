@@ -12,13 +12,6 @@ from mha_viz import export, plots, ui
 TOP = 5  # broadest / most focused heads listed
 SMOOTHING = 1e-4  # Clark et al. 2019: A' = 0.9999 A + 0.0001 / n
 
-def head_row_entropy(maps, layer: int, head: int, **options) -> np.ndarray:
-    """Each query's entropy in one head (maps: [L, H, T, T] or a trace, whose head map is
-    computed only here, on a long input)."""
-    one_head = maps.head_map(layer, head) if hasattr(maps, "head_map") else maps[layer, head]
-    return A.row_entropy(one_head, **options)
-
-
 ui.page_setup(
     "Entropy",
     "The entropy of a row, H = −Σ a·ln a (in nats), measures how spread out one token's "
@@ -186,7 +179,7 @@ with ui.guard():
     st.subheader("Entropy of each query token in one head")
     layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
     name = plots.head_name(layer, head)
-    per_row = ui.memo(head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
+    per_row = ui.memo(A.head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
                       head=head, normalized=normalized, smoothing=smoothing,
                       causal=trace.causal)
     row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))

@@ -379,3 +379,20 @@ def test_dropping_positions_renormalises_a_row_with_a_tiny_kept_mass():
         warnings.simplefilter("error")
         kept, _ = drop_positions(maps, np.array([False, True]))
     assert kept.dtype == np.float32 and kept[0, 0, 0, 0] == 1.0
+
+
+def test_one_heads_row_entropy_from_a_trace_whole_or_rebuilt(gpt2_model):
+    """The Entropy page's per-query line: -sum_j a_ij ln a_ij of one head's rows (written
+    out here), read from a trace that holds its maps, one that rebuilds them, or an array."""
+    from mha_viz.analysis import head_row_entropy
+
+    text = "The cat sat on the mat because it was tired of standing."
+    whole, lazy = gpt2_model.trace(text), gpt2_model.trace(text, maps="on_demand")
+    rows = whole.attentions[1, 2].astype(np.float64)
+    expected = np.array([-sum(a * np.log(a) for a in row if a > 0) for row in rows])
+    for maps in (whole, lazy, whole.attentions):
+        np.testing.assert_allclose(head_row_entropy(maps, 1, 2), expected, atol=1e-5)
+    visible = np.arange(1, len(rows) + 1)  # causal: row i sees i + 1 keys
+    normalised = head_row_entropy(lazy, 1, 2, normalized=True)
+    np.testing.assert_allclose(normalised[1:], expected[1:] / np.log(visible[1:]), atol=1e-5)
+    assert np.isnan(normalised[0])

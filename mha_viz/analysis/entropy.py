@@ -256,6 +256,17 @@ def _check_smoothing(smoothing: float) -> float:
     return smoothing
 
 
+def head_row_entropy(maps, layer: int, head: int, **options) -> np.ndarray:
+    """[T] each query's entropy in one head, as row_entropy(..., **options) of that head's
+    map. maps: a trace (one head's map is read, or rebuilt on a long input) or an
+    [L, H, T, T] array."""
+    one_head = maps.head_map(layer, head) if hasattr(maps, "head_map") else \
+        np.asarray(maps)[layer, head]
+    if "causal" not in options and hasattr(maps, "causal"):
+        options["causal"] = maps.causal
+    return row_entropy(one_head, **options)
+
+
 def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
                 causal: bool | None = None, valid_mask=None, progress=None) -> np.ndarray:
     """Per-query row entropy H_i = -sum_j A_ij ln A_ij in nats (0 ln 0 = 0). -> float [..., T].
