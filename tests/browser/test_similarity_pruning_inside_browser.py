@@ -224,3 +224,16 @@ def test_bad_input_shows_a_message(page, app_server, screenshots, path):
     assert len(errors) == 1 and "The text is empty" in errors[0], errors
     assert page.locator(".js-plotly-plot").count() == 0
     shoot(page, screenshots, f"p_bad_empty_text_{path}")
+
+
+def test_a_folded_section_is_drawn_when_it_is_opened(page, app_server):
+    """Inside one head opens on its steps; the cost section is computed and drawn only once
+    the reader opens it (a click reruns the page)."""
+    open_page(page, app_server, "Inside_One_Head", 9, "?text=" + quote(TEXT))
+    main = page.locator('[data-testid="stMain"]')
+    assert "Parameters of one attention layer" not in main.inner_text()
+    page.get_by_text("What attention costs: parameters and the KV cache").click()
+    page.wait_for_function("""() => document.querySelector('[data-testid="stMain"]')
+        .innerText.includes('Parameters of one attention layer')""", polling=200)
+    settle(page, 9)
+    assert "4 × d_model² = 589,824" in main.inner_text()  # MiniLM: d_model 384
