@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import weakref
 import zlib
 from pathlib import Path
 
@@ -90,14 +91,15 @@ class ResultsOnDisk:
     def __init__(self, folder: str | os.PathLike, max_files: int = MAX_FILES):
         self.folder = Path(folder)
         self.max_files = max_files
-        self._weights: dict[int, str] = {}
+        # per network object, not per id(): a freed network's id can be reused by another
+        self._weights: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def name(self, model, question: tuple, text: str) -> str:
         """The file name of the answer to ``question`` about ``text`` from ``model``."""
-        if id(model.network) not in self._weights:
-            self._weights[id(model.network)] = weights_fingerprint(model.network)
+        if model.network not in self._weights:
+            self._weights[model.network] = weights_fingerprint(model.network)
         ids = [int(i) for i in model.encode(text).input_ids]
-        described = json.dumps([repr(question), ids, self._weights[id(model.network)],
+        described = json.dumps([repr(question), ids, self._weights[model.network],
                                 source_fingerprint()])
         return hashlib.sha256(described.encode()).hexdigest() + ".npz"
 

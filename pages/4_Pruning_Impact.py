@@ -446,7 +446,8 @@ with ui.guard():
     gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
                            P.gradient_importance, model, text, metric=metric,
                            label=f"Gradient importance ({grad_cost})…",
-                           auto=runs_itself["gradient"], button=f"Compute gradient importance ({grad_cost})")
+                           auto=runs_itself["gradient"],
+                           button=f"Compute gradient importance ({grad_cost})")
     if gradient is not None:
         shown_gradient = gradient
         if normalise:

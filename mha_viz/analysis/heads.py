@@ -1,15 +1,15 @@
 """Head names and head masks, and how far switching heads off moved each head's map.
 
-Pure numpy: the pruning page and notebooks share these.
+The pruning page and notebooks share these; the map change reads traces through the
+streaming protocol.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from ..errors import InputError
+from ..streaming import keys_of, source_of
 
 
 def head_name(layer: int, head: int) -> str:
@@ -88,32 +88,22 @@ def mask_to_names(mask) -> list[str]:
     return [head_name(int(l), int(h)) for l, h in zip(*np.nonzero(mask == 0))]
 
 
-def _layers(maps) -> tuple[int, Callable[[int], np.ndarray]]:
-    """(n_layer, layer -> [H, T, T]) of a trace (whole or rebuilt maps) or a [L, H, T, T]
-    array."""
-    if hasattr(maps, "layer_maps"):
-        return maps.n_layer, maps.layer_maps
-    array = np.asarray(maps, dtype=np.float32)
-    if array.ndim != 4:
-        raise InputError(f"need a trace or an [L, H, T, T] array, got shape {array.shape}")
-    return array.shape[0], lambda layer: array[layer]
-
-
 def attention_change(before, after) -> np.ndarray:
     """[L, H]: for each head, the mean over query rows of the total-variation distance
     0.5 * sum_j |after[i, j] - before[i, j]| between its two maps (0 = unchanged, 1 = the
-    rows share no mass). before/after: two traces of one text (read a layer at a time,
-    whether they hold their maps or rebuild them) or two [L, H, T, T] arrays."""
-    n_before, before_layer = _layers(before)
-    n_after, after_layer = _layers(after)
-    rows = []
-    for layer in range(n_before):
-        a, b = before_layer(layer), after_layer(layer)
-        if n_before != n_after or a.shape != b.shape:
-            raise InputError(f"need two traces or arrays of one shape, got {n_before} and "
-                             f"{n_after} layers of {a.shape} and {b.shape}")
-        rows.append((0.5 * np.abs(b - a).sum(-1, dtype=np.float64)).mean(-1))
-    return np.stack(rows)
+    rows share no mass). before/after: two traces of one text or two [L, H, T, T] arrays,
+    read a block of rows at a time through the streaming protocol (whole or rebuilt maps
+    alike: sources of one shape cut their blocks alike)."""
+    first, second = source_of(before), source_of(after)
+    shape = (first.n_layer, first.n_head, first.n_tokens, keys_of(first))
+    other = (second.n_layer, second.n_head, second.n_tokens, keys_of(second))
+    if shape != other:
+        raise InputError(f"need two traces or [L, H, T, T] arrays of one shape, got {shape} "
+                         f"and {other}")
+    total = np.zeros(shape[:2])
+    for a, b in zip(first.blocks(cut=False), second.blocks(cut=False)):
+        total[a.layer] += (0.5 * np.abs(b.rows - a.rows).sum(-1, dtype=np.float64)).sum(-1)
+    return total / shape[2]
 
 
 def map_difference(before, after, layer: int, head: int) -> np.ndarray:

@@ -67,10 +67,10 @@ from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_spe
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .lesson import lesson_step
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
-                     column_share, download_bytes, download_csv, download_trace, drawn_when_opened,
-                     figure_columns,
-                     figure_screen, hidden_note, kv_sharing_note, layer_window, model_card,
-                     needs_full_maps, page_setup, show_figure, trace_notes, viewport)
+                     column_share, download_bytes, download_csv, download_trace,
+                     drawn_when_opened, figure_columns, figure_screen, hidden_note,
+                     kv_sharing_note, layer_window, model_card, needs_full_maps, page_setup,
+                     show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
                        PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch,
@@ -91,7 +91,8 @@ __all__ = [
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "needs_full_maps", "lesson_step", "attention_cost", "figure_columns",
-    "column_share", "drawn_when_opened", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat", "md_escape",
+    "column_share", "drawn_when_opened", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat",
+    "md_escape",
     "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",

@@ -40,7 +40,8 @@ _LESSON_CSS = """<style>
 def _arrow_keys() -> int:
     """+1 or -1 when the reader pressed a key that moves the lesson since the last run."""
     with st.sidebar:
-        result = browser_component("mha_viz_lesson_keys", _KEYS_JS)(key="_mv_lesson_keys", on_move_change=lambda: None)
+        keys = browser_component("mha_viz_lesson_keys", _KEYS_JS)
+        result = keys(key="_mv_lesson_keys", on_move_change=lambda: None)
     move = getattr(result, "move", None)
     return int(move) if move in (1, -1) else 0
 

@@ -78,13 +78,11 @@ def prepare(model_name: str, text: str, pair: str | None = None,
                     metric=None)),
                 ("the ablation sweep", lambda: _through_runner(
                     model, text, pruning_key("ablation", model_name, text),
-                    pruning.ablation_effects,
-                    model, text, mode="zero", metric=None))]
+                    pruning.ablation_effects, model, text, mode="zero", metric=None))]
         if runs_itself["gradient"]:
             steps.append(("gradient importance", lambda: _through_runner(
                 model, text, pruning_key("gradient", model_name, text),
-                pruning.gradient_importance,
-                model, text, metric=None)))
+                pruning.gradient_importance, model, text, metric=None)))
         if runs_itself["curve"]:
             steps.append(("the pruning curve", lambda: _through_runner(
                 model, text, pruning_key("curve", model_name, text), pruning.pruning_curve,
