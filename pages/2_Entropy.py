@@ -157,79 +157,86 @@ with ui.guard():
                    "3.8 nats on inputs of about 128 tokens; raw entropy grows with the length "
                    f"(this input has {n} tokens), so compare lengths with the normalised view.")
 
-    # ---------------------------------------------------------------- distance
-    st.subheader("How far each head looks: mean attention distance")
-    distance = (streamed["distance"] if streamed is not None else
-                ui.memo(A.mean_attention_distance, trace, key=(selection.key, "distance")))
-    uniform_distance = A.uniform_attention_distance(trace.n_tokens, trace.causal)
-    st.caption(f"For each query, the distance in tokens to what it reads, weighted by the "
-               f"attention: Σ_j a_ij·|i − j|; a head's value is the mean over its queries "
-               f"(as Dosovitskiy et al. 2021 measure ViT's heads). Near 1: a previous-token "
-               f"head; near 0: a head that reads the token itself; spreading evenly would "
-               f"give {uniform_distance:.1f}. Every token counts here, whatever is hidden "
-               f"above.")
-    fig = plots.layer_head_heatmap(distance, "Mean attention distance per head", "tokens",
-                                   reference=uniform_distance,
-                                   reference_name="uniform attention", fmt=".1f", zmin=0.0)
-    ui.show_figure(fig, key="distance", alt="Mean attention distance per head")
-    ui.download_csv(partial(export.layer_head_csv, distance, "mean_attention_distance"),
-                    export.safe_filename(stem, "attention_distance", suffix=".csv"),
-                    "Attention distance as CSV", key="dl_distance")
-    # ---------------------------------------------------------------- per query
-    st.subheader("Entropy of each query token in one head")
-    layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
-    name = plots.head_name(layer, head)
-    per_row = ui.memo(A.head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
-                      head=head, normalized=normalized, smoothing=smoothing,
-                      causal=trace.causal)
-    row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))
-    fig = plots.per_query_line(per_row, labels, f"{name}: entropy of each query's attention",
-                               reference=row_ref, reference_name="uniform attention",
-                               y_title=unit)
-    ui.show_figure(fig, key="per_query", alt=f"Entropy per query token for {name}")
-    st.caption("Low values: the token reads mostly from one place. The dashed line is the "
-               "entropy of uniform attention over the tokens that query can see"
-               + (" (it grows along the text, as a causal model's row i sees i+1 tokens)."
-                  if trace.causal and not normalized else ".")
-               + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover the "
-                  f"chart to see each one." if n > 60 else ""))
-    ui.download_csv(partial(export.per_query_csv,
-                            {unit: per_row, "uniform attention": np.broadcast_to(
-                                np.asarray(row_ref, dtype=float), per_row.shape)},
-                            labels, kept),
-                    export.safe_filename(stem, name, "entropy", suffix=".csv"),
-                    f"{name} per query as CSV", key="dl_per_query")
+    # ------------------------------------------- the rest, each drawn when opened
+    def distance_section() -> None:
+        distance = (streamed["distance"] if streamed is not None else
+                    ui.memo(A.mean_attention_distance, trace, key=(selection.key, "distance")))
+        uniform_distance = A.uniform_attention_distance(trace.n_tokens, trace.causal)
+        st.caption(f"For each query, the distance in tokens to what it reads, weighted by the "
+                   f"attention: Σ_j a_ij·|i − j|; a head's value is the mean over its queries "
+                   f"(as Dosovitskiy et al. 2021 measure ViT's heads). Near 1: a previous-token "
+                   f"head; near 0: a head that reads the token itself; spreading evenly would "
+                   f"give {uniform_distance:.1f}. Every token counts here, whatever is hidden "
+                   f"above.")
+        fig = plots.layer_head_heatmap(distance, "Mean attention distance per head", "tokens",
+                                       reference=uniform_distance,
+                                       reference_name="uniform attention", fmt=".1f", zmin=0.0)
+        ui.show_figure(fig, key="distance", alt="Mean attention distance per head")
+        ui.download_csv(partial(export.layer_head_csv, distance, "mean_attention_distance"),
+                        export.safe_filename(stem, "attention_distance", suffix=".csv"),
+                        "Attention distance as CSV", key="dl_distance")
 
-    # ---------------------------------------------------------------- token classes
-    st.subheader("Where the attention goes: mass on kinds of tokens")
-    if streamed is not None:
-        mass = streamed["mass"]
-    else:
-        mass = ui.memo(A.token_class_mass, trace, key=selection.key)
-    classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
-    if trace.causal:
-        classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]
-        note = ("Causal models have no [CLS] or [SEP]; their first token often acts as an "
-                "*attention sink* that idle heads attend to.")
-    else:
-        classes = [c for c in classes if c != "first token"]
-        note = "For BERT the first token is [CLS], so it has no line of its own."
-    shown_mass = {c: mass[c] for c in classes}
-    st.caption("The fraction of each head's attention (averaged over query tokens) that lands "
-               "on [CLS], [SEP], punctuation, the first token, the token itself, the previous "
-               "token and the next token. Always computed on every token, whatever is hidden "
-               "above. Clark et al. (2019) found BERT's middle layers pile attention on [SEP]. "
-               + note)
-    fig = plots.class_mass_by_layer(shown_mass)
-    ui.show_figure(fig, key="class_mass", alt="Attention mass by token class and layer")
-    cls = ui.synced(st.columns([1, 2])[0].selectbox, "cls", "Per head: mass on", "previous",
-                    options=classes)
-    fig = plots.layer_head_heatmap(mass[cls], f"Mass on {cls} per head",
-                                   "fraction of attention", fmt=".2f", zmin=0.0, zmax=1.0)
-    ui.show_figure(fig, key="class_heads", alt=f"Attention mass on {cls} per head")
-    ui.download_csv(partial(export.class_mass_csv, shown_mass),
-                    export.safe_filename(stem, "token_class_mass", suffix=".csv"),
-                    "Token-class mass as CSV", key="dl_mass")
+    def per_query_section() -> None:
+        layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
+        name = plots.head_name(layer, head)
+        per_row = ui.memo(A.head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
+                          head=head, normalized=normalized, smoothing=smoothing,
+                          causal=trace.causal)
+        row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))
+        fig = plots.per_query_line(per_row, labels,
+                                   f"{name}: entropy of each query's attention",
+                                   reference=row_ref, reference_name="uniform attention",
+                                   y_title=unit)
+        ui.show_figure(fig, key="per_query", alt=f"Entropy per query token for {name}")
+        st.caption("Low values: the token reads mostly from one place. The dashed line is the "
+                   "entropy of uniform attention over the tokens that query can see"
+                   + (" (it grows along the text, as a causal model's row i sees i+1 tokens)."
+                      if trace.causal and not normalized else ".")
+                   + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover "
+                      f"the chart to see each one." if n > 60 else ""))
+        ui.download_csv(partial(export.per_query_csv,
+                                {unit: per_row, "uniform attention": np.broadcast_to(
+                                    np.asarray(row_ref, dtype=float), per_row.shape)},
+                                labels, kept),
+                        export.safe_filename(stem, name, "entropy", suffix=".csv"),
+                        f"{name} per query as CSV", key="dl_per_query")
+
+    def mass_section() -> None:
+        if streamed is not None:
+            mass = streamed["mass"]
+        else:
+            mass = ui.memo(A.token_class_mass, trace, key=selection.key)
+        classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
+        if trace.causal:
+            classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]
+            note = ("Causal models have no [CLS] or [SEP]; their first token often acts as an "
+                    "*attention sink* that idle heads attend to.")
+        else:
+            classes = [c for c in classes if c != "first token"]
+            note = "For BERT the first token is [CLS], so it has no line of its own."
+        shown_mass = {c: mass[c] for c in classes}
+        st.caption("The fraction of each head's attention (averaged over query tokens) that "
+                   "lands on [CLS], [SEP], punctuation, the first token, the token itself, the "
+                   "previous token and the next token. Always computed on every token, whatever "
+                   "is hidden above. Clark et al. (2019) found BERT's middle layers pile "
+                   "attention on [SEP]. " + note)
+        fig = plots.class_mass_by_layer(shown_mass)
+        ui.show_figure(fig, key="class_mass", alt="Attention mass by token class and layer")
+        cls = ui.synced(st.columns([1, 2])[0].selectbox, "cls", "Per head: mass on", "previous",
+                        options=classes)
+        fig = plots.layer_head_heatmap(mass[cls], f"Mass on {cls} per head",
+                                       "fraction of attention", fmt=".2f", zmin=0.0, zmax=1.0)
+        ui.show_figure(fig, key="class_heads", alt=f"Attention mass on {cls} per head")
+        ui.download_csv(partial(export.class_mass_csv, shown_mass),
+                        export.safe_filename(stem, "token_class_mass", suffix=".csv"),
+                        "Token-class mass as CSV", key="dl_mass")
+
+    ui.drawn_when_opened("How far each head looks: mean attention distance", "distance",
+                         distance_section)
+    ui.drawn_when_opened("Entropy of each query token in one head", "query_entropy",
+                         per_query_section)
+    ui.drawn_when_opened("Where the attention goes: mass on kinds of tokens",
+                         "class_mass", mass_section)
 
     st.divider()
     ui.download_trace(selection, trace)

@@ -280,27 +280,32 @@ with ui.guard():
     names, chosen, nearest = distance_views(dist, n_layer, n_head, layer, head, kind,
                                             order_by, k_near, (kind, max_rows))
     name = plots.head_name(layer, head)
-    unit = "nats" if kind == "js" else ""  # the JS distance and 1 − cos have no unit
-    shown = [chosen, *nearest]
-    titles = [f"{names[i]} (chosen)" if i == chosen else
-              f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
-    screen = ui.figure_screen()
-    narrow = screen is not None and screen.width < fit.NARROW_PX
-    # each map at most SIDE_BY_SIDE_MAX cells a side (block means; the whole map when it
-    # fits), read the same way whether the trace holds its maps or rebuilds them
-    factor = -(-n // SIDE_BY_SIDE_MAX)
-    shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
-                                                 i % n_head, factor),
-                          layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
-    shown_labels = downsampled_labels(trace.display_tokens, factor)
-    fig = plots.head_heatmap_row(shown_maps, shown_labels, titles, causal=trace.causal,
-                                 max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,
-                                 height=int(screen.width + 40) if narrow else
-                                 int(min(560, max(380, 1300 / len(shown) + 100))))
-    ui.show_figure(fig, key="nearest", alt=f"Attention maps of {name} and its nearest heads")
-    st.caption(f"Each map: rows are queries, columns keys (as on the Attention maps page); "
-               f"all share one colour scale. "
-               f"{ui.NUMBERING} Clark et al. count layers from 1, so their layer 6 is L5 here.")
+
+    def nearest_maps() -> None:
+        unit = "nats" if kind == "js" else ""  # the JS distance and 1 − cos have no unit
+        shown = [chosen, *nearest]
+        titles = [f"{names[i]} (chosen)" if i == chosen else
+                  f"{names[i]}: {dist[chosen, i]:.3f} {unit}".strip() for i in shown]
+        screen = ui.figure_screen()
+        narrow = screen is not None and screen.width < fit.NARROW_PX
+        # each map at most SIDE_BY_SIDE_MAX cells a side (block means; the whole map when it
+        # fits), read the same way whether the trace holds its maps or rebuilds them
+        factor = -(-n // SIDE_BY_SIDE_MAX)
+        shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
+                                                     i % n_head, factor),
+                              layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
+        shown_labels = downsampled_labels(trace.display_tokens, factor)
+        fig = plots.head_heatmap_row(shown_maps, shown_labels, titles, causal=trace.causal,
+                                     max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,
+                                     height=int(screen.width + 40) if narrow else
+                                     int(min(560, max(380, 1300 / len(shown) + 100))))
+        ui.show_figure(fig, key="nearest", alt=f"Attention maps of {name} and its nearest heads")
+        st.caption(f"Each map: rows are queries, columns keys (as on the Attention maps page); "
+                   f"all share one colour scale. "
+                   f"{ui.NUMBERING} Clark et al. count layers from 1, so their layer 6 is L5 here.")
+
+    ui.drawn_when_opened(f"The maps of {name} and its nearest heads", "nearest",
+                         nearest_maps)
 
     st.divider()
     ui.download_trace(selection, trace)

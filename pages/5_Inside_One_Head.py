@@ -339,10 +339,10 @@ with ui.guard():
         st.caption(f"These are exactly the weights of {name} on the Attention maps page "
                    f"(largest difference {difference:.1e}). Every row sums to 1.")
         csv_button(inside.weights, tok, key_tok, "weights", "weights")
-        if not lesson:
-            with st.expander(f"Follow query {query} '{labels[query]}' through steps 5–8",
-                             expanded=True):
-                follow_step()
+        if not lesson:  # already in a folded section, which cannot hold another
+            st.markdown(f"**Follow query {query} '{ui.md_escape(labels[query])}' through "
+                        f"steps 5–8**")
+            follow_step()
 
     def follow_step() -> None:
         followed = inside.followed_query(query)
@@ -391,44 +391,44 @@ with ui.guard():
     def cost_step() -> None:
         ui.attention_cost(model.info)
 
+    # (title, key, draw): on the whole page a step with a key is a folded section, computed
+    # and drawn when opened, so the page opens on the head's input and the list of steps
     titles_and_steps = [
-        ("The whole head in one line", overview),
-        *([("M: the encoder's output", memory_step)] if inside.memory is not None else []),
-        ("X: what the head reads", x_step),
-        ("Q, K, V: three projections", qkv_step),
-        *([("How the checkpoint stores them, and the heads' shapes", layout_step)]
+        ("The whole head in one line", None, overview),
+        *([("M: the encoder's output", None, memory_step)] if inside.memory is not None
+          else []),
+        ("X: what the head reads", None, x_step),
+        ("Q, K, V: three projections", "qkv", qkv_step),
+        *([("How the checkpoint stores them, and the heads' shapes", "layout", layout_step)]
           if lesson and layout is not None else []),
-        *([("Rotary positions (RoPE)", rope_step)] if inside.rotary else []),
-        ("Scores: every query against every key", scores_step),
-        *([("T5's relative position bias", bias_step)]
+        *([("Rotary positions (RoPE)", "rope", rope_step)] if inside.rotary else []),
+        ("Scores: every query against every key", "scores", scores_step),
+        *([("T5's relative position bias", "bias", bias_step)]
           if inside.position_bias is not None else []),
-        ("The mask", mask_step),
-        ("Softmax: the attention weights", softmax_step),
-        *([(f"Follow query {query} '{labels[query]}'", follow_step)] if lesson else []),
-        ("Chunked and flash attention: the same weights with less memory",
+        ("The mask", "mask", mask_step),
+        ("Softmax: the attention weights", "softmax", softmax_step),
+        *([(f"Follow query {query} '{labels[query]}'", "follow", follow_step)] if lesson
+          else []),
+        ("Chunked and flash attention: the same weights with less memory", "flash",
          lambda: flash_section(inside, query, labels[query], key_labels)),
-        ("Weights × V: each token's mix of values", context_step),
-        ("W_O: from one head back to the model's width", output_step),
-        *([("The head's contribution, and all heads together", contribution_step)]
-          if lesson else []),
-        *([("How the head learns: the gradients of W_Q and W_O",
+        ("Weights × V: each token's mix of values", "context", context_step),
+        ("W_O: from one head back to the model's width", "output", output_step),
+        *([("The head's contribution, and all heads together", "contribution",
+            contribution_step)] if lesson else []),
+        *([("How the head learns: the gradients of W_Q and W_O", "gradients",
             lambda: gradients_section(model, layer, head, d_cols, k_cols))]
           if seq is None else []),  # a fused W_QKV: GPT-2, BERT, the Llama family
-        ("What attention costs: parameters and the KV cache", cost_step),
+        ("What attention costs: parameters and the KV cache", "cost", cost_step),
     ]
-    # drawn in an expander on the whole page, as a step of its own in a lesson
-    FOLDED = {"Chunked and flash attention: the same weights with less memory": "flash",
-              "How the head learns: the gradients of W_Q and W_O": "gradients",
-              "What attention costs: parameters and the KV cache": "cost"}
-    if lesson:
-        number = ui.lesson_step([title for title, _ in titles_and_steps])
-        titles_and_steps[number - 1][1]()
+    if lesson:  # one step per screen
+        number = ui.lesson_step([title for title, _, _ in titles_and_steps])
+        titles_and_steps[number - 1][2]()
         st.stop()
-    for title, draw in titles_and_steps:
-        if title in FOLDED:  # computed and drawn when opened: the page opens on the steps
-            ui.drawn_when_opened(title, FOLDED[title], draw)
-        else:
+    for title, key, draw in titles_and_steps:
+        if key is None:
             draw()
+        else:
+            ui.drawn_when_opened(title, key, draw)
 
     st.divider()
     ui.download_bytes(partial(inside.npz_bytes, labels), f"{stem}_inside.npz",

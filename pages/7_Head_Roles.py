@@ -35,6 +35,7 @@ def pick_from_table(rows) -> None:
     if picked and 0 <= int(picked[0]) < len(rows):
         ui.set_value("layer", rows[int(picked[0])].layer)
         ui.set_value("head", rows[int(picked[0])].head)
+        st.session_state["_mv_open_role_head"] = True  # the picked head is shown there
 
 
 with ui.guard():
@@ -227,73 +228,82 @@ with ui.guard():
          f"focused ≤ {A.FOCUSED_THRESHOLD}"),
     ]
     maps = [m for m in maps if m[0] in all_scores]
-    st.subheader("Every head, role by role")
-    st.caption("Layers down, heads across; hover a cell for its value. Every score runs from "
-               "0 to 1. Under each map: what it measures, the input that gave it (the probe) "
-               "and the normalisation.")
-    per_row = 2 if trace.n_head > 9 else 3
-    for start in range(0, len(maps), per_row):
-        columns = ui.figure_columns(per_row)
-        for column, (key, title, how) in zip(columns, maps[start:start + per_row]):
-            with column:
-                unit = {"entropy": "entropy", "first token": "mass", "[SEP]": "mass"}.get(
-                    key, "score")
-                fig = plots.layer_head_heatmap(all_scores[key], title, unit, fmt=".2f",
-                                               zmin=0.0, zmax=1.0)
-                plots.columns_at_bottom(fig)
-                ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
-                               share=ui.column_share(1 / per_row))
-                normalised = "" if key in ("first token", "[SEP]", "entropy") else \
-                    f" **Normalisation:** {norm_name}."
-                st.caption(f"{ui.md_escape(how)}. **Probe:** {ui.md_escape(probes[key])}."
-                           + normalised)
+
+    def role_maps() -> None:
+        st.caption("Layers down, heads across; hover a cell for its value. Every score runs from "
+                   "0 to 1. Under each map: what it measures, the input that gave it (the probe) "
+                   "and the normalisation.")
+        per_row = 2 if trace.n_head > 9 else 3
+        for start in range(0, len(maps), per_row):
+            columns = ui.figure_columns(per_row)
+            for column, (key, title, how) in zip(columns, maps[start:start + per_row]):
+                with column:
+                    unit = {"entropy": "entropy", "first token": "mass", "[SEP]": "mass"}.get(
+                        key, "score")
+                    fig = plots.layer_head_heatmap(all_scores[key], title, unit, fmt=".2f",
+                                                   zmin=0.0, zmax=1.0)
+                    plots.columns_at_bottom(fig)
+                    ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
+                                   share=ui.column_share(1 / per_row))
+                    normalised = "" if key in ("first token", "[SEP]", "entropy") else \
+                        f" **Normalisation:** {norm_name}."
+                    st.caption(f"{ui.md_escape(how)}. **Probe:** {ui.md_escape(probes[key])}."
+                               + normalised)
+
+    ui.drawn_when_opened("Every head, role by role", "role_maps", role_maps)
 
     # ---------------------------------------------------------------- one head
     if ui.get_value("layer") is None and ui.get_value("head") is None \
             and "layer" not in st.query_params and "head" not in st.query_params:
         ui.set_value("layer", roles[0].layer)  # first visit: the head with the clearest role
         ui.set_value("head", roles[0].head)
-    st.subheader("One head on the text and on the probe")
-    layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
-    name = plots.head_name(layer, head)
-    mine = next(r for r in roles if r.layer == layer and r.head == head)
-    short = {"first token": f"sink: {first_name}", "[SEP]": "sink: [SEP]",
-             "entropy": "normalised entropy"}
-    st.markdown(f"**{name}: {ui.md_escape(mine.role)}** ({mine.score:.2f}, "
-                f"{ui.md_escape(mine.probe)}). Every score of this head:")
-    st.dataframe({short.get(key, key): [round(float(all_scores[key][layer, head]), 3)]
-                  for key, _, _ in maps}, hide_index=True, width="stretch")
-    sharing = ui.kv_sharing_note(trace, head)
-    if sharing:
-        st.caption(sharing)
-    if not ui.maps_fit(trace):  # a long input's head as its overview: block means
-        factor = -(-trace.n_tokens // 256)
-        text_map = ui.memo(trace.block_mean, key=(selection.key, "overview", layer, head, factor),
-                           layer=layer, head=head, factor=factor)
-        labels = list(trace.display_tokens)
-    else:
-        factor = None
-        text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
-        text_map = text_maps[layer, head]
-    probe_keep = probe.keep_mask(drop_probe)
-    probe_map = probe.trace.head_map(layer, head)
-    probe_labels = list(probe.trace.display_tokens)
-    if drop_probe:
-        probe_map, probe_kept = A.drop_positions(probe_map, probe_keep)
-        probe_labels = [probe_labels[i] for i in probe_kept]
-    text_col, probe_col = ui.figure_columns(2)
-    with text_col:
-        fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text",
-                                 causal=causal, max_ticks=30, block_factor=factor,
-                                 height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_text", alt=f"{name} on the text", share=ui.column_share(0.5))
-    with probe_col:
-        fig = plots.head_heatmap(probe_map, probe_labels,
-                                 title=f"{name} on the probe (sequence 1 of {n_seqs})",
-                                 causal=causal, max_ticks=14, height=HEAD_MAP_HEIGHT)
-        ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe",
-                       share=ui.column_share(0.5))
-        st.caption(f"The probe's first sequence ({ui.md_escape(probe_name)}). An induction "
-                   f"head draws a stripe {seq_len - 1} cells left of the diagonal in the "
-                   f"second half: each token reads the token after its first copy.")
+
+    def one_head() -> None:
+        layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
+        name = plots.head_name(layer, head)
+        mine = next(r for r in roles if r.layer == layer and r.head == head)
+        short = {"first token": f"sink: {first_name}", "[SEP]": "sink: [SEP]",
+                 "entropy": "normalised entropy"}
+        st.markdown(f"**{name}: {ui.md_escape(mine.role)}** ({mine.score:.2f}, "
+                    f"{ui.md_escape(mine.probe)}). Every score of this head:")
+        st.dataframe({short.get(key, key): [round(float(all_scores[key][layer, head]), 3)]
+                      for key, _, _ in maps}, hide_index=True, width="stretch")
+        sharing = ui.kv_sharing_note(trace, head)
+        if sharing:
+            st.caption(sharing)
+        if not ui.maps_fit(trace):  # a long input's head as its overview: block means
+            factor = -(-trace.n_tokens // 256)
+            text_map = ui.memo(trace.block_mean,
+                               key=(selection.key, "overview", layer, head, factor),
+                               layer=layer, head=head, factor=factor)
+            labels = list(trace.display_tokens)
+        else:
+            factor = None
+            text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
+            text_map = text_maps[layer, head]
+        probe_keep = probe.keep_mask(drop_probe)
+        probe_map = probe.trace.head_map(layer, head)
+        probe_labels = list(probe.trace.display_tokens)
+        if drop_probe:
+            probe_map, probe_kept = A.drop_positions(probe_map, probe_keep)
+            probe_labels = [probe_labels[i] for i in probe_kept]
+        text_col, probe_col = ui.figure_columns(2)
+        with text_col:
+            fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text",
+                                     causal=causal, max_ticks=30, block_factor=factor,
+                                     height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
+            ui.show_figure(fig, key="head_text", alt=f"{name} on the text",
+                           share=ui.column_share(0.5))
+        with probe_col:
+            fig = plots.head_heatmap(probe_map, probe_labels,
+                                     title=f"{name} on the probe (sequence 1 of {n_seqs})",
+                                     causal=causal, max_ticks=14, height=HEAD_MAP_HEIGHT)
+            ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe",
+                           share=ui.column_share(0.5))
+            st.caption(f"The probe's first sequence ({ui.md_escape(probe_name)}). An induction "
+                       f"head draws a stripe {seq_len - 1} cells left of the diagonal in the "
+                       f"second half: each token reads the token after its first copy.")
+
+    ui.drawn_when_opened("One head on the text and on the probe", "role_head",
+                         one_head)
     ui.caveat()

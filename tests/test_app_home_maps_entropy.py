@@ -29,9 +29,19 @@ def _quiet_env(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")
 
 
+# The sections the pages fold until a reader opens them (ui.drawn_when_opened), that the tests
+# were written to see drawn. Inside one head's flash, gradients and cost sections were folded
+# from the start and stay folded.
+OPENED = ",".join(["distance", "query_entropy", "class_mass", "nearest", "role_maps",
+                   "role_head", "qkv", "rope", "scores", "bias", "mask", "softmax", "context",
+                   "output"])
+
+
 def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
+    """One run of page with the sections in OPENED open (?open=); pass {"open": ""} for a
+    page as a reader first sees it."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(params or {})
+    at.query_params.update({"open": OPENED, **(params or {})})
     for key, value in (session or {}).items():
         at.session_state[key] = value
     if page != "app.py":
@@ -105,6 +115,57 @@ def test_bert_checkpoint_sentence_pair_pages_render(page, bert_folder):
         heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
         assert {s["name"] for s in heat["layout"]["shapes"]} >= {"A→A", "A→B", "B→A", "B→B"}
         assert any("renormalised" in t for t in texts(at.info))
+
+
+# What a reader first sees: the figures at the top, and the rest of the page as folded
+# sections (each Plotly figure costs a new tab ~0.1-0.2 s of the browser's time).
+FIRST_OPEN = {
+    "pages/2_Entropy.py": (1, ["How far each head looks: mean attention distance",
+                               "Entropy of each query token in one head",
+                               "Where the attention goes: mass on kinds of tokens"]),
+    "pages/3_Head_Similarity.py": (2, ["The maps of L0.H0 and its nearest heads"]),
+    "pages/5_Inside_One_Head.py": (1, ["Q, K, V: three projections",
+                                       "Scores: every query against every key", "The mask",
+                                       "Softmax: the attention weights",
+                                       "Weights × V: each token's mix of values",
+                                       "W_O: from one head back to the model's width"]),
+    "pages/7_Head_Roles.py": (0, ["Every head, role by role",
+                                  "One head on the text and on the probe"]),
+}
+
+
+@pytest.mark.parametrize("page", list(FIRST_OPEN))
+def test_a_page_opens_on_its_first_figures_with_the_rest_folded(page):
+    n_charts, folded = FIRST_OPEN[page]
+    at = run_page(page, {"open": ""})
+    assert not at.exception and not at.error, texts(at.exception) + texts(at.error)
+    assert len(at.get("plotly_chart")) == n_charts
+    labels = [e.label for e in at.expander]
+    assert [label for label in labels if label in folded] == folded, labels
+
+
+def test_a_folded_section_is_computed_only_once_opened(monkeypatch):
+    from mha_viz import analysis
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    real = analysis.mean_attention_distance
+    monkeypatch.setattr(analysis, "mean_attention_distance", counted)
+    text = "A folded section waits for its reader."
+    at = run_page("pages/2_Entropy.py", {"open": "", "text": text})
+    assert not at.exception and len(at.get("plotly_chart")) == 1 and not calls
+    at = run_page("pages/2_Entropy.py", {"open": "distance", "text": text})  # a link opens it
+    assert not at.exception and calls
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert len(titles) == 2 and titles[1].startswith("Mean attention distance per head")
+    at = run_page("pages/2_Entropy.py", {"open": "", "text": text},
+                  session={"_mv_open_class_mass": True})  # opened earlier in the session
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert len(titles) == 3 and titles[1].startswith("Attention mass by token class")
 
 
 def test_layer_head_choice_survives_page_switch_and_lives_in_the_url():
@@ -410,6 +471,11 @@ def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
                                            trace.special_mask)
     assert trace.display_tokens[query] == "it" and (layer, head) != (0, 0)
     assert trace.attentions[layer, head, query, key] == trace.attentions[:, :, query, key].max()
+    # read from the trace itself (one query row per layer), whole or rebuilt on demand
+    lazy = minilm.trace(DEFAULT_TEXT, maps="on_demand")
+    for source in (trace, lazy):
+        assert opening_view(source, trace.display_tokens, trace.special_mask) == (
+            query, key, layer, head)
     at = run_page(page)
     assert not at.exception and not at.error
     assert at.selectbox(key="_mv_w_layer").value == layer

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_app_home_maps_entropy import charts, texts  # shared with the home, maps and entropy tests
+from test_app_home_maps_entropy import OPENED, charts, texts  # shared with those tests
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -42,8 +42,9 @@ def _fresh_results():
 
 
 def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
+    """One run of page, with the sections in OPENED open (?open=)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(params or {})
+    at.query_params.update({"open": OPENED, **(params or {})})
     for key, value in (session or {}).items():
         at.session_state[key] = value
     at.run()

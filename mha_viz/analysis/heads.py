@@ -123,17 +123,30 @@ def opening_view(attentions, tokens, special_mask=None, focus_words=FOCUS_WORDS
     query reads most, averaged over every head, leaving out itself, the first token (where
     causal models park attention) and special tokens. (layer, head): the head that gives
     the most weight from query to key, so the page opens on a head whose map shows the
-    link, not on L0.H0. attentions: [L, H, T, T]."""
-    a = np.asarray(attentions)
-    if a.ndim != 4 or a.shape[-1] != a.shape[-2] or a.shape[-1] != len(tokens):
+    link, not on L0.H0. attentions: maps [L, H, T, T], or a trace (only the query's row of
+    each layer is read, whether it holds its maps or rebuilds them)."""
+    if hasattr(attentions, "gather_rows") and hasattr(attentions, "maps_shape"):
+        shape = tuple(attentions.maps_shape)
+
+        def query_rows(i: int) -> np.ndarray:  # [L, H, T]
+            return np.stack([attentions.gather_rows(layer, [i])[:, 0]
+                             for layer in range(shape[0])])
+    else:
+        a = np.asarray(attentions)
+        shape = a.shape
+
+        def query_rows(i: int) -> np.ndarray:
+            return a[:, :, i, :]
+    if len(shape) != 4 or shape[-1] != shape[-2] or shape[-1] != len(tokens):
         raise InputError("opening_view needs attentions [L, H, T, T] and one token per "
                          "position")
-    n = a.shape[-1]
+    n = shape[-1]
     special = np.zeros(n, bool) if special_mask is None else np.asarray(special_mask, bool)
     words = [str(t).replace("␣", " ").strip().lower() for t in tokens]
     ordinary = [i for i in range(n) if not special[i]] or list(range(n))
     query = next((i for i in ordinary if words[i] in focus_words), ordinary[-1])
-    read = a[:, :, query, :].mean(axis=(0, 1)).astype(np.float64)
+    rows = query_rows(query)
+    read = rows.mean(axis=(0, 1)).astype(np.float64)
     candidates = np.ones(n, bool)
     candidates[[query, 0]] = False
     candidates &= ~special
@@ -141,5 +154,5 @@ def opening_view(attentions, tokens, special_mask=None, focus_words=FOCUS_WORDS
         key = int(np.argmax(np.where(candidates, read, -np.inf)))
     else:
         key = int(np.argmax(read))
-    layer, head = np.unravel_index(int(np.argmax(a[:, :, query, key])), a.shape[:2])
+    layer, head = np.unravel_index(int(np.argmax(rows[:, :, key])), shape[:2])
     return int(query), key, int(layer), int(head)

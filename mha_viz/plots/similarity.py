@@ -71,8 +71,8 @@ def distance_heatmap(
         return _reduced_distance_figure(shown, cat, factor, n, kind_text, title)
     fig = go.Figure()
     fig.add_trace(
-        go.Heatmap(
-            z=shown, x=cat, y=cat, colorscale="Viridis", zmin=0.0,
+        go.Heatmap(  # float32 halves the figure (270 heads: 780 -> 390 kB) for 4 shown digits
+            z=shown.astype(np.float32), x=cat, y=cat, colorscale="Viridis", zmin=0.0,
             hovertemplate="%{y} ↔ %{x}: %{z:.4f}<extra></extra>",
             colorbar=dict(title=dict(text=kind_text.replace(" (", "<br>(")), thickness=14),
             name="distance",
@@ -125,7 +125,7 @@ def distance_heatmap(
 def _reduced_distance_figure(shown: np.ndarray, cat: list[str], factor: int, n: int,
                              kind_text: str, title: str | None) -> go.Figure:
     fig = go.Figure(go.Heatmap(
-        z=shown, x=cat, y=cat, colorscale="Viridis", zmin=0.0,
+        z=shown.astype(np.float32), x=cat, y=cat, colorscale="Viridis", zmin=0.0,
         hovertemplate="%{y} ↔ %{x}: mean %{z:.4f}<extra></extra>",
         colorbar=dict(title=dict(text=kind_text.replace(" (", "<br>(")), thickness=14)))
     axis = dict(type="category", showgrid=False, zeroline=False, showticklabels=False)

@@ -297,11 +297,11 @@ def head_picker(trace: AttentionTrace, where=None, default: tuple[int, int] | No
 
 
 def opening(trace: AttentionTrace) -> tuple[int, int, int, int]:
-    """(query, key, layer, head) to open the pages on (analysis.opening_view): a few
-    O(L H T) reductions, cheap enough to recompute on every run."""
+    """(query, key, layer, head) to open the pages on (analysis.opening_view): one query row
+    of every head is read, cheap enough to recompute on every run."""
     from ..analysis import opening_view
 
-    return opening_view(trace.attentions, trace.display_tokens, trace.special_mask)
+    return opening_view(trace, trace.display_tokens, trace.special_mask)
 
 
 def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:

@@ -24,6 +24,11 @@ _PAGE_CSS = """
 [data-testid="stHeaderActionElements"] {display: none;}
 /* the viewport reporter draws nothing and should take no room */
 .st-key-_mv_viewport {display: none;}
+/* on a phone a folded section's figures get the column's whole width: the section's side
+   padding would cut a map's plot area below 250 px */
+@media (max-width: 640px) {
+  [data-testid="stExpanderDetails"] {padding-left: 0; padding-right: 0;}
+}
 </style>
 """
 # Presentation mode: everything Streamlit sizes in rem grows by a half (text, widgets,
@@ -225,7 +230,11 @@ def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
     """A folded section whose content is computed and drawn only while it is open (opening
     it reruns the page): a page opens with the figures a reader looks at first, and the rest
     costs nothing until asked for (each Plotly figure is ~0.1-0.2 s of the browser's time).
-    Stays open across reruns and pages of the session. -> whether it was drawn."""
+    Stays open across reruns and pages of the session. A link opens sections with
+    ``?open=all`` or ``?open=<key>,<key>`` (to print a whole page, or to share one section).
+    -> whether it was drawn."""
+    wanted = str(st.query_params.get("open", ""))[:200].split(",")
+    expanded = expanded or "all" in wanted or key in wanted
     section = st.expander(label, expanded=expanded, key=f"_mv_open_{key}", on_change="rerun")
     if not section.open:
         return False

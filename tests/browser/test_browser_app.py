@@ -12,6 +12,7 @@ import re
 from urllib.parse import quote, urlparse
 
 import pytest
+from test_app_home_maps_entropy import OPENED
 
 pytestmark = pytest.mark.browser
 
@@ -33,11 +34,27 @@ ENTROPY_OF_L1_H2 = """() => Array.from(document.querySelectorAll('.js-plotly-plo
     p => p.layout && p.layout.title && String(p.layout.title.text).startsWith('L1.H2: entropy'))"""
 
 
+def sections_open(query: str) -> str:
+    """query with the pages' folded sections that the tests look at opened (?open=), unless
+    it says which itself."""
+    if "open=" in query:
+        return query
+    return f"{query}{'&' if query else '?'}open={OPENED}"
+
+
 def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
-    page.goto(f"{server.url}/{path}{query}")
+    page.goto(f"{server.url}/{path}{sections_open(query)}")
     if n_charts == 0:  # the home page: its last element is the token list
         page.wait_for_selector('[data-testid="stCode"]')
     settle(page, n_charts)
+
+
+def open_section(page, label: str) -> None:
+    """Open a page's folded section (ui.drawn_when_opened) as a reader does, by a click on its
+    label, unless it is open already."""
+    section = page.locator('[data-testid="stExpander"] details').filter(has_text=label).first
+    if section.get_attribute("open") is None:
+        section.locator("summary").click()
 
 
 def settle(page, n_charts: int) -> None:
@@ -153,8 +170,10 @@ def test_grid_click_picks_a_head_and_the_choice_follows_to_other_pages(
 
     page.locator('[data-testid="stSidebar"]').get_by_text("Entropy", exact=True).click()
     page.wait_for_function("() => location.pathname.endsWith('/Entropy')")
+    settle(page, 1)
+    open_section(page, "Entropy of each query token in one head")
     page.wait_for_function(ENTROPY_OF_L1_H2, polling=200)  # the per-query chart of L1.H2
-    settle(page, 4)
+    settle(page, 2)
     assert_no_exception(page, app_server)
     assert page.get_by_label("Text", exact=True).input_value().startswith("Students read")
     assert "layer=1" in page.url and "head=2" in page.url and "text=" in page.url
@@ -163,9 +182,9 @@ def test_grid_click_picks_a_head_and_the_choice_follows_to_other_pages(
     # the copied link reproduces the view in a new session
     link = page.url
     other = page.context.new_page()
-    other.goto(link)
+    other.goto(link + "&open=query_entropy")  # a link opens the section it names
     other.wait_for_function(ENTROPY_OF_L1_H2, polling=200)
-    settle(other, 4)
+    settle(other, 2)
     assert other.get_by_label("Text", exact=True).input_value().startswith("Students read")
     other.close()
     assert_only_own_host(page, app_server)
@@ -219,7 +238,7 @@ def test_sidebar_lists_every_page_and_closes_after_a_tap_on_a_phone(browser, app
             "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits"]
         shoot(tab, screenshots, "phone_sidebar_open")
         links.nth(2).tap()
-        settle(tab, 4)
+        settle(tab, 1)  # Entropy's first figure; the rest is folded
         assert urlparse(tab.url).path == "/Entropy"
         tab.wait_for_function(
             """() => document.querySelector('[data-testid="stSidebar"]')

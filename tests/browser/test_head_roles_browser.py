@@ -80,3 +80,23 @@ def test_head_roles_page_for_minilm_without_special_tokens(sized_tab, app_server
     tab.set_viewport_size({"width": 1400, "height": min(int(total) + 100, 16_000)})
     tab.wait_for_timeout(1500)
     shoot(tab, screenshots, "head_roles_minilm_desktop_full")
+
+
+def test_picking_a_row_opens_the_folded_head_section(sized_tab, app_server):
+    """As a reader first sees the page, its maps are folded; picking a row of the roles table
+    opens the section that shows that head."""
+    tab = sized_tab(1400, 1000)
+    tab.goto(f"{app_server.url}/Head_Roles{QUERY}&open=")
+    tab.locator('[data-testid="stDataFrame"]').first.wait_for()
+    settle(tab, 0)
+    assert_no_exception(tab, app_server)
+    assert tab.locator(".js-plotly-plot").count() == 0
+    grid = tab.locator('[data-testid="stDataFrame"]').first
+    box = grid.bounding_box()
+    row_height = 35
+    tab.mouse.click(box["x"] + 15, box["y"] + row_height * 1.5 + row_height)  # L16.H0
+    settle(tab, 2)
+    titles = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(p => String((p.layout.title || {}).text || ''))""")
+    assert len(titles) == 2 and titles[0].startswith("L16.H0 on the text"), titles
+    assert_no_exception(tab, app_server)

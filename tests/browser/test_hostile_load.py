@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 
+from test_app_home_maps_entropy import OPENED
 from test_browser_app import assert_no_exception, settle
 from test_load import _status
 from test_saved_traces import upload
@@ -53,7 +54,7 @@ def _new_tab(browser):
 def test_hostile_uploads_and_configs_keep_the_budget_and_free_the_cpu(
         browser, budget_server, tmp_path, gpt2_folder):
     context, tab = _new_tab(browser)
-    tab.goto(f"{budget_server.url}/Entropy?{urlencode({'model': 'minilm'})}")
+    tab.goto(f"{budget_server.url}/Entropy?{urlencode({'model': 'minilm', 'open': OPENED})}")
     settle(tab, 4)
     context.close()
     baseline = _status(budget_server)["VmRSS"]
@@ -75,12 +76,12 @@ def test_hostile_uploads_and_configs_keep_the_budget_and_free_the_cpu(
     try:
         for path in files:
             context, tab = _new_tab(browser)
-            tab.goto(f"{budget_server.url}/Entropy?{urlencode({'model': 'minilm'})}")
+            tab.goto(f"{budget_server.url}/Entropy?{urlencode({'model': 'minilm', 'open': OPENED})}")
             settle(tab, 4)
             upload(tab, path)
             sessions.append((context, tab, "Showing the saved trace"))
         context, tab = _new_tab(browser)
-        tab.goto(f"{budget_server.url}/Head_Similarity?{urlencode({'model': 'minilm'})}")
+        tab.goto(f"{budget_server.url}/Head_Similarity?{urlencode({'model': 'minilm', 'open': OPENED})}")
         settle(tab, 3)
         upload(tab, many_heads)
         sessions.append((context, tab, "each cell is the mean over a block"))

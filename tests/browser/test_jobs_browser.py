@@ -43,7 +43,7 @@ def test_a_job_survives_a_widget_change_and_a_page_switch(page, app_server, scre
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Entropy", exact=True).click()
     page.wait_for_function("() => location.pathname.endsWith('/Entropy')")
-    settle(page, 4)
+    settle(page, 1)  # its first figure; the rest is folded
     sidebar.get_by_text("Pruning impact", exact=True).click()
     page.wait_for_function("() => location.pathname.endsWith('/Pruning_Impact')")
     page.wait_for_function(CURVE_DRAWN, timeout=300_000, polling=500)

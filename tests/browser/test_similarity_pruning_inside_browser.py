@@ -14,7 +14,7 @@ from urllib.parse import quote, urlparse
 import numpy as np
 import pytest
 
-from test_browser_app import READY  # noqa: E402
+from test_browser_app import READY, sections_open  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -33,7 +33,7 @@ def settle(page, n_charts: int) -> None:
 
 
 def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
-    page.goto(f"{server.url}/{path}{query}")
+    page.goto(f"{server.url}/{path}{sections_open(query)}")
     settle(page, n_charts)
 
 
@@ -182,7 +182,7 @@ def test_click_on_the_head_map_picks_a_head(page, app_server, screenshots):
                 box.top + fl._size.t + fl.yaxis.l2p(trace.y[k])];
     }""")
     page.mouse.click(*position)
-    page.get_by_text("L3.H4 and its nearest heads").wait_for()
+    page.get_by_text("L3.H4 and its nearest heads", exact=True).wait_for()
     settle(page, 3)
     assert_clean(page, app_server, 3)
     assert "layer=3" in page.url and "head=4" in page.url
