@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz import analysis as A
 from mha_viz import export, plots, ui
+from mha_viz.downsample import block_reduce
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
 GRID_THUMB = 32  # thumbnail size of each head in the grid
@@ -309,9 +310,13 @@ with ui.guard():
     first, stop = ui.layer_window(trace.n_layer, layer)
     if (first, stop) != (0, trace.n_layer):  # a projector: a few layers, large thumbnails
         cell_px = ui.GRID_CELL_PX_PRESENTING
-    grid = plots.model_view_grid(maps[first:stop], thumb_size=GRID_THUMB,
+    # the thumbnails once per input (every head's map block-averaged), not on every run
+    thumbnails, _ = ui.memo(block_reduce, maps, key=(
+        "grid", selection.key, None if keep is None else tuple(np.flatnonzero(keep))),
+        max_size=GRID_THUMB)
+    grid = plots.model_view_grid(thumbnails[first:stop], thumb_size=GRID_THUMB,
                                  selected=(layer, head), cell_px=cell_px, title="All heads",
-                                 first_layer=first)
+                                 first_layer=first, from_tokens=n_shown)
     ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head, first),
                    alt="Grid of every head's attention map")
 
@@ -360,57 +365,60 @@ with ui.guard():
         ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
                        share=ui.column_share(0.4))
 
-    # ---------------------------------------------------------------- aggregates
-    st.subheader("Aggregates over heads and layers")
-    through = f"layer {layer}" if layer == 0 else f"layers 0–{layer}"
-    kind = ui.synced(st.radio, "agg", "Show", "mean", options=["mean", "rollout"],
-                     format_func={"mean": f"Head mean of layer {layer}",
-                                  "rollout": f"Attention rollout through {through}"}.get,
-                     horizontal=True)
-    agg_col, text_col = side_by_side()
-    if kind == "mean":
-        full = ui.memo(A.head_mean, trace.attentions, key=selection.key, large=True)[layer]
-        explanation = ("The average of the layer's heads: what the layer as a whole reads "
-                       "from. Rows still sum to 1.")
-        agg_name = f"L{layer} head mean"
-    else:
-        full = ui.memo(A.rollout, trace.attentions, key=selection.key, large=True,
-                       return_all=True)[layer]
-        explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head mean "
-                       "plus the residual connection (0.5·A + 0.5·I, rows renormalised) and "
-                       "multiply the layers together. Row i estimates how much of token i at "
-                       f"the output of layer {layer} comes from each input token. Pick the "
-                       f"last layer (L{trace.n_layer - 1}) for the full rollout.")
-        agg_name = f"rollout to L{layer}"
-    if keep is not None:
-        full = ui.memo(A.drop_positions, full, key=(selection.key, kind, layer),
-                       keep_mask=keep)[0]
-        explanation += (" Computed on every token; then the hidden tokens were removed and "
-                        "rows renormalised.")
-    with agg_col:
-        agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
-                                 grey_causal_mask=grey, pair_boundary=pair_boundary,
-                                 **heat_size)
-        ui.show_figure(agg, key="aggregate", alt=agg_name, share=ui.column_share(0.6))
-    with text_col:
-        st.markdown(explanation)
-        ui.download_csv(
-            partial(export.matrix_csv, full, export.position_labels(labels, kept),
-                    export.position_labels(labels, kept)),
-            export.safe_filename(stem, agg_name, suffix=".csv"), f"{agg_name} as CSV",
-            key="dl_agg")
+    # ------------------------------------------- below the first screen: drawn when opened
+    def aggregates() -> None:
+        through = f"layer {layer}" if layer == 0 else f"layers 0–{layer}"
+        kind = ui.synced(st.radio, "agg", "Show", "mean", options=["mean", "rollout"],
+                         format_func={"mean": f"Head mean of layer {layer}",
+                                      "rollout": f"Attention rollout through {through}"}.get,
+                         horizontal=True)
+        agg_col, text_col = side_by_side()
+        if kind == "mean":
+            full = ui.memo(A.head_mean, trace.attentions, key=selection.key, large=True)[layer]
+            explanation = ("The average of the layer's heads: what the layer as a whole reads "
+                           "from. Rows still sum to 1.")
+            agg_name = f"L{layer} head mean"
+        else:
+            full = ui.memo(A.rollout, trace.attentions, key=selection.key, large=True,
+                           return_all=True)[layer]
+            explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head "
+                           "mean plus the residual connection (0.5·A + 0.5·I, rows renormalised) "
+                           "and multiply the layers together. Row i estimates how much of token "
+                           "i at "
+                           f"the output of layer {layer} comes from each input token. Pick the "
+                           f"last layer (L{trace.n_layer - 1}) for the full rollout.")
+            agg_name = f"rollout to L{layer}"
+        if keep is not None:
+            full = ui.memo(A.drop_positions, full, key=(selection.key, kind, layer),
+                           keep_mask=keep)[0]
+            explanation += (" Computed on every token; then the hidden tokens were removed and "
+                            "rows renormalised.")
+        with agg_col:
+            agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
+                                     grey_causal_mask=grey, pair_boundary=pair_boundary,
+                                     **heat_size)
+            ui.show_figure(agg, key="aggregate", alt=agg_name, share=ui.column_share(0.6))
+        with text_col:
+            st.markdown(explanation)
+            ui.download_csv(
+                partial(export.matrix_csv, full, export.position_labels(labels, kept),
+                        export.position_labels(labels, kept)),
+                export.safe_filename(stem, agg_name, suffix=".csv"), f"{agg_name} as CSV",
+                key="dl_agg")
 
-    # ---------------------------------------------------------------- two tokens
-    st.subheader("Which heads link two tokens")
-    st.caption("Pick a query token (the one that reads) and a key token (the one read from): "
-               "each cell is the weight that head gives from the query to the key, "
-               "A[query, key], for every layer and head at once. The coreference example "
-               "asks this of 'it' and 'animal'.")
-    # 'it' and the token it reads most (or the last token and its): analysis.opening_view
-    query, key_pos = pick_token_pair(
-        labels, A.opening_view(maps, labels, trace.special_mask[kept])[:2])
-    show_link(maps[:, :, query, key_pos], labels, query, key_pos, trace.causal,
-              " (rows renormalised over the shown tokens)" if keep is not None else "")
+    def token_pair() -> None:
+        st.caption("Pick a query token (the one that reads) and a key token (the one read from): "
+                   "each cell is the weight that head gives from the query to the key, "
+                   "A[query, key], for every layer and head at once. The coreference example "
+                   "asks this of 'it' and 'animal'.")
+        # 'it' and the token it reads most (or the last token and its): analysis.opening_view
+        query, key_pos = pick_token_pair(
+            labels, A.opening_view(maps, labels, trace.special_mask[kept])[:2])
+        show_link(maps[:, :, query, key_pos], labels, query, key_pos, trace.causal,
+                  " (rows renormalised over the shown tokens)" if keep is not None else "")
+
+    ui.drawn_when_opened("Aggregates over heads and layers", "aggregates", aggregates)
+    ui.drawn_when_opened("Which heads link two tokens", "token_pair", token_pair)
 
     st.divider()
     ui.download_trace(selection, trace)

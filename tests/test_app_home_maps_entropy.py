@@ -32,9 +32,9 @@ def _quiet_env(monkeypatch):
 # The sections the pages fold until a reader opens them (ui.drawn_when_opened), that the tests
 # were written to see drawn. Inside one head's flash, gradients and cost sections were folded
 # from the start and stay folded.
-OPENED = ",".join(["distance", "query_entropy", "class_mass", "nearest", "role_maps",
-                   "role_head", "qkv", "rope", "scores", "bias", "mask", "softmax", "context",
-                   "output"])
+OPENED = ",".join(["aggregates", "token_pair", "distance", "query_entropy", "class_mass",
+                   "nearest", "role_maps", "role_head", "qkv", "rope", "scores", "bias", "mask",
+                   "softmax", "context", "output"])
 
 
 def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
@@ -120,6 +120,8 @@ def test_bert_checkpoint_sentence_pair_pages_render(page, bert_folder):
 # What a reader first sees: the figures at the top, and the rest of the page as folded
 # sections (each Plotly figure costs a new tab ~0.1-0.2 s of the browser's time).
 FIRST_OPEN = {
+    "pages/1_Attention_Maps.py": (3, ["Aggregates over heads and layers",
+                                      "Which heads link two tokens"]),
     "pages/2_Entropy.py": (1, ["How far each head looks: mean attention distance",
                                "Entropy of each query token in one head",
                                "Where the attention goes: mass on kinds of tokens"]),

@@ -487,3 +487,17 @@ def test_per_query_line_is_a_filled_line_past_bars_up_to():
     assert values.hovertext[n - 1] == f"query {n - 1} 't{n - 1}'"
     short = P.per_query_line(v[:-1], [f"t{i}" for i in range(n - 1)], "Row entropy")
     assert short.data[0].type == "bar"
+
+
+def test_model_view_grid_from_thumbnails_kept_between_runs_is_the_same_figure():
+    """The Attention maps page keeps the block-averaged thumbnails per input and hands them
+    over: the figure, its note that they were averaged included, is the one from the maps."""
+    maps = np.random.default_rng(0).random((2, 3, 100, 100)).astype(np.float32)
+    maps /= maps.sum(-1, keepdims=True)
+    whole = P.model_view_grid(maps, thumb_size=32, selected=(1, 2))
+    thumbnails, factor = block_reduce(maps, 32)
+    assert factor == 4
+    kept = P.model_view_grid(thumbnails, thumb_size=32, selected=(1, 2), from_tokens=100)
+    assert np.array_equal(np.asarray(whole.data[0].z), np.asarray(kept.data[0].z))
+    assert whole.layout.title.text == kept.layout.title.text
+    assert "downsampled 4× (100 → 25 positions)" in kept.layout.title.text

@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
+from ..downsample import block_factor as factor_for
 from ..downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
 from ..errors import InputError
 from ._style import (WEIGHT_SCALE, GRID_SCALE, MASK_GREY, HIGHLIGHT, PAIR_COLOUR,
@@ -174,8 +175,13 @@ def model_view_grid(
     cell_px: int = 64,
     title: str = "All heads",
     first_layer: int = 0,
+    from_tokens: int | None = None,
 ) -> go.Figure:
     """Every layer x head as a thumbnail, stitched into ONE heatmap trace.
+
+    ``attentions`` may already be the thumbnails (downsample.block_reduce to thumb_size, so
+    a page can keep them between runs): ``from_tokens`` then gives the maps' own token count,
+    for the note that says they were averaged.
 
     ``attentions`` may be a window of the layers (a projector shows a few at a time):
     ``first_layer`` is the layer of its first row, for the labels, the click data and
@@ -192,6 +198,8 @@ def model_view_grid(
                          f"cross-attention), got shape {a.shape}.")
     n_layer, n_head, n_tok = a.shape[0], a.shape[1], max(a.shape[2], a.shape[3])
     red, f = block_reduce(a.astype(np.float32, copy=False), thumb_size)
+    if from_tokens is not None and from_tokens > n_tok:  # averaged before it came here
+        f, n_tok = factor_for(from_tokens, thumb_size), from_tokens
     rows, cols = red.shape[-2:]  # a cross-attention map is a rectangle: rows x cols
     t = max(rows, cols)
     peak = red.max(axis=(-2, -1), keepdims=True)
