@@ -118,7 +118,7 @@ def test_the_circuit_graph_and_a_node_click(sized_tab, app_server, screenshots):
     shoot(tab, screenshots, "circuits_desktop_graph")
     click_point(tab, NODE_CENTRE, "L23.H3")
     tab.wait_for_url("**/Attention_Maps**", timeout=60_000)
-    settle(tab, 5)
+    settle(tab, 3)  # the grid, the head and its lines; the rest of the page is folded
     assert_no_exception(tab, app_server)
     assert "layer=23" in tab.url and "head=3" in tab.url
     text = tab.locator('[data-testid="stSidebar"] textarea').first.input_value()
