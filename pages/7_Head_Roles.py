@@ -35,7 +35,7 @@ def pick_from_table(rows) -> None:
     if picked and 0 <= int(picked[0]) < len(rows):
         ui.set_value("layer", rows[int(picked[0])].layer)
         ui.set_value("head", rows[int(picked[0])].head)
-        st.session_state["_mv_open_role_head"] = True  # the picked head is shown there
+        st.session_state[ui.section_open_key("role_head")] = True  # the head is shown there
 
 
 with ui.guard():

@@ -70,7 +70,7 @@ from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, 
                      column_share, download_bytes, download_csv, download_trace,
                      drawn_when_opened, figure_columns, figure_screen, hidden_note,
                      kv_sharing_note, layer_window, model_card, needs_full_maps, page_setup,
-                     show_figure, trace_notes, viewport)
+                     section_open_key, show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
                        PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch,
@@ -91,7 +91,8 @@ __all__ = [
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "needs_full_maps", "lesson_step", "attention_cost", "figure_columns",
-    "column_share", "drawn_when_opened", "layer_window", "GRID_CELL_PX_PRESENTING", "caveat",
+    "column_share", "drawn_when_opened", "section_open_key", "layer_window",
+    "GRID_CELL_PX_PRESENTING", "caveat",
     "md_escape",
     "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",

@@ -225,6 +225,12 @@ def figure_columns(spec, **kwargs) -> list:
     return st.columns(spec, **kwargs)
 
 
+def section_open_key(key: str) -> str:
+    """The session-state entry that says whether the folded section ``key`` is open (set it
+    True in a callback to open the section on the next run)."""
+    return f"_mv_open_{key}"
+
+
 def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
                       expanded: bool = False) -> bool:
     """A folded section whose content is computed and drawn only while it is open (opening
@@ -235,7 +241,8 @@ def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
     -> whether it was drawn."""
     wanted = str(st.query_params.get("open", ""))[:200].split(",")
     expanded = expanded or "all" in wanted or key in wanted
-    section = st.expander(label, expanded=expanded, key=f"_mv_open_{key}", on_change="rerun")
+    section = st.expander(label, expanded=expanded, key=section_open_key(key),
+                          on_change="rerun")
     if not section.open:
         return False
     with section:
