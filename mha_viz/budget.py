@@ -103,6 +103,51 @@ def maps_fit(n_layer: int, n_head: int, n_tokens: int, budget: int | None = None
     return maps_bytes(n_layer, n_head, n_tokens) <= ONE_INPUT_SHARE * budget
 
 
+def fits_one_input(n_bytes: int, budget: int | None = None) -> bool:
+    """Whether a result of n_bytes fits ONE_INPUT_SHARE of the budget."""
+    budget = budget_bytes() if budget is None else budget
+    return n_bytes <= ONE_INPUT_SHARE * budget
+
+
+def tokens_within(bytes_per_squared_token: float, budget: int | None = None) -> int:
+    """The most tokens T for which a result of bytes_per_squared_token x T^2 bytes fits
+    ONE_INPUT_SHARE of the budget."""
+    budget = budget_bytes() if budget is None else budget
+    return int(math.sqrt(ONE_INPUT_SHARE * budget / bytes_per_squared_token))
+
+
+def too_long(what: str, n_tokens: int, bytes_per_squared_token: float,
+             budget: int | None = None) -> str | None:
+    """Why ``what``, which holds bytes_per_squared_token x T^2 bytes while computed on a
+    T-token input, is not computed for this one: it would take more than ONE_INPUT_SHARE of
+    the budget (the sentence says how many tokens would fit). None when it fits."""
+    budget = budget_bytes() if budget is None else budget
+    need = bytes_per_squared_token * int(n_tokens) ** 2
+    if fits_one_input(need, budget):
+        return None
+    return (f"{what} over {int(n_tokens):,} tokens would hold {size_text(need)} at once, "
+            f"more than this server keeps for one input "
+            f"({size_text(ONE_INPUT_SHARE * budget)}): it runs on up to "
+            f"{tokens_within(bytes_per_squared_token, budget):,} tokens.")
+
+
+def size_text(n_bytes: float) -> str:
+    """Bytes in words: "1.3 GB", "250 MB"."""
+    return f"{n_bytes / 2**30:.1f} GB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:,.0f} MB"
+
+
+# Weights one pass over every map may compute and still be a short wait (about 2 s on 2
+# cores for maps rebuilt on demand; maps held whole are read far faster).
+QUICK_PASS_WEIGHTS = 1 << 27
+
+
+def one_pass_is_quick(n_layer: int, n_head: int, n_tokens: int) -> bool:
+    """Whether reading every weight of one input's maps once is a short wait: a view that
+    needs a pass of its own over them (the grid of every head) runs by itself, else on a
+    click."""
+    return n_layer * n_head * n_tokens * n_tokens <= QUICK_PASS_WEIGHTS
+
+
 def check_held(trace, budget: int | None = None) -> None:
     """InputError when what an opened trace holds (its maps, or what rebuilds them) would take
     more than ONE_INPUT_SHARE of the budget."""

@@ -52,10 +52,12 @@ class Model(TextInput, Scoring, Predicting):
 
     # --- tracing -------------------------------------------------------------------------
 
-    def maps_kind(self, n_tokens: int, maps="auto") -> str:
+    def maps_kind(self, n_tokens: int, maps="auto", bytes_per_token: int = 0) -> str:
         """"full" (every map held: fastest), "on_demand" (the hidden state entering each
         layer held, maps recomputed when asked for: memory grows with T, not T squared) or
-        "none". "auto" holds the maps whole while they take at most AUTO_FULL_MAPS_BYTES."""
+        "none". "auto" holds the maps whole while they take at most AUTO_FULL_MAPS_BYTES;
+        "budget" while they fit the server's share for one input, with bytes_per_token more
+        kept per token (budget.choose_maps: InputError when not even on demand fits)."""
         if maps is True:
             return "full"
         if maps is False or maps is None:
@@ -63,9 +65,16 @@ class Model(TextInput, Scoring, Predicting):
         if maps == "auto":
             need = 4 * self.info.n_layer * self.info.n_head * n_tokens ** 2
             return "full" if need <= traces.AUTO_FULL_MAPS_BYTES else "on_demand"
+        if maps == "budget":
+            from .budget import choose_maps
+
+            info = self.info
+            return choose_maps(info.n_layer, info.n_head, info.d_model, n_tokens,
+                               bytes_per_token=bytes_per_token)
         if maps in ("full", "on_demand", "none"):
             return maps
-        raise InputError(f"maps must be 'auto', 'full', 'on_demand' or 'none', got {maps!r}")
+        raise InputError(f"maps must be 'auto', 'budget', 'full', 'on_demand' or 'none', got "
+                         f"{maps!r}")
 
     def on_demand_bytes(self, n_tokens: int) -> int:
         """What an on-demand trace of n_tokens holds: each layer's input, L x T x d floats."""
@@ -190,7 +199,10 @@ class Model(TextInput, Scoring, Predicting):
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a run takes one head mask of shape [layers, heads]")
-        kind = self.maps_kind(len(enc.input_ids), maps)
+        # besides the maps a run keeps, per layer and token, the heads' outputs and the MLP's
+        info = self.info
+        kind = self.maps_kind(len(enc.input_ids), maps, bytes_per_token=4 * info.n_layer * (
+            info.d_model + info.n_head * info.d_head))
         kept = Interventions(capture=["z", "mlp_out"])  # what attribution reads
         found, embedded, final, last_hidden = self._forward(
             enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept)

@@ -244,6 +244,8 @@ class AttentionTrace:
         floats), which rebuild its maps with no model, instead of the maps."""
         if self.maps_source is None:
             maps = {"attentions": self._full}
+        elif not hasattr(self.maps_source, "queries_keys_arrays"):  # a view of another trace
+            maps = {"attentions": self.attentions}
         else:
             queries, keys, scales = self.maps_source.queries_keys_arrays()
             maps = {"queries": queries, "keys": keys, "scales": scales}

@@ -8,7 +8,6 @@ import streamlit as st
 
 from mha_viz import analysis as A
 from mha_viz import export, plots, ui
-from mha_viz.downsample import block_reduce
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
 GRID_THUMB = 32  # thumbnail size of each head in the grid
@@ -72,94 +71,6 @@ def show_link(link: np.ndarray, labels: list[str], query: int, key_pos: int, cau
     ui.download_csv(partial(export.layer_head_csv, link, "weight"),
                     export.safe_filename(selection.file_stem, "link", suffix=".csv"),
                     "These weights as CSV", key="dl_link")
-
-
-def long_input_view(trace) -> None:
-    """A long input's maps are computed on demand: the overview of one head (block means of
-    the whole text) and a window moved along the text at full resolution, never every map."""
-    n = trace.n_tokens
-    labels = list(trace.display_tokens)
-    st.info(f"Long input ({n:,} tokens): the maps are computed when you look at them, a block "
-            f"of rows at a time, so the server's memory grows with the length, not its square. "
-            f"Each head shows as an overview of the whole text and a window you move along it "
-            f"at full resolution. The grid of every head, hiding tokens and attention rollout "
-            f"are drawn for inputs whose maps fit in memory at once.")
-    pick, size_col = st.columns([2, 3])
-    with pick:
-        layer, head = ui.head_picker(trace)
-        layer_mean = ui.synced(st.toggle, "lmean", "Mean of the layer's heads", False,
-                               help="Show the average of every head in the layer (what the "
-                                    "layer as a whole reads from) instead of one head.")
-    with size_col:
-        size = ui.synced(st.radio, "wsize", "Window", 128, options=WINDOW_SIZES,
-                         format_func=lambda s: f"{s} tokens", horizontal=True,
-                         valid=lambda s: int(s) in WINDOW_SIZES)
-    size = min(int(size), n)
-    start = ui.synced(st.slider, "window", "Window starts at token", max(0, n - size),
-                      min_value=0, max_value=n - size, step=1,
-                      valid=lambda v: 0 <= int(v) <= n - size,
-                      help="Drag to move the window along the text; the overview outlines it.")
-    stop = start + size
-    shown_head = None if layer_mean else head  # None: the layer's head mean
-    name = f"L{layer} head mean" if layer_mean else plots.head_name(layer, head)
-    stem = selection.file_stem
-    factor = -(-n // HEATMAP_MAX)
-
-    st.subheader((f"The mean of layer {layer}'s {trace.n_head} heads" if layer_mean
-                  else f"{name} (layer {layer}, head {head})") + ": the whole text")
-    with st.spinner(f"Computing the overview of {name}…"):
-        overview = ui.memo(trace.block_mean,
-                           key=(selection.key, "overview", layer, shown_head, factor),
-                           layer=layer, head=shown_head, factor=factor)
-    fig = plots.head_heatmap(overview, labels, title=f"{name}: overview", causal=trace.causal,
-                             block_factor=factor, highlight=(start, stop), max_ticks=24,
-                             height=760)
-    ui.show_figure(fig, key="overview", alt=f"Overview of {name}", share=1.0)
-    st.caption(f"Each cell is the mean weight of a {factor}×{factor} block of query and key "
-               f"tokens; the red square is the window below.")
-
-    st.subheader(f"{name}: tokens {start}–{stop - 1} at full resolution")
-    # [size, T]: every key of these rows
-    rows = (A.head_mean(trace, layer=layer, start=start, stop=stop) if layer_mean
-            else trace.rows(layer, start, stop, [head])[0])
-    window = rows[:, start:stop]
-    inside, first = A.window_mass(rows, start, stop)
-    fig = plots.head_heatmap(window, labels[start:stop], title=f"{name}: who attends to whom",
-                             causal=trace.causal, offset=start, max_ticks=32,
-                             height=None if size <= 64 else 720)
-    ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0)
-    st.caption(f"These {size} queries give {inside:.0%} of their attention to keys inside the "
-               f"window" + (f" and {first:.0%} to the first token" if start > 0 else "")
-               + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
-    positions = export.position_labels(labels[start:stop], range(start, stop))
-    ui.download_csv(partial(export.matrix_csv, window, positions, positions),
-                    export.safe_filename(stem, name, f"{start}-{stop - 1}", suffix=".csv"),
-                    "This window as CSV", key="dl_window")
-
-    st.subheader("The window as lines between tokens")
-    if layer_mean:  # the mean is not a head: each of the heads it averages gets its lines
-        which = "all"
-    else:
-        which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
-                          format_func={"one": f"head {name} only",
-                                       "all": f"all heads of layer {layer}"}.get,
-                          horizontal=True)
-    line_stop = min(stop, start + LINE_WINDOW)
-    lines = plots.line_view(trace.rows(layer, start, line_stop)[:, :, start:line_stop],
-                            labels[start:line_stop], heads=None if which == "all" else [head],
-                            layer=layer, offset=start, title=f"Layer {layer}: query → key")
-    ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
-    st.caption(f"The first {line_stop - start} tokens of the window"
-               + (f", every head of layer {layer}" if layer_mean else "")
-               + "; lines to keys outside it are not drawn.")
-
-    st.subheader("Which heads link two tokens")
-    query, key_pos = pick_token_pair(labels, (n - 1, 0))
-    link = trace.weights_between(query, key_pos)
-    show_link(link, labels, query, key_pos, trace.causal, "")
-    st.divider()
-    ui.download_trace(selection, trace)
-    ui.caveat()
 
 
 def cross_attention_view(seq) -> None:
@@ -247,17 +158,40 @@ def cross_attention_view(seq) -> None:
     ui.caveat()
 
 
+def window_controls(n: int) -> tuple[int, int]:
+    """A long input's window (kept in the URL): its size and where it starts -> (start, stop)."""
+    size = ui.synced(st.radio, "wsize", "Window", 128, options=WINDOW_SIZES,
+                     format_func=lambda s: f"{s} tokens", horizontal=True,
+                     valid=lambda s: int(s) in WINDOW_SIZES)
+    size = min(int(size), n)
+    start = ui.synced(st.slider, "window", "Window starts at token", max(0, n - size),
+                      min_value=0, max_value=n - size, step=1,
+                      valid=lambda v: 0 <= int(v) <= n - size,
+                      help="Drag to move the window along the text; the map above outlines it.")
+    return start, start + size
+
+
+def lines_for(name: str, layer: int, layer_mean: bool) -> str:
+    """Lines of one head or of every head in its layer (the mean is not a head: all)."""
+    if layer_mean:
+        return "all"
+    return ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
+                     format_func={"one": f"head {name} only",
+                                  "all": f"all heads of layer {layer}"}.get, horizontal=True)
+
+
 with ui.guard():
     trace = ui.get_trace(selection, cross_view=cross_attention_view)
     ui.trace_notes(trace)
-    if not ui.maps_fit(trace):
-        long_input_view(trace)
-        st.stop()
+    ui.long_input_note(trace)
 
     pick, options = st.columns([2, 3])
     with pick:
         # opens on the head that links the text's focus token ('it') most strongly
         layer, head = ui.head_picker(trace, default=ui.opening(trace)[2:])
+        layer_mean = ui.synced(st.toggle, "lmean", "Mean of the layer's heads", False,
+                               help="Show the average of every head in the layer (what the "
+                                    "layer as a whole reads from) instead of one head.")
     with options:
         hide_col, toggle_col = st.columns(2)
         keep = ui.hide_special_toggle(trace, hide_col)
@@ -271,23 +205,31 @@ with ui.guard():
                 outline = ui.synced(st.toggle, "blocks", "Outline sentence-pair blocks", True,
                                     help="A→A, A→B, B→A and B→B: attention within and "
                                          "across the two sentences.")
-    maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    # the trace as shown (hidden tokens removed, rows renormalised), read like any trace
+    shown = ui.shown_trace(selection, trace, keep)
+    shown_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
+    kept = A.kept_positions(shown)
+    labels = list(shown.display_tokens)
     ui.hidden_note(trace, keep)
-    n_shown = len(kept)
-    segment = trace.segment_ids[kept]
+    n_shown = shown.n_tokens
     pair_boundary = None
-    if outline and segment.any() and not segment.all():
-        pair_boundary = int(segment.argmax())  # first shown token of sentence B
+    if outline and shown.segment_ids.any() and not shown.segment_ids.all():
+        pair_boundary = int(shown.segment_ids.argmax())  # first shown token of sentence B
     # Long inputs: fewer axis labels and a height that fits the square plot in its column.
     long_input = n_shown > 40
-    if n_shown > HEATMAP_MAX:
-        st.caption(f"Long input ({n_shown} tokens): heatmaps are block-averaged to at most "
-                   f"{HEATMAP_MAX}×{HEATMAP_MAX} cells and axis labels thinned; the grid uses "
-                   f"{GRID_THUMB}×{GRID_THUMB} thumbnails. The CSV downloads keep every cell.")
+    # > 1: a head shows as the block means of the whole text, and a window at full resolution
+    factor = -(-n_shown // HEATMAP_MAX)
+    if factor > 1:
+        st.caption(f"Long input ({n_shown:,} tokens): heatmaps are block-averaged to at most "
+                   f"{HEATMAP_MAX}×{HEATMAP_MAX} cells and axis labels thinned; a window you "
+                   f"move along the text shows {WINDOW_SIZES[0]}-{WINDOW_SIZES[-1]} tokens at "
+                   f"full resolution, and the line view shows {LINE_WINDOW} tokens at a time; "
+                   f"the grid uses {GRID_THUMB}×{GRID_THUMB} thumbnails.")
     elif long_input:
         st.caption(f"Long input ({n_shown} tokens): only some axis labels are shown; hover a "
                    f"cell for its tokens. The CSV downloads keep every cell.")
-    name = plots.head_name(layer, head)
+    name = f"L{layer} head mean" if layer_mean else plots.head_name(layer, head)
+    shown_head = None if layer_mean else head  # None: the layer's head mean
     stem = selection.file_stem
     heat_size = dict(max_size=HEATMAP_MAX, max_ticks=24 if long_input else 40,
                      height=760 if long_input else (None if n_shown <= 24 else 720))
@@ -310,60 +252,115 @@ with ui.guard():
     first, stop = ui.layer_window(trace.n_layer, layer)
     if (first, stop) != (0, trace.n_layer):  # a projector: a few layers, large thumbnails
         cell_px = ui.GRID_CELL_PX_PRESENTING
-    # the thumbnails once per input (every head's map block-averaged), not on every run
-    thumbnails, _ = ui.memo(block_reduce, maps, key=(
-        "grid", selection.key, None if keep is None else tuple(np.flatnonzero(keep))),
-        max_size=GRID_THUMB)
-    grid = plots.model_view_grid(thumbnails[first:stop], thumb_size=GRID_THUMB,
-                                 selected=(layer, head), cell_px=cell_px, title="All heads",
-                                 first_layer=first, from_tokens=n_shown)
-    ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head, first),
-                   alt="Grid of every head's attention map")
+    # every head's map block-averaged once per input, in one pass over the rows (a long
+    # input's maps are computed for it, so that waits for a click)
+    n_maps = trace.n_layer * trace.n_head
+    thumbs = ui.run_or_wait(("thumbnails", shown_key), A.thumbnails, shown,
+                            label=f"Drawing the {n_maps} heads' thumbnails over {n_shown:,} "
+                                  f"tokens…", auto=ui.one_pass_is_quick(shown),
+                            button=f"Draw every head's thumbnail ({n_maps} maps of "
+                                   f"{n_shown:,} tokens)", max_size=GRID_THUMB)
+    if thumbs is None:
+        st.caption(f"The grid reads every head's whole map: over {n_shown:,} tokens that is a "
+                   f"pass of its own, so it waits for the button above.")
+    else:
+        grid = plots.model_view_grid(thumbs[0][first:stop], thumb_size=GRID_THUMB,
+                                     selected=(layer, head), cell_px=cell_px, title="All heads",
+                                     first_layer=first, from_tokens=n_shown)
+        ui.show_figure(grid, key="grid", on_select=lambda: pick_from_grid(trace.n_head, first),
+                       alt="Grid of every head's attention map")
 
     # ---------------------------------------------------------------- one head
-    st.subheader(f"One head: {name} (layer {layer}, head {head})")
-    sharing = ui.kv_sharing_note(trace, head)
+    st.subheader((f"The mean of layer {layer}'s {trace.n_head} heads" if layer_mean
+                  else f"One head: {name} (layer {layer}, head {head})")
+                 + (": the whole text" if factor > 1 else ""))
+    sharing = None if layer_mean else ui.kv_sharing_note(trace, head)
     if sharing:
         st.caption(sharing)
-    heat_col, line_col = side_by_side()
-    with heat_col:
-        st.caption("Row = query (the token that reads), column = key (the token read from). "
-                   "Hover a cell for *query → key: weight*.")
-        heat = plots.head_heatmap(
-            maps[layer, head], labels, title=f"{name}: who attends to whom",
-            causal=trace.causal, grey_causal_mask=grey, pair_boundary=pair_boundary,
-            **heat_size)
-        ui.show_figure(heat, key="head", alt=f"Attention map of head {name}",
-                       share=ui.column_share(0.6))
-        ui.download_csv(
-            partial(export.matrix_csv, maps[layer, head], export.position_labels(labels, kept),
-                    export.position_labels(labels, kept)),
-            export.safe_filename(stem, name, suffix=".csv"), f"{name} as CSV",
-            key="dl_head", help="Every weight of this head (row = query, column = key).")
-    with line_col:
-        st.caption("The same weights as lines from each query (left) to each key (right); "
-                   "thicker and darker = more attention.")
-        which = ui.synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
-                          format_func={"one": f"head {name} only",
-                                       "all": f"all heads of layer {layer}"}.get,
-                          horizontal=True)
-        start = 0
-        if n_shown > LINE_WINDOW:
-            start = ui.synced(st.slider, "from", "First token in the line view", 0,
-                              min_value=0, max_value=n_shown - LINE_WINDOW,
-                              valid=lambda v: 0 <= v <= n_shown - LINE_WINDOW)
-            st.caption(f"Long input: the line view shows {LINE_WINDOW} tokens at a time "
-                       f"(positions {start}–{start + LINE_WINDOW - 1}); lines to keys outside "
-                       f"the window are not drawn.")
-        stop = min(n_shown, start + LINE_WINDOW)
-        window = maps[layer, :, start:stop, start:stop]
-        lines = plots.line_view(
-            window, labels[start:stop], heads=None if which == "all" else [head],
-            layer=layer, offset=start, title=f"Layer {layer}: query → key")
-        # laid out for its column like every figure (a fixed 600 px overflowed a phone, and
-        # a 40 % column of a laptop's screen)
-        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
-                       share=ui.column_share(0.4))
+    if factor == 1 and not layer_mean:
+        the_map = shown.head_map(layer, head)
+    else:  # block means of the whole text (factor 1: the layer's head mean itself)
+        with st.spinner(f"Computing the map of {name}…"):
+            the_map = ui.memo(shown.block_mean, key=(shown_key, "overview", layer, shown_head,
+                                                     factor),
+                              layer=layer, head=shown_head, factor=factor)
+    if factor > 1:
+        start, stop = window_controls(n_shown)
+        heat = plots.head_heatmap(the_map, labels, title=f"{name}: overview",
+                                  causal=shown.causal, grey_causal_mask=grey,
+                                  block_factor=factor, highlight=(start, stop), max_ticks=24,
+                                  height=760)
+        ui.show_figure(heat, key="head", alt=f"Overview of {name}", share=1.0)
+        st.caption(f"Each cell is the mean weight of a {factor}×{factor} block of query and "
+                   f"key tokens; the red square is the window below.")
+
+        st.subheader(f"{name}: tokens {start}–{stop - 1} at full resolution")
+        rows = (A.head_mean(shown, layer=layer, start=start, stop=stop) if layer_mean
+                else shown.rows(layer, start, stop, [head])[0])  # [size, T]: every key
+        window = rows[:, start:stop]
+        inside, first_token = A.window_mass(rows, start, stop)
+        fig = plots.head_heatmap(window, labels[start:stop],
+                                 title=f"{name}: who attends to whom", causal=shown.causal,
+                                 grey_causal_mask=grey, offset=start, max_ticks=32,
+                                 height=None if stop - start <= 64 else 720)
+        ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0)
+        st.caption(f"These {stop - start} queries give {inside:.0%} of their attention to keys "
+                   f"inside the window" + (f" and {first_token:.0%} to the first token shown"
+                                           if start > 0 else "")
+                   + ". Rows are queries, columns keys; hover a cell for *query → key: "
+                     "weight*.")
+        positions = export.position_labels(labels[start:stop], kept[start:stop])
+        ui.download_csv(partial(export.matrix_csv, window, positions, positions),
+                        export.safe_filename(stem, name, f"{start}-{stop - 1}", suffix=".csv"),
+                        "This window as CSV", key="dl_window")
+
+        st.subheader("The window as lines between tokens")
+        which = lines_for(name, layer, layer_mean)
+        line_stop = min(stop, start + LINE_WINDOW)
+        lines = plots.line_view(shown.rows(layer, start, line_stop)[:, :, start:line_stop],
+                                labels[start:line_stop], heads=None if which == "all" else [head],
+                                layer=layer, offset=start, title=f"Layer {layer}: query → key")
+        ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
+        st.caption(f"The first {line_stop - start} tokens of the window (the line view shows "
+                   f"{LINE_WINDOW} tokens at a time)"
+                   + (f", every head of layer {layer}" if layer_mean else "")
+                   + "; lines to keys outside it are not drawn.")
+    else:
+        heat_col, line_col = side_by_side()
+        with heat_col:
+            st.caption("Row = query (the token that reads), column = key (the token read "
+                       "from). Hover a cell for *query → key: weight*.")
+            heat = plots.head_heatmap(
+                the_map, labels, title=f"{name}: who attends to whom", causal=shown.causal,
+                grey_causal_mask=grey, pair_boundary=pair_boundary, **heat_size)
+            ui.show_figure(heat, key="head", alt=f"Attention map of {name}",
+                           share=ui.column_share(0.6))
+            ui.download_csv(
+                partial(export.matrix_csv, the_map, export.position_labels(labels, kept),
+                        export.position_labels(labels, kept)),
+                export.safe_filename(stem, name, suffix=".csv"), f"{name} as CSV",
+                key="dl_head", help="Every weight of this map (row = query, column = key).")
+        with line_col:
+            st.caption("The same weights as lines from each query (left) to each key (right); "
+                       "thicker and darker = more attention.")
+            which = lines_for(name, layer, layer_mean)
+            start = 0
+            if n_shown > LINE_WINDOW:
+                start = ui.synced(st.slider, "from", "First token in the line view", 0,
+                                  min_value=0, max_value=n_shown - LINE_WINDOW,
+                                  valid=lambda v: 0 <= v <= n_shown - LINE_WINDOW)
+                st.caption(f"Long input: the line view shows {LINE_WINDOW} tokens at a time "
+                           f"(positions {start}–{start + LINE_WINDOW - 1}); lines to keys "
+                           f"outside the window are not drawn.")
+            stop = min(n_shown, start + LINE_WINDOW)
+            lines = plots.line_view(
+                shown.rows(layer, start, stop)[:, :, start:stop], labels[start:stop],
+                heads=None if which == "all" else [head], layer=layer, offset=start,
+                title=f"Layer {layer}: query → key")
+            # laid out for its column like every figure (a fixed 600 px overflowed a phone,
+            # and a 40 % column of a laptop's screen)
+            ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
+                           share=ui.column_share(0.4))
 
     # ------------------------------------------- below the first screen: drawn when opened
     def aggregates() -> None:
@@ -372,14 +369,24 @@ with ui.guard():
                          format_func={"mean": f"Head mean of layer {layer}",
                                       "rollout": f"Attention rollout through {through}"}.get,
                          horizontal=True)
+        # computed on every token, then the hidden ones removed: [T, T] floats per layer
+        refused = ui.too_long_for(
+            "The head mean of a layer" if kind == "mean" else
+            f"Attention rollout (every layer's head mean and their products, {trace.n_layer} "
+            f"whole maps each)", trace.n_tokens,
+            A.aggregate_bytes_per_token(kind, trace.n_layer))
+        if refused:
+            st.info(refused)
+            return
         agg_col, text_col = side_by_side()
         if kind == "mean":
-            full = ui.memo(A.head_mean, trace.attentions, key=selection.key, large=True)[layer]
+            full = ui.memo(A.head_mean, trace, key=(selection.key, "mean"), large=True,
+                           layer=layer)
             explanation = ("The average of the layer's heads: what the layer as a whole reads "
                            "from. Rows still sum to 1.")
             agg_name = f"L{layer} head mean"
         else:
-            full = ui.memo(A.rollout, trace.attentions, key=selection.key, large=True,
+            full = ui.memo(A.rollout, trace, key=selection.key, large=True,
                            return_all=True)[layer]
             explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head "
                            "mean plus the residual connection (0.5·A + 0.5·I, rows renormalised) "
@@ -413,8 +420,8 @@ with ui.guard():
                    "asks this of 'it' and 'animal'.")
         # 'it' and the token it reads most (or the last token and its): analysis.opening_view
         query, key_pos = pick_token_pair(
-            labels, A.opening_view(maps, labels, trace.special_mask[kept])[:2])
-        show_link(maps[:, :, query, key_pos], labels, query, key_pos, trace.causal,
+            labels, A.opening_view(shown, labels, shown.special_mask)[:2])
+        show_link(shown.weights_between(query, key_pos), labels, query, key_pos, trace.causal,
                   " (rows renormalised over the shown tokens)" if keep is not None else "")
 
     ui.drawn_when_opened("Aggregates over heads and layers", "aggregates", aggregates)

@@ -84,35 +84,22 @@ with ui.guard():
     ui.trace_notes(trace)
 
     normalized, smoothing, c3 = entropy_options()
-    if not ui.maps_fit(trace):  # a long input: every map is never held at once
-        keep = None
-        c3.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
-    else:
-        keep = ui.hide_special_toggle(trace, c3)
-    if keep is None:  # the trace itself: its maps, or computed a block of rows at a time
-        maps, kept, labels = trace, np.arange(trace.n_tokens), list(trace.display_tokens)
-    else:
-        maps, kept, labels = ui.shown_maps(selection, trace, keep)
+    keep = ui.hide_special_toggle(trace, c3)
+    # the trace as shown (hidden tokens removed, rows renormalised), read like any trace
+    shown = ui.shown_trace(selection, trace, keep)
+    kept, labels = A.kept_positions(shown), list(shown.display_tokens)
     ui.hidden_note(trace, keep)
-    n = len(kept)
+    n = shown.n_tokens
     memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
     stem = selection.file_stem
 
-    streamed = None
-    if not ui.maps_fit(trace):
-        # one pass over every head's rows for the entropy (both scales) and the mass: a job
-        # that shows its progress and can be cancelled
-        streamed = ui.computed(("entropy_and_mass", memo_key, smoothing), A.entropy_and_mass,
-                               trace, smoothing=smoothing,
-                               label=f"Computing every head's entropy and where its attention "
-                                     f"goes over {n:,} tokens…")
-        if streamed is None:
-            st.info("Cancelled: change an option or reload the page to compute it again.")
-            st.stop()
-        ent = streamed["normalised" if normalized else "entropy"]
-    else:
-        ent = ui.memo(A.entropy, maps, key=memo_key, normalized=normalized,
-                      smoothing=smoothing, causal=trace.causal)
+    # one pass over every head's rows: a job that shows its progress and can be cancelled
+    ent = ui.computed(("entropy", memo_key, normalized, smoothing), A.entropy, shown,
+                      normalized=normalized, smoothing=smoothing, causal=trace.causal,
+                      label=f"Computing every head's entropy over {n:,} tokens…")
+    if ent is None:
+        st.info("Cancelled: change an option or reload the page to compute it again.")
+        st.stop()
     row_max = A.max_row_entropy(n, causal=trace.causal)  # ln(keys row i sees)
     if normalized:
         reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"
@@ -158,9 +145,20 @@ with ui.guard():
                    f"(this input has {n} tokens), so compare lengths with the normalised view.")
 
     # ------------------------------------------- the rest, each drawn when opened
+    def on_every_token(statistic, doing: str):
+        """statistic(trace) over every token, whatever is hidden: a job kept per input, with
+        its progress; None (said so) when cancelled."""
+        found = ui.computed((statistic.__name__, selection.key), statistic, trace,
+                            label=f"{doing} over {trace.n_tokens:,} tokens…")
+        if found is None:
+            st.info("Cancelled: reload the page to compute it again.")
+        return found
+
     def distance_section() -> None:
-        distance = (streamed["distance"] if streamed is not None else
-                    ui.memo(A.mean_attention_distance, trace, key=(selection.key, "distance")))
+        distance = on_every_token(A.mean_attention_distance,
+                                  "Measuring every head's attention distance")
+        if distance is None:
+            return
         uniform_distance = A.uniform_attention_distance(trace.n_tokens, trace.causal)
         st.caption(f"For each query, the distance in tokens to what it reads, weighted by the "
                    f"attention: Σ_j a_ij·|i − j|; a head's value is the mean over its queries "
@@ -179,7 +177,7 @@ with ui.guard():
     def per_query_section() -> None:
         layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
         name = plots.head_name(layer, head)
-        per_row = ui.memo(A.head_row_entropy, maps, key=(memo_key, layer, head), layer=layer,
+        per_row = ui.memo(A.head_row_entropy, shown, key=(memo_key, layer, head), layer=layer,
                           head=head, normalized=normalized, smoothing=smoothing,
                           causal=trace.causal)
         row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))
@@ -202,10 +200,9 @@ with ui.guard():
                         f"{name} per query as CSV", key="dl_per_query")
 
     def mass_section() -> None:
-        if streamed is not None:
-            mass = streamed["mass"]
-        else:
-            mass = ui.memo(A.token_class_mass, trace, key=selection.key)
+        mass = on_every_token(A.token_class_mass, "Measuring where every head's attention goes")
+        if mass is None:
+            return
         classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
         if trace.causal:
             classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]

@@ -248,7 +248,7 @@ with ui.guard():
     kind, order_by = distance_options(c1, c2)
     with c3:
         all_rows = False
-        if n > ROW_LIMIT and ui.maps_fit(trace):  # a long input: sampled rows only
+        if n > ROW_LIMIT and ui.one_pass_is_quick(trace):  # else sampled rows only
             all_rows = ui.synced(st.toggle, "allrows", "Compare every query row (slower)", False,
                                  help=f"By default long inputs are compared on {ROW_LIMIT} "
                                       f"evenly spaced query rows; the cost grows with the "

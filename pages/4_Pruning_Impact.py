@@ -8,8 +8,10 @@ from mha_viz import export, plots, ui
 from mha_viz import analysis as A
 from mha_viz.analysis import heads
 from mha_viz.analysis import pruning as P
+from mha_viz.downsample import block_factor, downsampled_labels
 
 TOP = 5
+MAP_MAX = 192  # a head map here is block-averaged past this many tokens
 SATURATED_LOSS = 0.05  # nats/token: below it gradients say little about removal
 SHORT_SCORE = {
     "next_token_loss": "next-token loss (nats/token)",
@@ -223,7 +225,6 @@ with ui.guard():
     n_layer, n_head = info.n_layer, info.n_head
     stem = selection.file_stem
     ui.trace_notes(trace)
-    ui.needs_full_maps(trace, "Pruning impact")
     score_tokens = len(model.encode(text).input_ids)
 
     # What a head's removal is measured by: the model's own score, or (models with an LM
@@ -374,7 +375,14 @@ with ui.guard():
                 "and the maps of later layers change.")
     else:
         masked = ui.masked_trace(selection, mask, mode)
-        change = heads.attention_change(trace, masked)
+        # every head's map read twice, a block of rows at a time (a long input's are rebuilt)
+        change = ui.computed(("map_change", selection.key, mask.tobytes(), mode),
+                             heads.attention_change, trace, masked,
+                             label=f"Comparing every head's map with and without those heads "
+                                   f"over {trace.n_tokens:,} tokens…")
+        if change is None:
+            st.info("Cancelled: change the heads or reload the page to compare them again.")
+            st.stop()
         lowest = min(heads.parse_head_name(name)[0] for name in off)
         st.markdown(f"**How much each head's map moved** with {len(off)} head(s) off: the mean "
                     f"over query tokens of the total-variation distance between the two maps "
@@ -400,12 +408,15 @@ with ui.guard():
             [trace.head_map(layer, head), masked.head_map(layer, head)],
             trace.display_tokens, [f"{name} with every head on",
                                    f"{name} with {len(off)} head(s) off"],
-            causal=trace.causal, max_size=192, max_ticks=30, height=560,
+            causal=trace.causal, max_size=MAP_MAX, max_ticks=30, height=560,
             title=f"{name}: before and after (mean TV distance {change[layer, head]:.3f})")
         ui.show_figure(fig, key="before_after", alt=f"{name} before and after")
-        difference = heads.map_difference(trace, masked, layer, head)
+        # past MAP_MAX tokens: block means of the difference, one label per block
+        difference = heads.map_difference(trace, masked, layer, head, max_size=MAP_MAX)
+        diff_labels = downsampled_labels(trace.display_tokens,
+                                         block_factor(trace.n_tokens, MAP_MAX))
         small = trace.n_tokens <= 24
-        fig = plots.tensor_figure(difference, trace.display_tokens, trace.display_tokens,
+        fig = plots.tensor_figure(difference, diff_labels, diff_labels,
                                   f"{name}: after − before (red = more attention with the "
                                   f"heads off)", show_values=small, fmt=".2f",
                                   row_title="query", col_title="key")
@@ -443,11 +454,20 @@ with ui.guard():
     normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
                                "before comparing heads across layers.")
-    gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
-                           P.gradient_importance, model, text, metric=metric,
-                           label=f"Gradient importance ({grad_cost})…",
-                           auto=runs_itself["gradient"],
-                           button=f"Compute gradient importance ({grad_cost})")
+    # a backward pass keeps every head's attention of the scored text (the whole text, up to
+    # the model's context)
+    too_long = ui.too_long_for("A backward pass (it keeps every head's attention)",
+                               score_tokens, P.gradient_bytes_per_squared_token(n_layer, n_head),
+                               max_tokens_helps=False)
+    gradient = None
+    if too_long and grad_cost == "one backward pass":
+        st.info(too_long)
+    else:
+        gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
+                                  P.gradient_importance, model, text, metric=metric,
+                                  label=f"Gradient importance ({grad_cost})…",
+                                  auto=runs_itself["gradient"],
+                                  button=f"Compute gradient importance ({grad_cost})")
     if gradient is not None:
         shown_gradient = gradient
         if normalise:
@@ -474,16 +494,22 @@ with ui.guard():
     per_step, steps = P.curve_steps(n_layer * n_head, step)
     curve_cost = ("gradient" if by == "gradient" else "ablation sweep")
     curve_auto = ui.pruning_runs_by_itself(model, score_tokens, metric, by)["curve"]
-    curve = ui.run_or_wait(ui.pruning_key("curve", selection.model_name, text, metric,
-                                          mode=mode, by=by, step=step),
-                        P.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,
-                        label=f"Pruning curve: one {curve_cost} per step", auto=curve_auto,
-                        button=f"Run the pruning curve ({steps} steps of {per_step} "
-                               f"head{'s' if per_step > 1 else ''}, one "
-                               f"{curve_cost} each)")
+    curve, curve_refused = None, bool(too_long) and by == "gradient"
+    if curve_refused:
+        st.info(too_long + " Rank the heads by their ablation effect instead.")
+    else:
+        curve = ui.run_or_wait(ui.pruning_key("curve", selection.model_name, text, metric,
+                                              mode=mode, by=by, step=step),
+                               P.pruning_curve, model, text, step=step, by=by, mode=mode,
+                               metric=metric, label=f"Pruning curve: one {curve_cost} per step",
+                               auto=curve_auto,
+                               button=f"Run the pruning curve ({steps} steps of {per_step} "
+                                      f"head{'s' if per_step > 1 else ''}, one "
+                                      f"{curve_cost} each)")
     if curve is None:
-        st.info("The curve re-estimates importance after every step; press the button to run "
-                "it. A bar shows its progress.")
+        if not curve_refused:
+            st.info("The curve re-estimates importance after every step; press the button to "
+                    "run it. A bar shows its progress.")
     else:
         ranking = "gradient importance" if by == "gradient" else "ablation effect"
         fig = plots.pruning_curve_figure(curve.fractions, curve.scores, baseline=baseline,

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import blockwise, head_gradients, export, plots, ui
-from mha_viz.inside import inside_one_head, summarise
+from mha_viz.inside import inside_bytes_per_squared_token, inside_one_head, summarise
 from mha_viz.inside_seq2seq import inside_one_head_seq2seq
 
 VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
@@ -131,7 +131,13 @@ with ui.guard():
     model = selection.model
     with st.sidebar if lesson else st.container():
         ui.trace_notes(trace)
-    ui.needs_full_maps(trace, "Inside one head")
+    refused = ui.too_long_for(f"Inside one head (every step of one layer's attention: "
+                              f"{trace.n_head} heads' weights and this head's scores, "
+                              f"{trace.n_tokens:,}² each)", trace.n_tokens,
+                              inside_bytes_per_squared_token(trace.n_head))
+    if refused:
+        st.info(refused)
+        st.stop()
     t = trace.n_tokens
     if t > SHORT_TEXT:
         st.info(f"This text has {t} tokens. The page is easiest to read with a short sentence "

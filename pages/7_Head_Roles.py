@@ -12,6 +12,7 @@ from mha_viz import InputError, export, plots, ui
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands
+HEAD_MAP_MAX = 256  # past this many tokens the head on the text shows as block means
 SEQ_LEN, N_SEQS, SEED = 50, 5, 0  # the probe's defaults: ~2 s for SmolLM2 on one CPU thread
 SEQ_LEN_MAX, N_SEQS_MAX, SEED_MAX = 200, 20, 1_000_000
 NORMS = {"ours": "Ours: ÷ the rows that have the key",
@@ -48,11 +49,7 @@ with ui.guard():
     stem = selection.file_stem
 
     hide_col, norm_col = st.columns(2)
-    if not ui.maps_fit(trace):  # a long input: every map is never held at once
-        keep = None
-        hide_col.caption("Hiding tokens is offered for inputs whose maps fit in memory at once.")
-    else:
-        keep = ui.hide_special_toggle(trace, hide_col)
+    keep = ui.hide_special_toggle(trace, hide_col)
     norm = ui.synced(norm_col.selectbox, "norm", "Normalisation", "ours",
                      options=list(A.NORMALIZATIONS), format_func=NORMS.get,
                      help="Ours averages over the query rows that have the key in question "
@@ -68,17 +65,14 @@ with ui.guard():
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
     keep_key = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
-    if not ui.maps_fit(trace):
-        # streamed over every head's rows: a job that shows its progress and can be cancelled
-        scores = ui.computed(("roles", selection.key, norm), A.role_scores, trace,
-                             label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
-                             normalization=norm)
-        if scores is None:
-            st.info("Cancelled: change an option or reload the page to compute it again.")
-            st.stop()
-    else:
-        scores = ui.memo(A.role_scores, trace, key=(selection.key, keep_key, "roles"),
+    # one pass over every head's rows (hidden tokens removed from each block as it is read):
+    # a job that shows its progress and can be cancelled
+    scores = ui.computed(("roles", selection.key, keep_key, norm), A.role_scores, trace,
+                         label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
                          exclude=exclude, normalization=norm)
+    if scores is None:
+        st.info("Cancelled: change an option or reload the page to compute it again.")
+        st.stop()
     support = ui.memo(A.role_support, trace, key=(selection.key, keep_key, "support"),
                       exclude=exclude)
     hidden = list(dict.fromkeys(trace.display_tokens[i] for i in np.flatnonzero(~keep))) \
@@ -271,16 +265,16 @@ with ui.guard():
         sharing = ui.kv_sharing_note(trace, head)
         if sharing:
             st.caption(sharing)
-        if not ui.maps_fit(trace):  # a long input's head as its overview: block means
-            factor = -(-trace.n_tokens // 256)
-            text_map = ui.memo(trace.block_mean,
-                               key=(selection.key, "overview", layer, head, factor),
+        # the head on the text as shown; past 256 tokens, its block means (an overview)
+        shown = ui.shown_trace(selection, trace, keep)
+        labels = list(shown.display_tokens)
+        factor = -(-shown.n_tokens // HEAD_MAP_MAX)
+        if factor > 1:
+            text_map = ui.memo(shown.block_mean, key=(selection.key, keep_key, "overview",
+                                                      layer, head, factor),
                                layer=layer, head=head, factor=factor)
-            labels = list(trace.display_tokens)
         else:
-            factor = None
-            text_maps, kept, labels = ui.shown_maps(selection, trace, keep)
-            text_map = text_maps[layer, head]
+            factor, text_map = None, shown.head_map(layer, head)
         probe_keep = probe.keep_mask(drop_probe)
         probe_map = probe.trace.head_map(layer, head)
         probe_labels = list(probe.trace.display_tokens)

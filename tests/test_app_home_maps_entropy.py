@@ -7,9 +7,11 @@ model and the text reach the app through the URL's query parameters, as a copied
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
@@ -93,7 +95,8 @@ def test_gpt2_checkpoint_pages_render(page, gpt2_folder):
     assert at.sidebar.text_input[0].value == str(gpt2_folder)
     assert not [t for t in at.sidebar.text_area if t.label.startswith("Sentence B")]
     if page == "pages/1_Attention_Maps.py":
-        assert [t.label for t in at.main.toggle] == ["Grey out the causal mask"]
+        assert [t.label for t in at.main.toggle] == ["Mean of the layer's heads",
+                                                     "Grey out the causal mask"]
         assert any("Hidden 1 token" in t for t in texts(at.info))
         heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
         assert "grey = masked (causal)" in heat["layout"]["title"]["text"]
@@ -210,10 +213,18 @@ def test_text_change_reaches_every_figure():
 def test_long_input_is_downsampled_and_says_so():
     text = " ".join(["the animal did not cross the street because it was too tired"] * 40)
     at = run_page("pages/1_Attention_Maps.py", {"text": text, "max_tokens": "300"})
-    assert_clean(at, "pages/1_Attention_Maps.py")
+    assert not at.exception and not at.error, texts(at.error)
+    # past 256 tokens a head is its block means over the whole text, and a window of it at
+    # full resolution (as for an input of any length past that)
+    assert [c.key for c in at.get("plotly_chart")] == ["grid", "head", "window", "lines",
+                                                       "aggregate", "link"]
     notes = texts(at.caption)
     assert any("Long input (300 tokens)" in c and "block-averaged" in c for c in notes)
     assert any("line view shows 40 tokens at a time" in c for c in notes)
+    head, window = charts(at)[1:3]
+    assert "overview" in head["layout"]["title"]["text"]
+    assert head["data"][0]["z"]["shape"] == "150, 150"  # 300 tokens in 2 x 2 blocks
+    assert window["data"][0]["z"]["shape"] == "128, 128"  # the default window, whole
     assert any("truncated" in c.lower() or "only the first 300" in c for c in texts(at.warning))
     grid = [c for c in charts(at) if c["data"][0].get("name") == "thumbnails"][0]
     assert "downsampled" in grid["layout"]["title"]["text"]
@@ -298,22 +309,32 @@ def test_a_visitor_probing_server_paths_learns_nothing(tmp_path, monkeypatch):
     assert "not a checkpoint this server offers" in shown.pop()
 
 
+def figure_z(chart: dict) -> np.ndarray:
+    """A heatmap's numbers as Plotly received them (a typed array, base64)."""
+    z = chart["data"][0]["z"]
+    shape = [int(s) for s in z["shape"].split(",")]
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+
+
 def test_a_text_whose_maps_exceed_the_memory_budget_gets_maps_on_demand(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_MEMORY_MB", "100")  # one input may take 25 MB
     text = "the cat sat on the mat " * 60  # ~360 tokens: 6 x 12 x 360^2 x 4 = 37 MB of maps
     at = run_page("pages/1_Attention_Maps.py", session={"_mv_state_text": text})
     assert not at.exception and not at.error, texts(at.error)
     assert any("computed when you look at them" in t for t in texts(at.info))
-    titles = [c["layout"]["title"]["text"] for c in charts(at)]
-    assert "overview" in titles[0] and "who attends to whom" in titles[1]
-    head_overview = charts(at)[0]["data"][0]["z"]
+    by_key = dict(zip((c.key for c in at.get("plotly_chart")), charts(at)))
+    assert "overview" in by_key["head"]["layout"]["title"]["text"]
+    assert "who attends to whom" in by_key["window"]["layout"]["title"]["text"]
+    head_overview = by_key["head"]["data"][0]["z"]
     # the layer's head mean, in the overview and the window
     at.toggle(key="_mv_w_lmean").set_value(True).run()
     assert not at.exception and not at.error, texts(at.error)
-    titles = [c["layout"]["title"]["text"] for c in charts(at)]
-    assert titles[0].startswith("L0 head mean: overview"), titles
-    assert titles[1].startswith("L0 head mean: who attends to whom"), titles
-    assert charts(at)[0]["data"][0]["z"] != head_overview
+    by_key = dict(zip((c.key for c in at.get("plotly_chart")), charts(at)))
+    title = by_key["head"]["layout"]["title"]["text"]
+    assert title.startswith("L0 head mean: overview"), title
+    title = by_key["window"]["layout"]["title"]["text"]
+    assert title.startswith("L0 head mean: who attends to whom"), title
+    assert by_key["head"]["data"][0]["z"] != head_overview
     assert any("every head of layer 0" in t for t in texts(at.caption))
     # Entropy, Head similarity and Head roles stream their statistics over blocks of rows
     for page, n_charts in (("pages/2_Entropy.py", 5), ("pages/3_Head_Similarity.py", 3),
@@ -321,12 +342,29 @@ def test_a_text_whose_maps_exceed_the_memory_budget_gets_maps_on_demand(monkeypa
         at = run_page(page, session={"_mv_state_text": text})
         assert not at.exception and not at.error, texts(at.error)
         assert len(charts(at)) == n_charts, page
-    # the pages that need every map at once say how long a text they take
-    for page in ["pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py"]:
-        at = run_page(page, session={"_mv_state_text": text})
-        assert not at.exception and not at.error
-        assert any("Set *Max tokens* in the sidebar to" in t.replace("\\", "")
-                   for t in texts(at.info)), texts(at.info)
+    # hiding tokens, as for any input: the trace as shown stays on demand
+    for page, n_charts in (("pages/2_Entropy.py", 5), ("pages/7_Head_Roles.py", 10)):
+        at = run_page(page, {"hide": "special"}, session={"_mv_state_text": text})
+        assert not at.exception and not at.error, texts(at.error)
+        assert len(charts(at)) == n_charts, page
+        assert any("Hidden 2 token(s)" in t for t in texts(at.info)), page
+    # Inside one head holds one layer's maps, which fit: it draws every step
+    at = run_page("pages/5_Inside_One_Head.py", session={"_mv_state_text": text})
+    assert not at.exception and not at.error, texts(at.error)
+    assert len(charts(at)) == 9  # as for a short text (MiniLM)
+    # Pruning impact: the sweep of a text this long waits for its button
+    at = run_page("pages/4_Pruning_Impact.py", session={"_mv_state_text": text})
+    assert not at.exception and not at.error, texts(at.error)
+    assert any("so it waits for the button above" in t for t in texts(at.info))
+    # the same pages refuse what one layer's maps or a backward pass would not fit in
+    from mha_viz import budget
+
+    share = 4 * (3 * 12 + 4) * 200 ** 2  # what one MiniLM layer's steps hold over 200 tokens
+    monkeypatch.setattr(budget, "ONE_INPUT_SHARE", share / budget.budget_bytes())
+    at = run_page("pages/5_Inside_One_Head.py", session={"_mv_state_text": text})
+    assert not at.exception and not at.error and not charts(at)
+    assert any("it runs on up to 200 tokens. Set *Max tokens* in the sidebar to that or fewer"
+               in t.replace("\\", "") for t in texts(at.info)), texts(at.info)
 
 
 def test_error_messages_never_show_the_servers_folders():
@@ -490,3 +528,50 @@ def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
     # a head the person picked wins over the opening one
     assert run_page(page, {"layer": "0", "head": "3"}).selectbox(key="_mv_w_head").value == 3
 
+
+
+def test_hiding_tokens_on_a_long_input_shows_the_renormalised_weights(monkeypatch):
+    """A long input (maps on demand) with [CLS] and [SEP] hidden: the window the page draws
+    holds the model's own weights restricted to the other tokens, each row divided by its
+    mass on them (the formula, from a whole trace of the same text)."""
+    from mha_viz import load_model
+
+    monkeypatch.setenv("MHA_VIZ_MEMORY_MB", "100")
+    text = "the cat sat on the mat " * 60
+    at = run_page("pages/1_Attention_Maps.py",
+                  {"hide": "special", "layer": "2", "head": "5", "window": "100", "wsize": "64"},
+                  session={"_mv_state_text": text})
+    assert not at.exception and not at.error, texts(at.error)
+    assert any("Hidden 2 token(s)" in t for t in texts(at.info))
+    by_key = dict(zip((c.key for c in at.get("plotly_chart")), charts(at)))
+    shown = figure_z(by_key["window"]).astype(np.float64)
+    full = load_model("minilm").trace(text, maps="full")
+    keep = ~full.special_mask
+    kept = np.flatnonzero(keep)
+    head = full.head_map(2, 5).astype(np.float64)[kept][:, kept]
+    expected = (head / head.sum(-1, keepdims=True))[100:164, 100:164]
+    assert shown.shape == (64, 64) and np.abs(shown - expected).max() < 1e-5
+    assert by_key["window"]["data"][0]["y"][0].startswith("100 ")
+
+
+def test_pruning_refuses_a_backward_pass_that_would_not_fit(gpt2_folder, monkeypatch):
+    """Gradient importance keeps every head's attention of the scored text: past the share of
+    the budget one input gets, its section and a gradient-ranked curve say so, with the
+    length that fits (budget.too_long of 8 x L x H bytes per squared token), and the rest of
+    the page still draws."""
+    from mha_viz import budget, load_model
+
+    model = load_model(str(gpt2_folder))
+    info = model.info
+    text = "the cat sat on the mat and " * 12
+    n = len(model.encode(text).input_ids)
+    share = 8 * info.n_layer * info.n_head * 60 ** 2  # what a backward pass of 60 tokens holds
+    monkeypatch.setattr(budget, "ONE_INPUT_SHARE", share / budget.budget_bytes())
+    at = run_page("pages/4_Pruning_Impact.py", folder_params(gpt2_folder) | {"by": "gradient"},
+                  session={"_mv_state_text": text})
+    assert not at.exception and not at.error, texts(at.error)
+    refusals = [t for t in texts(at.info) if t.startswith("A backward pass")]
+    assert len(refusals) == 2, texts(at.info)
+    assert f"over {n} tokens" in refusals[0] and "it runs on up to 60 tokens" in refusals[0]
+    assert "Rank the heads by their ablation effect instead" in refusals[1]
+    assert [c.key for c in at.get("plotly_chart")] == ["ablation"]

@@ -42,10 +42,11 @@ from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
 from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .patching import (COMPONENTS, PatchingResult, activation_patching, attribution_patching,
                        path_patching)
-from .rollout import head_max, head_mean, rollout
+from .overview import thumbnails
+from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
-from .special import drop_positions, special_keep_mask
+from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
 from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
                             strip_token_markers, token_class_mass, token_class_masks,
                             window_mass)
@@ -81,8 +82,8 @@ __all__ = [
     "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD", "FOCUSED_THRESHOLD",
     "head_distances", "cluster_order", "cluster_linkage", "mds_2d", "head_labels",
     "rows_within_work",
-    "rollout", "head_mean", "head_max",
-    "drop_positions", "special_keep_mask",
+    "rollout", "head_mean", "head_max", "thumbnails", "aggregate_bytes_per_token",
+    "drop_positions", "special_keep_mask", "shown_trace", "kept_positions",
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..downsample import block_factor
 from ..streaming import keys_of, source_of
 
 
@@ -106,8 +107,16 @@ def attention_change(before, after) -> np.ndarray:
     return total / shape[2]
 
 
-def map_difference(before, after, layer: int, head: int) -> np.ndarray:
-    """[T, T] after - before of one head's map, from two traces of one text."""
+def map_difference(before, after, layer: int, head: int, max_size: int | None = None
+                   ) -> np.ndarray:
+    """[T, T] after - before of one head's map, from two traces of one text. max_size: a
+    longer text's difference as f x f block means, f = ceil(T / max_size) (the block mean
+    is linear: the difference of the two maps' block means, never a whole [T, T])."""
+    if max_size is not None:
+        factor = block_factor(before.n_tokens, max_size)
+        if factor > 1:
+            return (after.block_mean(layer, head, factor)
+                    - before.block_mean(layer, head, factor))
     return after.head_map(layer, head) - before.head_map(layer, head)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import InputError
 from ..arrays import as_inputs, maps_shape
 
-__all__ = ["head_mean", "head_max", "rollout"]
+__all__ = ["head_mean", "head_max", "rollout", "aggregate_bytes_per_token"]
 
 
 def _layers(attentions) -> list:
@@ -151,3 +151,12 @@ def rollout(attentions, residual_weight: float = 0.5, head_reduce: str = "mean",
             partial.append(current)
         results.append(np.stack(partial) if return_all else current)
     return np.mean(results, axis=0)
+
+
+def aggregate_bytes_per_token(kind: str, n_layer: int) -> int:
+    """Bytes per squared token that one layer's head mean ("mean": [T, T] float64) or the
+    rollout with its partial products ("rollout": every layer's mean and product, 2 x [L, T, T]
+    float64) hold while computed: x T^2 is what they take."""
+    if kind not in ("mean", "rollout"):
+        raise InputError(f"kind must be 'mean' or 'rollout', got {kind!r}")
+    return 8 if kind == "mean" else 16 * int(n_layer)

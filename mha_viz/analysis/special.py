@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import InputError
+from ..ondemand import OnDemandMaps
 from ..streaming import causal_width
 from ..arrays import as_array, check_mask
 
-__all__ = ["drop_positions", "special_keep_mask"]
+__all__ = ["drop_positions", "special_keep_mask", "shown_trace", "kept_positions",
+           "KeptPositionsMaps"]
 
 
 def drop_positions(attentions, keep_mask) -> tuple[np.ndarray, np.ndarray]:
@@ -67,3 +71,63 @@ def special_keep_mask(trace, drop_first: bool = False) -> np.ndarray:
         keep = keep.copy()
         keep[0] = False
     return keep
+
+
+class KeptPositionsMaps(OnDemandMaps):
+    """A trace's maps restricted to some positions, rows renormalised (drop_positions'
+    arithmetic), read from the trace's own rows when asked for: a block of rows of the view
+    is that block of the trace's rows, restricted. Nothing is held but the kept positions,
+    so a long input's view costs what its trace costs."""
+
+    def __init__(self, trace, kept: np.ndarray):
+        self.parent = trace
+        self.kept = np.asarray(kept, dtype=np.int64)
+        self.n_layer, self.n_head = int(trace.n_layer), int(trace.n_head)
+        self.n_tokens = len(self.kept)
+        self.causal = bool(trace.causal)
+        self.kv_heads = list(trace.kv_heads)
+
+    def held_bytes(self) -> int:
+        return int(self.kept.nbytes)  # the trace it reads is held (and counted) elsewhere
+
+    def saved_bytes(self) -> int:
+        return self.full_bytes()  # saved as its maps (AttentionTrace.save)
+
+    def _weights(self, layer: int, heads: list[int], rows: np.ndarray) -> np.ndarray:
+        if not len(rows) or not heads:
+            return np.zeros((len(heads), len(rows), self.n_tokens), dtype=np.float32)
+        full_rows = self.parent.gather_rows(layer, self.kept[rows], heads)
+        return _restricted(np.asarray(full_rows, dtype=np.float32), np.arange(len(rows)),
+                           self.kept)
+
+
+def shown_trace(trace, keep_mask):
+    """The trace as it looks with the positions where keep_mask is False hidden: a trace over
+    the kept positions whose every row is renormalised over the kept keys (drop_positions'
+    arithmetic; a row with no kept mass stays 0). keep_mask None gives the trace itself.
+
+    Held maps are restricted at once (one array, [L, H, K, K]); on-demand maps stay on
+    demand (KeptPositionsMaps): every reader (head_map, rows, row_blocks, block_mean,
+    streaming statistics) gets the same numbers either way."""
+    if keep_mask is None:
+        return trace
+    mask = check_mask(keep_mask, trace.n_tokens, name="keep_mask")
+    kept = np.flatnonzero(mask)
+    if not len(kept):
+        raise InputError("every position is hidden: keep at least one")
+    maps = (KeptPositionsMaps(trace, kept) if trace.on_demand
+            else _restricted(trace.attentions, kept, kept))
+    return replace(
+        trace, attentions=maps, tokens=[trace.tokens[i] for i in kept],
+        token_ids=[trace.token_ids[i] for i in kept],
+        display_tokens=[trace.display_tokens[i] for i in kept],
+        special_mask=trace.special_mask[kept], segment_ids=trace.segment_ids[kept],
+        n_tokens_before_truncation=0,
+        extra={**trace.extra, "kept_positions": [int(i) for i in kept]})
+
+
+def kept_positions(trace) -> np.ndarray:
+    """Where each of a trace's tokens sits in the input it was read from: the kept positions
+    of a shown_trace view, else 0..T-1."""
+    kept = trace.extra.get("kept_positions") if isinstance(trace.extra, dict) else None
+    return np.arange(trace.n_tokens) if kept is None else np.asarray(kept, dtype=np.int64)

@@ -35,8 +35,8 @@ What lives here:
   switches and lives in the URL's query parameter ``name``; ``set_value``/``get_value``
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
-  ``shown_maps(selection, trace, keep)`` (maps with hidden tokens removed, rows
-  renormalised), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
+  ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
+  renormalised, read like any trace, long or short), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
 - ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
   named function, not a lambda: it is identified by its qualified name).
 - ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
@@ -62,14 +62,15 @@ from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       peek, pruning_key, pruning_runs_by_itself, run_or_wait,
                       set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
-                       opening, page_files, saved_trace_picker, shown_maps, sidebar,
+                       opening, page_files, saved_trace_picker, shown_trace, sidebar,
                        target_metric_picker)
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .lesson import lesson_step
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
                      column_share, download_bytes, download_csv, download_trace,
-                     drawn_when_opened, figure_columns, figure_screen, hidden_note,
-                     kv_sharing_note, layer_window, model_card, needs_full_maps, page_setup,
+                     drawn_when_opened, figure_columns, figure_screen,
+                     hidden_note, long_input_note, one_pass_is_quick, too_long_for,
+                     kv_sharing_note, layer_window, model_card, page_setup,
                      section_open_key, show_figure, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
                        DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
@@ -85,12 +86,13 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
-    "shown_maps", "hidden_note", "opening", "memo", "computed", "run_or_wait", "peek",
+    "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
+    "too_long_for", "opening", "memo", "computed", "run_or_wait", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "maps_fit", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
-    "kv_sharing_note", "needs_full_maps", "lesson_step", "attention_cost", "figure_columns",
+    "kv_sharing_note", "lesson_step", "attention_cost", "figure_columns",
     "column_share", "drawn_when_opened", "section_open_key", "layer_window",
     "GRID_CELL_PX_PRESENTING", "caveat",
     "md_escape",

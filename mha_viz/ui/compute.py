@@ -80,8 +80,8 @@ def get_model(name: str) -> Model:
 def _forward_cached(kind: str, name: str, text: str, pair: str | None,
                     max_tokens: int | None):
     """model.trace(...) or model.run(...), kept in the server's byte-bounded store. An input
-    whose maps would not fit the memory budget gets on-demand maps (budget.choose_maps); one
-    whose on-demand trace would not fit either is refused with a message first."""
+    whose maps would not fit the memory budget gets on-demand maps (maps="budget"); one whose
+    on-demand trace would not fit either is refused with a message first."""
     key = (kind, name, text, pair, max_tokens)
     store = results_store()
     found, value = store.get(key)
@@ -89,12 +89,10 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         return value
     model = get_model(name)
     n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
-    info = model.info
-    # A run also keeps, per layer, the heads' outputs and the MLP's (for attribution).
-    per_token = 0 if kind == "trace" else 4 * info.n_layer * (info.d_model
-                                                               + info.n_head * info.d_head)
-    maps = budget.choose_maps(info.n_layer, info.n_head, info.d_model, n_tokens,
-                              bytes_per_token=per_token)
+    # maps held whole while they fit the budget's share for one input, else on demand; an
+    # input that fits neither way is refused now, before it waits for a turn (a run, which
+    # keeps more per token, checks its own share again before its forward)
+    model.maps_kind(n_tokens, "budget")
     turns = _forward_turns()
     waiting = None
     if not turns.acquire(blocking=False):
@@ -109,7 +107,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
         with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
             return store.get_or_compute(key, lambda: getattr(model, kind)(
-                text, text_pair=pair, max_tokens=max_tokens, maps=maps))
+                text, text_pair=pair, max_tokens=max_tokens, maps="budget"))
     finally:
         turns.release()
 

@@ -339,17 +339,16 @@ def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
     return keep
 
 
-def shown_maps(selection: Selection, trace: AttentionTrace, keep: np.ndarray | None
-               ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(attentions [L, H, K, K], kept positions [K], their labels) after hiding tokens
-    (rows renormalised; cached per input). keep None returns the trace's own arrays."""
+def shown_trace(selection: Selection, trace: AttentionTrace, keep: np.ndarray | None
+                ) -> AttentionTrace:
+    """The trace as shown after hiding tokens (analysis.shown_trace: the kept positions, rows
+    renormalised; cached per input and choice), read like any trace; keep None returns the
+    trace itself. analysis.kept_positions(shown) says where its tokens sit in the text."""
     if keep is None:
-        return trace.attentions, np.arange(trace.n_tokens), list(trace.display_tokens)
-    from ..analysis import drop_positions
+        return trace
+    from ..analysis import shown_trace as restricted
 
-    maps, kept = memo(drop_positions, trace.attentions, key=("shown", selection.key),
-                      large=True, keep_mask=keep)
-    return maps, kept, [trace.display_tokens[i] for i in kept]
+    return memo(restricted, trace, key=("shown", selection.key), large=True, keep_mask=keep)
 
 
 METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",

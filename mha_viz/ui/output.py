@@ -442,21 +442,33 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
             f"key/value head(s); these share one each: {spans}.")
 
 
-def needs_full_maps(trace: AttentionTrace, what: str) -> None:
-    """Stop a page that reads every head's whole map at once when this input's maps would
-    not all fit at once (a long input), saying how long a text the page takes."""
+def long_input_note(trace: AttentionTrace) -> None:
+    """Say that a long input's maps are computed when looked at (they would not fit at once)."""
     if maps_fit(trace):
         return
+    st.info(f"Long input ({trace.n_tokens:,} tokens): the maps are computed when you look at "
+            f"them, a block of rows at a time, so the server's memory grows with the length, "
+            f"not its square.")
+
+
+def one_pass_is_quick(trace: AttentionTrace) -> bool:
+    """Whether a view that reads every map once (the grid) may run without a click."""
     from .. import budget
 
-    allowed = budget.ONE_INPUT_SHARE * budget.budget_bytes()
-    fits = int((allowed / (4 * trace.n_layer * trace.n_head)) ** 0.5)
-    need = budget.maps_bytes(trace.n_layer, trace.n_head, trace.n_tokens)
-    st.info(f"{what} reads every head's whole map at once. This input has {trace.n_tokens:,} "
-            f"tokens: its maps would take {need / 2**30:.1f} GB, so they are computed on demand "
-            f"instead. Set *Max tokens* in the sidebar to {fits:,} or fewer to use this page; "
-            f"*Attention maps* and *Entropy* show the whole text.")
-    st.stop()
+    return budget.one_pass_is_quick(trace.n_layer, trace.n_head, trace.n_tokens)
+
+
+def too_long_for(what: str, n_tokens: int, bytes_per_squared_token: float,
+                 max_tokens_helps: bool = True) -> str | None:
+    """Why a view is not computed for this input (budget.too_long: what it would hold does
+    not fit the server's share for one input), with what to do; None when it fits."""
+    from .. import budget
+
+    refused = budget.too_long(what, n_tokens, bytes_per_squared_token)
+    if refused is None:
+        return None
+    return refused + (" Set *Max tokens* in the sidebar to that or fewer." if max_tokens_helps
+                      else " Shorten the text to that many tokens.")
 
 
 def hidden_note(trace: AttentionTrace, keep: np.ndarray | None) -> None:
