@@ -173,3 +173,17 @@ def test_pages_leave_the_arithmetic_to_the_library():
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if computing.search(line)]
     assert found == []
+
+
+# How a trace holds its maps (whole, or rebuilt on demand) is the trace's business: pages
+# and the ui read heads, rows, block means and streamed statistics, the same for both.
+TRACE_STORAGE = {"attentions", "on_demand", "maps_source", "materialise", "_full"}
+
+
+def test_no_page_or_ui_module_asks_how_a_trace_holds_its_maps():
+    readers = [*ROOT.joinpath("pages").glob("*.py"), ROOT / "app.py",
+               *PACKAGE.joinpath("ui").glob("*.py")]
+    asked = sorted(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
+                   for path in readers for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Attribute) and node.attr in TRACE_STORAGE)
+    assert asked == []

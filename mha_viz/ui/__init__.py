@@ -10,7 +10,7 @@ A page is a thin script: widgets and calls into the library. The pattern::
     with ui.guard():                          # MhaVizError -> st.error, anything else -> a
         trace = ui.get_trace(selection)       #   generic message (traceback in the log)
         layer, head = ui.head_picker(trace)   # shared "layer"/"head" choice, kept in the URL
-        values = ui.memo(A.entropy, trace.attentions, key=selection.key, causal=trace.causal)
+        values = ui.memo(A.entropy, trace, key=selection.key)  # any trace, long or short
         ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
         ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
 
@@ -58,7 +58,7 @@ The package, by concern (pages import only ``mha_viz.ui``):
 """
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
-                      get_seq2seq_trace, get_trace, job_runner, maps_fit, masked_trace, memo,
+                      get_seq2seq_trace, get_trace, job_runner, masked_trace, memo,
                       peek, pruning_key, pruning_runs_by_itself, run_or_wait,
                       set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
@@ -88,7 +88,7 @@ __all__ = [
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
     "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "peek",
-    "cancelled", "clear", "job_runner", "masked_trace", "maps_fit", "target_metric_picker",
+    "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",

@@ -464,13 +464,6 @@ def pruning_runs_by_itself(model, n_tokens: int, metric=None, by: str = "gradien
             "curve": short and one_backward and by == "gradient"}
 
 
-def maps_fit(trace: AttentionTrace) -> bool:
-    """Whether every whole map of this input may be held at once (within the share of the
-    memory budget one input gets): views that need them all (hiding tokens, every head's map
-    side by side) are offered; otherwise the page shows overviews and windows of rows."""
-    return budget.maps_fit(trace.n_layer, trace.n_head, trace.n_tokens)
-
-
 def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
     """The selection's trace with the heads where mask == 0 switched off (cached per mask)."""
     mask = np.asarray(mask, dtype=np.float32)
@@ -478,4 +471,5 @@ def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
     model = get_model(selection.model_name)
     return computed(key, model.trace, selection.text, text_pair=selection.text_pair,
                     max_tokens=selection.max_tokens, head_mask=mask, ablation=ablation,
-                    label="Running the model with those heads switched off…", large=True)
+                    maps="budget", label="Running the model with those heads switched off…",
+                    large=True)

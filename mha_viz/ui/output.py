@@ -13,7 +13,7 @@ import streamlit as st
 from .. import export, fit, kv_cache, plots
 from ..model import MAX_TEXT_CHARS, Model
 from ..trace import AttentionTrace
-from .compute import Selection, cached_trace, maps_fit
+from .compute import Selection, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .state import (browser_component, image_format, presenting, synced,
                     take_incoming_params)
@@ -443,8 +443,11 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
 
 
 def long_input_note(trace: AttentionTrace) -> None:
-    """Say that a long input's maps are computed when looked at (they would not fit at once)."""
-    if maps_fit(trace):
+    """Say that a long input's maps are computed when looked at: the store keeps them whole
+    only while they fit the budget's share for one input (Model.maps_kind "budget")."""
+    from .. import budget
+
+    if budget.maps_fit(trace.n_layer, trace.n_head, trace.n_tokens):
         return
     st.info(f"Long input ({trace.n_tokens:,} tokens): the maps are computed when you look at "
             f"them, a block of rows at a time, so the server's memory grows with the length, "
