@@ -93,13 +93,15 @@ with ui.guard():
     memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
     stem = selection.file_stem
 
-    # one pass over every head's rows: a job that shows its progress and can be cancelled
-    ent = ui.computed(("entropy", memo_key, normalized, smoothing), A.entropy, shown,
-                      normalized=normalized, smoothing=smoothing, causal=trace.causal,
-                      label=f"Computing every head's entropy over {n:,} tokens…")
-    if ent is None:
+    # one pass over every head's rows gives both scales (the switch costs no second pass): a
+    # job that shows its progress and can be cancelled
+    scales = ui.computed(("entropy", memo_key, smoothing), A.entropy_scales, shown,
+                         smoothing=smoothing, causal=trace.causal,
+                         label=f"Computing every head's entropy over {n:,} tokens…")
+    if scales is None:
         st.info("Cancelled: change an option or reload the page to compute it again.")
         st.stop()
+    ent = scales["normalised" if normalized else "entropy"]
     row_max = A.max_row_entropy(n, causal=trace.causal)  # ln(keys row i sees)
     if normalized:
         reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"

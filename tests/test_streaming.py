@@ -78,6 +78,10 @@ def test_entropy_and_mass_equal_the_formulas_whole_and_on_demand(traces, family)
     mass = formula_mass(maps, whole)
     close(A.token_class_mass(whole), mass)
     close(A.token_class_mass(lazy), mass)
+    for source in (whole, lazy, maps):  # both scales from one pass, as the Entropy page reads
+        scales = A.entropy_scales(source, causal=whole.causal)
+        close(scales["entropy"], formula_entropy(maps, whole.causal, False))
+        close(scales["normalised"], formula_entropy(maps, whole.causal, True))
     both = A.entropy_and_mass(lazy)
     close(both["entropy"], formula_entropy(maps, whole.causal, False))
     close(both["normalised"], formula_entropy(maps, whole.causal, True))
@@ -225,6 +229,10 @@ def test_2048_tokens_on_demand_equal_the_formulas(long_2048, family, monkeypatch
     whole, lazy = long_2048[family]
     assert whole.n_tokens == lazy.n_tokens == 2048 and lazy.on_demand
     maps = whole.attentions
+    for source in (whole, lazy, maps):  # both scales from one pass, as the Entropy page reads
+        scales = A.entropy_scales(source, causal=whole.causal)
+        close(scales["entropy"], formula_entropy(maps, whole.causal, False))
+        close(scales["normalised"], formula_entropy(maps, whole.causal, True))
     both = A.entropy_and_mass(lazy)
     close(both["entropy"], formula_entropy(maps, whole.causal, False))
     close(both["normalised"], formula_entropy(maps, whole.causal, True))

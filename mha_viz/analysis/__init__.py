@@ -26,8 +26,8 @@ from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_import
                                        pruning_curve_seq2seq)
 from .distance import mean_attention_distance, uniform_attention_distance
 from .map_cosine import map_cosine_distances, map_cosine_similarity
-from .entropy import (entropy, head_row_entropy, max_row_entropy, mean_over_rows, row_entropy,
-                      uniform_entropy, visible_keys)
+from .entropy import (entropy, entropy_scales, head_row_entropy, max_row_entropy,
+                      mean_over_rows, row_entropy, uniform_entropy, visible_keys)
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
                     ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
                     duplicate_token_scores, induction_pattern_scores, induction_probe,
@@ -70,7 +70,7 @@ __all__ = [
     "pruning_curve_seq2seq",
     "mean_attention_distance", "uniform_attention_distance", "map_cosine_similarity",
     "map_cosine_distances",
-    "row_entropy", "head_row_entropy", "entropy", "uniform_entropy", "max_row_entropy",
+    "row_entropy", "head_row_entropy", "entropy", "entropy_scales", "uniform_entropy", "max_row_entropy",
     "visible_keys",
     "mean_over_rows", "window_mass", "positions_in_order",
     "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",

@@ -31,8 +31,8 @@ from ..streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, s
 from ..arrays import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
                       resolve_causal, row_pieces, thread_map)
 
-__all__ = ["row_entropy", "entropy", "uniform_entropy", "max_row_entropy", "visible_keys",
-           "RowEntropy"]
+__all__ = ["row_entropy", "entropy", "entropy_scales", "uniform_entropy", "max_row_entropy",
+           "visible_keys", "RowEntropy"]
 
 # Elements per chunk of maps (float32 work arrays; chunks are shared out to threads).
 _CHUNK_ELEMENTS = 1 << 22
@@ -318,3 +318,17 @@ def entropy(attentions, normalized: bool = False, smoothing: float = 0.0, valid_
         rows = _row_entropy_of(one, normalized, smoothing, mask, done)
         results.append(mean_over_rows(rows))
     return np.mean(results, axis=0) if len(results) > 1 else results[0]
+
+
+def entropy_scales(attentions, smoothing: float = 0.0, causal: bool | None = None,
+                   progress=None) -> dict[str, np.ndarray]:
+    """One input's head entropies on both scales from ONE pass over its rows (each alone
+    reads every map; a long input's are rebuilt for it): {"entropy": entropy(x, smoothing=),
+    "normalised": entropy(x, normalized=True, smoothing=)}. x: a trace or maps."""
+    smoothing = _check_smoothing(smoothing)
+    found = _sources_for([attentions], causal)
+    source, is_causal, lead = found[0]
+    rows = RowEntropy.for_source(source, is_causal, smoothing, None)
+    accumulate(source, [rows], RowsDone(progress, _rows_to_read(found)))
+    return {name: mean_over_rows(rows.result(normalized).reshape(*lead, source.n_tokens))
+            for name, normalized in (("entropy", False), ("normalised", True))}
