@@ -12,6 +12,9 @@ folded (no ?open=). A chart counts as drawn only when its code has arrived: a ne
 plotly.js (~4 MB) before its first chart, and Streamlit shows a skeleton until then (the check
 before this one counted a page with skeletons as done, and so under-timed Head similarity and
 Pruning impact).
+First, the floors in the same run: a bare Streamlit page with no, one and six small Plotly
+charts (--no-floors skips them), so a page's time reads against what Streamlit and Plotly
+themselves cost on this machine.
 Each page is also opened the way a reader moves through the app, by its link in the sidebar
 of an open tab (no new tab: plotly.js is already loaded), timed from the click.
 
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -105,6 +110,58 @@ def navigate_once(tab, page: str) -> float:
     return time.perf_counter() - start
 
 
+# What Streamlit and Plotly themselves cost a new tab on this machine: a page with a title, a
+# line of code and n small Plotly charts (?charts=n), timed like the app's pages.
+FLOOR_APP = """
+import plotly.graph_objects as go
+import streamlit as st
+
+st.title("Floor")
+st.code("a bare page")
+for i in range(int(st.query_params.get("charts", "0"))):
+    fig = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]]))
+    fig.update_layout(meta={"fitted": True}, height=300)
+    st.plotly_chart(fig, theme=None, key=f"c{i}")
+"""
+
+
+def floors(browser, repeats: int) -> dict[int, float]:
+    """Warm new-tab medians of the floor app with 0, 1 and 6 charts, in a browser in use."""
+    folder = Path(tempfile.mkdtemp())
+    (folder / "floor.py").write_text(FLOOR_APP)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(folder / "floor.py"),
+         "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1"], cwd=folder,
+        stdout=(folder / "server.log").open("w"), stderr=subprocess.STDOUT)
+    found = {}
+    try:
+        wait_healthy(port)
+        window = browser.new_context(viewport={"width": 1400, "height": 1000})
+        for charts in (0, 1, 6):
+            url = f"http://127.0.0.1:{port}/?charts={charts}"
+            open_once(browser, url, window)
+            found[charts] = statistics.median(open_once(browser, url, window)
+                                              for _ in range(repeats))
+        window.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return found
+
+
+def wait_healthy(port: int, seconds: float = 60.0) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError("the floor app did not start")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"])
@@ -112,6 +169,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pages", nargs="+", default=PAGES)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--no-floors", action="store_true",
+                        help="skip timing a bare Streamlit page with 0, 1 and 6 small charts")
     args = parser.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -120,6 +179,10 @@ def main(argv=None) -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=args.chromium, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        if not args.no_floors:
+            for charts, seconds in floors(browser, args.repeats).items():
+                print(f"floor: a bare Streamlit page with {charts} small chart(s): warm median "
+                      f"new tab {seconds:.2f} s", flush=True)
         for model in args.models:
             for size in args.sizes:
                 text = text_of(model, size)
