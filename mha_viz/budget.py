@@ -88,7 +88,7 @@ def check_fits(n_layer: int, n_head: int, n_tokens: int, budget: int | None = No
     need = maps_bytes(n_layer, n_head, n_tokens)
     if need <= allowed:
         return
-    fits = int(math.sqrt(allowed / (4 * n_layer * n_head)))
+    fits = tokens_within(4 * n_layer * n_head, budget)
     raise InputError(
         f"this text has {n_tokens:,} tokens: its attention maps ({n_layer} layers × {n_head} "
         f"heads × {n_tokens:,} × {n_tokens:,}) need {need / 2**30:.1f} GB, more than this "
@@ -97,10 +97,9 @@ def check_fits(n_layer: int, n_head: int, n_tokens: int, budget: int | None = No
 
 
 def maps_fit(n_layer: int, n_head: int, n_tokens: int, budget: int | None = None) -> bool:
-    """Whether one input's maps, all at once, fit ONE_INPUT_SHARE of the budget: what a view
-    that needs every whole map at once (hiding tokens, every head side by side) asks."""
-    budget = budget_bytes() if budget is None else budget
-    return maps_bytes(n_layer, n_head, n_tokens) <= ONE_INPUT_SHARE * budget
+    """Whether one input's maps, all at once, fit ONE_INPUT_SHARE of the budget: whether the
+    store keeps a trace's maps whole (choose_maps)."""
+    return fits_one_input(maps_bytes(n_layer, n_head, n_tokens), budget)
 
 
 def fits_one_input(n_bytes: int, budget: int | None = None) -> bool:

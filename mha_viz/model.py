@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from . import checkpoints, memory
+from .budget import choose_maps
 from . import trace as traces
 from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
 from .encoder_decoder import EncoderDecoderStack
@@ -66,8 +67,6 @@ class Model(TextInput, Scoring, Predicting):
             need = 4 * self.info.n_layer * self.info.n_head * n_tokens ** 2
             return "full" if need <= traces.AUTO_FULL_MAPS_BYTES else "on_demand"
         if maps == "budget":
-            from .budget import choose_maps
-
             info = self.info
             return choose_maps(info.n_layer, info.n_head, info.d_model, n_tokens,
                                bytes_per_token=bytes_per_token)

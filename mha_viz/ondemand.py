@@ -64,6 +64,12 @@ class OnDemandMaps:
 
     head_width: int  # d_k
 
+    def saved_arrays(self) -> dict[str, np.ndarray]:
+        """What a saved trace holds instead of its maps: each layer's queries and keys after
+        rotation, and the scales (queries_keys_arrays, which each kind provides)."""
+        queries, keys, scales = self.queries_keys_arrays()
+        return {"queries": queries, "keys": keys, "scales": scales}
+
     def saved_bytes(self) -> int:
         """The size of the arrays a saved trace holds: queries and keys after rotation."""
         n_kv = len(set(self.kv_heads))

@@ -242,13 +242,8 @@ class AttentionTrace:
         """Write a compressed .npz that numpy can read with allow_pickle=False. An on-demand
         trace writes each layer's queries and keys after rotation (L x (H + H_kv) x T x d_k
         floats), which rebuild its maps with no model, instead of the maps."""
-        if self.maps_source is None:
-            maps = {"attentions": self._full}
-        elif not hasattr(self.maps_source, "queries_keys_arrays"):  # a view of another trace
-            maps = {"attentions": self.attentions}
-        else:
-            queries, keys, scales = self.maps_source.queries_keys_arrays()
-            maps = {"queries": queries, "keys": keys, "scales": scales}
+        maps = ({"attentions": self._full} if self.maps_source is None
+                else self.maps_source.saved_arrays())
         np.savez_compressed(
             path_or_file,
             **maps,

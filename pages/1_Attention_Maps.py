@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz import analysis as A
 from mha_viz import export, plots, ui
+from mha_viz.downsample import block_factor
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
 GRID_THUMB = 32  # thumbnail size of each head in the grid
@@ -207,7 +208,7 @@ with ui.guard():
                                          "across the two sentences.")
     # the trace as shown (hidden tokens removed, rows renormalised), read like any trace
     shown = ui.shown_trace(selection, trace, keep)
-    shown_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
+    shown_key = ui.shown_key(selection, keep)
     kept = A.kept_positions(shown)
     labels = list(shown.display_tokens)
     ui.hidden_note(trace, keep)
@@ -218,7 +219,7 @@ with ui.guard():
     # Long inputs: fewer axis labels and a height that fits the square plot in its column.
     long_input = n_shown > 40
     # > 1: a head shows as the block means of the whole text, and a window at full resolution
-    factor = -(-n_shown // HEATMAP_MAX)
+    factor = block_factor(n_shown, HEATMAP_MAX)
     if factor > 1:
         st.caption(f"Long input ({n_shown:,} tokens): heatmaps are block-averaged to at most "
                    f"{HEATMAP_MAX}×{HEATMAP_MAX} cells and axis labels thinned; a window you "

@@ -90,7 +90,7 @@ with ui.guard():
     kept, labels = A.kept_positions(shown), list(shown.display_tokens)
     ui.hidden_note(trace, keep)
     n = shown.n_tokens
-    memo_key = (selection.key, None if keep is None else tuple(np.flatnonzero(keep)))
+    memo_key = ui.shown_key(selection, keep)
     stem = selection.file_stem
 
     # one pass over every head's rows gives both scales (the switch costs no second pass): a

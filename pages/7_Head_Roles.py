@@ -9,6 +9,7 @@ import streamlit as st
 
 from mha_viz import analysis as A
 from mha_viz import InputError, export, plots, ui
+from mha_viz.downsample import block_factor
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands
@@ -64,16 +65,16 @@ with ui.guard():
                    "left out is judged by the 1% that remains, scaled up to 100%. Compare "
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
-    keep_key = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
+    shown_key = ui.shown_key(selection, keep)  # the input and what is hidden
     # one pass over every head's rows (hidden tokens removed from each block as it is read):
     # a job that shows its progress and can be cancelled
-    scores = ui.computed(("roles", selection.key, keep_key, norm), A.role_scores, trace,
+    scores = ui.computed(("roles", *shown_key, norm), A.role_scores, trace,
                          label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
                          exclude=exclude, normalization=norm)
     if scores is None:
         st.info("Cancelled: change an option or reload the page to compute it again.")
         st.stop()
-    support = ui.memo(A.role_support, trace, key=(selection.key, keep_key, "support"),
+    support = ui.memo(A.role_support, trace, key=(*shown_key, "support"),
                       exclude=exclude)
     hidden = list(dict.fromkeys(trace.display_tokens[i] for i in np.flatnonzero(~keep))) \
         if keep is not None else []
@@ -268,10 +269,10 @@ with ui.guard():
         # the head on the text as shown; past 256 tokens, its block means (an overview)
         shown = ui.shown_trace(selection, trace, keep)
         labels = list(shown.display_tokens)
-        factor = -(-shown.n_tokens // HEAD_MAP_MAX)
+        factor = block_factor(shown.n_tokens, HEAD_MAP_MAX)
         if factor > 1:
-            text_map = ui.memo(shown.block_mean, key=(selection.key, keep_key, "overview",
-                                                      layer, head, factor),
+            text_map = ui.memo(shown.block_mean, key=(*shown_key, "overview", layer, head,
+                                                      factor),
                                layer=layer, head=head, factor=factor)
         else:
             factor, text_map = None, shown.head_map(layer, head)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..ondemand import OnDemandMaps
+from ..trace import MATERIALISE_MAX_BYTES
 from ..streaming import causal_width
 from ..arrays import as_array, check_mask
 
@@ -91,14 +92,17 @@ class KeptPositionsMaps(OnDemandMaps):
         return int(self.kept.nbytes)  # the trace it reads is held (and counted) elsewhere
 
     def saved_bytes(self) -> int:
-        return self.full_bytes()  # saved as its maps (AttentionTrace.save)
+        return self.full_bytes()
+
+    def saved_arrays(self) -> dict[str, np.ndarray]:
+        """A view is saved as its maps: what it reads is another trace's."""
+        return {"attentions": self.materialise(MATERIALISE_MAX_BYTES)}
 
     def _weights(self, layer: int, heads: list[int], rows: np.ndarray) -> np.ndarray:
         if not len(rows) or not heads:
             return np.zeros((len(heads), len(rows), self.n_tokens), dtype=np.float32)
-        full_rows = self.parent.gather_rows(layer, self.kept[rows], heads)
-        return _restricted(np.asarray(full_rows, dtype=np.float32), np.arange(len(rows)),
-                           self.kept)
+        full_rows = self.parent.gather_rows(layer, self.kept[rows], heads)  # float32
+        return _restricted(full_rows, np.arange(len(rows)), self.kept)
 
 
 def shown_trace(trace, keep_mask):

@@ -182,12 +182,12 @@ def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
 
 def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, object]:
     """Every head's entropy, raw and normalised, and token_class_mass, from ONE pass over a
-    long input's on-demand maps (each statistic alone would compute every map again): the
-    Entropy page's numbers. -> {"entropy": [L, H] nats, "normalised": [L, H], "mass":
-    {class: [L, H]}, "distance": [L, H] tokens}, equal to entropy(trace, smoothing=...),
-    entropy(trace, normalized=True, smoothing=...), token_class_mass(trace) and
-    mean_attention_distance(trace). progress: callback(done,
-    total) over query rows (may raise to stop)."""
+    long input's on-demand maps (each statistic alone would compute every map again): every
+    number of the Entropy page, which itself reads its folded sections only when opened.
+    -> {"entropy": [L, H] nats, "normalised": [L, H], "mass": {class: [L, H]}, "distance":
+    [L, H] tokens}, equal to entropy(trace, smoothing=...), entropy(trace, normalized=True,
+    smoothing=...), token_class_mass(trace) and mean_attention_distance(trace). progress:
+    callback(done, total) over query rows (may raise to stop)."""
     from .distance import AttentionDistance
     from .entropy import RowEntropy, _check_smoothing, mean_over_rows
 

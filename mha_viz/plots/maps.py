@@ -9,8 +9,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
-from ..downsample import block_factor as factor_for
-from ..downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
+# block_factor is also head_heatmap's argument name
+from ..downsample import (block_factor as factor_for, block_ranges, block_reduce,
+                          downsampled_labels, thin_labels)
 from ..errors import InputError
 from ._style import (WEIGHT_SCALE, GRID_SCALE, MASK_GREY, HIGHLIGHT, PAIR_COLOUR,
                     _esc, _no_dollar, _title, _base_layout, _check_labels, _square_map, _mask_path)

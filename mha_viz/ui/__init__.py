@@ -36,7 +36,8 @@ What lives here:
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
-  renormalised, read like any trace, long or short), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
+  renormalised, read like any trace, long or short), ``shown_key(selection, keep)`` (its
+  memo key), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
 - ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
   named function, not a lambda: it is identified by its qualified name).
 - ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
@@ -62,7 +63,8 @@ from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       peek, pruning_key, pruning_runs_by_itself, run_or_wait,
                       set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
-                       opening, page_files, saved_trace_picker, shown_trace, sidebar,
+                       opening, page_files, saved_trace_picker, shown_key, shown_trace,
+                       sidebar,
                        target_metric_picker)
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .lesson import lesson_step
@@ -86,7 +88,7 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
-    "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
+    "shown_trace", "shown_key", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",

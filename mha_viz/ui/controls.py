@@ -351,6 +351,13 @@ def shown_trace(selection: Selection, trace: AttentionTrace, keep: np.ndarray | 
     return memo(restricted, trace, key=("shown", selection.key), large=True, keep_mask=keep)
 
 
+def shown_key(selection: Selection, keep: np.ndarray | None) -> tuple:
+    """What identifies the trace as shown (the input, and the kept positions or None): the
+    memo key of results computed on shown_trace(selection, trace, keep)."""
+    kept = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
+    return (selection.key, kept)
+
+
 METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",
                  "logprob": "log-probability"}
 

@@ -76,12 +76,14 @@ def test_hostile_uploads_and_configs_keep_the_budget_and_free_the_cpu(
     try:
         for path in files:
             context, tab = _new_tab(browser)
-            tab.goto(f"{budget_server.url}/Entropy?{urlencode({'model': 'minilm', 'open': OPENED})}")
+            query = urlencode({"model": "minilm", "open": OPENED})
+            tab.goto(f"{budget_server.url}/Entropy?{query}")
             settle(tab, 4)
             upload(tab, path)
             sessions.append((context, tab, "Showing the saved trace"))
         context, tab = _new_tab(browser)
-        tab.goto(f"{budget_server.url}/Head_Similarity?{urlencode({'model': 'minilm', 'open': OPENED})}")
+        query = urlencode({"model": "minilm", "open": OPENED})
+        tab.goto(f"{budget_server.url}/Head_Similarity?{query}")
         settle(tab, 3)
         upload(tab, many_heads)
         sessions.append((context, tab, "each cell is the mean over a block"))
