@@ -62,7 +62,7 @@ def main(argv=None) -> int:
 
     from mha_viz import load_model, plots
     from mha_viz.analysis import activation_patching, circuit
-    from mha_viz.prompts import PromptPair
+    from mha_viz.analysis.prompts import PromptPair
 
     model = load_model("smollm2")
     port = free_port()

@@ -19,7 +19,7 @@ ONE = r"""
 import resource, sys, time
 from mha_viz import corpus, load_model
 from mha_viz.analysis import pruning
-from mha_viz.inside import inside_one_head
+from mha_viz.analysis.one_head.steps import inside_one_head
 name, n, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 model = load_model(name)
 text = ""
@@ -52,8 +52,8 @@ def main() -> None:
                         choices=["gradient", "inside"])
     args = parser.parse_args()
     from mha_viz import load_model
+    from mha_viz.analysis.one_head.steps import inside_bytes_per_squared_token
     from mha_viz.analysis.pruning import gradient_bytes_per_squared_token
-    from mha_viz.inside import inside_bytes_per_squared_token
 
     info = load_model(args.model).info
     said = {"gradient": gradient_bytes_per_squared_token(info.n_layer, info.n_head),

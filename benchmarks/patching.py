@@ -30,8 +30,8 @@ from engine import median_seconds, text_of  # noqa: E402  (median: a warm-up, th
 from mha_viz import TargetMetric, load_model  # noqa: E402
 from mha_viz.analysis.patching import (activation_patching, attribution_patching,  # noqa: E402
                                        metric_of, prepare_pairs)
-from mha_viz.interventions import Interventions, run_with_hooks  # noqa: E402
-from mha_viz.prompts import ioi_pairs  # noqa: E402
+from mha_viz.analysis.prompts import ioi_pairs  # noqa: E402
+from mha_viz.engine.interventions import Interventions, run_with_hooks  # noqa: E402
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"

@@ -10,13 +10,13 @@
     t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
 """
 
-from .errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError, InputError,
-                     LoadError, MhaVizError, NotAllowedError, OfflineError, TraceFileError,
-                     UnsupportedModelError)
-from .model import Model, ModelInfo, Predictions, TargetMetric, load_model
-from .ondemand import MapsTooLargeError
-from .seq2seq import EncoderDecoderModel, EncoderDecoderTrace
-from .trace import AttentionTrace
+from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError, InputError,
+                          LoadError, MhaVizError, NotAllowedError, OfflineError, TraceFileError,
+                          UnsupportedModelError)
+from .maps.ondemand import MapsTooLargeError
+from .maps.trace import AttentionTrace
+from .models.model import Model, ModelInfo, Predictions, TargetMetric, load_model
+from .models.seq2seq import EncoderDecoderModel, EncoderDecoderTrace
 
 __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",

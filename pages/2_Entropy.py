@@ -7,7 +7,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import export, plots, ui
+from mha_viz import plots, ui
+from mha_viz.server import export
 
 TOP = 5  # broadest / most focused heads listed
 SMOOTHING = 1e-4  # Clark et al. 2019: A' = 0.9999 A + 0.0001 / n

@@ -6,8 +6,10 @@ from functools import partial
 import streamlit as st
 
 from mha_viz import analysis as A
-from mha_viz import export, fit, plots, ui
-from mha_viz.downsample import downsampled_labels
+from mha_viz import plots, ui
+from mha_viz.maps.downsample import downsampled_labels
+from mha_viz.plots import fit
+from mha_viz.server import export
 
 ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
 NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]

@@ -4,11 +4,12 @@ from functools import partial
 
 import streamlit as st
 
-from mha_viz import export, plots, ui
 from mha_viz import analysis as A
+from mha_viz import plots, ui
 from mha_viz.analysis import heads
 from mha_viz.analysis import pruning as P
-from mha_viz.downsample import block_factor, downsampled_labels
+from mha_viz.maps.downsample import block_factor, downsampled_labels
+from mha_viz.server import export
 
 TOP = 5
 MAP_MAX = 192  # a head map here is block-averaged past this many tokens

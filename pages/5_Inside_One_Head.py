@@ -6,9 +6,13 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from mha_viz import blockwise, head_gradients, export, plots, ui
-from mha_viz.inside import inside_bytes_per_squared_token, inside_one_head, summarise
-from mha_viz.inside_seq2seq import inside_one_head_seq2seq
+from mha_viz import plots, ui
+from mha_viz.analysis.one_head import blockwise
+from mha_viz.analysis.one_head import gradients as head_gradients
+from mha_viz.analysis.one_head.seq2seq_steps import inside_one_head_seq2seq
+from mha_viz.analysis.one_head.steps import (inside_bytes_per_squared_token, inside_one_head,
+                                             summarise)
+from mha_viz.server import export
 
 VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
 VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
@@ -445,9 +449,9 @@ with ui.guard():
                            "layer_output and the biases; "
                            "numpy.load() reads it.")
     st.caption("In code: " + (
-        "`from mha_viz.inside import inside_one_head; "
+        "`from mha_viz.analysis.one_head.steps import inside_one_head; "
         f"inside_one_head(model, text, layer={layer}, head={head})`" if seq is None else
-        "`from mha_viz.inside_seq2seq import inside_one_head_seq2seq; "
+        "`from mha_viz.analysis.one_head.seq2seq_steps import inside_one_head_seq2seq; "
         f"inside_one_head_seq2seq(model, source, target, '{kind}', layer={layer}, "
         f"head={head})`") + " returns every array shown here.")
     ui.caveat()

@@ -4,9 +4,11 @@ from functools import partial
 
 import streamlit as st
 
-from mha_viz import export, fit, plots, ui
 from mha_viz import analysis as A
+from mha_viz import plots, ui
 from mha_viz.analysis import ablation_effects
+from mha_viz.plots import fit
+from mha_viz.server import export
 
 K = 5
 AUTO_ABLATION_TOKENS = 32  # past this the exact sweep (every head, its upper layers) waits for a click

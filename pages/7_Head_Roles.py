@@ -7,9 +7,11 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
+from mha_viz import InputError
 from mha_viz import analysis as A
-from mha_viz import InputError, export, plots, ui
-from mha_viz.downsample import block_factor
+from mha_viz import plots, ui
+from mha_viz.maps.downsample import block_factor
+from mha_viz.server import export
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands

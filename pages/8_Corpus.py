@@ -10,8 +10,10 @@ import hashlib
 
 import streamlit as st
 
+from mha_viz import InputError
 from mha_viz import analysis as A
-from mha_viz import InputError, corpus, export, plots, ui
+from mha_viz import corpus, plots, ui
+from mha_viz.server import export
 
 SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
            "paste": "Paste texts"}

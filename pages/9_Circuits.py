@@ -6,12 +6,15 @@ from functools import partial
 
 import streamlit as st
 
-from mha_viz import TargetMetric, export, plots, prompts, ui
+from mha_viz import TargetMetric
 from mha_viz import analysis as A
+from mha_viz import plots, ui
 from mha_viz.analysis import circuits as C
 from mha_viz.analysis import patching as P
+from mha_viz.analysis import prompts
 from mha_viz.analysis.attribution import check_attributable
-from mha_viz.errors import MhaVizError
+from mha_viz.core.errors import MhaVizError
+from mha_viz.server import export
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"

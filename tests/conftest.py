@@ -113,7 +113,7 @@ def patch_prompts(patch_models):
     """Per family: clean, corrupted (one token swapped), target and contrast ids."""
     from hf_reference import TEXT
 
-    from mha_viz.prompts import swap_token
+    from mha_viz.analysis.prompts import swap_token
 
     out = {}
     for name, (model, _, _) in patch_models.items():
@@ -122,3 +122,44 @@ def patch_prompts(patch_models):
         assert len(model.encode(corrupted).input_ids) == len(ids)
         out[name] = (TEXT, corrupted, ids[4], ids[1])
     return out
+
+
+# --- lanes -------------------------------------------------------------------------------
+# Each test is marked by its folder (unit, app, browser), and `slow` goes on every test that
+# loads SmolLM2 or trains a model, read from the test's own source and its fixtures' (the
+# same rule everywhere, so no file can forget it). CI runs `unit and not slow` first and stops
+# there on a failure: a broken import is found in a minute.
+import inspect  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_FOLDERS = {"unit", "app", "browser"}
+_SLOW_SOURCE = re.compile(r"smollm2|\btrain\(", re.IGNORECASE)
+
+
+def _sources(item) -> str:
+    parts = [item.name]
+    function = getattr(item, "function", None)
+    if function is not None:
+        parts.append(inspect.getsource(function))
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(info, "names_closure", ()):
+        for fixture in (info.name2fixturedefs.get(name) or ()):
+            try:
+                parts.append(inspect.getsource(fixture.func))
+            except (OSError, TypeError):  # pytest's own fixtures
+                pass
+    return "\n".join(parts)
+
+
+def loads_smollm2_or_trains(item) -> bool:
+    return bool(_SLOW_SOURCE.search(_sources(item)))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
+        if folder in _FOLDERS:
+            item.add_marker(folder)
+        if loads_smollm2_or_trains(item):
+            item.add_marker("slow")

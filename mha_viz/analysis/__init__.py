@@ -1,4 +1,11 @@
-"""Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
+"""Layer 4, analysis: numbers from traces and models. Statistics over maps (entropy, distance,
+similarity, roles, rollout), interventions that run the model (pruning, attribution,
+patching, circuits), the prompt sets they run on (prompts) and one head's steps for the
+classroom (one_head/). Each quantity is defined in docs/analyses.md.
+
+May import: core, engine, maps, models.
+
+Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
 
 Definitions follow docs/analyses.md; layers and heads are numbered from 0. Most functions take
 attentions [L, H, T, T] (rows are queries, columns keys, rows sum to 1), an AttentionTrace, or
@@ -7,7 +14,7 @@ a list of them (several texts: the mean over them).
 Every statistic reads its input a bounded block of query rows at a time, whether the trace
 holds its maps or rebuilds them on demand (a long input): entropy, row_entropy,
 token_class_mass, the text role scores, role_scores and role_support as accumulators over
-row blocks (mha_viz.streaming, docs/streaming.md), head_distances from the compared rows
+row blocks (mha_viz.maps.streaming, docs/streaming.md), head_distances from the compared rows
 gathered, head_mean / head_max / rollout a block of rows at a time. Memory: O(T) per head
 plus one block. The probes (induction_pattern_scores) and drop_positions read whole maps of
 short inputs.
@@ -16,40 +23,35 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribute_run, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
-from .encoder_decoder_patching import (Seq2SeqPatching, activation_patching_seq2seq,
-                                       first_divergence)
-from .head_outputs import (closest_across, head_outputs_seq2seq, output_similarity,
-                           outputs_of_kinds)
-from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
-                                       head_shapes, total_heads,
-                                       importance_agreement, kept_fractions, pair_score,
-                                       pruning_curve_seq2seq)
+from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .distance import mean_attention_distance, uniform_attention_distance
-from .map_cosine import map_cosine_distances, map_cosine_similarity
-from .entropy import (entropy, entropy_scales, head_row_entropy, max_row_entropy,
-                      mean_over_rows, row_entropy, uniform_entropy, visible_keys)
-from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES,
-                    ROLE_KEYS, ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe,
-                    duplicate_token_scores, induction_pattern_scores, induction_probe,
-                    induction_scores, next_token_scores, previous_token_scores,
-                    probe_description, repeated_random_tokens, role_scores, role_support,
-                    shifted_duplicate_scores, strongest_roles)
+from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
+                                       head_shapes, importance_agreement, kept_fractions,
+                                       pair_score, pruning_curve_seq2seq, total_heads)
+from .encoder_decoder_patching import Seq2SeqPatching, activation_patching_seq2seq, first_divergence
+from .entropy import (entropy, entropy_scales, head_row_entropy, max_row_entropy, mean_over_rows,
+                      row_entropy, uniform_entropy, visible_keys)
+from .head_outputs import closest_across, head_outputs_seq2seq, output_similarity, outputs_of_kinds
 from .heads import (attention_change, head_name, head_names, mask_to_names, names_to_mask,
                     nearest_heads, normalise_layers, opening_view, parse_head_name,
                     positions_in_order, rank_heads)
-from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms,
-                      gradient_importance, pruning_curve)
-from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
+from .map_cosine import map_cosine_distances, map_cosine_similarity
+from .overview import thumbnails
 from .patching import (COMPONENTS, PatchingResult, activation_patching, attribution_patching,
                        path_patching)
-from .overview import thumbnails
+from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms, gradient_importance,
+                      pruning_curve)
+from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES, ROLE_KEYS,
+                    ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe, duplicate_token_scores,
+                    induction_pattern_scores, induction_probe, induction_scores, next_token_scores,
+                    previous_token_scores, probe_description, repeated_random_tokens, role_scores,
+                    role_support, shifted_duplicate_scores, strongest_roles)
 from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
-from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation,
-                            strip_token_markers, token_class_mass, token_class_masks,
-                            window_mass)
+from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
+                            token_class_masks, token_class_mass, window_mass)
 
 __all__ = [
     "mean_cross_attention", "strongest_source", "alignment_agreement",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 
 def mean_cross_attention(cross: np.ndarray, layers=None, heads=None) -> np.ndarray:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import InputError
-from ..scoring import TargetMetric
+from ..core.errors import InputError
+from ..models.scoring import TargetMetric
 
 __all__ = ["Attribution", "direct_logit_attribution", "attribute_run",
            "direct_logit_attribution_seq2seq", "attribution_parts"]
@@ -155,7 +155,7 @@ def direct_logit_attribution_seq2seq(model, source: str, target: str | None, pos
     direct effect on logit(token) - logit(contrast). token: the target's own token there
     unless given; contrast: none (the logit alone) or a token id or single-token string.
     Needs a pre-norm decoder (T5); BART and Marian renormalise after every layer."""
-    from ..interventions import Interventions
+    from ..engine.interventions import Interventions
 
     check_attributable(model)
     forced = model.teacher_forcing(source, target)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import InputError
-from ..interventions import Interventions, run_with_hooks
+from ..core.errors import InputError
+from ..engine.interventions import Interventions, run_with_hooks
 from .attribution import check_attributable
 from .patching.common import (CAPTURE_BYTES, DEGENERATE, PairBatch, _over_batches, metric_of,
                               prepare_pairs)

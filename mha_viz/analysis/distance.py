@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..streaming import accumulate, keys_of, source_of
+from ..core.errors import InputError
+from ..maps.streaming import accumulate, keys_of, source_of
 
 
 class AttentionDistance:
-    """An accumulator (mha_viz.streaming) of sum_i d_i per head and the rows read per
+    """An accumulator (mha_viz.maps.streaming) of sum_i d_i per head and the rows read per
     layer: update() reads a block of rows, merge() adds another's sums, result() gives the
     mean [L, H]."""
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ..errors import InputError
-from ..seq2seq import KINDS
+from ..core.errors import InputError
+from ..models.seq2seq import KINDS
 from .pruning import PruningCurve, check_curve, curve_steps
 
 # At most this many copies of the pair per forward (t5-small: 145 ablations in 2 batches).

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import InputError
-from ..interventions import Interventions
-from ..seq2seq import KINDS
+from ..core.errors import InputError
+from ..engine.interventions import Interventions
+from ..models.seq2seq import KINDS
 from .encoder_decoder_ablation import ABLATION_BATCH, head_shapes, pair_score
 
 # kind -> the point holding a head's z, and whether the encoder runs it

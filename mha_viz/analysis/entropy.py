@@ -17,7 +17,7 @@ else from a trace's own ``causal`` flag, else detected from the array being lowe
 Precision: the elementwise work is done in float32 (the maps are float32) with float64 sums;
 results agree with a float64 computation to about 1e-6 relative.
 
-Every input is read the same way, a block of query rows at a time (mha_viz.streaming): maps
+Every input is read the same way, a block of query rows at a time (mha_viz.maps.streaming): maps
 held whole, a long input's maps rebuilt on demand, a corpus batch. The statistic is one
 accumulator, RowEntropy.
 """
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, source_of
-from ..arrays import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
-                      resolve_causal, row_pieces, thread_map)
+from ..core.arrays import (RowsDone, as_array, as_inputs, check_mask, is_many, per_input,
+                           resolve_causal, row_pieces, thread_map)
+from ..core.errors import InputError
+from ..maps.streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, source_of
 
 __all__ = ["row_entropy", "entropy", "entropy_scales", "uniform_entropy", "max_row_entropy",
            "visible_keys", "RowEntropy"]
@@ -132,7 +132,7 @@ def _finish_rows(out: np.ndarray, counts: np.ndarray, normalized: bool) -> np.nd
 
 
 class RowEntropy:
-    """Row entropies [L, H, T] of one input's maps, an accumulator (mha_viz.streaming):
+    """Row entropies [L, H, T] of one input's maps, an accumulator (mha_viz.maps.streaming):
     update() fills the rows of each block with _entropy_block's arithmetic, merge() takes the
     rows another accumulator of the same input filled (shards of rows, in any order), result()
     gives them (NaN for rows that see no key; normalised on request). Memory O(L H T) plus the

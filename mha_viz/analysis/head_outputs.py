@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import InputError
-from ..interventions import Interventions
+from ..core.errors import InputError
+from ..engine.interventions import Interventions
 from .heads import head_name
 
 SHORT_KIND = {"encoder": "enc", "decoder": "self", "cross": "cross"}

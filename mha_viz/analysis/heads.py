@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..downsample import block_factor
-from ..streaming import keys_of, source_of
+from ..core.errors import InputError
+from ..maps.downsample import block_factor
+from ..maps.streaming import keys_of, source_of
 
 
 def head_name(layer: int, head: int) -> str:

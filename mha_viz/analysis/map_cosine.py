@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..arrays import RowsDone, as_inputs, maps_shape
+from ..core.arrays import RowsDone, as_inputs, maps_shape
+from ..core.errors import InputError
 from .similarity import _row_selection, rows_in_groups
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import RowsDone
-from ..downsample import block_factor, block_sizes
-from ..streaming import RowBlock, accumulate, source_of
+from ..core.arrays import RowsDone
+from ..maps.downsample import block_factor, block_sizes
+from ..maps.streaming import RowBlock, accumulate, source_of
 
 __all__ = ["BlockMeans", "thumbnails"]
 

@@ -15,7 +15,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch.nn import functional as F
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .heads import normalise_layers
 
 

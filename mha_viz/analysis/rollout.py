@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..arrays import as_inputs, maps_shape
+from ..core.arrays import as_inputs, maps_shape
+from ..core.errors import InputError
 
 __all__ = ["head_mean", "head_max", "rollout", "aggregate_bytes_per_token"]
 
@@ -59,7 +59,8 @@ def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
     read a bounded block of rows at a time. The result (float64, one map per layer) must fit
     in MATERIALISE_MAX_BYTES, as trace.attentions must, or take no more than the input
     already holds."""
-    from .. import ondemand, trace as trace_module
+    from ..maps import ondemand
+    from ..maps import trace as trace_module
 
     layers, start, stop = _window(maps_shape(source), layer, start, stop)
     n_head, n = maps_shape(source)[1], maps_shape(source)[-1]

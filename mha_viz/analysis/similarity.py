@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import InputError
-from ..streaming import MapsSource
-from ..arrays import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
-                      maps_shape, per_input)
+from ..core.arrays import (RowsDone, as_array, as_inputs, check_mask, default_threads, is_many,
+                           maps_shape, per_input)
+from ..core.errors import InputError
+from ..maps.streaming import MapsSource
 
 __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels",
            "ComparedRows"]
@@ -192,7 +192,7 @@ def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
 def rows_in_groups(item, rows: np.ndarray, done: RowsDone):
     """The compared rows of every head, float32 [N, group, keys], a bounded group of rows at
     a time (never more than BLOCK_ELEMENTS floats); done(rows) after each group."""
-    from .. import ondemand
+    from ..maps import ondemand
 
     shape = maps_shape(item)
     group = max(1, ondemand.BLOCK_ELEMENTS // (int(np.prod(shape[:-2])) * shape[-1]))
@@ -316,7 +316,7 @@ def _finish(js: np.ndarray, kind: str) -> np.ndarray:
 
 
 class ComparedRows:
-    """head_distances of one input as an accumulator (mha_viz.streaming): it keeps, from the
+    """head_distances of one input as an accumulator (mha_viz.maps.streaming): it keeps, from the
     blocks it is fed, the query rows head_distances compares (all, or max_rows evenly spaced
     ones) of every head, [L*H, rows, T]; result() compares them. For a source that produces
     every row anyway (a corpus batch); head_distances itself asks a trace for the compared

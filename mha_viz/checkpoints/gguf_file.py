@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import CorruptCheckpointError, UnsupportedModelError
+from ..core.errors import CorruptCheckpointError, UnsupportedModelError
 
 # Quantisation types the gguf package dequantizes in numpy (gguf.quants); others are refused
 # with a message rather than a traceback.
@@ -98,8 +98,8 @@ class GGUFFile:
         """A fast tokenizer built from the file's vocabulary, merges and special tokens."""
         from tokenizers import pre_tokenizers, processors
         from transformers import PreTrainedTokenizerFast
-        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
-            GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer)
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (GGUF_TOKENIZER_MAPPING,
+                                                                           convert_gguf_tokenizer)
 
         meta = self.metadata
         if "tokenizer.ggml.tokens" not in meta:

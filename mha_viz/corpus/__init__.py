@@ -1,4 +1,9 @@
-"""Head statistics over a corpus, as the papers measure them (Clark et al. 2019 average over
+"""Layer 5, corpus: the head statistics over many texts, read from files, segmented, run in
+batches in one process, local processes or Ray actors, and merged exactly.
+
+May import: core, maps, models, analysis.
+
+Head statistics over a corpus, as the papers measure them (Clark et al. 2019 average over
 about a thousand 128-token segments): mean and spread over segments, streamed.
 
     from mha_viz import corpus, load_model
@@ -18,7 +23,7 @@ How it works:
 - Segments run in padded batches (similar lengths together; padding is masked, so each
   segment's maps are the ones it gets alone, to float rounding), one layer at a time
   (model.attention_by_layer): each layer's maps go to every segment's accumulators
-  (SegmentStatistics, mha_viz.streaming) while they are fresh, then are dropped, and each
+  (SegmentStatistics, mha_viz.maps.streaming) while they are fresh, then are dropped, and each
   segment's statistics are added to running moments as its batch comes out: memory does not
   grow with the corpus, and no segment's trace is built.
 - Moments merge exactly (Chan et al.'s parallel update of count, mean and squared
@@ -42,9 +47,9 @@ return, in any order or grouping.
 """
 
 from .engines import ENGINES, Progress, run_stream
+from .measuring import default_batch_size, run_shard
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
-from .measuring import default_batch_size, run_shard
 from .running import PRUNING_SEGMENTS, cache_key, run
 from .segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments, segment
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of

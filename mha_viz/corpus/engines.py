@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .results import CorpusResult
 from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of

@@ -18,7 +18,7 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
     """One padded forward for a batch of segments, run a layer at a time: each layer's
     maps go to every segment's accumulators while they are fresh, and are dropped; -> each
     segment's statistics."""
-    from ..streaming import RowBlock
+    from ..maps.streaming import RowBlock
 
     info = model.info
     from_maps = [s for s in stats if s in STATS]
@@ -48,7 +48,7 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
               similarity_rows: int | None = SIMILARITY_ROWS) -> CorpusResult:
     """The statistics of these segments (a model, or a name load_model understands)."""
     if isinstance(model, str):
-        from ..model import load_model
+        from ..models.model import load_model
 
         model = load_model(model)
     model = corpus_model(model)

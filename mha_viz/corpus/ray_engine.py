@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import ClusterError, MhaVizError
+from ..core.errors import ClusterError, MhaVizError
 from .results import CorpusResult
 from .segments import corpus_model
 from .shards import Shard
@@ -32,7 +32,7 @@ class ShardWorker:
     def __init__(self, model_name: str, settings: dict, threads: int):
         import torch
 
-        from ..model import load_model
+        from ..models.model import load_model
 
         torch.set_num_threads(max(1, int(threads)))
         self.model = corpus_model(load_model(model_name))

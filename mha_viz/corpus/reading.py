@@ -9,8 +9,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..errors import InputError
-from ..text import decode_text_file
+from ..core.errors import InputError
+from ..core.text import decode_text_file
 
 MAX_CORPUS_BYTES = 20 * 2**20  # an uploaded corpus; larger ones belong on the command line
 

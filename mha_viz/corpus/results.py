@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 PAIRWISE = ("js_distance",)  # [N, N] over heads, not [L, H]
 

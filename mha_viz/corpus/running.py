@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .measuring import run_shard
 from .results import CorpusResult
 from .segments import Segments, corpus_model

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 MIN_SEGMENT_TOKENS = 8  # shorter final pieces of a text are dropped (and counted)
 

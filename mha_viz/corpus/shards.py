@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .results import CorpusResult
 
 SHARD_SEGMENTS = 64  # segments per shard: a few seconds of work for a small model

@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 ARROW_BATCH_ROWS = 4096  # rows per batch read from a Parquet or Arrow file
 READ_BUFFER = 2**16  # bytes Parquet reads at a time

@@ -7,8 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError
-from ..trace import AttentionTrace
+from ..core.errors import InputError
+from ..maps.trace import AttentionTrace
 
 STATS = ("entropy", "mass", "roles", "similarity")  # from the maps: the default
 # Head importance, per segment: an exact ablation sweep (a forward per head from its layer
@@ -22,7 +22,7 @@ SIMILARITY_ROWS = 16
 
 class SegmentStatistics:
     """Every per-head statistic of one segment computed from its maps (STATS), as
-    accumulators (mha_viz.streaming) fed blocks of the segment's rows, from a trace or
+    accumulators (mha_viz.maps.streaming) fed blocks of the segment's rows, from a trace or
     straight from a batch's forward (run_shard): entropy (raw and normalised, one pass),
     token-class mass, the role scores on the text and head distances on the sampled rows.
     The importance statistics need the model again and are not here."""
@@ -53,7 +53,7 @@ class SegmentStatistics:
     def accumulators(self) -> list:
         """In the order a block goes to them (streaming.ordered: the entropy, which may work
         in the block, last)."""
-        from ..streaming import ordered
+        from ..maps.streaming import ordered
 
         return ordered([a for a in (self.mass, self.text, self.compared, self.entropy)
                         if a is not None])
@@ -101,7 +101,7 @@ def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
                        model=None) -> dict[str, np.ndarray]:
     """Every per-head statistic of one segment's trace, by name -> array (the importance
     statistics run the model again: they need it)."""
-    from ..streaming import accumulate, source_of
+    from ..maps.streaming import accumulate, source_of
 
     out = {}
     from_maps = [s for s in stats if s in STATS]

@@ -1,4 +1,9 @@
-"""Plotly figure builders: numpy arrays in, ``plotly.graph_objects.Figure`` out.
+"""Layer 6, plots: Plotly figures from arrays and labels, no computing, and their layout for
+the screen they are shown on (fit).
+
+May import: core, maps, analysis.
+
+Plotly figure builders: numpy arrays in, ``plotly.graph_objects.Figure`` out.
 
 No Streamlit here, so every figure also works in a notebook. Conventions shared by all
 builders:
@@ -18,9 +23,9 @@ view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass
 holds the template, colours and helpers they share.
 """
 
-from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK_GREY,
-                     WEIGHT_SCALE, columns_at_bottom)
 from ..analysis.heads import head_name
+from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK_GREY, WEIGHT_SCALE,
+                     columns_at_bottom)
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
 from .cross import cross_attention_heatmap, cross_attention_over_image

@@ -8,8 +8,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..errors import InputError
-from ..text import visible
+from ..core.errors import InputError
+from ..core.text import visible
 
 try:
     # Plotly imports pandas lazily, from whichever thread draws a figure first; two sessions'
@@ -76,7 +76,7 @@ def _esc(text: object) -> str:
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("$", "&#36;")
     # A raw newline would not render in SVG text; show it, and every other control or
-    # direction-changing character too (mha_viz.text.visible).
+    # direction-changing character too (mha_viz.core.text.visible).
     return visible(s.replace("\r", "\\r").replace("\n", "\\n"))
 
 
@@ -138,7 +138,7 @@ def _square_map(attention: np.ndarray, name: str = "attention") -> np.ndarray:
 
 
 def _squarish(n_row: int, n_col: int) -> bool:
-    """Small, nearly square matrices read best with square cells (mha_viz.fit); a 11 x 576
+    """Small, nearly square matrices read best with square cells (mha_viz.plots.fit); a 11 x 576
     tensor would be a thin strip, so it keeps free proportions."""
     return max(n_row, n_col) <= 2 * min(n_row, n_col)
 

@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ._style import DIVERGING_SCALE, _base_layout, _esc, _title
 
 POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"  # the ends of DIVERGING_SCALE: red > 0, blue < 0

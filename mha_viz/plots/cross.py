@@ -8,8 +8,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..downsample import thin_labels
-from ..errors import InputError
+from ..core.errors import InputError
+from ..maps.downsample import thin_labels
 from ._style import HIGHLIGHT, WEIGHT_SCALE, _base_layout, _check_labels, _esc, _title
 
 
@@ -48,7 +48,7 @@ def cross_attention_heatmap(weights: np.ndarray, target_labels: Sequence[str],
     return _base_layout(
         fig, _title(title, note),
         height=height or int(min(900, max(380, 24 * n_rows + 220))),
-        meta=dict(cells=[n_rows, n_cols]),  # mha_viz.fit keeps the cells square
+        meta=dict(cells=[n_rows, n_cols]),  # mha_viz.plots.fit keeps the cells square
         xaxis=dict(title=dict(text="source (key)"), type="category", tickmode="array",
                    tickvals=[cols[p] for p in col_pos], ticktext=col_text, showgrid=False,
                    zeroline=False, constrain="domain", range=[-0.5, n_cols - 0.5],

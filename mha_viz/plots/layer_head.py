@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb
 
 from ..analysis.heads import head_name
-from ..downsample import thin_labels
-from ..errors import InputError
-from ._style import DIVERGING_SCALE, HEAD_COLOURS, _esc, _title, _base_layout, _check_labels
+from ..core.errors import InputError
+from ..maps.downsample import thin_labels
+from ._style import DIVERGING_SCALE, HEAD_COLOURS, _base_layout, _check_labels, _esc, _title
 
 
 def layer_head_heatmap(

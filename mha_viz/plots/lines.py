@@ -9,9 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
-from ..errors import InputError
+from ..core.errors import InputError
 from ._style import HEAD_COLOURS, _base_layout, _check_labels, _esc, _title
-
 
 _LINE_BINS = (0.05, 0.1, 0.2, 0.4, 0.7)  # upper edges below 1; min_weight is the first edge
 

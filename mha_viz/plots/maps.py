@@ -9,12 +9,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
+from ..core.errors import InputError
 # block_factor is also head_heatmap's argument name
-from ..downsample import (block_factor as factor_for, block_ranges, block_reduce,
-                          downsampled_labels, thin_labels)
-from ..errors import InputError
-from ._style import (WEIGHT_SCALE, GRID_SCALE, MASK_GREY, HIGHLIGHT, PAIR_COLOUR,
-                    _esc, _no_dollar, _title, _base_layout, _check_labels, _square_map, _mask_path)
+from ..maps.downsample import block_factor as factor_for
+from ..maps.downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
+from ._style import (GRID_SCALE, HIGHLIGHT, MASK_GREY, PAIR_COLOUR, WEIGHT_SCALE, _base_layout,
+                     _check_labels, _esc, _mask_path, _no_dollar, _square_map, _title)
 
 
 def head_heatmap(
@@ -153,7 +153,7 @@ def head_heatmap(
         fig,
         _title(title, "; ".join(notes)),
         height=height or int(min(900, max(420, 22 * n + 200))),
-        meta=dict(cells=[n, n]),  # a grid map: mha_viz.fit gives it square cells
+        meta=dict(cells=[n, n]),  # a grid map: mha_viz.plots.fit gives it square cells
         # Category axes place cell k at serial number k, so shapes and ranges stay numeric.
         xaxis=dict(
             title=dict(text="key"), type="category", tickmode="array", tickvals=tickvals,

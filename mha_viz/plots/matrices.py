@@ -8,10 +8,9 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..downsample import thin_labels
-from ..errors import InputError
-from ._style import (DIVERGING_SCALE, MASK_GREY, _esc, _title, _base_layout, _check_labels,
-                    _squarish)
+from ..core.errors import InputError
+from ..maps.downsample import thin_labels
+from ._style import DIVERGING_SCALE, MASK_GREY, _base_layout, _check_labels, _esc, _squarish, _title
 
 
 def matrix_figure(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..errors import InputError
-from ._style import _esc, _title, _base_layout
+from ..core.errors import InputError
+from ._style import _base_layout, _esc, _title
 
 
 def pruning_curve_figure(

@@ -6,10 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import head_name
-from ..downsample import block_ranges, block_reduce
-from ..errors import InputError
-from ._style import HIGHLIGHT, LAYER_COLOURS, _title, _base_layout
-
+from ..core.errors import InputError
+from ..maps.downsample import block_ranges, block_reduce
+from ._style import HIGHLIGHT, LAYER_COLOURS, _base_layout, _title
 
 # Past this many heads the matrix is drawn in blocks: a 2,048-head trace would otherwise
 # send 4.2 M cells to the browser.

@@ -1,4 +1,10 @@
-"""Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
+"""Layer 7, ui: the Streamlit glue every page shares (the only folder that imports
+streamlit): the sidebar's choices, memo stores and jobs by size, messages, figures and
+downloads.
+
+May import: core, engine, checkpoints, maps, models, analysis, corpus, server, plots.
+
+Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
 
 A page is a thin script: widgets and calls into the library. The pattern::
 
@@ -58,26 +64,23 @@ The package, by concern (pages import only ``mha_viz.ui``):
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
 """
 
-from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
-                      get_seq2seq_trace, get_trace, job_runner, masked_trace, memo,
-                      peek, pruning_key, pruning_runs_by_itself, run_or_wait,
-                      set_figure_meta)
+from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_seq2seq_trace,
+                      get_trace, job_runner, masked_trace, memo, peek, pruning_key,
+                      pruning_runs_by_itself, run_or_wait, set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
-                       opening, page_files, saved_trace_picker, shown_key, shown_trace,
-                       sidebar,
+                       opening, page_files, saved_trace_picker, shown_key, shown_trace, sidebar,
                        target_metric_picker)
-from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .lesson import lesson_step
+from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
-                     column_share, download_bytes, download_csv, download_trace,
-                     drawn_when_opened, figure_columns, figure_screen,
-                     hidden_note, long_input_note, one_pass_is_quick, too_long_for,
-                     kv_sharing_note, layer_window, model_card, page_setup,
-                     section_open_key, show_figure, trace_notes, viewport)
-from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL,
-                       DEFAULT_TEXT, EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING,
-                       PRUNING_AUTO_TOKENS, TERMS, URL_MAX_CHARS, configure_torch,
-                       default_model, md_escape, ray_cluster, terms_in)
+                     column_share, download_bytes, download_csv, download_trace, drawn_when_opened,
+                     figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
+                     long_input_note, model_card, one_pass_is_quick, page_setup, section_open_key,
+                     show_figure, too_long_for, trace_notes, viewport)
+from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
+                       EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_AUTO_TOKENS,
+                       TERMS, URL_MAX_CHARS, configure_torch, default_model, md_escape, ray_cluster,
+                       terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
 from .warm import start_preparing_default

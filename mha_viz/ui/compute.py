@@ -18,10 +18,12 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import streamlit as st
 
-from .. import budget, checkpoints, export, jobs
-from ..errors import MhaVizError, OfflineError
-from ..model import ForwardRun, Model, load_model
-from ..trace import AttentionTrace
+from .. import checkpoints
+from ..core import budget
+from ..core.errors import MhaVizError, OfflineError
+from ..maps.trace import AttentionTrace
+from ..models.model import ForwardRun, Model, load_model
+from ..server import export, jobs
 from .messages import callback, show_error
 from .settings import APP_DIR, PRUNING_AUTO_TOKENS, md_escape
 
@@ -257,7 +259,7 @@ def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
     key must identify the arrays (they are not hashed: ``selection.key`` plus whatever
     was done to them); options are hashed by value (numbers, strings, small arrays).
     large=True for results the size of a trace (kept in the server's byte-bounded store,
-    see mha_viz.budget), else 64 are kept.
+    see mha_viz.core.budget), else 64 are kept.
     Treat the result as read-only.
     """
     fn_id = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
@@ -395,7 +397,7 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
     time left and a Cancel button) or the time so far. Returns the result, or None when this
     session cancelled it (until restart=True: the person asked for it again).
-    large=True: kept in the byte-bounded store with the traces (mha_viz.budget).
+    large=True: kept in the byte-bounded store with the traces (mha_viz.core.budget).
     unit: (what a step is, tokens per step), to show steps by name and tokens per second."""
     store = results_store() if large else _small_store()
     found, value = store.get(key)

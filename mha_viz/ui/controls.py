@@ -11,11 +11,11 @@ from typing import Callable, Sequence
 import numpy as np
 import streamlit as st
 
-from ..errors import CheckpointNotFoundError, MhaVizError
-from ..model import Model, TargetMetric
-from ..seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
-from ..trace import AttentionTrace
-from .. import budget
+from ..core import budget
+from ..core.errors import CheckpointNotFoundError, MhaVizError
+from ..maps.trace import AttentionTrace
+from ..models.model import Model, TargetMetric
+from ..models.seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
 from .compute import Selection, get_model, memo, results_store
 from .messages import callback
 from .output import caveat
@@ -24,9 +24,6 @@ from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLD
                        NUMBERING, SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str,
                        default_model, md_escape)
 from .state import set_value, synced
-
-
-
 
 # ---------------------------------------------------------------------- pages
 
@@ -234,7 +231,7 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
     attention (AttentionTrace.load), and stays open in this session (only) until closed.
 
     The trace itself is kept in the server's byte-bounded store with the traces it computes
-    (mha_viz.budget), not in the session: many visitors' uploads cannot add up past the
+    (mha_viz.core.budget), not in the session: many visitors' uploads cannot add up past the
     memory budget. If it was evicted to make room, the visitor is asked to open it again."""
     import hashlib
 

@@ -14,8 +14,8 @@ from typing import Callable
 import streamlit as st
 
 from .. import checkpoints
-from ..errors import (CheckpointNotFoundError, ClusterError, InputError, LoadError,
-                      MhaVizError, NotAllowedError, OfflineError)
+from ..core.errors import (CheckpointNotFoundError, ClusterError, InputError, LoadError,
+                           MhaVizError, NotAllowedError, OfflineError)
 from .settings import APP_DIR, as_sentence, md_escape
 
 log = logging.getLogger("mha_viz.ui")

@@ -10,13 +10,15 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
-from .. import export, fit, kv_cache, plots
-from ..model import MAX_TEXT_CHARS, Model
-from ..trace import AttentionTrace
+from .. import plots
+from ..analysis.one_head import kv_cache_size as kv_cache
+from ..maps.trace import AttentionTrace
+from ..models.model import MAX_TEXT_CHARS, Model
+from ..plots import fit
+from ..server import export
 from .compute import Selection, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
-from .state import (browser_component, image_format, presenting, synced,
-                    take_incoming_params)
+from .state import browser_component, image_format, presenting, synced, take_incoming_params
 
 _PAGE_CSS = """
 <style>
@@ -88,7 +90,7 @@ def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stre
     layout.meta records the run's input, which the browser tests and benchmark read.
 
     Once the browser has reported the page's width, the figure is laid out for it
-    (mha_viz.fit: square cells, numbers and labels only where they fit, presentation mode);
+    (mha_viz.plots.fit: square cells, numbers and labels only where they fit, presentation mode);
     ``share`` is the fraction of the page's width its column has on a wide screen (columns
     stack on a phone)."""
     meta = st.session_state.get("_mv_meta")
@@ -289,7 +291,7 @@ def download_bytes(data: bytes | Callable[[], bytes], file_name: str, label: str
 
 def download_csv(data: bytes | Callable[[], bytes], file_name: str, label: str = "CSV",
                  key: str | None = None, help: str | None = None, where=None) -> None:
-    """A CSV download button (data: bytes, or a callable returning them, see mha_viz.export)."""
+    """A CSV download button (data: bytes, or a callable returning them, see mha_viz.server.export)."""
     download_bytes(data, file_name, f"⬇ {label}", "text/csv", key, help, where)
 
 
@@ -445,7 +447,7 @@ def kv_sharing_note(trace: AttentionTrace, head: int | None = None) -> str | Non
 def long_input_note(trace: AttentionTrace) -> None:
     """Say that a long input's maps are computed when looked at: the store keeps them whole
     only while they fit the budget's share for one input (Model.maps_kind "budget")."""
-    from .. import budget
+    from ..core import budget
 
     if budget.maps_fit(trace.n_layer, trace.n_head, trace.n_tokens):
         return
@@ -456,7 +458,7 @@ def long_input_note(trace: AttentionTrace) -> None:
 
 def one_pass_is_quick(trace: AttentionTrace) -> bool:
     """Whether a view that reads every map once (the grid) may run without a click."""
-    from .. import budget
+    from ..core import budget
 
     return budget.one_pass_is_quick(trace.n_layer, trace.n_head, trace.n_tokens)
 
@@ -465,7 +467,7 @@ def too_long_for(what: str, n_tokens: int, bytes_per_squared_token: float,
                  max_tokens_helps: bool = True) -> str | None:
     """Why a view is not computed for this input (budget.too_long: what it would hold does
     not fit the server's share for one input), with what to do; None when it fits."""
-    from .. import budget
+    from ..core import budget
 
     refused = budget.too_long(what, n_tokens, bytes_per_squared_token)
     if refused is None:

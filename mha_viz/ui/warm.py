@@ -4,7 +4,7 @@ so the server answers at once); and, for a teacher, the same for their own text 
 this lesson" on Home). Everything goes into the stores the pages read, under the keys they
 use, and the pruning page's work through the job runner, so a visitor who arrives while it
 runs waits for the same computation instead of starting a second one. The pruning results
-are also kept on disk (mha_viz.results_on_disk, settings.prepared_folder): the next start of
+are also kept on disk (mha_viz.server.results_on_disk, settings.prepared_folder): the next start of
 the server reads them instead of recomputing the sweep, so a lesson prepared the day before
 is ready the moment the server answers."""
 
@@ -17,13 +17,12 @@ import threading
 import time
 from typing import Callable
 
-from .. import jobs
 from ..analysis import pruning
-from ..results_on_disk import ResultsOnDisk
+from ..server import jobs
+from ..server.results_on_disk import ResultsOnDisk
 from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
                       pruning_key, pruning_runs_by_itself, run_cached)
-from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, SEQ2SEQ_TEXT, default_model,
-                       prepared_folder)
+from .settings import DEFAULT_MAX_TOKENS, DEFAULT_TEXT, SEQ2SEQ_TEXT, default_model, prepared_folder
 
 log = logging.getLogger("mha_viz.ui")
 

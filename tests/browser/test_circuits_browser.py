@@ -9,7 +9,6 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-
 from layout_probe import layout_problems  # noqa: E402
 from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
                               open_page, settle, shoot)
@@ -77,7 +76,7 @@ def shown_head_map(tab) -> np.ndarray:
 def test_head_patching_in_the_browser_matches_the_library(sized_tab, app_server, screenshots):
     from mha_viz import load_model
     from mha_viz.analysis import activation_patching
-    from mha_viz.prompts import PromptPair
+    from mha_viz.analysis.prompts import PromptPair
 
     tab = sized_tab(*SIZES["desktop"])
     open_page(tab, app_server, "Circuits", 1, QUERY)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-
 from layout_probe import layout_problems  # noqa: E402
 from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
                               open_page, settle, shoot)
@@ -25,7 +24,7 @@ FITTED = """() => {
 
 def wait_fitted(tab) -> None:
     """The browser reports the page's width once per session; the figures are then laid
-    out for it (mha_viz.fit) in a second run."""
+    out for it (mha_viz.plots.fit) in a second run."""
     tab.wait_for_function(FITTED, polling=200)
     settle(tab, tab.locator(".js-plotly-plot").count())
 

@@ -14,16 +14,15 @@ length) run as one batch; the metric reads the final norm and the unembedding at
 position only. A patch that puts back the value already there (a position before the first
 token where the prompts differ, in a causal model) changes nothing and is not run.
 
-Every intervention goes through the engine's named points (mha_viz.interventions).
+Every intervention goes through the engine's named points (mha_viz.engine.interventions).
 
 The package: common (results, pairs, batches, the metric), activation, attribution, paths.
 """
 
 from .activation import activation_patching
 from .attribution import attribution_patching, estimate_error
-from .common import (CAPTURE_BYTES, COMPONENT_HELP, COMPONENTS, DEGENERATE, DIRECTIONS,
-                     PairBatch, PatchingResult, metric_of, prepare_pairs, rows_per_batch,
-                     strongest_components)
+from .common import (CAPTURE_BYTES, COMPONENT_HELP, COMPONENTS, DEGENERATE, DIRECTIONS, PairBatch,
+                     PatchingResult, metric_of, prepare_pairs, rows_per_batch, strongest_components)
 from .paths import path_patching
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",

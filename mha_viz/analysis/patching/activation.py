@@ -7,12 +7,11 @@ import math
 
 import torch
 
-from ...attention import causal_rows_bias
-from ...interventions import Interventions, run_with_hooks
+from ...engine.attention import causal_rows_bias
+from ...engine.interventions import Interventions, run_with_hooks
 from .common import (PairBatch, PatchingResult, _check_component, _check_direction,
                      _check_positions, _check_work, _chunks, _over_batches, _pairs_per_chunk,
-                     _summarise, _unit_masks, _unit_shape, metric_of, prepare_pairs,
-                     rows_per_batch)
+                     _summarise, _unit_masks, _unit_shape, metric_of, prepare_pairs, rows_per_batch)
 
 
 def activation_patching(model, clean, corrupted=None, metric=None, component: str = "head",

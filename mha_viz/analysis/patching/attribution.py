@@ -8,11 +8,11 @@ import math
 import numpy as np
 import torch
 
-from ...interventions import Interventions, run_with_hooks
+from ...engine.interventions import Interventions, run_with_hooks
 from .activation import _base_and_source, activation_patching
 from .common import (PairBatch, PatchingResult, _check_component, _check_direction,
-                     _check_positions, _over_batches, _pairs_per_chunk, _summarise,
-                     _unit_shape, metric_of, prepare_pairs)
+                     _check_positions, _over_batches, _pairs_per_chunk, _summarise, _unit_shape,
+                     metric_of, prepare_pairs)
 
 
 def attribution_patching(model, clean, corrupted=None, metric=None, component: str = "head",

@@ -10,11 +10,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ...errors import InputError
-from ...interventions import point_width
-from ...prompts import EncodedPair, as_pairs, encode_pairs
-from ...scoring import METRIC_KINDS, TargetMetric
-
+from ...core.errors import InputError
+from ...engine.interventions import point_width
+from ...models.scoring import METRIC_KINDS, TargetMetric
+from ..prompts import EncodedPair, as_pairs, encode_pairs
 
 # component -> (engine point, what one patch covers, key/value per query head)
 COMPONENTS = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import InputError
-from ...interventions import Interventions, run_with_hooks
+from ...core.errors import InputError
+from ...engine.interventions import Interventions, run_with_hooks
 from .activation import _base_and_source
 from .common import (PairBatch, PatchingResult, _check_direction, _chunks, _over_batches,
                      _pairs_per_chunk, _summarise, _unit_masks, metric_of, prepare_pairs,

@@ -15,7 +15,7 @@ shifted-duplicate induction score):
   and "next" then mean the previous / next position that is kept. A row whose whole mass
   was on left-out keys stays all 0 (it counts 0 towards the score).
 - every input, maps held whole or rebuilt on demand, is read a block of query rows at a
-  time (mha_viz.streaming), the left-out positions removed from each block as
+  time (mha_viz.maps.streaming), the left-out positions removed from each block as
   drop_positions removes them from the whole maps.
 - ``normalization``: "ours" (the default) averages over the query rows that have the key
   in question; "transformer_lens" divides the summed mass by all T query rows, as
@@ -29,9 +29,9 @@ The package: scores (on a text), probe (repeated random tokens), naming (every s
 once, and each head's strongest role).
 """
 
-from .naming import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, PATTERN_ROLES, ROLE_KEYS,
-                     ROLE_THRESHOLD, SINK_ROLES, TEXT_PROBE, HeadRole, role_scores,
-                     role_support, roles_of, strongest_roles)
+from .naming import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, PATTERN_ROLES, ROLE_KEYS, ROLE_THRESHOLD,
+                     SINK_ROLES, TEXT_PROBE, HeadRole, role_scores, role_support, roles_of,
+                     strongest_roles)
 from .probe import (InductionProbe, induction_probe, induction_scores, probe_description,
                     repeated_random_tokens)
 from .scores import (NORMALIZATIONS, TEXT_SCORE_KEYS, TextScores, duplicate_token_scores,

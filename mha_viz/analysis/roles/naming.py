@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
-from ...arrays import RowsDone, is_many
+from ...core.arrays import RowsDone, is_many
+from ...core.errors import InputError
 from ..heads import head_name
 from .scores import (TEXT_SCORE_KEYS, _check_normalization, _mean_or_zero, _prepared,
                      _streamed_scores)

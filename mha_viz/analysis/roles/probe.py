@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import InputError
+from ...core.errors import InputError
 from .scores import NORMALIZATIONS, _check_int, _check_normalization, induction_pattern_scores
+
 
 def _special_ids(tokenizer) -> set[int]:
     ids = getattr(tokenizer, "all_special_ids", None) or []

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import InputError
-from ...streaming import MapsSource, RowBlock, TraceSource, fold_maps
-from ...arrays import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
+from ...core.arrays import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
+from ...core.errors import InputError
+from ...maps.streaming import MapsSource, RowBlock, TraceSource, fold_maps
 from ..entropy import RowEntropy, mean_over_rows
 from ..special import drop_positions, kept_block
 from ..token_classes import ClassMass
@@ -166,7 +166,7 @@ _CACHED_ENTRIES = 1 << 23
 
 class TextScores:
     """The text scores of one input (previous / next token, duplicate token, induction on
-    the text), an accumulator (mha_viz.streaming) over blocks of query rows of its maps with
+    the text), an accumulator (mha_viz.maps.streaming) over blocks of query rows of its maps with
     the left-out positions removed: the mass on the diagonal or the token pattern, accumulated over
     the blocks. Memory: O(L H + T) plus one block's pattern rows (and the patterns' entries
     up to _CACHED_ENTRIES, reused by every layer). add() takes blocks [H, r, K'] of rows

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...errors import UnsupportedModelError
-from ...transformer import StackConfig
+from ...core.errors import UnsupportedModelError
+from ...engine.transformer import StackConfig
 
 NAME = "bert"
 MODEL_TYPES = ("bert",)

@@ -12,8 +12,8 @@ import dataclasses
 
 import torch
 
-from ...errors import UnsupportedModelError
-from ...transformer import StackConfig
+from ...core.errors import UnsupportedModelError
+from ...engine.transformer import StackConfig
 
 NAME = "llama"
 MODEL_TYPES = ("llama", "mistral", "qwen2")

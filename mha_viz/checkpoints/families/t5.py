@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...encoder_decoder import EncoderDecoderConfig, first_id
-from ...errors import UnsupportedModelError
-from ...transformer import StackConfig
+from ...core.errors import UnsupportedModelError
+from ...engine.encoder_decoder import EncoderDecoderConfig, first_id
+from ...engine.transformer import StackConfig
 
 NAME = "t5"
 MODEL_TYPES = ("t5",)

@@ -1,0 +1,473 @@
+"""Inside one head: every intermediate tensor of one attention head, step by step.
+
+For a layer l, a head h and a text, ``inside_one_head`` runs the model up to layer l with the
+engine's own modules and then walks through that head's computation, keeping each step
+(notation as in attention.py and on the "Inside one head" page; T tokens, d = d_model,
+d_k = d_model / heads):
+
+    X                  [T, d]    the attention input of layer l (pre-norm: norm(h); post-norm: h)
+    Q = X W_Q^h + b_Q^h [T, d_k]  this head's slice of the query projection (same for K, V;
+                                  under grouped-query attention K and V are those of the
+                                  key/value head this query head shares)
+    Q_rot, K_rot       [T, d_k]  rotary models: Q and K rotated by each token's position (RoPE)
+    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE)
+    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i)
+    weights = softmax(masked)    [T, T]   rows sum to 1: the head's attention map
+    context = weights V          [T, d_k]
+    W_O^h                        [d_k, d] the rows of W_O^T this head feeds
+    contribution = context W_O^h [T, d]   what this head adds to the layer's output
+
+The layer's output is the sum of every head's contribution plus the output bias b_O.
+Pure library code (torch + numpy, no Streamlit); nothing here re-derives the maths the
+engine does: projections, masks and softmax are the engine's own functions.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ...core.errors import InputError
+from ...engine.attention import apply_rotary, scaled_dot_product_attention
+
+__all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
+           "head_weight_slices", "inside_bytes_per_squared_token",
+           "summarise"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the computation, as the page shows it."""
+    key: str  # attribute of HeadInternals holding the array
+    symbol: str  # "Q", "softmax(...)" ...
+    shape_text: str  # "T × d_k = 12 × 32"
+    formula: str  # LaTeX (KaTeX) for the step
+    explanation: str  # one or two plain sentences
+    rows: str  # what the rows are: "token" | "d_k" | ...
+    cols: str  # what the columns are
+
+
+@dataclass(frozen=True)
+class FollowedQuery:
+    table: dict  # column -> one value per key, for a table on screen
+    strongest: list[tuple[int, float]]  # (key, weight), the largest weights first
+
+
+@dataclass
+class HeadInternals:
+    """Every intermediate array of one head on one input (numpy float32, batch removed)."""
+
+    layer: int
+    head: int
+    tokens: list[str]  # display labels, length T
+    causal: bool
+    pre_ln: bool  # pre-norm (GPT-2, Llama): X = norm(h); post-norm (BERT): X = h
+    scale: float  # the factor applied to Q K^T (1 / sqrt(d_k) unless the checkpoint says else)
+    d_model: int
+    d_k: int
+    n_head: int
+    hidden: np.ndarray  # [T, d]   the residual stream entering the layer (h)
+    X: np.ndarray  # [T, d]        the attention input (after ln_1 for GPT-2)
+    W_Q: np.ndarray  # [d, d_k]    this head's columns of the query projection (x @ W_Q)
+    W_K: np.ndarray  # [d, d_k]
+    W_V: np.ndarray  # [d, d_k]
+    b_Q: np.ndarray | None  # [d_k]
+    b_K: np.ndarray | None
+    b_V: np.ndarray | None
+    Q: np.ndarray  # [T, d_k]
+    K: np.ndarray  # [T, d_k]
+    V: np.ndarray  # [T, d_k]
+    scores: np.ndarray  # [T, T]   Q K^T * scale
+    mask: np.ndarray  # [T, T]     the additive mask: 0 or -inf
+    masked_scores: np.ndarray  # [T, T]   scores + mask
+    weights: np.ndarray  # [T, T]   softmax(masked_scores): trace.attentions[layer, head]
+    context: np.ndarray  # [T, d_k]  weights @ V
+    W_O: np.ndarray  # [d_k, d]   out.weight[:, h*d_k:(h+1)*d_k].T
+    contribution: np.ndarray  # [T, d]  context @ W_O
+    output_bias: np.ndarray | None  # [d]  b_O, added once for all heads
+    layer_output: np.ndarray  # [T, d]   the attention layer's output (all heads + b_O)
+    text: str = ""
+    text_pair: str | None = None
+    extra: dict = field(default_factory=dict)
+    norm_name: str = "LayerNorm"  # the norm that makes X (pre-norm models)
+    n_kv_head: int = 0  # key/value heads of the layer (0: one per query head)
+    kv_head: int = 0  # the key/value head this query head reads
+    sharing: list[int] = field(default_factory=list)  # query heads reading the same K and V
+    Q_rot: np.ndarray | None = None  # [T, d_k] Q after the rotary step (RoPE models)
+    K_rot: np.ndarray | None = None
+    rope_theta: float = 0.0
+    rotary_dim: int = 0
+    # an encoder-decoder's head (inside_seq2seq.py): "encoder", "decoder" or "cross"; the
+    # keys' tokens (cross-attention: the source); M, the encoder's output K and V come from
+    kind: str = ""
+    key_tokens: list[str] = field(default_factory=list)
+    memory: np.ndarray | None = None  # [S, d]
+    # T5's relative position bias: each (query, key) pair's bucket [T, T], this head's
+    # learned bias per bucket [B], the bias it adds [T, T], and the map without it
+    position_bias: np.ndarray | None = None
+    buckets: np.ndarray | None = None
+    bias_table: np.ndarray | None = None
+    weights_without_bias: np.ndarray | None = None
+    relative_buckets: int = 0
+    relative_max_distance: int = 0
+    qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: fused)
+    n_kv_width: int = 0  # H_kv x d_k: the width of K and of V for every head together
+
+    @property
+    def rotary(self) -> bool:
+        return self.Q_rot is not None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def columns(self) -> list[str]:
+        """The keys' tokens: the columns of the scores and weights, the rows of K and V."""
+        return self.key_tokens or self.tokens
+
+    @property
+    def cross(self) -> bool:
+        return self.kind == "cross"
+
+    @property
+    def einsum_difference(self) -> float:
+        """Largest |einsum('ib,ba->ia', X, W_Q) + b_Q - Q|: the index notation, run."""
+        q = np.einsum("ib,ba->ia", self.X.astype(np.float64), self.W_Q.astype(np.float64))
+        if self.b_Q is not None:
+            q = q + self.b_Q
+        return float(np.abs(q - self.Q).max())
+
+    def projection_text(self) -> str:
+        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the
+        index notation, in the real sizes."""
+        t, d, dk, h = self.n_tokens, self.d_model, self.d_k, self.n_head
+        total = h * dk + 2 * (self.n_kv_width or h * dk)
+        first, last = self.head * dk, (self.head + 1) * dk - 1
+        if len(self.qkv_names) == 1:
+            stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
+                      f"{self.qkv_names[0]} ({d} × {total}); one product gives Q, K and V "
+                      f"side by side, and this head's W_Q is its columns {first}–{last}.")
+        elif self.qkv_names:
+            stored = (f"This checkpoint keeps three matrices ({', '.join(self.qkv_names)}); "
+                      f"mha-viz puts them side by side into one {d} × {total} matrix when it "
+                      f"loads them, so one product gives Q, K and V, and this head's W_Q is "
+                      f"its columns {first}–{last}.")
+        else:
+            stored = ""
+        return (f"{stored} All heads at once: X ({t} × {d}) times every head's W_Q gives "
+                f"{t} × {h * dk}, reshaped to (1, {t}, {h}, {dk}) and transposed to (batch, "
+                f"heads, seq, d_k) = (1, {h}, {t}, {dk}), the shape the engine holds Q in; "
+                f"merging the heads after attention does the reverse. In index notation "
+                f"Q_ia = Σ_b X_ib W_Q,ba + b_a: np.einsum('ib,ba->ia', X, W_Q) on these "
+                f"numbers gives this Q (largest difference {self.einsum_difference:.1e}).")
+
+    @property
+    def share_of_output(self) -> float:
+        """||contribution|| / ||sum of every head's contribution|| (Frobenius norms): how large
+        this head's part of the layer output is, next to all heads together (bias excluded)."""
+        total = self.layer_output
+        if self.output_bias is not None:
+            total = total - self.output_bias
+        norm = float(np.linalg.norm(total))
+        return float(np.linalg.norm(self.contribution)) / norm if norm > 0 else float("nan")
+
+    def layout_step(self) -> Step | None:
+        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the index
+        notation run as an einsum (a decoder-only or encoder-only model's head; None for an
+        encoder-decoder's, whose projections are not fused)."""
+        if self.kind:
+            return None
+        return Step("W_Q", "W_Q, W_K, W_V in the checkpoint, split into heads",
+                    f"(batch, heads, seq, d_k) = (1, {self.n_head}, {self.n_tokens}, {self.d_k})",
+                    r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
+                    self.projection_text(), "dimension of d_model", "dimension of d_k")
+
+    def steps(self) -> list[Step]:
+        """The steps in order, with shapes written in the page's notation."""
+        t, d, dk = self.n_tokens, self.d_model, self.d_k
+        s = len(self.columns)  # keys: t, or the source's tokens for cross-attention
+        symbol = "LN" if self.norm_name == "LayerNorm" else self.norm_name
+        x_note = (f"Pre-norm: the head reads the residual stream after the layer's first "
+                  f"{self.norm_name}, X = {symbol}₁(h)." if self.pre_ln else
+                  "Post-norm (BERT): the head reads the hidden state h entering the layer as it "
+                  "is (the LayerNorm comes after the residual addition).")
+        shared = ""
+        if self.n_kv_head and self.n_kv_head < self.n_head:
+            others = [h for h in self.sharing if h != self.head]
+            shared = (f" This model shares key/value heads: query heads "
+                      f"{', '.join(f'H{h}' for h in self.sharing)} all read key/value head "
+                      f"{self.kv_head}, so their K and V are identical"
+                      + (f" (H{others[0]} has this K too)." if others else "."))
+        where = "the embeddings" if self.layer == 0 else f"layer {self.layer - 1}"
+        if self.cross:
+            x_note = ("Cross-attention: the queries come from the decoder's stream after this "
+                      "layer's self-attention" + (f" (normalised, {symbol})" if self.pre_ln
+                                                  else "") + "; the keys and values come from "
+                      "M, the encoder's output.")
+        scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(self.scale - dk ** -0.5) < 1e-9
+                      else f"{self.scale:.4g}")
+        scale_note = (f"scaled by {self.scale:.4g} so the scores do not grow with d_k = {dk}."
+                      if self.scale != 1.0 else
+                      "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
+        mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
+                     "the diagonal becomes −∞ (its weight will be exactly 0)."
+                     if self.causal else
+                     "Cross-attention is not masked: every target position may read every "
+                     "source token." if self.cross else
+                     "Bidirectional: nothing is masked (the mask is all zeros); with "
+                     "padding, padded keys would get −∞.")
+        rotary_steps = []
+        if self.rotary:
+            rotary_steps = [
+                Step("Q_rot", "RoPE", f"T × d_k = {t} × {dk} (Q and K)",
+                     r"q'_i = R_{\theta, i}\, q_i \qquad k'_j = R_{\theta, j}\, k_j",
+                     f"Rotary positions (Su et al. 2021): each pair of dimensions (j, j + "
+                     f"{self.rotary_dim // 2}) of a query and a key is rotated by an angle "
+                     f"i · θ^(−2j/{self.rotary_dim}) proportional to the token's position i "
+                     f"(θ = {self.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
+                     f"positions enter the scores, never the values (V is not rotated).",
+                     "token", "dimension of d_k")]
+        memory_steps, kv_from = [], "X"
+        if self.cross:
+            kv_from = "M"
+            memory_steps = [Step(
+                "memory", "M", f"S × d_model = {s} × {d}",
+                r"M \in \mathbb{R}^{S \times d_{model}}",
+                "The encoder's output, one row per source token: the same M for every "
+                "cross-attention layer of the decoder.", "source token", "dimension of d_model")]
+        bias_steps = []
+        if self.position_bias is not None:
+            direction = ("the decoder's buckets count only keys before the query (later keys "
+                         "are masked anyway)" if self.causal else
+                         "half the buckets are for keys after the query, half for keys "
+                         "before")
+            bias_steps = [Step(
+                "position_bias", "relative position bias", f"T × T = {t} × {t}",
+                r"S'' = S + B^{h}_{\mathrm{bucket}(j - i)}",
+                f"T5 has no position embeddings. Each pair (query i, key j) falls into one of "
+                f"{self.relative_buckets} buckets by its distance j − i: {direction}; the "
+                f"first buckets are exact distances, the rest grow logarithmically up to "
+                f"{self.relative_max_distance}, and every farther distance shares the last. "
+                f"This head adds its learned value for the pair's bucket to the score. The "
+                f"table belongs to the stack's first layer and every layer adds the same "
+                f"bias.", "query token", "key token")]
+        return [
+            *memory_steps,
+            Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
+                 f"The input of layer {self.layer}'s attention, one row per token, coming from "
+                 f"{where}. " + x_note, "token", "dimension of d_model"),
+            Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
+                 f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
+                 f"is this head's slice of the query projection.",
+                 "token", "dimension of d_k"),
+            Step("K", "K", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
+                 f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
+                 "Keys: what each token offers to be found by." + shared, "token",
+                 "dimension of d_k"),
+            Step("V", "V", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
+                 f"V = {kv_from}" + r"\,W_V^{h} + b_V^{h}",
+                 "Values: what each token passes on when it is attended to.", "token",
+                 "dimension of d_k"),
+            *rotary_steps,
+            Step("scores", "Q Kᵀ / √d_k" if self.scale != 1.0 else "Q Kᵀ",
+                 f"T × {'S' if self.cross else 'T'} = {t} × {s}",
+                 r"S = Q\,K^{\top}" + ("" if self.scale == 1.0 else r" \cdot " + scale_text),
+                 f"How well query i matches key j, {scale_note}", "query token", "key token"),
+            *bias_steps,
+            Step("masked_scores", "mask", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
+                 r"S' = S + M" if not bias_steps else r"S' = S'' + M",
+                 mask_text, "query token", "key token"),
+            Step("weights", "softmax", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
+                 r"A = \operatorname{softmax}_{\text{row}}(S')",
+                 "Each row becomes a probability distribution over the keys (it sums to 1): "
+                 "this is the attention map the other pages show.", "query token", "key token"),
+            Step("context", "weights × V", f"T × d_k = {t} × {dk}", r"C = A\,V",
+                 "Each token's output from this head: the attention-weighted average of the "
+                 "value vectors.", "token", "dimension of d_k"),
+            Step("W_O", "W_O slice", f"d_k × d_model = {dk} × {d}", r"W_O^{h}",
+                 f"This head's slice of the output projection: the {dk} rows of W_O (d_model × "
+                 f"d_model = {d} × {d}) that multiply this head's part of the concatenated "
+                 f"heads.", "dimension of d_k", "dimension of d_model"),
+            Step("contribution", "contribution", f"T × d_model = {t} × {d}",
+                 r"C\,W_O^{h}",
+                 f"What this head adds to the layer's output. The attention output is the sum "
+                 f"over all {self.n_head} heads of C W_O^h, plus the output bias b_O; it is "
+                 f"then added to the residual stream.", "token", "dimension of d_model"),
+        ]
+
+    @property
+    def scaled_by_sqrt_d_k(self) -> bool:
+        """The scores are divided by sqrt(d_k) (T5 folds it into W_Q; GPT-2 variants may
+        carry their own scale)."""
+        return abs(self.scale - self.d_k ** -0.5) < 1e-9
+
+    def followed_query(self, query: int, strongest: int = 3) -> "FollowedQuery":
+        """One query's row through steps 5-7: its scores, its scores after the mask (as text:
+        -inf is written), its weights, and the keys it weighs most."""
+        if not 0 <= int(query) < self.n_tokens:
+            raise InputError(f"query {query} is outside the {self.n_tokens} tokens")
+        row = self.weights[int(query)]
+        top = np.argsort(-row, kind="stable")[:strongest]
+        return FollowedQuery(
+            table={"score q·k × scale": np.round(self.scores[query], 4),
+                   "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
+                                      for v in self.masked_scores[query]],
+                   "weight": np.round(row, 4)},
+            strongest=[(int(j), float(row[j])) for j in top])
+
+    def largest_difference(self, attention_map: np.ndarray) -> float:
+        """max |weights - attention_map|: how far this walk-through is from the trace's map."""
+        return float(np.abs(self.weights - np.asarray(attention_map)).max())
+
+    def npz_bytes(self, tokens: list[str]) -> bytes:
+        """Every array of arrays() and the tokens, as a compressed .npz file's bytes."""
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, tokens=np.array(tokens), **self.arrays())
+        return buffer.getvalue()
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The named arrays (for downloads): X, W_Q, ..., contribution."""
+        names = ["X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "mask", "masked_scores",
+                 "weights", "context", "W_O", "contribution", "layer_output"]
+        out = {name: getattr(self, name) for name in names}
+        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_rot", "K_rot", "memory",
+                     "position_bias", "buckets", "bias_table", "weights_without_bias"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+def head_weight_slices(attn, head: int) -> dict[str, torch.Tensor | None]:
+    """The weights of one query head in ``x @ W`` form: W_Q, W_K, W_V [d, d_k], b_Q, b_K, b_V
+    [d_k], W_O [d_k, d] (the rows of W_O^T that this head's context multiplies). K and V are
+    those of the key/value head this query head reads."""
+    dk = attn.d_head
+    kv = attn.kv_heads[head]
+    q_width, kv_width = attn.n_head * dk, attn.n_kv_head * dk
+    if attn.fused_qkv:
+        weight, bias = attn.qkv.weight, attn.qkv.bias  # rows: Q block, K block, V block
+        blocks = [(0, head), (q_width, kv), (q_width + kv_width, kv)]
+        parts = [(weight[start + i * dk:start + (i + 1) * dk],
+                  None if bias is None else bias[start + i * dk:start + (i + 1) * dk])
+                 for start, i in blocks]
+    else:
+        parts = [(lin.weight[i * dk:(i + 1) * dk],
+                  None if lin.bias is None else lin.bias[i * dk:(i + 1) * dk])
+                 for lin, i in ((attn.query, head), (attn.key, kv), (attn.value, kv))]
+    (wq, bq), (wk, bk), (wv, bv) = parts
+    return {"W_Q": wq.T, "W_K": wk.T, "W_V": wv.T, "b_Q": bq, "b_K": bk, "b_V": bv,
+            "W_O": attn.out.weight[:, head * dk:(head + 1) * dk].T}
+
+
+def _np(t: torch.Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.detach().to(torch.float32).numpy().copy()
+
+
+def inside_bytes_per_squared_token(n_head: int) -> int:
+    """What inside_one_head holds per squared token: the engine's own attention of its layer
+    (scores and weights for every head, [H, T, T] float32 each, as the layers below hold
+    while they run) and the head's scores, mask, masked scores and weights ([T, T] each),
+    with a head's worth of slack. benchmarks/held_memory.py measured SmolLM2 (9 heads): 0.93
+    of this at 8,000 tokens, 0.95 at 4,096, 1.0 at 2,048."""
+    return 4 * (3 * int(n_head) + 4)
+
+
+def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | None = None,
+                    max_tokens: int | None = None) -> HeadInternals:
+    """Run ``text`` up to layer ``layer`` and return every intermediate array of ``head``.
+
+    The weights equal ``model.trace(text, text_pair).attentions[layer, head]`` and the sum of
+    every head's contribution plus the output bias equals the attention layer's output.
+    """
+    info = model.info
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
+            or not 0 <= layer < info.n_layer:
+        raise InputError(f"layer must be 0..{info.n_layer - 1} (counted from 0), got {layer!r}")
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) \
+            or not 0 <= head < info.n_head:
+        raise InputError(f"head must be 0..{info.n_head - 1} (counted from 0), got {head!r}")
+    layer, head = int(layer), int(head)
+    enc = model.encode(text, text_pair, max_tokens)
+    net = model.network
+    block = net.blocks[layer]
+    attn = block.attn
+    with torch.no_grad():
+        ids = torch.tensor([enc.input_ids], dtype=torch.long)
+        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        n = ids.shape[1]
+        bias = net.attention_bias(n)
+        rotary = net.rotary(n)
+        hidden, _ = net.run_layers(net.embed(ids, types), 0, layer, bias)
+        x = block.attention_input(hidden)
+        q, k, v = attn.project_qkv(x)  # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]
+        q_rot = k_rot = None
+        if rotary is not None:
+            q_rot, k_rot = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        q_used, k_used = (q, k) if rotary is None else (q_rot, k_rot)
+        # The engine's own attention, for every head at once: its weights are the trace's.
+        context, weights = scaled_dot_product_attention(q_used, k_used, v, bias, attn.scale)
+        output, _ = attn(x, bias, rotary=rotary)
+        kv = attn.kv_heads[head]
+        # The steps before the softmax, kept for display (the same two operations the
+        # engine applies inside scaled_dot_product_attention).
+        scores = torch.matmul(q_used[0, head], k_used[0, kv].transpose(-1, -2))
+        scores.mul_(attn.scale)
+        mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
+        masked = scores + mask
+    return head_internals(
+        attn, layer, head, hidden, x, q, k, v, scores, mask, masked, weights, context, output,
+        tokens=model.display_tokens(enc.input_ids), causal=info.causal,
+        pre_ln=bool(block.pre_ln), text=text, text_pair=text_pair,
+        extra={"truncated": enc.truncated,
+               "n_tokens_before_truncation": enc.n_tokens_before_truncation},
+        norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
+        Q_rot=None if q_rot is None else _np(q_rot[0, head]),
+        K_rot=None if k_rot is None else _np(k_rot[0, kv]),
+        rope_theta=net.config.rope_theta if rotary is not None else 0.0,
+        rotary_dim=net.config.rotary_dim if rotary is not None else 0,
+        qkv_names=tuple(net.config.qkv_names), n_kv_width=net.config.n_kv * net.config.d_head)
+
+
+def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,
+                   weights, context, output, **fields) -> HeadInternals:
+    """HeadInternals of one head from the tensors of its layer's attention (batch of 1):
+    hidden and x [1, T, d]; q [1, H, T, d_k]; k, v [1, H_kv, S, d_k]; this head's scores,
+    mask and masked scores [T, S]; every head's weights [1, H, T, S] and context
+    [1, H, T, d_k]; the layer's output [1, T, d]. fields: the rest (tokens, causal, ...)."""
+    kv = attn.kv_heads[head]
+    slices = head_weight_slices(attn, head)
+    return HeadInternals(
+        layer=layer, head=head, scale=float(attn.scale), d_model=attn.d_model,
+        d_k=attn.d_head, n_head=attn.n_head, hidden=_np(hidden[0]), X=_np(x[0]),
+        W_Q=_np(slices["W_Q"]), W_K=_np(slices["W_K"]), W_V=_np(slices["W_V"]),
+        b_Q=_np(slices["b_Q"]), b_K=_np(slices["b_K"]), b_V=_np(slices["b_V"]),
+        Q=_np(q[0, head]), K=_np(k[0, kv]), V=_np(v[0, kv]),
+        scores=_np(scores), mask=_np(mask), masked_scores=_np(masked),
+        weights=_np(weights[0, head]), context=_np(context[0, head]),
+        W_O=_np(slices["W_O"]), contribution=_np(context[0, head] @ slices["W_O"]),
+        output_bias=_np(attn.out.bias), layer_output=_np(output[0]),
+        n_kv_head=attn.n_kv_head, kv_head=kv,
+        sharing=[h for h, other in enumerate(attn.kv_heads) if other == kv], **fields)
+
+
+def summarise(array: np.ndarray) -> dict[str, float]:
+    """Shape-independent summary of a (large) array: finite min / max / mean / std, the
+    mean row norm, and the count of -inf entries (masked scores)."""
+    a = np.asarray(array, dtype=np.float64)
+    finite = a[np.isfinite(a)]
+    out = {
+        "min": float(finite.min()) if finite.size else float("nan"),
+        "max": float(finite.max()) if finite.size else float("nan"),
+        "mean": float(finite.mean()) if finite.size else float("nan"),
+        "std": float(finite.std()) if finite.size else float("nan"),
+    }
+    if a.ndim == 2 and np.isfinite(a).all():
+        out["mean row norm"] = float(np.linalg.norm(a, axis=1).mean())
+    masked = int(np.isneginf(a).sum())
+    if masked:
+        out["−∞ entries"] = float(masked)
+    return out

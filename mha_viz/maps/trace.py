@@ -1,0 +1,428 @@
+"""AttentionTrace: every head's attention map for one input, plus what a reader needs to read it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import TraceFileError
+from ..core.text import visible
+from .ondemand import OnDemandMaps, QueryKeyMaps
+
+FORMAT_VERSION = 1
+# Traces are read from uploads too: refuse anything bigger before decompressing it.
+DEFAULT_MAX_TRACE_BYTES = 1 << 30
+# At most this many heads (layers x heads) in a file: more than any model this app runs
+# (GPT-2 XL has 1,200, Llama-2-13B 1,600); the analyses' work grows with their square.
+MAX_TRACE_HEADS = 2048
+# How far a row of a map may sum from 1 (float16 rounding, renormalised rows).
+ROW_SUM_TOLERANCE = 1e-3
+# The per-token arrays a trace file holds: which numpy dtype kinds, and what they are.
+_ARRAYS = {"tokens": ("U", "strings"), "display_tokens": ("U", "strings"),
+           "token_ids": ("iu", "integers"), "special_mask": ("b", "booleans"),
+           "segment_ids": ("iu", "integers")}
+_DTYPES = "biufU"  # numbers and strings; never objects (a pickle in disguise)
+# trace.attentions of an on-demand trace computes every map at once up to this size; past it
+# it says to ask for heads, layers or rows instead.
+MATERIALISE_MAX_BYTES = 1 << 30
+# maps="auto" holds every map while they take at most this; longer inputs get on-demand maps.
+AUTO_FULL_MAPS_BYTES = MATERIALISE_MAX_BYTES
+
+
+@dataclass(eq=False)
+class AttentionTrace:
+    """What the model computed for one input.
+
+    attentions[l, h, i, j] is the weight that query position i of head h in layer l gives to
+    key position j, exactly as the softmax produced it (rows sum to 1; for causal models the
+    upper triangle is 0). Layers and heads are numbered from 0.
+
+    The maps are held whole (float32 [L, H, T, T]: fastest for short inputs) or, for long
+    inputs, computed on demand from what rebuilds them (an OnDemandMaps: memory grows with T,
+    not T squared). Both kinds answer head_map, layer_maps, rows, gather_rows, row_blocks and
+    block_mean with the same numbers; `attentions` of an on-demand trace computes them all,
+    when they fit in MATERIALISE_MAX_BYTES, and otherwise raises MapsTooLargeError saying so.
+    """
+
+    tokens: list[str]  # as the tokenizer names them ("Ġthe", "##ing", "[CLS]")
+    token_ids: list[int]
+    attentions: np.ndarray = field(repr=False)  # float32 [L, H, T, T], or an OnDemandMaps
+    display_tokens: list[str]  # readable labels: the token's own text, spaces shown as "␣"
+    special_mask: np.ndarray  # bool [T]: [CLS], [SEP], <|endoftext|>, ... positions
+    segment_ids: np.ndarray  # int [T]: 0 for sentence A, 1 for sentence B (BERT pairs)
+    causal: bool  # True for causal models (GPT-2, Llama): query i only sees keys 0..i
+    truncated: bool = False  # the text was longer than the model's context
+    n_tokens_before_truncation: int = 0  # token count the full text would have had
+    model_name: str = ""
+    arch: str = ""
+    text: str = ""
+    text_pair: str | None = None
+    extra: dict = field(default_factory=dict)
+    # kv_heads[h]: the key/value head query head h reads. Heads that share one read the same
+    # keys and values (grouped- or multi-query attention); None means every head has its own.
+    kv_heads: list[int] | None = None
+
+    def __post_init__(self):
+        self.special_mask = np.asarray(self.special_mask, dtype=bool)
+        self.segment_ids = np.asarray(self.segment_ids, dtype=np.int64)
+        if not self.n_tokens_before_truncation:
+            self.n_tokens_before_truncation = len(self.token_ids)
+        if len(self.maps_shape) != 4 or self.maps_shape[2:] != (self.n_tokens,) * 2:
+            raise TraceFileError(
+                f"attentions must have shape [L, H, {self.n_tokens}, {self.n_tokens}], "
+                f"got {list(self.maps_shape)}"
+            )
+        if self.kv_heads is None:
+            self.kv_heads = list(range(self.n_head))
+        self.kv_heads = [int(k) for k in self.kv_heads]
+        if len(self.kv_heads) != self.n_head:
+            raise TraceFileError(f"kv_heads has {len(self.kv_heads)} entries, expected one per "
+                                 f"head ({self.n_head})")
+        for name in ("tokens", "display_tokens", "special_mask", "segment_ids"):
+            if len(getattr(self, name)) != self.n_tokens:
+                raise TraceFileError(f"{name} has {len(getattr(self, name))} entries, "
+                                     f"expected one per token ({self.n_tokens})")
+
+    # --- the maps, whole or on demand -------------------------------------------------------
+
+    def _get_attentions(self) -> np.ndarray:
+        if self.maps_source is None:
+            return self._full
+        return self.maps_source.materialise(MATERIALISE_MAX_BYTES)
+
+    def _set_attentions(self, value) -> None:
+        if isinstance(value, OnDemandMaps):
+            self._full, self.maps_source = None, value
+        else:
+            self._full, self.maps_source = np.asarray(value, dtype=np.float32), None
+
+    @property
+    def on_demand(self) -> bool:
+        """True when the maps are computed when asked for, not held."""
+        return self.maps_source is not None
+
+    @property
+    def maps_shape(self) -> tuple[int, ...]:
+        """[L, H, T, T] without computing anything."""
+        if self.maps_source is None:
+            return tuple(self._full.shape)
+        m = self.maps_source
+        return (m.n_layer, m.n_head, m.n_tokens, m.n_tokens)
+
+    def head_map(self, layer: int, head: int) -> np.ndarray:
+        """One head's map, float32 [T, T]."""
+        if self.maps_source is None:
+            return self._full[layer, head]
+        return self.maps_source.head_map(layer, head)
+
+    head = head_map
+
+    def layer_maps(self, layer: int) -> np.ndarray:
+        """Every head's map in one layer, float32 [H, T, T]."""
+        if self.maps_source is None:
+            return self._full[layer]
+        return self.maps_source.layer_maps(layer)
+
+    def rows(self, layer: int, start: int, stop: int, heads=None) -> np.ndarray:
+        """Query rows start..stop-1 of `heads` (default all) in `layer`: [H', rows, T]."""
+        if self.maps_source is None:
+            heads = slice(None) if heads is None else list(heads)
+            return self._full[layer, heads, max(0, start):stop]
+        return self.maps_source.rows(layer, start, stop, heads)
+
+    def weights_between(self, query: int, key: int) -> np.ndarray:
+        """[L, H]: the weight from query to key in every head (one row per layer is read,
+        whole or on demand)."""
+        return np.stack([self.gather_rows(layer, [int(query)])[:, 0, int(key)]
+                         for layer in range(self.n_layer)])
+
+    def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
+        """The given query rows of `heads` (default all) in `layer`: [H', len(rows), T]."""
+        if self.maps_source is None:
+            heads = slice(None) if heads is None else list(heads)
+            return self._full[layer, heads][:, np.asarray(rows, dtype=np.int64)]
+        return self.maps_source.gather_rows(layer, rows, heads)
+
+    def row_blocks(self, max_elements: int | None = None, layers=None):
+        """(layer, start, stop, rows [H, stop - start, T]) over every layer's query rows, a
+        bounded block at a time: how statistics stream over an on-demand trace."""
+        from .ondemand import BLOCK_ELEMENTS
+
+        max_elements = BLOCK_ELEMENTS if max_elements is None else max_elements
+        if self.maps_source is not None:
+            yield from self.maps_source.row_blocks(max_elements, layers)
+            return
+        step = max(1, int(max_elements) // (self.n_head * self.n_tokens))
+        for layer in range(self.n_layer) if layers is None else layers:
+            for start in range(0, self.n_tokens, step):
+                stop = min(start + step, self.n_tokens)
+                yield layer, start, stop, self._full[layer, :, start:stop]
+
+    def block_mean(self, layer: int, head: int | None, factor: int) -> np.ndarray:
+        """The head's map (head=None: the mean of the layer's heads) averaged over factor x
+        factor blocks: the overview of a long input, [ceil(T / f), ceil(T / f)]."""
+        if self.maps_source is not None:
+            return self.maps_source.block_mean(layer, head, factor)
+        from .downsample import block_mean
+
+        if head is None:
+            return block_mean(self._full[layer].mean(axis=0, dtype=np.float64), factor)
+        return block_mean(self._full[layer, head], factor)
+
+    def held_bytes(self) -> int:
+        """The bytes this trace holds (the maps, or what rebuilds them)."""
+        held = self.special_mask.nbytes + self.segment_ids.nbytes + 8 * len(self.token_ids)
+        held += sum(len(t) for t in self.tokens) + sum(len(t) for t in self.display_tokens)
+        if self.maps_source is None:
+            return held + int(self._full.nbytes)
+        return held + int(self.maps_source.held_bytes())
+
+    def saved_bytes(self) -> int:
+        """About the size of the file save() writes: the maps, or what rebuilds them."""
+        if self.maps_source is None:
+            return int(self._full.nbytes)
+        return int(self.maps_source.saved_bytes())
+
+    @property
+    def n_layer(self) -> int:
+        return self.maps_shape[0]
+
+    @property
+    def n_head(self) -> int:
+        return self.maps_shape[1]
+
+    # the names traces used before one name per concept (ModelInfo's n_layer, n_head)
+    n_layers = property(lambda self: self.n_layer, doc="Deprecated: n_layer.")
+    n_heads = property(lambda self: self.n_head, doc="Deprecated: n_head.")
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def special_positions(self) -> list[int]:
+        return [int(i) for i in np.flatnonzero(self.special_mask)]
+
+    @property
+    def is_pair(self) -> bool:
+        return bool(self.segment_ids.any())
+
+    @property
+    def n_kv_heads(self) -> int:
+        return len(set(self.kv_heads))
+
+    def heads_sharing_kv(self, head: int) -> list[int]:
+        """The query heads (this one included) that read the same keys and values."""
+        return [h for h, kv in enumerate(self.kv_heads) if kv == self.kv_heads[head]]
+
+    # --- files -------------------------------------------------------------------------
+
+    def _metadata(self) -> dict:
+        return {
+            "format": "mha_viz.trace",
+            "version": FORMAT_VERSION,
+            "causal": self.causal,
+            "truncated": self.truncated,
+            "n_tokens_before_truncation": self.n_tokens_before_truncation,
+            "model_name": self.model_name,
+            "arch": self.arch,
+            "text": self.text,
+            "text_pair": self.text_pair,
+            "extra": self.extra,
+            "kv_heads": self.kv_heads,
+        }
+
+    def save(self, path_or_file) -> None:
+        """Write a compressed .npz that numpy can read with allow_pickle=False. An on-demand
+        trace writes each layer's queries and keys after rotation (L x (H + H_kv) x T x d_k
+        floats), which rebuild its maps with no model, instead of the maps."""
+        maps = ({"attentions": self._full} if self.maps_source is None
+                else self.maps_source.saved_arrays())
+        np.savez_compressed(
+            path_or_file,
+            **maps,
+            token_ids=np.asarray(self.token_ids, dtype=np.int64),
+            tokens=np.asarray(self.tokens, dtype=np.str_),
+            display_tokens=np.asarray(self.display_tokens, dtype=np.str_),
+            special_mask=self.special_mask,
+            segment_ids=self.segment_ids,
+            metadata=np.asarray(json.dumps(self._metadata())),
+        )
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        self.save(buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def load(cls, path_or_file, max_bytes: int = DEFAULT_MAX_TRACE_BYTES) -> "AttentionTrace":
+        """Read a trace written by save(), as a file from anyone: never unpickles; refuses
+        files over max_bytes (each array's size is read from its header before anything is
+        decompressed or allocated), and maps that are not attention (see check_maps)."""
+        if isinstance(path_or_file, (bytes, bytearray)):
+            path_or_file = io.BytesIO(path_or_file)
+        if isinstance(path_or_file, (str, os.PathLike)):
+            size = Path(path_or_file).stat().st_size
+            if size > max_bytes:
+                raise TraceFileError(f"trace file is {size} bytes, over the limit of {max_bytes}")
+        try:
+            with zipfile.ZipFile(path_or_file) as archive:
+                unpacked = sum(info.file_size for info in archive.infolist())
+                if unpacked > max_bytes:
+                    raise TraceFileError(f"trace unpacks to {unpacked} bytes, over the limit "
+                                         f"of {max_bytes}")
+                data = _read_members(archive, max_bytes)
+            if "metadata" not in data:
+                raise TraceFileError("this .npz was not written by mha_viz (no trace metadata)")
+            metadata = json.loads(str(data["metadata"]))
+            if not isinstance(metadata, dict) or metadata.get("format") != "mha_viz.trace":
+                raise TraceFileError("this .npz was not written by mha_viz (no trace metadata)")
+            missing = sorted(set(_ARRAYS) - set(data))
+            if missing:
+                raise TraceFileError(f"the trace lacks {', '.join(missing)}")
+            for name, (kind, what) in _ARRAYS.items():
+                if data[name].ndim != 1 or data[name].dtype.kind not in kind:
+                    raise TraceFileError(f"{name} must be a flat list of {what}, got an array "
+                                         f"of shape {list(data[name].shape)} "
+                                         f"({data[name].dtype})")
+            if "attentions" in data:
+                attentions = check_maps(data["attentions"])
+            elif "queries" in data:
+                attentions = check_queries_keys(data, bool(metadata["causal"]),
+                                                metadata.get("kv_heads"))
+            else:
+                raise TraceFileError("the trace holds neither maps nor queries and keys")
+            trace = cls(
+                tokens=[visible(t) for t in data["tokens"]],
+                token_ids=[int(t) for t in data["token_ids"]],
+                attentions=attentions,
+                display_tokens=[visible(t) for t in data["display_tokens"]],
+                special_mask=data["special_mask"].astype(bool),
+                segment_ids=data["segment_ids"].astype(np.int64),
+                causal=bool(metadata["causal"]),
+                truncated=bool(metadata["truncated"]),
+                n_tokens_before_truncation=int(metadata["n_tokens_before_truncation"]),
+                model_name=visible(metadata.get("model_name", "")),
+                arch=visible(metadata.get("arch", "")),
+                text=str(metadata.get("text", "")),
+                text_pair=metadata.get("text_pair"),
+                extra=metadata.get("extra", {}),
+                kv_heads=metadata.get("kv_heads"),
+            )
+        except TraceFileError:
+            raise
+        except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError, EOFError,
+                OverflowError) as error:
+            raise TraceFileError(f"not a readable mha_viz trace (.npz): {error}") from error
+        if not isinstance(trace.extra, dict) or not (
+                trace.text_pair is None or isinstance(trace.text_pair, str)):
+            raise TraceFileError("the trace's metadata is garbled")
+        if any(not 0 <= k < trace.n_head for k in trace.kv_heads):
+            raise TraceFileError("kv_heads names a key/value head outside the model")
+        return trace
+
+
+def _read_members(archive: zipfile.ZipFile, max_bytes: int) -> dict[str, np.ndarray]:
+    """Every .npy member of an .npz, each one's size taken from its header (shape x item
+    size) and checked, with the total, against max_bytes before it is read: a small file
+    whose header claims 149 GiB is refused, not allocated. No pickles (object arrays)."""
+    from numpy.lib import format as npy
+
+    members, total = {}, 0
+    for info in archive.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        with archive.open(info) as stream:
+            read_header = {(1, 0): npy.read_array_header_1_0,
+                           (2, 0): npy.read_array_header_2_0}.get(npy.read_magic(stream))
+            if read_header is None:
+                raise TraceFileError(f"{info.filename} is not a numpy array this app reads")
+            shape, _, dtype = read_header(stream)
+            if dtype.hasobject or dtype.kind not in _DTYPES:
+                raise TraceFileError(f"{info.filename} holds {dtype} values; a trace holds "
+                                     f"numbers and strings only")
+            if any(d < 0 for d in shape):
+                raise TraceFileError(f"{info.filename} has a negative dimension")
+            size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            total += size
+            if total > max_bytes:
+                raise TraceFileError(f"the trace's arrays take more than {max_bytes:,} bytes, "
+                                     f"over the limit for a saved trace")
+        with archive.open(info) as stream:
+            members[info.filename[:-4]] = npy.read_array(stream, allow_pickle=False)
+    return members
+
+
+def check_maps(attentions: np.ndarray) -> np.ndarray:
+    """Attention maps as a file must hold them: float [L, H, T, T] with L, H, T >= 1, at most
+    MAX_TRACE_HEADS heads, every weight finite and >= 0, every row summing to 1 (within
+    ROW_SUM_TOLERANCE). -> float32 maps; TraceFileError says what is wrong."""
+    if attentions.dtype.kind != "f":
+        raise TraceFileError(f"attention maps must be floating point numbers, got "
+                             f"{attentions.dtype}")
+    if attentions.ndim != 4 or attentions.shape[2] != attentions.shape[3]:
+        raise TraceFileError(f"attention maps must have shape [layers, heads, tokens, tokens], "
+                             f"got {list(attentions.shape)}")
+    n_layer, n_head, n_tokens = attentions.shape[:3]
+    if min(n_layer, n_head, n_tokens) < 1:
+        raise TraceFileError(f"the trace is empty: {n_layer} layers, {n_head} heads, "
+                             f"{n_tokens} tokens")
+    if n_layer * n_head > MAX_TRACE_HEADS:
+        raise TraceFileError(f"the trace has {n_layer} x {n_head} = {n_layer * n_head:,} "
+                             f"heads, more than the {MAX_TRACE_HEADS:,} a trace may hold")
+    maps = np.asarray(attentions, dtype=np.float32)
+    if not np.isfinite(maps).all():
+        raise TraceFileError("the attention maps hold NaN or infinite values")
+    if (maps < 0).any():
+        raise TraceFileError("the attention maps hold negative weights")
+    worst = float(np.abs(maps.sum(axis=-1, dtype=np.float64) - 1.0).max())
+    if worst > ROW_SUM_TOLERANCE:
+        raise TraceFileError(f"a row of the attention maps sums to {1 + worst:.4g} or "
+                             f"{1 - worst:.4g}, not 1: these are not attention weights")
+    return maps
+
+
+def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
+    """A saved on-demand trace's queries [L, H, T, d_k], keys [L, H_kv, T, d_k] and scales
+    [L], checked as check_maps checks maps -> the OnDemandMaps they rebuild."""
+    if "keys" not in data or "scales" not in data:
+        raise TraceFileError("the trace holds queries but lacks keys or scales")
+    queries, keys, scales = data["queries"], data["keys"], data["scales"]
+    for name, array in (("queries", queries), ("keys", keys), ("scales", scales)):
+        if array.dtype.kind != "f":
+            raise TraceFileError(f"{name} must be floating point numbers, got {array.dtype}")
+    if queries.ndim != 4 or keys.ndim != 4 or scales.shape != queries.shape[:1]:
+        raise TraceFileError(f"queries, keys and scales must have shapes [L, H, T, d], "
+                             f"[L, H_kv, T, d] and [L], got {list(queries.shape)}, "
+                             f"{list(keys.shape)} and {list(scales.shape)}")
+    n_layer, n_head, n_tokens, width = queries.shape
+    if (keys.shape[0], keys.shape[2], keys.shape[3]) != (n_layer, n_tokens, width):
+        raise TraceFileError(f"keys of shape {list(keys.shape)} do not match queries of "
+                             f"shape {list(queries.shape)}")
+    if min(n_layer, n_head, n_tokens, width, keys.shape[1]) < 1:
+        raise TraceFileError("the trace is empty")
+    if n_layer * n_head > MAX_TRACE_HEADS:
+        raise TraceFileError(f"the trace has {n_layer} x {n_head} = {n_layer * n_head:,} "
+                             f"heads, more than the {MAX_TRACE_HEADS:,} a trace may hold")
+    if not (np.isfinite(queries).all() and np.isfinite(keys).all()
+            and np.isfinite(scales).all()):
+        raise TraceFileError("the queries, keys or scales hold NaN or infinite values")
+    kv_heads = list(range(n_head)) if kv_heads is None else kv_heads
+    if (not isinstance(kv_heads, list) or len(kv_heads) != n_head
+            or any(not isinstance(k, int) or not 0 <= k < keys.shape[1] for k in kv_heads)):
+        raise TraceFileError("kv_heads does not name one key/value head per query head")
+    return QueryKeyMaps(queries, keys, scales, causal, kv_heads)
+
+
+# trace.attentions: the maps held, or all of an on-demand trace's maps computed when they fit
+# (a property set after the dataclass is made, so that attentions= stays its argument).
+AttentionTrace.attentions = property(
+    AttentionTrace._get_attentions, AttentionTrace._set_attentions,
+    doc="float32 [L, H, T, T]: every head's map (computed at once for an on-demand trace, "
+        "when they fit; see MATERIALISE_MAX_BYTES).")

@@ -1,0 +1,310 @@
+"""load_model and Model: text in, every head's attention (and the pruning score) out.
+
+Model is put together from one module per job: encoding.py (text to ids), scoring.py (the
+pruning score and target metrics), predictions.py, forward_run.py (one pass, kept) and this
+module (running the network and capturing its maps). Their public names are importable from
+here as well."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from .. import checkpoints
+from ..core import memory
+from ..core.budget import choose_maps
+from ..core.errors import CorruptCheckpointError, InputError
+from ..engine.encoder_decoder import EncoderDecoderStack
+from ..engine.interventions import Interventions
+from ..engine.transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
+from ..maps import trace as traces
+from ..maps.ondemand import LayerInputMaps
+from ..maps.trace import AUTO_FULL_MAPS_BYTES, AttentionTrace
+from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
+from .forward_run import ForwardRun
+from .image_to_text import ImageToTextModel
+from .model_info import SCORE_NAMES, ModelInfo, describe
+from .predictions import Predicting, Predictions
+from .scoring import (METRIC_KINDS, MLM_MASK_FRACTION, ResolvedMetric, ScoreInputs, Scoring,
+                      TargetMetric)
+from .seq2seq import EncoderDecoderModel
+
+__all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "MAX_TEXT_CHARS", "METRIC_KINDS",
+           "MLM_MASK_FRACTION", "Model", "ModelInfo", "Predictions", "ResolvedMetric",
+           "SCORE_NAMES", "ScoreInputs", "TargetMetric", "clean_text", "describe", "load_model"]
+
+
+class Model(TextInput, Scoring, Predicting):
+    """A checkpoint loaded into our own engine, with its tokenizer."""
+
+    def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
+        super().__init__(tokenizer)
+        self.network = network
+        self.info = info
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (f"Model({i.name!r}: {i.arch}, {i.n_layer} layers x {i.n_head} heads, "
+                f"d_model {i.d_model})")
+
+    # --- tracing -------------------------------------------------------------------------
+
+    def maps_kind(self, n_tokens: int, maps="auto", bytes_per_token: int = 0) -> str:
+        """"full" (every map held: fastest), "on_demand" (the hidden state entering each
+        layer held, maps recomputed when asked for: memory grows with T, not T squared) or
+        "none". "auto" holds the maps whole while they take at most AUTO_FULL_MAPS_BYTES;
+        "budget" while they fit the server's share for one input, with bytes_per_token more
+        kept per token (budget.choose_maps: InputError when not even on demand fits)."""
+        if maps is True:
+            return "full"
+        if maps is False or maps is None:
+            return "none"
+        if maps == "auto":
+            need = 4 * self.info.n_layer * self.info.n_head * n_tokens ** 2
+            return "full" if need <= traces.AUTO_FULL_MAPS_BYTES else "on_demand"
+        if maps == "budget":
+            info = self.info
+            return choose_maps(info.n_layer, info.n_head, info.d_model, n_tokens,
+                               bytes_per_token=bytes_per_token)
+        if maps in ("full", "on_demand", "none"):
+            return maps
+        raise InputError(f"maps must be 'auto', 'budget', 'full', 'on_demand' or 'none', got "
+                         f"{maps!r}")
+
+    def on_demand_bytes(self, n_tokens: int) -> int:
+        """What an on-demand trace of n_tokens holds: each layer's input, L x T x d floats."""
+        return 4 * self.info.n_layer * n_tokens * self.info.d_model
+
+    def _forward(self, ids: list[int], types: list[int] | None, mask=None,
+                 ablation: str = "zero", maps: str = "full", hooks=None):
+        """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
+        -> (maps: float32 [L, H, T, T] | LayerInputMaps | None, embedded,
+        final residual, last hidden). Attention runs a block of query rows at a time
+        (no [H, T, T] scores); full maps are written block by block into one buffer, so the
+        array handed out is that buffer itself (no per-layer copies). Without maps, short
+        inputs (up to CHUNKED_FROM tokens) take the plain path."""
+        n = len(ids)
+        net = self.network
+        with torch.inference_mode():
+            input_ids = torch.tensor([ids], dtype=torch.long)
+            token_types = None if types is None else torch.tensor([types], dtype=torch.long)
+            embedded = net.embed(input_ids, token_types)
+            if maps == "full":
+                buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n,
+                                     dtype=torch.float32)
+                # The same chunked arithmetic as on-demand maps: both give identical maps.
+                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
+                                          attentions_out=buffer, query_chunk=QUERY_CHUNK,
+                                          hooks=hooks)
+                found = buffer.numpy()
+            elif maps == "on_demand" or n > CHUNKED_FROM:
+                inputs: list | None = [] if maps == "on_demand" else None
+                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
+                                          layer_inputs=inputs, query_chunk=QUERY_CHUNK,
+                                          hooks=hooks)
+                found = None if inputs is None else LayerInputMaps(net, inputs)
+            else:
+                final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
+                                          ablation, hooks=hooks)
+                found = None
+            return found, embedded, final, net.finish(final)
+
+    def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
+                     ablation: str = "zero", maps="full"):
+        """(maps, last hidden [T, d] numpy) of one forward."""
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        if mask is not None and mask.dim() != 2:
+            raise InputError("a trace takes one head mask of shape [layers, heads]")
+        found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
+                                                 self.maps_kind(len(ids), maps))
+        return found, last_hidden[0].numpy()
+
+    def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+              head_mask=None, ablation: str = "zero", maps="auto") -> AttentionTrace:
+        """Every head's attention map for the text (and sentence B, for BERT).
+
+        head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
+        switching heads off changes the maps of the layers above them; a masked head's own
+        map is still what its softmax computed.
+        maps: "full" holds every map; "on_demand" holds what rebuilds them and computes a
+        head's or a layer's map when asked (trace.head_map, trace.layer_maps, trace.rows);
+        "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES."""
+        enc = self.encode(text, text_pair, max_tokens)
+        kind = self.maps_kind(len(enc.input_ids), maps)
+        if kind == "none":
+            raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
+        attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
+                                          kind)
+        trace = self._make_trace(enc, attentions, text, text_pair)
+        if head_mask is not None:
+            trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
+            trace.extra["ablation"] = ablation
+        return trace
+
+    def trace_ids(self, ids, token_type_ids=None, maps="auto") -> AttentionTrace:
+        """Trace pre-tokenized input (no special tokens are added)."""
+        ids = self._check_ids(ids)
+        types = [0] * len(ids) if token_type_ids is None else [int(t) for t in token_type_ids]
+        if len(types) != len(ids):
+            raise InputError("token_type_ids must have one entry per token id")
+        enc = Encoding(ids, types, [i in self._special_ids for i in ids], False, len(ids))
+        attentions, _ = self._run_capture(ids, types, maps=maps)
+        return self._make_trace(enc, attentions, "", None)
+
+    def attention_by_layer(self, batch: list[list[int]]):
+        """Run a batch of pre-tokenized segments (padded, the padding masked, so each
+        segment's maps are those it gets alone) one layer at a time, yielding (layer,
+        weights [B, H, W, W] float32) as each layer's attention is computed: segment b's own
+        maps are weights[b, :, :n_b, :n_b]. Nothing is kept from one layer to the next but
+        the hidden state, so a statistic reads the maps while they are fresh and the batch
+        never holds [B, L, H, W, W]."""
+        width = max(len(ids) for ids in batch)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch])
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
+        net = self.network
+        with torch.inference_mode():
+            h, bias = net.embed(input_ids), net.attention_bias(width, mask)
+        yield from net.weights_by_layer(h, bias, mask)
+
+    def _make_trace(self, enc: Encoding, attentions, text, text_pair) -> AttentionTrace:
+        with self._tokenizer_lock:
+            tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
+        extra = {}
+        if enc.n_chars_given is not None:  # only the first MAX_TEXT_CHARS were read
+            extra["n_chars_given"] = enc.n_chars_given
+            text = text[:MAX_TEXT_CHARS]
+        return AttentionTrace(
+            tokens=tokens, extra=extra,
+            token_ids=enc.input_ids, attentions=attentions,
+            display_tokens=self.display_tokens(enc.input_ids),
+            special_mask=np.array(enc.special_mask, dtype=bool),
+            segment_ids=np.array(enc.token_type_ids, dtype=np.int64),
+            causal=self.info.causal, truncated=enc.truncated,
+            n_tokens_before_truncation=enc.n_tokens_before_truncation,
+            model_name=self.info.name, arch=self.info.arch, text=text, text_pair=text_pair,
+            kv_heads=list(self.info.kv_heads))
+
+    def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+            head_mask=None, maps="auto") -> ForwardRun:
+        """One forward pass that keeps what the trace, the predictions, the target metrics and
+        direct logit attribution need, so each of them costs no further forward. maps: as
+        trace() takes it; False (or "none") skips the maps (run.trace is then None)."""
+        enc = self.encode(text, text_pair, max_tokens)
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        if mask is not None and mask.dim() != 2:
+            raise InputError("a run takes one head mask of shape [layers, heads]")
+        # besides the maps a run keeps, per layer and token, the heads' outputs and the MLP's
+        info = self.info
+        kind = self.maps_kind(len(enc.input_ids), maps, bytes_per_token=4 * info.n_layer * (
+            info.d_model + info.n_head * info.d_head))
+        kept = Interventions(capture=["z", "mlp_out"])  # what attribution reads
+        found, embedded, final, last_hidden = self._forward(
+            enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept)
+        records = [{"context": kept.captured[("z", layer)],
+                    "mlp_out": kept.captured[("mlp_out", layer)]}
+                   for layer in range(self.info.n_layer)]
+        trace = None
+        if found is not None:
+            trace = self._make_trace(enc, found, text, text_pair)
+            if head_mask is not None:
+                trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
+                trace.extra["ablation"] = "zero"
+        return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden)
+
+    def run_with_cache(self, text_or_ids, names=None, ungroup_kv: bool = False,
+                       max_bytes: int | None = None):
+        """(logits [1, T, vocab], cache): one forward keeping the named activations, read as
+        cache["z", 20] or cache["blocks.20.attn.hook_z"] in TransformerLens's layouts (see
+        mha_viz.models.activation_cache; names limits what is kept, within the memory budget)."""
+        from .activation_cache import run_with_cache
+
+        return run_with_cache(self, text_or_ids, names, ungroup_kv, max_bytes)
+
+    def last_hidden_state(self, text: str, text_pair: str | None = None) -> np.ndarray:
+        """[T, d_model]: the last hidden state (after the final norm, where there is one)."""
+        enc = self.encode(text, text_pair)
+        return self._run_capture(enc.input_ids, enc.token_type_ids, maps="none")[1]
+
+    def logits(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+               head_mask=None) -> np.ndarray:
+        """[T, vocab] float32: the LM head's logits at every position (next-token logits for
+        causal models, masked-LM logits for BERT with an MLM head)."""
+        if not self.info.has_lm_head:
+            raise InputError(f"'{self.info.name}' has no language-model head: it gives "
+                             f"embeddings, not token predictions")
+        enc = self.encode(text, text_pair, max_tokens)
+        mask = None if head_mask is None else self.check_head_mask(head_mask)
+        with torch.inference_mode():
+            ids = torch.tensor([enc.input_ids], dtype=torch.long)
+            types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+            last_hidden, _ = self.network(ids, types, head_mask=mask)
+            return self.network.lm_logits(last_hidden)[0].numpy()
+
+    def embed(self, text: str) -> np.ndarray:
+        """Mean-pooled, L2-normalised last hidden state: the sentence-transformers embedding
+        of a MiniLM-style checkpoint."""
+        pooled = torch.from_numpy(self.last_hidden_state(text)).mean(0)
+        return F.normalize(pooled, dim=0).numpy()
+
+
+def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None = None
+               ) -> Model:
+    """A bundled name ("minilm", "smollm2"), a local checkpoint folder or .gguf file, or a
+    hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
+    checkpoints.allowed_dirs() for its visitors); None allows any."""
+    resolved = checkpoints.resolve(name, local_dirs=local_dirs)
+    memory.return_large_blocks()  # before the first big allocations: see mha_viz.core.memory
+    network, tokenizer = checkpoints.load(resolved)
+    # transformers' own notion of the context is not the model's here: we truncate ourselves
+    tokenizer.model_max_length = int(1e9)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    config = network.config
+    if not isinstance(network, TransformerStack):  # an encoder and a decoder
+        return _encoder_decoder_model(resolved, network, tokenizer)
+    if config.causal and config.has_lm_head:
+        score_kind = "next_token_loss"
+    elif config.lm_head == "mlm" and tokenizer.mask_token_id is not None:
+        score_kind = "mlm_loss"
+    else:
+        score_kind = "embedding_shift"
+    vocab = len(tokenizer)
+    if vocab > config.vocab_size:
+        raise CorruptCheckpointError(
+            f"the tokenizer has {vocab} tokens but the model's embedding only {config.vocab_size}")
+    info = ModelInfo(name=resolved.name, arch=config.arch, n_layer=config.n_layer,
+                     n_head=config.n_head, d_model=config.d_model, d_head=config.d_head,
+                     max_positions=config.max_positions, vocab_size=config.vocab_size,
+                     source=resolved.source, score_kind=score_kind, causal=config.causal,
+                     n_kv_head=config.n_kv, kv_heads=tuple(config.kv_heads),
+                     description=describe(config), has_lm_head=config.has_lm_head)
+    return Model(network, tokenizer, info)
+
+
+def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
+                           ) -> EncoderDecoderModel:
+    """The library model of a loaded encoder-decoder (one whose encoder reads an image:
+    ImageToTextModel)."""
+    config = network.config
+    encoder, decoder = config.encoder, config.decoder
+    vocab = len(tokenizer)
+    for side, stack in (("encoder", encoder), ("decoder", decoder)):
+        if vocab > stack.vocab_size:
+            raise CorruptCheckpointError(f"the tokenizer has {vocab} tokens but the model's "
+                                         f"{side} embedding only {stack.vocab_size}")
+    info = ModelInfo(
+        name=resolved.name, arch=config.arch, n_layer=decoder.n_layer, n_head=decoder.n_head,
+        d_model=decoder.d_model, d_head=decoder.d_head, max_positions=decoder.max_positions,
+        vocab_size=decoder.vocab_size, source=resolved.source, score_kind="target_loss",
+        causal=True, n_kv_head=decoder.n_kv, kv_heads=tuple(decoder.kv_heads),
+        description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
+        has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
+        n_encoder_head=encoder.n_head)
+    if config.image is not None:  # the encoder reads an image: cross-modal attention
+        return ImageToTextModel(network, tokenizer, info)
+    return EncoderDecoderModel(network, tokenizer, info)

@@ -1,0 +1,158 @@
+"""The warm start: what the server prepares when it starts, and "prepare every page" for a
+teacher's text, land under the keys the pages read, with the numbers the library gives."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+
+from mha_viz import load_model  # noqa: E402
+from mha_viz.analysis import pruning  # noqa: E402
+from mha_viz.ui import compute, warm  # noqa: E402
+from mha_viz.ui.settings import DEFAULT_MAX_TOKENS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "A warm start keeps the class from waiting for the model."
+
+
+def prepared(name: str) -> list:
+    steps = []
+    warm.prepare(name, TEXT, progress=lambda done, total, what: steps.append((done, total)))
+    assert steps == [(k, len(steps)) for k in range(1, len(steps) + 1)]
+    return steps
+
+
+def test_prepare_fills_the_stores_the_pages_read():
+    """A causal model: what the pruning page runs by itself on opening, all of it."""
+    assert len(prepared("smollm2")) == 6  # maps, run, score, sweep, gradient, curve
+    store = compute._small_store()
+    model = load_model("smollm2")
+    found, effects = store.get(compute.pruning_key("ablation", "smollm2", TEXT))
+    assert found
+    np.testing.assert_allclose(effects, pruning.ablation_effects(model, TEXT), atol=1e-5)
+    found, gradient = store.get(compute.pruning_key("gradient", "smollm2", TEXT))
+    np.testing.assert_allclose(gradient, pruning.gradient_importance(model, TEXT), rtol=1e-4,
+                               atol=1e-6)
+    found, curve = store.get(compute.pruning_key("curve", "smollm2", TEXT))
+    np.testing.assert_allclose(curve.scores, pruning.pruning_curve(model, TEXT, step=0.1).scores,
+                               atol=1e-4)
+    assert store.get(compute.pruning_key("score", "smollm2", TEXT))[1] == pytest.approx(
+        model.score(TEXT), abs=1e-5)
+    found, trace = compute.results_store().get(("trace", "smollm2", TEXT, None,
+                                                 DEFAULT_MAX_TOKENS))
+    assert found and trace.n_tokens == len(model.encode(TEXT).input_ids)
+
+
+def test_prepare_does_only_what_the_page_does_by_itself():
+    """MiniLM's score is the embedding shift: the page runs the score and the sweep, and waits
+    for a button for the rest; so does the warm start."""
+    assert len(prepared("minilm")) == 4  # maps, run, score, sweep
+    store = compute._small_store()
+    assert store.get(compute.pruning_key("ablation", "minilm", TEXT))[0]
+    assert not store.get(compute.pruning_key("gradient", "minilm", TEXT))[0]
+
+
+def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
+    from test_app_home_maps_entropy import run_page, texts
+
+    text = "Prepared before the lesson, read during it."
+    warm.prepare("minilm", text)
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("the page recomputed a prepared result")
+    for name in ("ablation_effects",):  # what MiniLM's page runs by itself
+        monkeypatch.setattr(pruning, name, not_again)
+    at = run_page("pages/4_Pruning_Impact.py", {"model": "minilm", "text": text}, {})
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
+
+
+def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_path):
+    """The next start of the server (its memory empty) reads what the last one computed from
+    the disk: the same numbers, and the sweep, gradient and curve are not computed again."""
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", str(tmp_path))
+    warm._results_on_disk.cache_clear()
+    text = "Prepared yesterday, taught today."
+    warm.prepare("smollm2", text)
+    assert len(list(tmp_path.glob("*.npz"))) == 4  # score, sweep, gradient, curve
+    keys = [compute.pruning_key(kind, "smollm2", text)
+            for kind in ("score", "ablation", "gradient", "curve")]
+    first = [compute._small_store().get(key)[1] for key in keys]
+    compute.clear()  # a new server
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("a prepared result was computed again")
+    for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
+        monkeypatch.setattr(pruning, name, not_again)
+    warm.prepare("smollm2", text)
+    again = [compute._small_store().get(key)[1] for key in keys]
+    assert again[0] == first[0]
+    np.testing.assert_array_equal(again[1], first[1])
+    np.testing.assert_array_equal(again[2], first[2])
+    np.testing.assert_array_equal(again[3].scores, first[3].scores)
+    assert again[3].removed == first[3].removed and again[3].by == first[3].by
+    np.testing.assert_array_equal(np.stack(again[3].masks), np.stack(first[3].masks))
+    # another text is another question: computed (here: refused by the patch), not reused
+    other = text + " Another one."
+    warm.prepare("smollm2", other)
+    assert not compute._small_store().get(compute.pruning_key("ablation", "smollm2", other))[0]
+    compute.clear()
+    warm._results_on_disk.cache_clear()
+
+
+def test_the_command_line_prepares_for_the_next_server_start(monkeypatch, tmp_path, capsys):
+    """`mha-viz prepare` (the Dockerfile runs it) keeps the results where the server reads
+    them; with the disk turned off it says so and fails."""
+    from mha_viz.__main__ import main
+
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", str(tmp_path))
+    warm._results_on_disk.cache_clear()
+    assert main(["prepare", "--model", "minilm", "--text", "Ready before class."]) == 0
+    assert len(list(tmp_path.glob("*.npz"))) == 2  # MiniLM's page: the score and the sweep
+    assert "[4/4] the ablation sweep" in capsys.readouterr().out
+    assert main(["prepare", "--model", "no-such-model-anywhere"]) == 2
+    assert "error:" in capsys.readouterr().err
+    monkeypatch.setenv("MHA_VIZ_PREPARED_DIR", "off")
+    warm._results_on_disk.cache_clear()
+    assert main(["prepare", "--model", "minilm"]) == 2
+    assert "nothing would be kept" in capsys.readouterr().err
+    warm._results_on_disk.cache_clear()
+
+
+def test_home_prepares_a_teachers_text_with_progress():
+    from test_app_home_maps_entropy import run_page, texts
+
+    text = "A teacher's own sentence about the cat."
+    at = run_page("app.py", {"model": "minilm", "text": text}, {})
+    at = [b for b in at.button if b.label == "Prepare every page for this text"][0].click().run()
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    assert at.get("progress")[-1].proto.text == "Every page is ready for this text."
+    assert compute._small_store().get(compute.pruning_key("ablation", "minilm", text))[0]
+
+
+def test_the_server_finds_the_app_and_its_warm_start():
+    import importlib.util
+
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(ROOT / "app.py")
+    assert found.is_asgi_app and found.import_string.endswith(":app")
+    spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imported, as `streamlit run` does: no page is drawn
+    assert type(module.app).__name__ == "App"
+
+
+def test_the_warm_start_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
+    monkeypatch.setattr(warm, "get_model", lambda name: pytest.fail("it loaded a model"))
+    warm.prepare_default()
+
+
+def test_a_failing_warm_start_is_logged_not_raised(monkeypatch, caplog):
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "1")
+    monkeypatch.setattr(warm, "default_model", lambda: "no-such-model-anywhere")
+    warm.prepare_default()
+    assert "preparing the default model failed" in caplog.text

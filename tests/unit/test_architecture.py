@@ -1,0 +1,219 @@
+"""The house's rules, read from the source (docs/architecture.md): no import circle inside
+mha_viz/ (imports inside functions count: they are a circle deferred, not removed), no library
+module over 500 lines, and the library never imports Streamlit outside mha_viz/ui."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "mha_viz"
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The mha_viz modules this one imports, at any depth of its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:  # "from . import x" names a submodule
+                if f"{target}.{alias.name}" in known:
+                    found.add(f"{target}.{alias.name}")
+                elif target in known:
+                    found.add(target)
+    return found - {name}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    edges = {name: imports_of(name, path, known) for name, path in known.items()}
+    # a package's __init__ importing its own submodules is how it re-exports them, and a
+    # submodule reached through the package runs that __init__ first; only an edge back from
+    # a submodule into its own package's __init__ would close a circle, and is kept
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_checker_finds_a_circle_and_no_false_one():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_no_import_circle_in_the_library():
+    edges = graph()
+    # importing a subpackage runs its __init__, which imports its modules: an edge from a
+    # submodule to its parent package is a real circle; the parent's own edges down are not
+    # a circle unless something below comes back up
+    assert "mha_viz.models.model" in edges
+    assert "mha_viz.models.seq2seq" in edges["mha_viz.models.model"]
+    assert circles(edges) == []
+
+
+def test_no_library_module_over_500_lines():
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_only_the_ui_package_imports_streamlit():
+    users = {name for name, path in modules().items()
+             if "import streamlit" in path.read_text() and not name.startswith("mha_viz.ui")}
+    assert users == set()
+
+
+# The layers are the folders: each folder's __init__ docstring says what it holds and ends
+# on "May import: a, b." (or "nothing else in mha_viz"). The test reads those lines; no list
+# of modules is kept here. Three modules stand at the top, outside every folder: the public
+# API (mha_viz/__init__.py re-exports from every layer), the command line (__main__) and the
+# random-checkpoint builder for tests (testing).
+TOP_LEVEL = {"mha_viz", "mha_viz.__main__", "mha_viz.testing"}
+
+
+def folder_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else None
+
+
+def declared_imports() -> dict[str, set[str]]:
+    """Each top-level folder's "May import:" line, read from its __init__ docstring."""
+    declared = {}
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        lines = [line for line in doc.splitlines() if line.startswith("May import:")]
+        assert len(lines) == 1, f"{init.relative_to(ROOT)} says no 'May import:' line"
+        said = lines[0].removeprefix("May import:").strip().rstrip(".")
+        declared[init.parent.name] = (set() if said == "nothing else in mha_viz"
+                                      else {name.strip() for name in said.split(",")})
+    return declared
+
+
+def test_every_module_is_in_a_folder_that_declares_its_imports():
+    declared = declared_imports()
+    homeless = {m for m in modules() if m not in TOP_LEVEL and folder_of(m) not in declared}
+    assert homeless == set()
+    unknown = {name for said in declared.values() for name in said} - set(declared)
+    assert unknown == set()
+
+
+def test_each_folder_says_what_it_holds_first():
+    """A newcomer reads the folder names and their docstrings' first paragraphs."""
+    for init in [*PACKAGE.glob("*/__init__.py"), *PACKAGE.glob("*/*/__init__.py")]:
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc.split("\n\n")[0]) > 80, init.relative_to(ROOT)
+
+
+def test_the_folders_are_layers_with_no_circle():
+    declared = declared_imports()
+    assert circles(declared) == []
+    assert declared["core"] == set()  # the bottom layer
+
+
+def test_no_folder_imports_what_it_does_not_declare():
+    declared = declared_imports()
+    undeclared = sorted((a, b) for a, targets in graph().items() for b in targets
+                        if a not in TOP_LEVEL and b not in TOP_LEVEL
+                        and folder_of(a) != folder_of(b)
+                        and folder_of(b) not in declared[folder_of(a)])
+    assert undeclared == []
+
+
+def test_the_layer_checks_can_fail():
+    assert circles({"core": set(), "a": {"b"}, "b": {"a"}}) == [["a", "b"]]
+    assert folder_of("mha_viz.engine.attention") == "engine"
+    assert folder_of("mha_viz.analysis") == "analysis"
+    assert folder_of("mha_viz.testing") is None
+
+
+def test_one_name_per_concept(gpt2_model):
+    """n_layer and n_head, as ModelInfo names them; n_layers / n_heads survive only as the
+    trace's deprecated aliases (tested to agree)."""
+    import re
+
+    found = []
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\bn_(layers|heads)\b", line) and "Deprecated" not in line:
+                found.append(f"{path.relative_to(ROOT)}:{number}")
+    assert found == []
+    trace = gpt2_model.trace("one name for one thing")
+    assert (trace.n_layers, trace.n_heads) == (trace.n_layer, trace.n_head) == trace.maps_shape[:2]
+
+
+def test_pages_leave_the_arithmetic_to_the_library():
+    """A page is widgets, library calls and layout: numpy there only picks positions
+    (arange, flatnonzero) or shapes a table for a download, never computes a number shown."""
+    import re
+
+    computing = re.compile(r"\bnp\.(log|exp|mean|nanmean|max|min|nanmax|sum|argsort|argmax|"
+                           r"argmin|sqrt|stack|concatenate|unravel_index|round|std|var|"
+                           r"corrcoef|linalg)\b")
+    found = [f"{path.name}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "pages").glob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if computing.search(line)]
+    assert found == []
+
+
+# How a trace holds its maps (whole, or rebuilt on demand) is the trace's business: pages
+# and the ui read heads, rows, block means and streamed statistics, the same for both.
+TRACE_STORAGE = {"attentions", "on_demand", "maps_source", "materialise", "_full"}
+
+
+def test_no_page_or_ui_module_asks_how_a_trace_holds_its_maps():
+    readers = [*ROOT.joinpath("pages").glob("*.py"), ROOT / "app.py",
+               *PACKAGE.joinpath("ui").glob("*.py")]
+    asked = sorted(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
+                   for path in readers for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Attribute) and node.attr in TRACE_STORAGE)
+    assert asked == []

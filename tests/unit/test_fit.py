@@ -1,0 +1,91 @@
+"""mha_viz.plots.fit: figures laid out for the screen they are shown on."""
+
+import numpy as np
+import pytest
+
+from mha_viz import plots
+from mha_viz.plots.fit import NARROW_PX, Screen, fit_figure
+
+
+def _attention(n):
+    a = np.random.default_rng(0).random((n, n))
+    return a / a.sum(-1, keepdims=True)
+
+
+def test_grid_maps_get_square_cells_and_a_colour_bar_as_tall_as_the_map():
+    fig = fit_figure(plots.layer_head_heatmap(np.ones((6, 4)), "t", "nats"), Screen(1000))
+    m = fig.layout.margin
+    plot_h = fig.layout.height - m.t - m.b
+    plot_w = fig.layout.width - m.l - m.r
+    assert abs(plot_h / 6 - plot_w / 4) < 1.0  # square cells
+    assert fig.layout.width < 1000  # its natural size, not stretched
+    # the colour bar spans the plot area, which the map now fills
+    assert fig.data[0].colorbar.len in (None, 1)
+
+
+def test_on_a_phone_the_colour_bar_goes_under_the_map_and_the_map_keeps_its_width():
+    fig = fit_figure(plots.head_heatmap(_attention(11), [f"tok{i}" for i in range(11)]),
+                     Screen(368))
+    assert fig.data[0].colorbar.orientation == "h"
+    m = fig.layout.margin
+    assert (fig.layout.width or 368) - m.l - m.r >= 250
+
+
+def test_numbers_in_cells_only_where_they_fit():
+    fig = plots.matrix_figure(np.random.default_rng(1).random((11, 11)),
+                              [str(i) for i in range(11)], [str(i) for i in range(11)], "m")
+    assert fit_figure(fig, Screen(1200)).data[0].texttemplate  # 34 px cells hold "0.12"
+    fig = plots.matrix_figure(np.random.default_rng(1).random((11, 11)),
+                              [str(i) for i in range(11)], [str(i) for i in range(11)], "m")
+    assert not fit_figure(fig, Screen(300)).data[0].texttemplate  # ~20 px cells do not
+
+
+def test_crowded_tick_labels_are_thinned_by_the_space_they_have():
+    labels = [f"t{i}" for i in range(200)]
+    fig = plots.tensor_figure(np.zeros((4, 200)), ["a", "b", "c", "d"], labels, "wide",
+                              show_values=False, max_ticks=200)
+    before = len(fig.layout.xaxis.tickvals)
+    fit_figure(fig, Screen(400))
+    after = len(fig.layout.xaxis.tickvals)
+    assert after < before and after * 12 * 1.35 <= 400
+
+
+def test_long_titles_wrap_to_the_width_and_the_figure_grows_to_hold_them():
+    title = "A rather long title that would run off the right edge of a phone screen"
+    fig = plots.per_query_line(np.ones(5), list("abcde"), title)
+    height = fig.layout.height
+    fit_figure(fig, Screen(NARROW_PX - 200))
+    assert "<br>" in fig.layout.title.text
+    assert fig.layout.height > height
+
+
+def test_presentation_mode_enlarges_type_and_fits_a_grid_within_one_screen():
+    fig = fit_figure(plots.layer_head_heatmap(np.ones((30, 9)), "t", "nats"),
+                     Screen(1200, height=720, present=True))
+    assert fig.layout.font.size >= 18
+    assert fig.layout.height <= 720
+
+
+def test_long_token_labels_are_shortened_on_a_phone_only():
+    labels = ["averyveryverylongtoken"] + [f"t{i}" for i in range(5)]
+    fig = fit_figure(plots.head_heatmap(_attention(6), labels), Screen(368))
+    assert max(len(t) for t in fig.layout.yaxis.ticktext) <= 8
+    fig = fit_figure(plots.head_heatmap(_attention(6), labels), Screen(1000))
+    assert "averyveryverylongtoken" in "".join(fig.layout.yaxis.ticktext)
+
+
+@pytest.mark.parametrize("cookie, size", [
+    ("1000x800x1400", {"width": 1000, "height": 800, "window": 1400}),
+    ("1000x0x1400", {"width": 1000, "height": 0, "window": 1400}),
+    (None, None), ("", None), ("99999x1x1", None), ("1000x800", None), ("<b>x</b>", None),
+    ("-5x-5x-5", None), ("1000x800x1400; evil=1", None), ("50x800x1400", None)])
+def test_viewport_cookie_is_read_strictly(monkeypatch, cookie, size):
+    """The size a browser's last tab reported comes back from a cookie the visitor can
+    write: only three numbers in range are used."""
+    from types import SimpleNamespace
+
+    from mha_viz.ui import output
+
+    cookies = {} if cookie is None else {output.VIEWPORT_COOKIE: cookie}
+    monkeypatch.setattr(output, "st", SimpleNamespace(context=SimpleNamespace(cookies=cookies)))
+    assert output._size_from_cookie() == size

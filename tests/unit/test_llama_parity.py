@@ -1,0 +1,299 @@
+"""Our Llama-family engine (RoPE, RMSNorm, SwiGLU, grouped-/multi-query attention) against
+transformers' own Llama, Qwen2 and Mistral (eager attention), number for number, from Hugging
+Face folders and from GGUF files; and the GGUF writer of mha_viz.testing against transformers'
+own GGUF loader, so that the GGUF parity tests stand on a checked fixture."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from test_engine_parity import TEXTS  # the same three texts, the odd-Unicode one included
+
+from mha_viz import load_model
+
+ATTN_TOL = 1e-5
+LOGITS_TOL = 1e-4
+HIDDEN_TOL = 1e-4
+SCORE_TOL = 1e-4
+
+# id -> make_llama_checkpoint arguments. Each case differs from plain Llama in one way that a
+# Llama engine can get wrong; a theta of 100 turns the rotation fast enough that a RoPE
+# mix-up (pairs interleaved vs split in halves, wrong frequencies) shows within a few tokens.
+SHAPES = {
+    "mha": dict(n_layer=2, n_head=4, n_kv_head=4, d_model=64),
+    "gqa": dict(n_layer=2, n_head=6, n_kv_head=2, d_model=96, rope_theta=500000.0),
+    "mqa_tied": dict(n_layer=2, n_head=4, n_kv_head=1, d_model=64, tie_word_embeddings=True),
+    "odd_heads": dict(n_layer=3, n_head=5, n_kv_head=5, d_model=40, rope_theta=100.0),
+    "gqa_9_3": dict(n_layer=1, n_head=9, n_kv_head=3, d_model=72, rope_theta=100.0),
+    "head_dim": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, head_dim=24),
+    "qwen2": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, model_type="qwen2"),
+    "qwen2_tied": dict(n_layer=1, n_head=6, n_kv_head=1, d_model=48, model_type="qwen2",
+                       tie_word_embeddings=True),
+    "mistral": dict(n_layer=2, n_head=6, n_kv_head=3, d_model=48, model_type="mistral"),
+}
+# plain Llama shapes the GGUF writer must round-trip (Qwen2's biases do not fit GGUF "llama")
+GGUF_SHAPES = ["gqa", "mqa_tied", "odd_heads", "head_dim", "mistral"]
+
+
+@pytest.fixture(scope="session")
+def llama_factory(tmp_path_factory):
+    """factory(case) -> folder of SHAPES[case]; built once per session."""
+    from mha_viz.testing import make_llama_checkpoint
+
+    built = {}
+
+    def factory(case):
+        if case not in built:
+            built[case] = make_llama_checkpoint(tmp_path_factory.mktemp(f"llama_{case}"),
+                                                **SHAPES[case])
+        return built[case]
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def gguf_factory(tmp_path_factory, llama_factory):
+    """factory(case, tensor_type) -> path of that checkpoint written as GGUF, alone in its own
+    folder (a config.json beside it could be read instead of the file's own metadata)."""
+    from mha_viz.testing import write_llama_gguf
+
+    written = {}
+
+    def factory(case, tensor_type):
+        key = (case, tensor_type)
+        if key not in written:
+            folder = tmp_path_factory.mktemp(f"gguf_{case}_{tensor_type}")
+            written[key] = write_llama_gguf(llama_factory(case), folder / f"{case}.gguf",
+                                            tensor_type)
+        return written[key]
+
+    return factory
+
+
+def reference_model(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+def reference_gguf(path):
+    """transformers' own reading of a GGUF file: the model (float32) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ref = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                               attn_implementation="eager",
+                                               dtype=torch.float32).eval()
+    return ref, AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def reference_run(ref, tokenizer, text):
+    """(ids, attentions [L, H, T, T], logits [T, V], last hidden state [T, d]) from the
+    reference; hidden_states[-1] of transformers' Llama is taken after the final RMSNorm."""
+    encoded = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        out = ref(**encoded, output_attentions=True, output_hidden_states=True)
+    attentions = torch.stack(out.attentions)[:, 0].numpy()
+    return (encoded["input_ids"][0].tolist(), attentions, out.logits[0].numpy(),
+            out.hidden_states[-1][0].numpy())
+
+
+def assert_sharp(attentions):
+    """The maps are far from uniform, so matching them means something: past the first few
+    query positions (which see few keys), most rows put well over 1/(keys seen) on one key."""
+    n = attentions.shape[-1]
+    seen = np.arange(1, n + 1, dtype=np.float32)
+    row_max = attentions.max(-1)[..., 4:]
+    assert (row_max > 2.0 / seen[4:]).mean() > 0.6
+
+
+def assert_parity(model, ref, text, tokenizer=None):
+    """Ours vs the reference on one text; tokenizer: the reference's (default: ours)."""
+    ids, ref_attn, ref_logits, ref_hidden = reference_run(ref, tokenizer or model.tokenizer, text)
+    trace = model.trace(text)
+    assert trace.token_ids == ids
+    assert trace.attentions.dtype == np.float32
+    assert trace.attentions.shape == ref_attn.shape  # every query head keeps its own map
+    assert np.abs(trace.attentions - ref_attn).max() < ATTN_TOL
+    logits = model.logits(text)
+    assert logits.dtype == np.float32 and logits.shape == ref_logits.shape
+    assert np.abs(logits - ref_logits).max() < LOGITS_TOL
+    hidden = model.last_hidden_state(text)
+    assert np.abs(hidden - ref_hidden).max() < HIDDEN_TOL
+    assert_sharp(ref_attn)
+    return trace
+
+
+def expected_kv_heads(n_head, n_kv_head):
+    return [h // (n_head // n_kv_head) for h in range(n_head)]
+
+
+@pytest.mark.parametrize("case", list(SHAPES))
+def test_llama_family_parity(llama_factory, case):
+    shape = SHAPES[case]
+    folder = llama_factory(case)
+    model = load_model(folder)
+    n_head, n_kv_head = shape["n_head"], shape["n_kv_head"]
+    assert model.info.arch == shape.get("model_type", "llama")
+    assert (model.info.n_layer, model.info.n_head, model.info.n_kv_head) == (
+        shape["n_layer"], n_head, n_kv_head)
+    assert model.info.d_head == shape.get("head_dim", shape["d_model"] // n_head)
+    assert model.info.causal
+    ref = reference_model(folder)
+    for text in TEXTS:
+        trace = assert_parity(model, ref, text)
+        assert list(trace.kv_heads) == expected_kv_heads(n_head, n_kv_head)
+    upper = np.triu(np.ones((trace.n_tokens,) * 2, dtype=bool), 1)
+    assert (trace.attentions[..., upper] == 0).all()
+
+
+# --- the GGUF writer (a fixture) against transformers' GGUF loader ------------------------
+
+
+@pytest.mark.parametrize("case", GGUF_SHAPES)
+def test_gguf_writer_reads_back_in_transformers(llama_factory, gguf_factory, case):
+    """F32 GGUF, read by transformers: the same config, tokens and numbers as the folder."""
+    from transformers import AutoTokenizer
+
+    folder = llama_factory(case)
+    ref = reference_model(folder)
+    gguf_ref, gguf_tokenizer = reference_gguf(gguf_factory(case, "F32"))
+    for name in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                 "hidden_size", "intermediate_size", "vocab_size", "tie_word_embeddings"):
+        assert getattr(gguf_ref.config, name) == getattr(ref.config, name), name
+    assert gguf_ref.config.rope_parameters["rope_theta"] == ref.config.rope_parameters[
+        "rope_theta"]
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    for text in TEXTS:
+        ids, attn, logits, _ = reference_run(ref, tokenizer, text)
+        gguf_ids, gguf_attn, gguf_logits, _ = reference_run(gguf_ref, gguf_tokenizer, text)
+        assert gguf_ids == ids
+        assert np.abs(gguf_attn - attn).max() < ATTN_TOL
+        assert np.abs(gguf_logits - logits).max() < LOGITS_TOL
+
+
+def test_gguf_writer_permutes_q_and_k_rows_as_llama_cpp(llama_factory, gguf_factory):
+    """GGUF row h*d + 2j + s of attn_q / attn_k is HF row h*d + (d/2)*s + j; attn_v is not
+    permuted. Read straight from the file, so this does not depend on any loader."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    folder = llama_factory("gqa")
+    shape = SHAPES["gqa"]
+    d = shape["d_model"] // shape["n_head"]
+    hf = load_file(str(folder / "model.safetensors"))
+    tensors = {t.name: t for t in gguf.GGUFReader(gguf_factory("gqa", "F32")).tensors}
+    for name, hf_name, heads in [("attn_q", "q_proj", shape["n_head"]),
+                                 ("attn_k", "k_proj", shape["n_kv_head"])]:
+        ours = np.asarray(tensors[f"blk.1.{name}.weight"].data)
+        theirs = hf[f"model.layers.1.self_attn.{hf_name}.weight"]
+        assert ours.shape == theirs.shape == (heads * d, shape["d_model"])
+        for h in range(heads):
+            for j in range(d // 2):
+                for s in range(2):
+                    assert np.array_equal(ours[h * d + 2 * j + s], theirs[h * d + d // 2 * s + j])
+    assert np.array_equal(np.asarray(tensors["blk.1.attn_v.weight"].data),
+                          hf["model.layers.1.self_attn.v_proj.weight"])
+    assert "output.weight" in tensors  # untied: the LM head is written
+    tied = {t.name for t in gguf.GGUFReader(gguf_factory("mqa_tied", "F32")).tensors}
+    assert "output.weight" not in tied and "token_embd.weight" in tied
+
+
+@pytest.mark.parametrize("tensor_type", ["F16", "Q8_0", "Q4_1"])
+@pytest.mark.parametrize("case", ["gqa", "odd_heads"])
+def test_gguf_writer_stores_weights_in_the_asked_type(llama_factory, gguf_factory, case,
+                                                      tensor_type):
+    """Matrices in tensor_type (F16 where rows are no whole number of 32-blocks, as in
+    llama.cpp), norms in F32; transformers' loaded weights are exactly the quantize ->
+    dequantize round trip of the folder's."""
+    import gguf
+
+    path = gguf_factory(case, tensor_type)
+    types = gguf.GGMLQuantizationType
+    for tensor in gguf.GGUFReader(path).tensors:
+        if tensor.name.endswith("norm.weight"):
+            expected = types.F32
+        elif tensor_type != "F16" and int(tensor.shape[0]) % 32 == 0:  # shape[0]: row length
+            expected = types[tensor_type]
+        else:
+            expected = types.F16
+        assert tensor.tensor_type == expected, tensor.name
+    folder_weights = reference_model(llama_factory(case)).state_dict()
+    gguf_weights = reference_gguf(path)[0].state_dict()
+    assert set(gguf_weights) == set(folder_weights)
+    for name, weight in folder_weights.items():
+        array = weight.numpy()
+        if array.ndim == 2 and array.shape[1] % 32 == 0 and tensor_type != "F16":
+            qtype = types[tensor_type]
+            expected = gguf.quants.dequantize(gguf.quants.quantize(array, qtype), qtype)
+        elif array.ndim == 2:
+            expected = array.astype(np.float16).astype(np.float32)
+        else:
+            expected = array
+        assert np.array_equal(gguf_weights[name].numpy(), expected), name
+        if tensor_type == "Q8_0":  # close to the original too: the quantization is sane
+            assert np.abs(gguf_weights[name].numpy() - array).max() < 0.02 * np.abs(array).max()
+
+
+def test_gguf_writer_refuses_qwen2(llama_factory, tmp_path):
+    from mha_viz.testing import write_llama_gguf
+
+    with pytest.raises(ValueError, match="not a plain Llama"):
+        write_llama_gguf(llama_factory("qwen2"), tmp_path / "qwen2.gguf")
+
+
+# --- our engine on GGUF files ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tensor_type", ["F32", "Q8_0"])
+def test_gguf_parity(llama_factory, gguf_factory, tensor_type):
+    path = gguf_factory("gqa", tensor_type)
+    model = load_model(path)
+    shape = SHAPES["gqa"]
+    assert model.info.arch == "llama" and model.info.causal
+    assert (model.info.n_head, model.info.n_kv_head) == (shape["n_head"], shape["n_kv_head"])
+    gguf_ref, gguf_tokenizer = reference_gguf(path)
+    for text in TEXTS:
+        trace = assert_parity(model, gguf_ref, text, tokenizer=gguf_tokenizer)
+        assert list(trace.kv_heads) == expected_kv_heads(shape["n_head"], shape["n_kv_head"])
+    if tensor_type == "F32":  # the same numbers as the Hugging Face folder it came from
+        folder = llama_factory("gqa")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        ref = reference_model(folder)
+        for text in TEXTS:
+            assert_parity(model, ref, text, tokenizer=tokenizer)
+
+
+# --- the pruning score ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gate", [0.0, 0.35])
+def test_score_and_head_mask(llama_factory, gate):
+    """score() is the mean next-token cross-entropy of the reference's logits; a head mask
+    scales a query head's output as scaling its slice of o_proj's input columns does."""
+    case = "gqa"
+    shape = SHAPES[case]
+    folder = llama_factory(case)
+    model = load_model(folder)
+    ref = reference_model(folder)
+    text = TEXTS[1]
+
+    def reference_score():
+        ids = model.tokenizer(text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logits = ref(input_ids=ids).logits[0]
+        return float(F.cross_entropy(logits[:-1], ids[0, 1:]))
+
+    plain = model.score(text)
+    assert abs(plain - reference_score()) < SCORE_TOL
+    mask = np.ones((shape["n_layer"], shape["n_head"]), dtype=np.float32)
+    d_head = shape["d_model"] // shape["n_head"]
+    # two query heads that share a kv head in layer 0, one head in the last layer
+    for layer, head in [(0, 0), (0, 1), (shape["n_layer"] - 1, shape["n_head"] - 1)]:
+        mask[layer, head] = gate
+        weight = ref.model.layers[layer].self_attn.o_proj.weight  # Linear: [out, in]
+        weight.data[:, head * d_head:(head + 1) * d_head] *= gate
+    masked = model.score(text, head_mask=mask)
+    assert abs(masked - plain) > 1e-3  # the mask changed something
+    assert abs(masked - reference_score()) < SCORE_TOL
