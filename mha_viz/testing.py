@@ -118,14 +118,15 @@ _LLAMA_FAMILY = {
 
 
 def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, d_model=64,
-                          d_ff: int | None = None, head_dim: int | None = None,
+                          d_ff: int | None = None, d_head: int | None = None,
                           model_type="llama", tie_word_embeddings=False, rope_theta=10000.0,
                           n_positions=256, seed=0, init_std=0.2) -> Path:
     """Save a random LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM + tokenizer to
     folder (safetensors); return the folder.
 
-    n_kv_head < n_head gives grouped-query attention (1: multi-query); head_dim defaults to
-    d_model // n_head but may differ (o_proj then maps n_head * head_dim back to d_model).
+    n_kv_head < n_head gives grouped-query attention (1: multi-query); d_head (each head's width,
+    transformers' head_dim) defaults to d_model // n_head but may differ (o_proj then maps
+    n_head * d_head back to d_model).
     As for GPT-2, init_std far above the usual 0.02 makes the attention maps sharp, so parity
     tests compare varied patterns rather than near-uniform ones. Mistral gets no sliding
     window (it would only differ from Llama past the window); Qwen2 keeps its q/k/v biases,
@@ -138,11 +139,11 @@ def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, 
         raise ValueError(f"model_type must be one of {sorted(_LLAMA_FAMILY)}, got {model_type!r}")
     if n_head % n_kv_head:
         raise ValueError(f"n_head ({n_head}) must be a multiple of n_kv_head ({n_kv_head})")
-    if head_dim is None:
+    if d_head is None:
         if d_model % n_head:
             raise ValueError(f"d_model ({d_model}) is not a multiple of n_head ({n_head}): "
-                             "give head_dim")
-        head_dim = d_model // n_head
+                             "give d_head")
+        d_head = d_model // n_head
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = build_gpt2_tokenizer(folder)
@@ -155,7 +156,7 @@ def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, 
     config = getattr(transformers, config_name)(
         vocab_size=len(tokenizer), hidden_size=d_model, intermediate_size=d_ff or 3 * d_model,
         num_hidden_layers=n_layer, num_attention_heads=n_head, num_key_value_heads=n_kv_head,
-        head_dim=head_dim, hidden_act="silu", max_position_embeddings=n_positions,
+        head_dim=d_head, hidden_act="silu", max_position_embeddings=n_positions,
         rms_norm_eps=1e-5, rope_theta=rope_theta, initializer_range=init_std,
         tie_word_embeddings=tie_word_embeddings, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, attn_implementation="eager", **extra)
@@ -223,7 +224,7 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     d_model = config["hidden_size"]
     n_head = config["num_attention_heads"]
     n_kv_head = config.get("num_key_value_heads") or n_head
-    head_dim = config.get("head_dim") or d_model // n_head
+    d_head = config.get("head_dim") or d_model // n_head
     n_layer = config["num_hidden_layers"]
     weights = load_file(str(folder / "model.safetensors"))
     tokens, token_types, merges, vocab_size = _gguf_vocab(folder, config["vocab_size"])
@@ -240,10 +241,10 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     writer.add_head_count_kv(n_kv_head)
     writer.add_rope_freq_base(rope_theta)
     writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
-    # transformers reads the head size from here (llama.cpp's Llama writes head_dim into it)
-    writer.add_rope_dimension_count(head_dim)
-    writer.add_key_length(head_dim)
-    writer.add_value_length(head_dim)
+    # transformers reads the head size from here (llama.cpp's Llama writes the head width into it)
+    writer.add_rope_dimension_count(d_head)
+    writer.add_key_length(d_head)
+    writer.add_value_length(d_head)
     writer.add_vocab_size(vocab_size)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt2")

@@ -61,26 +61,68 @@ class EncodedPair:
 
 def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1
              ) -> list[PromptPair]:
-    """One pair from two texts, or a PromptPair, or a list of them -> a list of PromptPairs."""
+    """The pairs in any of a researcher's spellings -> a list of PromptPairs.
+
+    - two texts, with the target (and contrast) the metric measures;
+    - a PromptPair, or a list of them (each with its own target and contrast);
+    - a list of (clean, corrupted) tuples, with one target for every pair;
+    - two lists of equal length, clean prompts and corrupted prompts, with one target.
+    A list mixes no spellings: a message names the first pair that differs."""
     if isinstance(clean, PromptPair):
         return [clean]
     if isinstance(clean, str):
         if not isinstance(corrupted, str):
             raise InputError("give a corrupted prompt beside the clean one (or a list of "
                              "PromptPair)")
-        if target is None:
-            raise InputError("give the target token the metric measures (e.g. ' Mary')")
+        _check_target(target)
         return [PromptPair(clean, corrupted, target, contrast, position)]
+    if isinstance(clean, (bytes, dict)) or not hasattr(clean, "__iter__"):
+        raise InputError(f"the pairs are a {type(clean).__name__}: give two texts, a "
+                         f"PromptPair, a list of them, (clean, corrupted) tuples or two lists")
     pairs = list(clean)
     if not pairs:
         raise InputError("the list of prompt pairs is empty")
     if len(pairs) > MAX_PAIRS:
         raise InputError(f"{len(pairs):,} prompt pairs is more than one run takes "
                          f"({MAX_PAIRS:,}): split them into runs of at most {MAX_PAIRS:,}")
+    if corrupted is not None:  # two lists: clean prompts and corrupted prompts
+        if isinstance(corrupted, str) or not hasattr(corrupted, "__iter__"):
+            raise InputError(f"the corrupted prompts are a {type(corrupted).__name__}: give a "
+                             f"list of them, as long as the clean prompts")
+        corrupted = list(corrupted)
+        if len(corrupted) != len(pairs):
+            raise InputError(f"{len(pairs)} clean prompts but {len(corrupted)} corrupted ones: "
+                             f"pair {min(len(pairs), len(corrupted))} has no partner")
+        for index, (a, b) in enumerate(zip(pairs, corrupted)):
+            if not (isinstance(a, str) and isinstance(b, str)):
+                raise InputError(f"pair {index} is a {type(a).__name__} and a "
+                                 f"{type(b).__name__}: two lists hold texts")
+        pairs = list(zip(pairs, corrupted))
+    first = _spelling(pairs[0], 0)
     for index, pair in enumerate(pairs):
-        if not isinstance(pair, PromptPair):
-            raise InputError(f"pair {index} is a {type(pair).__name__}, not a PromptPair")
-    return pairs
+        if _spelling(pair, index) != first:
+            raise InputError(f"pair {index} is a {_spelling(pair, index)} but pair 0 a {first}: "
+                             f"give every pair the same way")
+    if first == "PromptPair":
+        return pairs
+    _check_target(target)
+    return [PromptPair(a, b, target, contrast, position) for a, b in pairs]
+
+
+def _spelling(pair, index: int) -> str:
+    if isinstance(pair, PromptPair):
+        return "PromptPair"
+    if (isinstance(pair, (tuple, list)) and len(pair) == 2
+            and all(isinstance(text, str) for text in pair)):
+        return "(clean, corrupted) tuple"
+    raise InputError(f"pair {index} is a {type(pair).__name__}, not a PromptPair or a "
+                     f"(clean, corrupted) tuple of two texts")
+
+
+def _check_target(target) -> None:
+    if target is None:
+        raise InputError("give what to measure: a TargetMetric with the target token (e.g. "
+                         "TargetMetric(-1, ' Mary', ' John')), or PromptPairs with their own")
 
 
 def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[EncodedPair]:

@@ -106,10 +106,6 @@ class Checkpoint:
                             {**result.info, "shard_digest": shard.digest}, result.curves)
         _write_atomically(self._path(shard.index), kept.to_bytes())
 
-    @property
-    def n_done(self) -> int:
-        return sum(1 for _ in self.folder.glob("shard-*.npz"))
-
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """Write to a temporary file and rename: a kill mid-write leaves no half file."""

@@ -160,11 +160,11 @@ def scaled_dot_product_attention(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     batch, n_head, length, d_k = q.shape
-    n_kv, keys = k.shape[1], k.shape[2]
-    group = n_head // n_kv
+    n_kv_head, keys = k.shape[1], k.shape[2]
+    group = n_head // n_kv_head
     # One matmul per key/value head for its whole group of query heads, without copying K
     # or V for every query head: [B, H_kv, group*T, d_k] @ [B, H_kv, d_k, S].
-    scores = torch.matmul(q.reshape(batch, n_kv, group * length, d_k), k.transpose(-1, -2))
+    scores = torch.matmul(q.reshape(batch, n_kv_head, group * length, d_k), k.transpose(-1, -2))
     scores = scores.view(batch, n_head, length, keys)
     scores.mul_(scale)
     if bias is not None:
@@ -175,7 +175,7 @@ def scaled_dot_product_attention(
         weights = torch.softmax(scores, dim=-1, out=weights_out)
     if on_weights is not None:  # an intervention reads or replaces the pattern
         weights = on_weights(weights)
-    context = torch.matmul(weights.reshape(batch, n_kv, group * length, keys), v)
+    context = torch.matmul(weights.reshape(batch, n_kv_head, group * length, keys), v)
     return context.view(batch, n_head, length, d_k), weights
 
 
@@ -200,14 +200,14 @@ def chunked_attention(
     on-demand one come from the same arithmetic. -> context [B, H, T, d_k].
     """
     batch, n_head, length, d_k = q.shape
-    n_kv = k.shape[1]
-    group = n_head // n_kv
+    n_kv_head = k.shape[1]
+    group = n_head // n_kv_head
     context = q.new_empty(batch, n_head, length, v.shape[-1])
     for start in range(0, length, query_chunk):
         stop = min(start + query_chunk, length)
         rows = stop - start
         keys = stop if causal else k.shape[2]
-        block = q[:, :, start:stop].reshape(batch, n_kv, group * rows, d_k)
+        block = q[:, :, start:stop].reshape(batch, n_kv_head, group * rows, d_k)
         scores = torch.matmul(block, k[:, :, :keys].transpose(-1, -2))
         scores = scores.view(batch, n_head, rows, keys)
         scores.mul_(scale)
@@ -219,7 +219,7 @@ def chunked_attention(
         if weights_out is not None:
             weights_out[:, :, start:stop, :keys] = weights
             weights_out[:, :, start:stop, keys:] = 0.0
-        out = torch.matmul(weights.view(batch, n_kv, group * rows, keys), v[:, :, :keys])
+        out = torch.matmul(weights.view(batch, n_kv_head, group * rows, keys), v[:, :, :keys])
         context[:, :, start:stop] = out.view(batch, n_head, rows, -1)
     return context
 
@@ -426,17 +426,3 @@ class MultiHeadAttention(nn.Module):
         else:
             output = self.out(combine_heads(context))
         return output, weights
-
-    def fuse(self) -> "MultiHeadAttention":
-        """Turn separate Q/K/V projections into one fused projection (same numbers, one GEMM)."""
-        if self.fused_qkv:
-            return self
-        fused = nn.Linear(self.d_model, self.query.out_features + 2 * self.key.out_features,
-                          bias=self.query.bias is not None)
-        with torch.no_grad():
-            fused.weight.copy_(torch.cat([self.query.weight, self.key.weight, self.value.weight]))
-            if fused.bias is not None:
-                fused.bias.copy_(torch.cat([self.query.bias, self.key.bias, self.value.bias]))
-        del self.query, self.key, self.value
-        self.qkv, self.fused_qkv = fused, True
-        return self

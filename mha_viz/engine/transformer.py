@@ -61,12 +61,12 @@ class StackConfig:
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
     pre_norm: bool = True  # normalise each sub-layer's input (GPT-2, Llama) or its sum (BERT)
     causal: bool = True
-    positions: str = "learned"  # "learned" (absolute, added to the embeddings) | "rotary"
+    positions: str = "learned"  # one of POSITIONS (above: learned, rotary, sinusoidal, relative)
     rope_theta: float = 10000.0
     rotary_fraction: float = 1.0  # the share of each head's dimensions that rotates
     gated_mlp: bool = False  # act(x W_gate) * (x W_up), then W_down (SwiGLU for silu)
-    n_kv_head: int = 0  # 0: as many as query heads
-    head_dim: int = 0  # 0: d_model / n_head
+    n_kv_head: int = 0  # key/value heads; 0 given: as many as query heads
+    d_head: int = 0  # each head's width; 0 given: d_model / n_head
     qkv_bias: bool = True
     out_bias: bool = True
     mlp_bias: bool = True
@@ -86,18 +86,18 @@ class StackConfig:
     logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
     qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: stored fused)
 
-    @property
-    def d_head(self) -> int:
-        return self.head_dim or self.d_model // self.n_head
-
-    @property
-    def n_kv(self) -> int:
-        return self.n_kv_head or self.n_head
+    def __post_init__(self):
+        # a family gives 0 for "as usual"; resolved once here, so one name holds the value
+        # every reader uses (frozen: set through object.__setattr__)
+        if not self.n_kv_head:
+            object.__setattr__(self, "n_kv_head", self.n_head)
+        if not self.d_head and self.n_head >= 1 and self.d_model % self.n_head == 0:
+            object.__setattr__(self, "d_head", self.d_model // self.n_head)
 
     @property
     def kv_heads(self) -> list[int]:
         """For each query head, the key/value head it reads."""
-        return kv_head_of(self.n_head, self.n_kv)
+        return kv_head_of(self.n_head, self.n_kv_head)
 
     @property
     def rotary_dim(self) -> int:
@@ -119,10 +119,10 @@ class StackConfig:
         for name in ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_positions"):
             if getattr(self, name) < 1:
                 found.append(f"{name} is {getattr(self, name)}")
-        if self.n_head >= 1 and not self.head_dim and self.d_model % self.n_head:
+        if self.n_head >= 1 and not self.d_head and self.d_model % self.n_head:
             found.append(f"d_model {self.d_model} is not divisible by {self.n_head} heads")
-        if self.n_head >= 1 and self.n_kv >= 1 and self.n_head % self.n_kv:
-            found.append(f"{self.n_head} query heads cannot share {self.n_kv} key/value heads")
+        if self.n_head >= 1 and self.n_kv_head >= 1 and self.n_head % self.n_kv_head:
+            found.append(f"{self.n_head} query heads cannot share {self.n_kv_head} key/value heads")
         if self.norm not in NORMS:
             found.append(f"normalisation '{self.norm}' is not one of {', '.join(NORMS)}")
         if self.positions not in POSITIONS:
@@ -178,7 +178,7 @@ class Block(nn.Module):
         self.pre_ln = config.pre_norm
         self.attn = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=True,
                                        bias=config.qkv_bias, scale=config.attention_scale(layer),
-                                       n_kv_head=config.n_kv, d_head=config.d_head,
+                                       n_kv_head=config.n_kv_head, d_head=config.d_head,
                                        out_bias=config.out_bias)
         self.ln_1 = make_norm(config)
         self.ln_2 = make_norm(config)

@@ -73,8 +73,8 @@ class OnDemandMaps:
 
     def saved_bytes(self) -> int:
         """The size of the arrays a saved trace holds: queries and keys after rotation."""
-        n_kv = len(set(self.kv_heads))
-        return 4 * self.n_layer * (self.n_head + n_kv) * self.n_tokens * self.head_width
+        n_kv_head = len(set(self.kv_heads))
+        return 4 * self.n_layer * (self.n_head + n_kv_head) * self.n_tokens * self.head_width
 
     # --- maps -----------------------------------------------------------------------------
 
@@ -240,7 +240,7 @@ class LayerInputMaps(OnDemandMaps):
         self.n_layer, self.n_head = config.n_layer, config.n_head
         self.n_tokens = self.layer_inputs[0].shape[0]
         self.causal = bool(config.causal)
-        self.kv_heads = kv_head_of(config.n_head, config.n_kv)
+        self.kv_heads = kv_head_of(config.n_head, config.n_kv_head)
         self.head_width = config.d_head
         self.relative = config.positions == "relative"  # T5: a bias per relative distance
         self._cache: OrderedDict[int, tuple] = OrderedDict()

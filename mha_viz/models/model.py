@@ -281,7 +281,7 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
                      n_head=config.n_head, d_model=config.d_model, d_head=config.d_head,
                      max_positions=config.max_positions, vocab_size=config.vocab_size,
                      source=resolved.source, score_kind=score_kind, causal=config.causal,
-                     n_kv_head=config.n_kv, kv_heads=tuple(config.kv_heads),
+                     n_kv_head=config.n_kv_head, kv_heads=tuple(config.kv_heads),
                      description=describe(config), has_lm_head=config.has_lm_head)
     return Model(network, tokenizer, info)
 
@@ -301,7 +301,7 @@ def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
         name=resolved.name, arch=config.arch, n_layer=decoder.n_layer, n_head=decoder.n_head,
         d_model=decoder.d_model, d_head=decoder.d_head, max_positions=decoder.max_positions,
         vocab_size=decoder.vocab_size, source=resolved.source, score_kind="target_loss",
-        causal=True, n_kv_head=decoder.n_kv, kv_heads=tuple(decoder.kv_heads),
+        causal=True, n_kv_head=decoder.n_kv_head, kv_heads=tuple(decoder.kv_heads),
         description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
         has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
         n_encoder_head=encoder.n_head)

@@ -85,14 +85,14 @@ def describe(config) -> str:
     else:
         positions = "learned absolute positions"
     mlp = f"gated MLP ({config.activation})" if config.gated_mlp else f"MLP ({config.activation})"
-    n_kv = config.n_kv
-    if n_kv == config.n_head:
+    n_kv_head = config.n_kv_head
+    if n_kv_head == config.n_head:
         heads = f"{config.n_head} heads"
-    elif n_kv == 1:
+    elif n_kv_head == 1:
         heads = f"multi-query attention: {config.n_head} query heads share 1 key/value head"
     else:
-        heads = (f"grouped-query attention: {config.n_head} query heads share {n_kv} key/value "
-                 f"heads ({config.n_head // n_kv} each)")
+        heads = (f"grouped-query attention: {config.n_head} query heads share {n_kv_head} "
+                 f"key/value heads ({config.n_head // n_kv_head} each)")
     lm = {"tied": "LM head tied to the embedding", "separate": "separate LM head",
           "mlm": "masked-LM head", "none": "no LM head"}[config.lm_head]
     order = "causal" if config.causal else "bidirectional"

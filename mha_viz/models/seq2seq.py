@@ -385,7 +385,7 @@ class StackView:
         config = model.network.config
         stack = config.encoder if kind == "encoder" else config.decoder
         self.info = replace(model.info, causal=kind == "decoder", n_layer=stack.n_layer,
-                            n_head=stack.n_head, n_kv_head=stack.n_kv,
+                            n_head=stack.n_head, n_kv_head=stack.n_kv_head,
                             kv_heads=tuple(stack.kv_heads), max_positions=stack.max_positions,
                             encoder_decoder=False)
         end = config.eos_token_id

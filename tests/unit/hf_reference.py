@@ -46,7 +46,7 @@ class LlamaHooks(GPT2Hooks):
         self.hf = hf
         config = hf.config
         self.n_layer, self.n_head = config.num_hidden_layers, config.num_attention_heads
-        self.n_kv = config.num_key_value_heads
+        self.n_kv_head = config.num_key_value_heads
         self.d = config.hidden_size
         self.dk = config.head_dim
 

@@ -175,15 +175,21 @@ def test_the_layer_checks_can_fail():
     assert folder_of("mha_viz.testing") is None
 
 
+OTHER_NAMES = r"\.n_kv\b|\bn_kv\s*=|\.head_dim\b|\bhead_dim\s*:|^\s*head_dim\s+=(?!=)"
+
+
 def test_one_name_per_concept(gpt2_model):
-    """n_layer and n_head, as ModelInfo names them; n_layers / n_heads survive only as the
-    trace's deprecated aliases (tested to agree)."""
+    """n_layer, n_head, d_head and n_kv_head, as ModelInfo names them; n_layers / n_heads
+    survive only as the trace's deprecated aliases (tested to agree)."""
     import re
 
     found = []
     for path in [*PACKAGE.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if re.search(r"\bn_(layers|heads)\b", line) and "Deprecated" not in line:
+            if (re.search(r"\bn_(layers|heads)\b", line) and "Deprecated" not in line
+                    # d_head and n_kv_head, as ModelInfo names them (head_dim only as
+                    # transformers' config key or keyword)
+                    or re.search(OTHER_NAMES, line)):
                 found.append(f"{path.relative_to(ROOT)}:{number}")
     assert found == []
     trace = gpt2_model.trace("one name for one thing")

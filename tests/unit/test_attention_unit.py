@@ -63,9 +63,14 @@ def test_fused_and_separate_projections_agree():
     separate = MultiHeadAttention(12, 3, fused_qkv=False).eval()
     x = torch.randn(2, 5, 12)
     out_a, w_a = separate(x)
-    fused = separate.fuse()
+    fused = MultiHeadAttention(12, 3, fused_qkv=True).eval()
+    with torch.no_grad():  # one [3d, d] matrix: W_Q, W_K, W_V stacked, as loading fuses them
+        fused.qkv.weight.copy_(torch.cat([separate.query.weight, separate.key.weight,
+                                          separate.value.weight]))
+        fused.qkv.bias.copy_(torch.cat([separate.query.bias, separate.key.bias,
+                                        separate.value.bias]))
+        fused.out.load_state_dict(separate.out.state_dict())
     out_b, w_b = fused(x)
-    assert fused.fused_qkv
     assert torch.allclose(out_a, out_b, atol=1e-6) and torch.allclose(w_a, w_b, atol=1e-6)
 
 

@@ -25,7 +25,7 @@ SHAPES = {
     "mqa_tied": dict(n_layer=2, n_head=4, n_kv_head=1, d_model=64, tie_word_embeddings=True),
     "odd_heads": dict(n_layer=3, n_head=5, n_kv_head=5, d_model=40, rope_theta=100.0),
     "gqa_9_3": dict(n_layer=1, n_head=9, n_kv_head=3, d_model=72, rope_theta=100.0),
-    "head_dim": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, head_dim=24),
+    "head_dim": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, d_head=24),
     "qwen2": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, model_type="qwen2"),
     "qwen2_tied": dict(n_layer=1, n_head=6, n_kv_head=1, d_model=48, model_type="qwen2",
                        tie_word_embeddings=True),
@@ -136,7 +136,7 @@ def test_llama_family_parity(llama_factory, case):
     assert model.info.arch == shape.get("model_type", "llama")
     assert (model.info.n_layer, model.info.n_head, model.info.n_kv_head) == (
         shape["n_layer"], n_head, n_kv_head)
-    assert model.info.d_head == shape.get("head_dim", shape["d_model"] // n_head)
+    assert model.info.d_head == shape.get("d_head", shape["d_model"] // n_head)
     assert model.info.causal
     ref = reference_model(folder)
     for text in TEXTS:

@@ -98,7 +98,7 @@ def test_qkv_patching_equals_hooks(patch_models, patch_prompts, family, componen
     with hooked([capture_output(where.qkv_module(part, l), store, l)
                  for l in range(where.n_layer)]):
         hf_metric(hf, clean_ids, target, contrast)
-    n_units = where.n_head if part == "q" or family == "gpt2" else where.n_kv
+    n_units = where.n_head if part == "q" or family == "gpt2" else where.n_kv_head
     expected = np.zeros((where.n_layer, n_units))
     for layer in range(where.n_layer):
         for unit in range(n_units):
@@ -155,7 +155,7 @@ def test_grouped_query_key_value_of_one_query_head(patch_models, patch_prompts, 
     # the group's shared key is another intervention: the two must differ somewhere
     shared = activation_patching(model, clean, corrupted, target_metric(patch_prompts["llama"]),
                                  component=f"shared_{part}")
-    assert shared.values.shape == (where.n_layer, where.n_kv)
+    assert shared.values.shape == (where.n_layer, where.n_kv_head)
     assert not np.allclose(shared.values[:, 0], result.values[:, 0], atol=1e-4)
 
 

@@ -429,7 +429,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_theta if rotary is not None else 0.0,
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
-        qkv_names=tuple(net.config.qkv_names), n_kv_width=net.config.n_kv * net.config.d_head)
+        qkv_names=tuple(net.config.qkv_names), n_kv_width=net.config.n_kv_head * net.config.d_head)
 
 
 def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,

@@ -202,9 +202,10 @@ def _batch_of(pairs: list[EncodedPair], mask_id: int | None) -> PairBatch:
 
 
 def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
-    """Check and tokenize the pairs: two texts with a TargetMetric, or PromptPair(s) whose
-    own target/contrast/position are used (metric then gives only the kind, as a
-    TargetMetric or a string)."""
+    """Check and tokenize the pairs: two texts, (clean, corrupted) tuples or two lists with a
+    TargetMetric (its target, contrast and position for every pair), or PromptPair(s) whose
+    own target/contrast/position are used (metric then gives only the kind, as a TargetMetric
+    or a string; see prompts.as_pairs)."""
     if not model.info.has_lm_head:
         raise InputError(f"'{model.info.name}' has no language-model head, so it has no metric "
                          f"to patch: load a causal model or a BERT with its masked-LM head")
@@ -213,9 +214,7 @@ def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
         pairs = as_pairs(clean, corrupted, metric.target, metric.contrast, metric.position)
     else:
         kind = metric or "logit_diff"
-        if isinstance(clean, str):
-            raise InputError("two prompts need a TargetMetric (position, target, contrast)")
-        pairs = as_pairs(clean, corrupted)
+        pairs = as_pairs(clean, corrupted)  # PromptPairs carry their own target
     if kind not in METRIC_KINDS:
         raise InputError(f"metric kind must be one of {', '.join(METRIC_KINDS)}, got {kind!r}")
     encoded = encode_pairs(model, pairs, needs_contrast=kind == "logit_diff")

@@ -60,7 +60,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         activation=raw.get("hidden_act", "silu"), norm="rmsnorm", pre_norm=True, causal=True,
         positions="rotary", rope_theta=theta, rotary_fraction=fraction, gated_mlp=True,
         n_kv_head=int(raw.get("num_key_value_heads") or n_head),
-        head_dim=int(raw.get("head_dim") or 0), qkv_bias=qkv_bias,
+        d_head=int(raw.get("head_dim") or 0), qkv_bias=qkv_bias,
         out_bias=model_type != "qwen2" and bool(raw.get("attention_bias", False)),
         mlp_bias=bool(raw.get("mlp_bias", False)), final_norm=True,
         lm_head="tied" if raw.get("tie_word_embeddings", False) else "separate")
@@ -126,8 +126,8 @@ def config_from_gguf(meta: dict) -> StackConfig:
     key = lambda name: f"{arch}.{name}"  # noqa: E731
     n_head = int(meta[key("attention.head_count")])
     d_model = int(meta[key("embedding_length")])
-    head_dim = int(meta.get(key("attention.key_length")) or d_model // n_head)
-    rotary_dim = int(meta.get(key("rope.dimension_count")) or head_dim)
+    d_head = int(meta.get(key("attention.key_length")) or d_model // n_head)
+    rotary_dim = int(meta.get(key("rope.dimension_count")) or d_head)
     scaling = meta.get(key("rope.scaling.type"))
     if scaling not in (None, "none"):
         raise UnsupportedModelError(
@@ -141,9 +141,9 @@ def config_from_gguf(meta: dict) -> StackConfig:
         layer_norm_eps=float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5)),
         activation="silu", norm="rmsnorm", pre_norm=True, causal=True, positions="rotary",
         rope_theta=float(meta.get(key("rope.freq_base"), 10000.0)),
-        rotary_fraction=rotary_dim / head_dim, gated_mlp=True,
+        rotary_fraction=rotary_dim / d_head, gated_mlp=True,
         n_kv_head=int(meta.get(key("attention.head_count_kv")) or n_head),
-        head_dim=head_dim if head_dim != d_model // n_head else 0,
+        d_head=d_head,
         qkv_bias=False, out_bias=False, mlp_bias=False, final_norm=True,
         lm_head="tied")  # made "separate" by tensors_from_gguf when output.weight is there
 
@@ -162,7 +162,7 @@ def tensors_from_gguf(source, config: StackConfig):
     if "output.weight" in source:
         config = dataclasses.replace(config, lm_head="separate")
     for i in range(config.n_layer):
-        for part, heads in (("q", config.n_head), ("k", config.n_kv)):
+        for part, heads in (("q", config.n_head), ("k", config.n_kv_head)):
             name = GGUF_NAMES[part].format(i=i)
             if name in source:
                 source.state[name] = unpermute_rows(source.state[name], heads)

@@ -42,7 +42,7 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw.get("n_positions") or 512),
         layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-6)), activation=activation,
         norm="rmsnorm", pre_norm=True, positions="relative", gated_mlp=gated,
-        head_dim=int(raw.get("d_kv") or d_model // n_head), qkv_bias=False, out_bias=False,
+        d_head=int(raw.get("d_kv") or d_model // n_head), qkv_bias=False, out_bias=False,
         mlp_bias=False, final_norm=True, scale_attn_weights=False,
         relative_buckets=int(raw.get("relative_attention_num_buckets", 32)),
         relative_max_distance=int(raw.get("relative_attention_max_distance", 128)))
