@@ -3,7 +3,7 @@
     python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--out trace.npz]
     python -m mha_viz corpus --model NAME (--input FILE_OR_FOLDER [--column C] | --demo)
         [--limit N | --sample N --seed S] [--seg-len 128] [--engine local|ray] [--workers N]
-        [--address auto|HOST:PORT] [--checkpoint DIR] [--stats entropy,mass,roles,similarity]
+        [--address auto|HOST:PORT] [--checkpoint DIR] [--stats entropy,mass,...]
         [--max-segments N] --out r.npz          (writes r.npz and r.parquet)
     python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
         [--component head] [--direction denoise] [--method exact|attribution|path]
@@ -42,6 +42,8 @@ def layer_summary(trace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .analysis import head_statistics  # the statistics --stats offers
+
     parser = argparse.ArgumentParser(prog="python -m mha_viz",
                                      description="Trace every attention head of a GPT-2/BERT model")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -85,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                             help="a folder that keeps finished shards: an interrupted run "
                                  "started again with it resumes")
     corpus_cmd.add_argument("--batch-size", type=int, default=None)
-    corpus_cmd.add_argument("--stats", default=",".join(("entropy", "mass", "roles",
-                                                         "similarity")))
+    corpus_cmd.add_argument("--stats", default=",".join(head_statistics.DEFAULT),
+                            help="comma-separated, some of " + ", ".join(
+                                f"{name} ({s.label})" for name, s in
+                                head_statistics.REGISTRY.items()))
     corpus_cmd.add_argument("--out", required=True,
                             help="the results, .npz; the per-head table goes beside it as "
                                  ".parquet")

@@ -13,14 +13,12 @@ import streamlit as st
 from mha_viz import InputError
 from mha_viz import analysis as A
 from mha_viz import corpus, plots, ui
+from mha_viz.analysis import head_statistics
 from mha_viz.server import export
 
 SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
            "paste": "Paste texts"}
-STAT_LABELS = {"entropy": "Entropy", "mass": "Where attention goes (token classes)",
-               "roles": "Role scores", "similarity": "Head similarity (JS distance)",
-               "ablation": "Ablation effect (slow: a forward per head)",
-               "gradient": "Gradient importance", "pruning": "Pruning curve"}
+STAT_LABELS = head_statistics.labels()
 
 
 def read_texts() -> corpus.CorpusText | None:
@@ -221,6 +219,13 @@ with ui.guard():
         st.caption("Michel et al.'s |∂ score / ∂ head gate| per segment; mean and spread.")
         heatmap_pair(result, "gradient_importance", "Gradient importance", "|∂ score|",
                      "c_grad", stem)
+    for name in stats:  # any other statistic: its arrays' mean and spread per head
+        statistic = head_statistics.REGISTRY[name]
+        if statistic.view == "heatmap":
+            st.subheader(f"{statistic.label} over the corpus")
+            for array in head_statistics.array_names(statistic, result.names):
+                heatmap_pair(result, array, statistic.label, statistic.unit, f"c_{array}",
+                             stem)
     if "pruning" in stats and "pruning_curve_score" in result.curves:
         st.subheader("Pruning curve over the corpus")
         st.caption(f"Heads removed 10 % at a time, least important first (importance "

@@ -10,7 +10,8 @@ import numpy as np
 
 from .results import CorpusResult, Moments
 from .segments import corpus_model
-from .statistics import SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats, _importance
+from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats,
+                         _importance)
 
 
 def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
@@ -21,7 +22,7 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
     from ..maps.streaming import RowBlock
 
     info = model.info
-    from_maps = [s for s in stats if s in STATS]
+    from_maps = [s for s in stats if s in FROM_MAPS]
     segments = []
     for ids in batch:
         tokens, display = model.token_labels(ids)

@@ -1,0 +1,176 @@
+"""The registry of per-head statistics: each is declared once here (what it reads, the arrays
+it gives, its label, unit and docs section), and corpus mode, the command line, the Corpus
+page's picker and docs/analyses.md read it from here.
+
+A statistic computed from maps names the accumulators it reads (ACCUMULATORS: built once per
+segment and shared, so the role scores reuse the entropy's and the mass's) and a function from
+those accumulators to named [L, H] arrays. One that runs the model again (head importance)
+gives a function of the model and the segment's token ids instead.
+
+To add a statistic: an accumulator in analysis/ (mha_viz.maps.streaming's protocol: update,
+merge, result), an entry below, and its test. The corpus, the command line and the Corpus page
+pick it up; its docs section must exist in docs/analyses.md (a test reads it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.errors import InputError
+from .entropy import RowEntropy, mean_over_rows
+from .roles import TEXT_SCORE_KEYS, TextScores, roles_of
+from .similarity import ComparedRows
+from .token_classes import ClassMass
+
+
+@dataclass(frozen=True)
+class Segment:
+    """What a segment's accumulators are built from."""
+    tokens: list[str]
+    display_tokens: list[str]
+    token_ids: Sequence[int]
+    n_layer: int
+    n_head: int
+    causal: bool
+    similarity_rows: int | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+# Accumulators that several statistics may read, each built once per segment.
+ACCUMULATORS: dict[str, Callable[[Segment], object]] = {
+    "row_entropy": lambda s: RowEntropy(s.n_layer, s.n_head, s.n_tokens, s.causal),
+    "class_mass": lambda s: ClassMass(s, s.n_layer, s.n_head, s.n_tokens),
+    "text_scores": lambda s: TextScores((s.n_layer, s.n_head), s.n_tokens,
+                                        np.asarray(s.token_ids), TEXT_SCORE_KEYS),
+    "compared_rows": lambda s: ComparedRows(s.n_layer, s.n_head, s.n_tokens,
+                                            s.similarity_rows),
+}
+
+
+@dataclass(frozen=True)
+class HeadStatistic:
+    name: str  # as the command line and a result's arrays name it
+    label: str  # for a picker
+    unit: str
+    docs: str  # the section of docs/analyses.md that defines it
+    reads: tuple[str, ...] = ()  # ACCUMULATORS it reads (from the maps)
+    arrays: Callable[[Mapping[str, object]], dict[str, np.ndarray]] | None = None
+    measure: Callable | None = None  # (model, token_ids) -> arrays: runs the model again
+    default: bool = True  # in a corpus run unless others are asked for
+    # Where the Corpus page draws it: "heatmap" (mean and spread per head, by a generic
+    # section), or a section of the page's own (entropy's scale switch, the classes' and
+    # roles' pickers, similarity's clustering, the pruning curve)
+    view: str = "heatmap"
+
+    @property
+    def needs_model(self) -> bool:
+        return self.measure is not None or not self.reads
+
+
+def _entropy(acc) -> dict[str, np.ndarray]:
+    return {"entropy": mean_over_rows(acc["row_entropy"].result(normalized=False)),
+            "entropy_normalised": mean_over_rows(acc["row_entropy"].result(normalized=True))}
+
+
+def _mass(acc) -> dict[str, np.ndarray]:
+    return {"mass " + name: value for name, value in acc["class_mass"].result().items()}
+
+
+def _roles(acc) -> dict[str, np.ndarray]:
+    text = acc["text_scores"]
+    normalised = mean_over_rows(acc["row_entropy"].result(normalized=True))
+    scores = roles_of(text.result("ours"), acc["class_mass"].result(), normalised,
+                      text.sums["previous token"].shape)
+    # the normalised entropy is entropy's own array
+    return {"role " + name: value for name, value in scores.items() if name != "entropy"}
+
+
+def _ablation(model, token_ids) -> dict[str, np.ndarray]:
+    from .pruning import ablation_effects
+
+    return {"ablation_effect": ablation_effects(model, [model.encoding_of_ids(token_ids)])}
+
+
+def _gradient(model, token_ids) -> dict[str, np.ndarray]:
+    from .pruning import gradient_importance
+
+    return {"gradient_importance": gradient_importance(model, [model.encoding_of_ids(
+        token_ids)])}
+
+
+REGISTRY: dict[str, HeadStatistic] = {s.name: s for s in (
+    HeadStatistic("entropy", "Entropy", "nats", "Entropy", ("row_entropy",), _entropy,
+                  view="entropy"),
+    HeadStatistic("mass", "Where attention goes (token classes)", "fraction",
+                  "Where attention goes", ("class_mass",), _mass, view="mass"),
+    HeadStatistic("roles", "Role scores", "score", "Where attention goes",
+                  ("text_scores", "class_mass", "row_entropy"), _roles, view="roles"),
+    HeadStatistic("similarity", "Head similarity (JS distance)", "JS divergence",
+                  "Head similarity", ("compared_rows",),
+                  lambda acc: {"js_distance": acc["compared_rows"].result()},
+                  view="similarity"),
+    # head importance: an exact ablation sweep (a forward per head from its layer up),
+    # Michel et al.'s gradient importance, and the pruning curve over the corpus
+    HeadStatistic("ablation", "Ablation effect (slow: a forward per head)", "Δ score",
+                  "Pruning impact", measure=_ablation, default=False, view="ablation"),
+    HeadStatistic("gradient", "Gradient importance", "|∂ score|", "Pruning impact",
+                  measure=_gradient, default=False, view="gradient"),
+    HeadStatistic("pruning", "Pruning curve", "score", "Pruning impact", default=False,
+                  view="pruning"),
+)}
+
+FROM_MAPS = tuple(name for name, s in REGISTRY.items() if not s.needs_model)
+DEFAULT = tuple(name for name, s in REGISTRY.items() if s.default)
+IMPORTANCE = tuple(name for name, s in REGISTRY.items() if s.needs_model)
+
+
+def labels() -> dict[str, str]:
+    return {name: s.label for name, s in REGISTRY.items()}
+
+
+def array_names(statistic: HeadStatistic, names) -> list[str]:
+    """The arrays of a result that a statistic gave: its name, or its name and a suffix."""
+    return [n for n in names if n == statistic.name or n.startswith(statistic.name + "_")]
+
+
+def check_names(stats: Sequence[str]) -> tuple[str, ...]:
+    stats = tuple(stats)
+    unknown = [s for s in stats if s not in REGISTRY]
+    if unknown or not stats:
+        raise InputError(f"statistics must be some of {', '.join(REGISTRY)}, got {stats}")
+    return stats
+
+
+class SegmentAccumulators:
+    """The accumulators the asked-for statistics read, each built once for a segment, and
+    their arrays by name once every block has gone through."""
+
+    def __init__(self, stats: Sequence[str], segment: Segment):
+        self.stats = [REGISTRY[name] for name in stats if not REGISTRY[name].needs_model]
+        wanted = dict.fromkeys(key for s in self.stats for key in s.reads)
+        self.by_name = {key: ACCUMULATORS[key](segment) for key in wanted}
+
+    @property
+    def accumulators(self) -> list:
+        return list(self.by_name.values())
+
+    def result(self) -> dict[str, np.ndarray]:
+        out = {}
+        for statistic in self.stats:
+            out.update(statistic.arrays(self.by_name))
+        return out
+
+
+def measured(model, token_ids, stats: Sequence[str]) -> dict[str, np.ndarray]:
+    """The statistics that run the model again, for one segment's token ids."""
+    out = {}
+    for name in stats:
+        if REGISTRY[name].measure is not None:
+            out.update(REGISTRY[name].measure(model, token_ids))
+    return out
