@@ -105,7 +105,7 @@ with ui.guard():
                 "would need a target for every text; head importance scores the whole "
                 "model, so it is left out here.")
     statistic_choices = list(corpus.ALL_STATS if hasattr(model, "encoding_of_ids")
-                             else corpus.STATS)
+                             else head_statistics.FROM_MAPS)
     read = read_texts()
     if read is None:
         st.stop()

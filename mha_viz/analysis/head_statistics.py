@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..core.errors import InputError
+from .distance import AttentionDistance
 from .entropy import RowEntropy, mean_over_rows
 from .roles import TEXT_SCORE_KEYS, TextScores, roles_of
 from .similarity import ComparedRows
@@ -48,6 +49,7 @@ ACCUMULATORS: dict[str, Callable[[Segment], object]] = {
     "class_mass": lambda s: ClassMass(s, s.n_layer, s.n_head, s.n_tokens),
     "text_scores": lambda s: TextScores((s.n_layer, s.n_head), s.n_tokens,
                                         np.asarray(s.token_ids), TEXT_SCORE_KEYS),
+    "attention_distance": lambda s: AttentionDistance(s.n_layer, s.n_head),
     "compared_rows": lambda s: ComparedRows(s.n_layer, s.n_head, s.n_tokens,
                                             s.similarity_rows),
 }
@@ -115,6 +117,9 @@ REGISTRY: dict[str, HeadStatistic] = {s.name: s for s in (
                   "Head similarity", ("compared_rows",),
                   lambda acc: {"js_distance": acc["compared_rows"].result()},
                   view="similarity"),
+    HeadStatistic("distance", "Mean attention distance", "tokens", "Entropy",
+                  ("attention_distance",),
+                  lambda acc: {"distance": acc["attention_distance"].result()}, default=False),
     # head importance: an exact ablation sweep (a forward per head from its layer up),
     # Michel et al.'s gradient importance, and the pruning curve over the corpus
     HeadStatistic("ablation", "Ablation effect (slow: a forward per head)", "Δ score",

@@ -46,3 +46,19 @@ def test_a_segments_arrays_equal_the_analyses_on_its_trace(gpt2_model):
                                       trace.token_ids, *trace.maps_shape[:2], True)
     shared = head_statistics.SegmentAccumulators(["entropy", "mass", "roles"], segment)
     assert sorted(shared.by_name) == ["class_mass", "row_entropy", "text_scores"]
+
+
+def test_mean_attention_distance_over_a_corpus(gpt2_model, capsys):
+    """A statistic added by one registry entry: each segment's value is the library's
+    mean_attention_distance on that segment's trace; the command line offers it."""
+    from mha_viz.__main__ import main
+    from mha_viz.analysis import mean_attention_distance
+
+    texts = ["The cat sat on the mat because it was warm. " * 3, "One two three four five six."]
+    segments = corpus.segment(gpt2_model, texts, seg_len=16, min_len=4)
+    result = corpus.run(gpt2_model, segments, ["distance"])
+    each = [mean_attention_distance(gpt2_model.trace_ids(list(ids))) for ids in segments.ids]
+    np.testing.assert_allclose(result.mean("distance"), np.mean(each, axis=0), rtol=1e-5)
+    with pytest.raises(SystemExit):
+        main(["corpus", "--help"])
+    assert "distance (Mean attention distance)" in " ".join(capsys.readouterr().out.split())
