@@ -9,16 +9,13 @@ from mha_viz import analysis as A
 from mha_viz import plots, ui
 from mha_viz.maps.downsample import downsampled_labels
 from mha_viz.plots import fit
+from mha_viz.analysis.map_cosine import (DISTANCE_KINDS, DISTANCE_SHORT,
+                                         distances_of_kind)
 from mha_viz.server import export
+from mha_viz.ui import picks
 
 ROW_LIMIT = 128  # longer inputs compare this many evenly spaced query rows (unless told not to)
 NEIGHBOUR_CHOICES = [1, 2, 3, 4, 5]
-KIND_TEXT = {
-    "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
-    "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
-    "cosine": "cosine distance, 1 − cos of the two maps read as long vectors (0 to 1)",
-}
-KIND_SHORT = {"js": "JS divergence", "js_distance": "JS distance", "cosine": "cosine distance"}
 TOP_ACROSS = 8  # pairs of heads of different kinds listed
 SIDE_BY_SIDE_MAX = 128  # maps beside each other are block-averaged above this many tokens
 
@@ -30,27 +27,6 @@ ui.page_setup(
     "map then show which heads form families.",
 )
 selection = ui.sidebar()
-
-
-def head_distances(maps, kind: str, max_rows: int | None):
-    """The chosen distance between every pair of heads: JS (divergence or distance) or
-    1 − the cosine of the maps."""
-    if kind == "cosine":
-        return A.map_cosine_distances(maps, max_rows=max_rows)
-    return A.head_distances(maps, kind=kind, max_rows=max_rows)
-
-
-def pick_from_scatter(n_layer: int) -> None:
-    """Click on the head map -> the shared layer/head choice. Each layer is one trace of the
-    scatter (trace l = layer l, point h = head h); the ring trace after them is ignored."""
-    state = st.session_state.get("mds") or {}
-    for point in (state.get("selection") or {}).get("points") or []:
-        curve = point.get("curve_number")
-        index = point.get("point_index", point.get("point_number"))
-        if curve is not None and index is not None and 0 <= int(curve) < n_layer:
-            ui.set_value("layer", int(curve))
-            ui.set_value("head", int(index))
-            return
 
 
 def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind: str,
@@ -90,7 +66,8 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
                    "head to choose it below. The chosen head and its nearest heads are ringed.",
                    help=ui.TERMS["MDS"])
         fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
-        ui.show_figure(fig, key="mds", on_select=lambda: pick_from_scatter(n_layer),
+        ui.show_figure(fig, key="mds",
+                       on_select=lambda: picks.head_from_scatter("mds", n_layer),
                        share=ui.column_share(0.5),
                        alt="2-D map of the heads (MDS)")
         rank = A.positions_in_order(order)
@@ -122,7 +99,7 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
     st.dataframe(
         {"rank": list(range(1, len(nearest) + 1)),
          "head": [names[i] for i in nearest],
-         f"{KIND_SHORT[kind]} to {name}":
+         f"{DISTANCE_SHORT[kind]} to {name}":
              [round(float(dist[chosen, i]), 4) for i in nearest],
          "same layer": ["yes" if i // n_head == layer else "" for i in nearest]},
         hide_index=True, width="content")
@@ -150,11 +127,11 @@ def cross_attention_similarity(seq) -> None:
     layer, head, k_near = head_and_neighbours(seq.as_trace("decoder"))
     max_rows = A.rows_within_work(n_layer * n_head, max(t, s), None)
     rows = f"all {t}" if max_rows is None else f"{max_rows} evenly spaced of the {t}"
-    st.info(f"**The figures show the {KIND_TEXT[kind]}** between cross-attention heads: each "
+    st.info(f"**The figures show the {DISTANCE_KINDS[kind]}** between cross-attention heads: each "
             f"head's rows are the target positions' attention over the {s} source tokens, "
             f"compared on {rows} rows" + ("." if kind == "cosine" else
                                           f", smoothed first (0.999·a + 0.001/{s})."))
-    dist = ui.memo(head_distances, seq.cross_attentions if kind == "cosine" else
+    dist = ui.memo(distances_of_kind, seq.cross_attentions if kind == "cosine" else
                    seq.source("cross"), key=(selection.key, "dist"), kind=kind,
                    max_rows=max_rows)
     distance_views(dist, n_layer, n_head, layer, head, kind, order_by, k_near,
@@ -260,7 +237,7 @@ with ui.guard():
     # hold many heads; a long text many rows)
     max_rows = A.rows_within_work(n_layer * n_head, n, wanted_rows)
     layer, head, k_near = head_and_neighbours(trace)
-    kind_text = KIND_TEXT[kind]
+    kind_text = DISTANCE_KINDS[kind]
     if max_rows is None:
         rows_text = f"all {n} query rows."
     elif max_rows == wanted_rows:
@@ -277,7 +254,7 @@ with ui.guard():
                " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code."))
 
     # only the compared rows of every head are read (a long input computes just those)
-    dist = ui.memo(head_distances, trace,
+    dist = ui.memo(distances_of_kind, trace,
                    key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
     names, chosen, nearest = distance_views(dist, n_layer, n_head, layer, head, kind,
                                             order_by, k_near, (kind, max_rows))

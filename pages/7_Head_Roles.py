@@ -12,6 +12,7 @@ from mha_viz import analysis as A
 from mha_viz import plots, ui
 from mha_viz.maps.downsample import block_factor
 from mha_viz.server import export
+from mha_viz.ui import picks
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands
@@ -30,16 +31,6 @@ ui.page_setup(
     "head's strongest role and the input that showed it.",
 )
 selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
-
-
-def pick_from_table(rows) -> None:
-    """A row picked in the roles table -> the shared layer/head choice."""
-    state = st.session_state.get("roles_table") or {}
-    picked = (state.get("selection") or {}).get("rows") or []
-    if picked and 0 <= int(picked[0]) < len(rows):
-        ui.set_value("layer", rows[int(picked[0])].layer)
-        ui.set_value("head", rows[int(picked[0])].head)
-        st.session_state[ui.section_open_key("role_head")] = True  # the head is shown there
 
 
 with ui.guard():
@@ -178,7 +169,8 @@ with ui.guard():
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"score": st.column_config.NumberColumn(format="%.3f")},
                  height=600 if show_all else "content", key="roles_table",
-                 on_select=ui.callback(lambda: pick_from_table(shown)),
+                 on_select=ui.callback(lambda: picks.head_from_table("roles_table", shown,
+                                                                     "role_head")),
                  selection_mode="single-row")
     full = {"head": [r.name for r in roles], "layer": [r.layer for r in roles],
             "head index": [r.head for r in roles], "role": [r.role for r in roles],

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.arrays import RowsDone, as_inputs, maps_shape
 from ..core.errors import InputError
-from .similarity import _row_selection, rows_in_groups
+from .similarity import _row_selection, head_distances, rows_in_groups
 
 
 def map_cosine_similarity(attentions, max_rows: int | None = None,
@@ -51,3 +51,24 @@ def map_cosine_distances(attentions, max_rows: int | None = None, progress=None
     """1 - map_cosine_similarity: 0 for identical maps, 1 for maps with no attended
     (query, key) pair in common; what clustering and the 2-D map of heads take."""
     return 1.0 - map_cosine_similarity(attentions, max_rows, progress)
+
+
+# The distances between heads the Head similarity page offers, as a reader sees them
+DISTANCE_KINDS = {
+    "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
+    "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
+    "cosine": "cosine distance, 1 − cos of the two maps read as long vectors (0 to 1)",
+}
+DISTANCE_SHORT = {"js": "JS divergence", "js_distance": "JS distance",
+                  "cosine": "cosine distance"}
+
+
+def distances_of_kind(maps, kind: str, max_rows: int | None = None) -> np.ndarray:
+    """[N, N] the chosen distance between every pair of heads: JS (divergence or distance,
+    similarity.head_distances) or 1 − the cosine of the maps (map_cosine_distances)."""
+    if kind not in DISTANCE_KINDS:
+        raise InputError(f"distance kind must be one of {', '.join(DISTANCE_KINDS)}, "
+                         f"got {kind!r}")
+    if kind == "cosine":
+        return map_cosine_distances(maps, max_rows=max_rows)
+    return head_distances(maps, kind=kind, max_rows=max_rows)

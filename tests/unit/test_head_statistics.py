@@ -62,3 +62,18 @@ def test_mean_attention_distance_over_a_corpus(gpt2_model, capsys):
     with pytest.raises(SystemExit):
         main(["corpus", "--help"])
     assert "distance (Mean attention distance)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_distance_kinds_the_similarity_page_offers(gpt2_model):
+    from mha_viz.analysis import head_distances, map_cosine_distances
+    from mha_viz.analysis.map_cosine import DISTANCE_KINDS, distances_of_kind
+
+    trace = gpt2_model.trace("Two heads are alike when they spread attention alike.")
+    np.testing.assert_array_equal(distances_of_kind(trace, "js"), head_distances(trace))
+    np.testing.assert_array_equal(distances_of_kind(trace, "js_distance"),
+                                  head_distances(trace, kind="js_distance"))
+    np.testing.assert_array_equal(distances_of_kind(trace, "cosine"),
+                                  map_cosine_distances(trace))
+    assert set(DISTANCE_KINDS) == {"js", "js_distance", "cosine"}
+    with pytest.raises(InputError, match="distance kind must be one of js, js_distance"):
+        distances_of_kind(trace, "euclid")
