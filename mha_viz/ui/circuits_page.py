@@ -1,0 +1,395 @@
+"""The Circuits page's own pieces (pages/9_Circuits.py): its texts and choices, the keys its
+results are stored under, what it runs by itself, what each of its choices shows, the
+callbacks of its clickable figures and the widgets that make a prompt pair.
+
+The page's widget keys, URL parameters and stored-result keys are named here as the page has
+always named them: links and tests rely on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from .. import plots
+from ..analysis import patching, prompts
+from ..analysis.encoder_decoder_ablation import total_heads
+from ..analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
+from ..analysis.heads import head_name, parse_head_name
+from ..core.errors import MhaVizError
+from ..models.model import TargetMetric
+from ..server import export
+from .compute import Selection, memo, run_or_wait
+from .messages import callback, show_error
+from .output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
+                     figure_columns, show_figure, viewport)
+from .settings import EXAMPLES, NUMBERING, md_escape
+from .state import set_value, synced
+
+AUTO_TOKENS = 64  # one pair up to this long is patched by itself; more waits for a button
+AUTO_HEADS = 200  # an encoder-decoder with at most this many heads is patched by itself
+METRIC_HELP = {
+    "logit_diff": "logit(target) − logit(contrast) at the last position: how much more the "
+                  "model prefers the target (Wang et al. 2023's measure for the IOI task).",
+    "logit": "The target's logit at the last position (before the softmax).",
+    "logprob": "log p(target) at the last position: the logit after the softmax, so every "
+               "other token's logit moves it too.",
+}
+DIRECTION_HELP = ("Denoising runs the corrupted prompt and restores one clean activation: a "
+                  "component that alone brings the answer back is sufficient. Noising runs the "
+                  "clean prompt and breaks one activation: a component whose loss hurts is "
+                  "necessary. 0 on the colour scale is the corrupted run, 1 the clean run.")
+VIEWS = {"heads": "Heads", "positions": "Positions", "attribution": "Attribution vs exact",
+         "paths": "Path patching", "circuit": "Circuit graph"}
+STREAMS = {"resid_pre": "residual stream entering the layer", "attn_out": "attention output",
+           "mlp_out": "MLP output"}
+SOURCES = {"one": "this pair", "ioi": "N generated IOI pairs", "file": "pairs from a file"}
+KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention",
+               "cross": "Cross-attention"}
+MAX_IOI = 256
+_OPEN_HEAD = "_mv_circuits_open_head"  # (layer, head, text) of a clicked node of the graph
+
+
+# --- keys and what runs by itself ------------------------------------------------------------
+
+
+def result_key(step: str, model_name: str, pairs, metric: str, *choices) -> tuple:
+    """The key a result of the page is stored under: its step ("patch", "attribution",
+    "path", "edges", "circuit"; the step also names its run button, run_<step>), the model,
+    the pairs, the metric, then what the step depends on besides (component and direction,
+    the receivers, the number of edges). Exact head patching has one key in every view."""
+    return (step, model_name, tuple(pairs), metric, *choices)
+
+
+def _sha1(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
+def pairs_digest(pairs) -> str:
+    """A short name of the pairs a figure shows (its meta "pairs", for tests and benchmarks)."""
+    return _sha1(repr(tuple(pairs)).encode("utf-8", "replace"))[:12]
+
+
+def runs_by_itself(model, pairs) -> dict[str, bool]:
+    """Which of the page's views (VIEWS) computes on opening, without waiting for a button:
+    every view but path patching (one run per sender head), for one pair of at most
+    AUTO_TOKENS tokens."""
+    short = len(pairs) == 1 and len(model.encode(pairs[0].clean).input_ids) <= AUTO_TOKENS
+    return {view: short and view != "paths" for view in VIEWS}
+
+
+def seq2seq_runs_by_itself(model) -> bool:
+    """An encoder-decoder is patched on opening when it has at most AUTO_HEADS heads of every
+    kind together (one run per head)."""
+    return total_heads(model) <= AUTO_HEADS
+
+
+# --- what a choice shows ---------------------------------------------------------------------
+
+
+def direction_caption(direction: str) -> str:
+    """What a direction does, as a sentence ("The corrupted run with one clean activation ...")."""
+    return patching.DIRECTIONS[direction].split(": ", 1)[1].capitalize() + "."
+
+
+def effect_choices(n_pairs: int, pairs) -> dict:
+    """The Heads view's "Show" options over several pairs, each with how it reads: "mean",
+    "std" and each pair by its index (an int)."""
+    labels = {"mean": f"mean over {n_pairs} pairs", "std": "spread: standard deviation over pairs"}
+    labels.update({number: f"pair {number}: {pair.clean}" for number, pair in enumerate(pairs)})
+    return labels
+
+
+def effect_label(labels: dict, choice) -> str:
+    """How the "Show" box reads ``choice``. The browser hands the box back an option's
+    position; AppTest may name a pair as its label starts, "pair 2": both read alike."""
+    named = {f"pair {number}": number for number in labels if isinstance(number, int)}
+    return labels[named.get(choice, choice)]
+
+
+@dataclass(frozen=True)
+class ShownEffect:
+    """What the head map shows for one "Show" choice."""
+    values: np.ndarray  # the colours
+    raw: np.ndarray  # the patched metric under each cell
+    what: str
+    unit: str  # the colour bar's title
+
+
+def shown_effect(result: patching.PatchingResult, choice) -> ShownEffect:
+    """The head map of ``choice``: "mean" (the effect over pairs), "std" (its spread) or a
+    pair's index."""
+    if choice == "mean":
+        return ShownEffect(result.effect, result.values, "mean normalised effect", "normalised")
+    if choice == "std":
+        return ShownEffect(result.std, result.values, "std of the normalised effect", "std")
+    return ShownEffect(result.per_pair_effect[choice], result.per_pair[choice],
+                       f"normalised effect on pair {choice}", "normalised")
+
+
+def heads_caption(result: patching.PatchingResult) -> str:
+    """What a cell of the head map is, in the result's direction."""
+    if result.direction == "denoise":
+        return (f"Each cell: the corrupted run with that head's output (before W_O) restored "
+                f"from the clean run, normalised: 0 = the corrupted run's metric "
+                f"({result.corrupted:.3f}), 1 = the clean run's ({result.clean:.3f}). Red "
+                f"heads bring the clean answer back by themselves. Click a head to trace "
+                f"the paths into it.")
+    return (f"Each cell: the clean run with that head's output (before W_O) taken from "
+            f"the corrupted run, as the change it makes, normalised: 0 = no change from "
+            f"the clean run's metric ({result.clean:.3f}), −1 = all the way to the "
+            f"corrupted run's ({result.corrupted:.3f}). Blue heads are necessary. "
+            f"Click a head to trace the paths into it.")
+
+
+def heads_title(direction: str, what: str) -> str:
+    return f"{'Denoising' if direction == 'denoise' else 'Noising'}: {what}"
+
+
+def receiver_names(n_layer: int, n_head: int) -> list[str]:
+    """Path patching's receivers: the logits, then every head above layer 0 (a head of
+    layer 0 has no sender below it)."""
+    return ["logits"] + [head_name(layer, head) for layer in range(1, n_layer)
+                         for head in range(n_head)]
+
+
+def path_receivers(receiver: str, part: str):
+    """path_patching's receivers for a receiver name: "logits", or [(layer, head, part)]."""
+    if receiver == "logits":
+        return "logits"
+    return [(*parse_head_name(receiver), part)]
+
+
+def strongest_table(ranked) -> dict[str, list[str]]:
+    """patching.strongest_components' (name, effect, patched metric) rows as table columns."""
+    return {"head": [name for name, _, _ in ranked],
+            "normalised effect": [f"{effect:+.3f}" for _, effect, _ in ranked],
+            "patched metric": [f"{value:.3f}" for _, _, value in ranked]}
+
+
+def edge_table(edges, n: int = 10) -> dict[str, list[str]]:
+    """The first ``n`` edges of a circuit, as shown."""
+    return {"edge": [f"{e.upstream} → {e.downstream}" for e in edges[:n]],
+            "score": [f"{e.score:+.4f}" for e in edges[:n]]}
+
+
+def edge_columns(edges) -> dict[str, list]:
+    """Every edge of a circuit as the CSV's columns."""
+    return {"upstream": [e.upstream for e in edges],
+            "downstream": [e.downstream for e in edges],
+            "score": [e.score for e in edges]}
+
+
+def seq2seq_table(ranked, direction: str) -> dict[str, list]:
+    """Seq2SeqPatching.strongest's (kind, layer, head, share) rows as table columns."""
+    return {"head": [head_name(layer, head) for _, layer, head, _ in ranked],
+            "kind": [KIND_TITLES[kind] for kind, _, _, _ in ranked],
+            "share restored" if direction == "denoise" else "share lost":
+                [round(value, 3) for _, _, _, value in ranked]}
+
+
+def layers_across() -> bool | None:
+    """Head maps of a deep model run their layers across a wide screen, down a phone's."""
+    size = viewport()
+    return False if size is not None and size["width"] < STACKED_BELOW_PX else None
+
+
+# --- clicks ----------------------------------------------------------------------------------
+
+
+def open_clicked_head() -> None:
+    """After a click on a head of the circuit graph: open its attention map on the text."""
+    if _OPEN_HEAD in st.session_state:
+        layer, head, text = st.session_state.pop(_OPEN_HEAD)
+        set_value("text", text)
+        set_value("layer", layer)
+        set_value("head", head)
+        st.switch_page("pages/1_Attention_Maps.py")
+
+
+def _selected_points(key: str) -> list:
+    return ((st.session_state.get(key) or {}).get("selection") or {}).get("points") or []
+
+
+@callback
+def set_target_from_pills() -> None:
+    picked = st.session_state.get("_mv_circuit_pills")
+    if picked:
+        set_value("c_target", picked)
+
+
+@callback
+def receiver_from_map(n_head: int) -> None:
+    """A click in the head map: that head becomes path patching's receiver."""
+    for point in _selected_points("patch_heads"):
+        picked = plots.grid_point_to_head(point, n_head)
+        if picked is not None and point.get("curve_number", 1) == 1:
+            set_value("c_recv", head_name(*picked))
+            set_value("c_view", "paths")
+            return
+
+
+@callback
+def open_node(names: list, node_curve: int, text: str) -> None:
+    for point in _selected_points("circuit_graph"):
+        node = plots.circuit_point_to_node(point, names, node_curve)
+        head = plots.node_to_head(node) if node else None
+        if head is not None:
+            st.session_state[_OPEN_HEAD] = (head[0], head[1], text)
+            return
+
+
+# --- widgets ---------------------------------------------------------------------------------
+
+
+def show_tokens(comparison: prompts.PromptComparison) -> None:
+    """Both prompts' tokens side by side, the differing positions highlighted."""
+    left, right = st.columns(2)
+    for column, name, tokens in ((left, "Clean", comparison.clean_tokens),
+                                 (right, "Corrupted", comparison.corrupted_tokens)):
+        chips = " ".join(
+            (f":orange-background[**{i}:{md_escape(t)}**]" if i in comparison.differing
+             else f"`{i}:{md_escape(t)}`") for i, t in enumerate(tokens))
+        column.markdown(f"**{name}: {len(tokens)} tokens**  \n{chips}")
+
+
+def swap_helper(model, clean: str, comparison: prompts.PromptComparison) -> None:
+    """A corrupted prompt made from the clean one with one token swapped."""
+    with st.expander("Make a corrupted prompt: swap one token of the clean prompt"):
+        swap_col, with_col, button_col = st.columns([2, 2, 1], vertical_alignment="bottom")
+        position = swap_col.selectbox(
+            "Token to replace", list(range(len(comparison.clean_tokens))),
+            index=len(comparison.clean_tokens) - 1 if not comparison.differing
+            else comparison.differing[0],
+            format_func=lambda i: f"{i}: {comparison.clean_tokens[i]}", key="_mv_swap_pos")
+        replacement = with_col.text_input("Replace it with", " John", key="_mv_swap_with",
+                                          help="One token, e.g. ' John' (with the space "
+                                               "the word has in the text).")
+        if button_col.button("Swap", key="_mv_swap"):
+            try:
+                set_value("corrupted", prompts.swap_token(model, clean, position, replacement))
+                st.rerun()
+            except MhaVizError as error:
+                show_error(error)
+
+
+def prediction_pills(model, model_name: str, clean: str) -> None:
+    """The model's top predictions after the clean prompt; a click makes one the target."""
+    predicted = memo(model.predict, clean, key=(model_name, "c_top", clean), k=6)
+    ids = [int(i) for i in predicted.top_ids[-1]]
+    st.pills("The model's top predictions after the clean prompt (click one to make it "
+             "the target)", [model.tokenizer.decode([i]) for i in ids],
+             format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
+             on_change=set_target_from_pills)
+
+
+def ioi_pairs_input(model, model_name: str) -> list[prompts.PromptPair]:
+    """N generated indirect-object pairs, from a number and a seed."""
+    n_col, seed_col = st.columns(2)
+    n = synced(n_col.number_input, "c_n", "Pairs", 16, min_value=1, max_value=MAX_IOI,
+               valid=lambda v: 1 <= int(v) <= MAX_IOI)
+    seed = synced(seed_col.number_input, "c_seed", "Seed", 0, min_value=0,
+                  max_value=2**31 - 1, valid=lambda v: 0 <= int(v) < 2**31)
+    pairs = memo(prompts.ioi_pairs, model, key=(model_name, "ioi"), n=int(n), seed=int(seed))
+    st.caption(f"{len(pairs)} indirect-object pairs (ABBA and BABA templates), each with "
+               f"its own target (the indirect object) and contrast (the subject); the "
+               f"first: “{md_escape(pairs[0].clean)}”.")
+    return pairs
+
+
+def pairs_file_input() -> list[prompts.PromptPair] | None:
+    """The pairs of an uploaded file (None until one is uploaded)."""
+    upload = st.file_uploader("Pairs file (.csv or .jsonl: clean, corrupted, target, contrast)",
+                              type=["csv", "jsonl"], key="_mv_pairs_file")
+    if upload is None:
+        st.info("Upload a file of prompt pairs to patch over them.")
+        return None
+    data = upload.getvalue()
+    pairs = memo(prompts.read_pairs, data, key=("pairs file", _sha1(data)), name=upload.name)
+    st.caption(f"{len(pairs)} pairs from the file.")
+    return pairs
+
+
+def downloads(result: patching.PatchingResult, name: str, file_stem: str) -> None:
+    """A patching result as CSV and every pair's values as .npz."""
+    stem = export.safe_filename(file_stem, "patching", name, result.direction)
+    left, right = st.columns(2)
+    with left:
+        download_csv(partial(export.patching_csv, result), stem + ".csv",
+                     "Patching results as CSV", key=f"dl_{name}_csv")
+    with right:
+        download_bytes(partial(export.npz_bytes, result.to_npz_dict()), stem + ".npz",
+                       "⬇ Every pair's values (.npz)", key=f"dl_{name}_npz")
+
+
+# --- an encoder-decoder ----------------------------------------------------------------------
+
+
+def seq2seq_key(model_name: str, clean: str, corrupted: str, target: str | None,
+                direction: str) -> tuple:
+    """The key an encoder-decoder's patching is stored under (its run button: run_patch_seq2seq)."""
+    return ("patch_seq2seq", model_name, clean, corrupted, target, direction)
+
+
+def encoder_decoder_view(selection: Selection, model) -> None:
+    """An encoder-decoder: the sidebar's source is clean, a corrupted source is typed here,
+    and every head of every kind is patched between the two runs of one target."""
+    example = next((e for e in EXAMPLES.values() if e["text"] == selection.text), {})
+    st.caption("The sidebar's source is the clean one; type a corrupted source that differs "
+               "in one word (or digit). The decoder reads the same target after both: the "
+               "sidebar's target, or the model's own output for the clean source.")
+    corrupted = synced(st.text_input, "c_corrupted", "Corrupted source",
+                       example.get("corrupted", ""),
+                       placeholder="the source with one word changed")
+    if not corrupted.strip():
+        st.info("Type a corrupted source above to patch.")
+        st.stop()
+    found = memo(first_divergence, model, key=(selection.key[:-1], corrupted, "diverge"),
+                 clean=selection.text, corrupted=corrupted, target=selection.target)
+    if found is None:
+        st.info("The decoder writes the same tokens after both sources (teacher-forced on "
+                "the clean target): the corruption changes no answer, so there is nothing "
+                "to patch. Change another word.")
+        st.stop()
+    position, clean_token, corrupted_token = found
+    shown = model.display_tokens([clean_token, corrupted_token])
+    direction = synced(st.radio, "c_direction", "Patch", "denoise",
+                       options=["denoise", "noise"], horizontal=True,
+                       format_func={"denoise": "clean into corrupted (denoising)",
+                                    "noise": "corrupted into clean (noising)"}.get,
+                       help=DIRECTION_HELP)
+    metric = TargetMetric(position, clean_token, corrupted_token)
+    st.markdown(f"**Measured:** logit('{md_escape(shown[0])}') − "
+                f"logit('{md_escape(shown[1])}') at target position {position}, the first "
+                f"token the corruption changes.")
+    result = run_or_wait(
+        seq2seq_key(selection.model_name, selection.text, corrupted, selection.target,
+                    direction), activation_patching_seq2seq, model, selection.text, corrupted,
+        selection.target, metric, direction, label="Patching every head of every kind",
+        auto=seq2seq_runs_by_itself(model),
+        button=f"Patch every head ({total_heads(model)} runs)")
+    if result is None:
+        st.stop()
+    st.caption(f"Clean run: {result.clean:.3f}; corrupted run: {result.corrupted:.3f}. Each "
+               f"cell: the metric with one head's output (its z, before W_O) taken from the "
+               f"other run, as a share of the way from corrupted (0) to clean (1). The three "
+               f"maps share one colour scale, −1 to 1.")
+    for note in result.notes:
+        st.caption(note)
+    for column, (kind, values) in zip(figure_columns(3), result.normalized.items()):
+        with column:
+            fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], "patched (0 → 1)",
+                                           fmt=".2f", diverging=True, zmax=1.0)
+            show_figure(fig, key=f"patch_{kind}", share=column_share(1 / 3),
+                        alt=f"Patching effect of every {kind} head")
+    st.markdown("**The heads that carry the difference**, of every kind")
+    st.dataframe(seq2seq_table(result.strongest(), direction), hide_index=True, width="stretch")
+    download_csv(partial(export.table_csv, result.table()),
+                 export.safe_filename(selection.file_stem, "patching", direction, suffix=".csv"),
+                 "Every head as CSV", key="dl_patch_seq2seq")
+    st.caption(NUMBERING)
+    caveat()

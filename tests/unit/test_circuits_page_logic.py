@@ -1,0 +1,170 @@
+"""What the Circuits page (pages/9_Circuits.py) reads from mha_viz.ui.circuits_page, against
+values worked out here: the keys its results are stored under, what runs by itself, what each
+"Show" choice of the head map shows (against each pair patched alone), the receivers of path
+patching and the tables as shown."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hf_reference import TEXT
+
+from mha_viz.analysis import activation_patching
+from mha_viz.analysis.circuits import Edge
+from mha_viz.analysis.patching import strongest_components
+from mha_viz.analysis.prompts import PromptPair, swap_token
+from mha_viz.core.errors import InputError
+from mha_viz.ui import circuits_page
+
+
+@pytest.fixture(scope="module")
+def pairs(gpt2_model):
+    """Two pairs of the same text, each with another token swapped."""
+    ids = gpt2_model.encode(TEXT).input_ids
+    return [PromptPair(TEXT, swap_token(gpt2_model, TEXT, position, ids[1]), ids[4], ids[1])
+            for position in (2, 3)]
+
+
+@pytest.fixture(scope="module", params=["denoise", "noise"])
+def patched(request, gpt2_model, pairs):
+    """(direction, the two pairs patched together, each pair patched alone)."""
+    direction = request.param
+    together = activation_patching(gpt2_model, pairs, None, "logit_diff", "head", direction)
+    alone = [activation_patching(gpt2_model, [pair], None, "logit_diff", "head", direction)
+             for pair in pairs]
+    return direction, together, alone
+
+
+def test_the_views_share_one_key_for_exact_head_patching(pairs):
+    heads = circuits_page.result_key("patch", "gpt2", pairs, "logit_diff", "head", "noise")
+    again = circuits_page.result_key("patch", "gpt2", list(pairs), "logit_diff", "head", "noise")
+    assert heads == again == ("patch", "gpt2", tuple(pairs), "logit_diff", "head", "noise")
+    hash(heads)  # a store key
+    assert circuits_page.result_key("attribution", "gpt2", pairs, "logit_diff", "head",
+                                    "noise")[1:] == heads[1:]
+    assert circuits_page.result_key("circuit", "gpt2", pairs, "logit", 40) == (
+        "circuit", "gpt2", tuple(pairs), "logit", 40)
+    assert circuits_page.seq2seq_key("t5-toy", "a b", "a c", None, "denoise") == (
+        "patch_seq2seq", "t5-toy", "a b", "a c", None, "denoise")
+
+
+def test_the_pairs_digest_names_the_pairs(pairs):
+    digest = circuits_page.pairs_digest(pairs)
+    assert len(digest) == 12 and int(digest, 16) >= 0
+    assert circuits_page.pairs_digest(list(pairs)) == digest
+    assert circuits_page.pairs_digest(pairs[:1]) != digest
+    assert circuits_page.pairs_digest(pairs[::-1]) != digest
+
+
+def test_one_short_pair_runs_by_itself_but_path_patching_waits(gpt2_model, pairs):
+    assert len(gpt2_model.encode(TEXT).input_ids) <= circuits_page.AUTO_TOKENS
+    assert circuits_page.runs_by_itself(gpt2_model, pairs[:1]) == {
+        "heads": True, "positions": True, "attribution": True, "paths": False,
+        "circuit": True}
+    assert not any(circuits_page.runs_by_itself(gpt2_model, pairs).values())  # two pairs
+    long_text = " ".join(["the cat sat on the mat"] * 20)
+    assert len(gpt2_model.encode(long_text).input_ids) > circuits_page.AUTO_TOKENS
+    long_pair = [PromptPair(long_text, long_text, 1, 2)]
+    assert not any(circuits_page.runs_by_itself(gpt2_model, long_pair).values())
+
+
+def _seq2seq(encoder: tuple[int, int], decoder: tuple[int, int]):
+    stack = lambda shape: SimpleNamespace(n_layer=shape[0], n_head=shape[1])  # noqa: E731
+    return SimpleNamespace(network=SimpleNamespace(config=SimpleNamespace(
+        encoder=stack(encoder), decoder=stack(decoder))))
+
+
+def test_an_encoder_decoder_runs_by_itself_up_to_200_heads():
+    assert circuits_page.AUTO_HEADS == 200
+    # encoder 8 x 5, decoder 8 x 10 self- and cross-attention: 40 + 80 + 80 = 200
+    assert circuits_page.seq2seq_runs_by_itself(_seq2seq((8, 5), (8, 10)))
+    # 6 x 12 + 2 * (6 x 12) = 216
+    assert not circuits_page.seq2seq_runs_by_itself(_seq2seq((6, 12), (6, 12)))
+
+
+def test_the_show_choices_are_numbers_read_as_labels(pairs):
+    labels = circuits_page.effect_choices(2, pairs)
+    assert list(labels) == ["mean", "std", 0, 1]
+    read = [circuits_page.effect_label(labels, choice) for choice in labels]
+    assert read == ["mean over 2 pairs", "spread: standard deviation over pairs",
+                    f"pair 0: {TEXT}", f"pair 1: {TEXT}"]
+    assert circuits_page.effect_label(labels, "pair 1") == f"pair 1: {TEXT}"
+    with pytest.raises(KeyError):
+        circuits_page.effect_label(labels, 2)
+
+
+def test_each_show_choice_is_what_the_pairs_patched_alone_give(patched):
+    direction, together, alone = patched
+    base = 0.0 if direction == "denoise" else 1.0
+    each = np.stack([result.normalized for result in alone])
+    for number in range(2):
+        shown = circuits_page.shown_effect(together, number)
+        np.testing.assert_allclose(shown.values, each[number] - base, atol=1e-4)
+        np.testing.assert_allclose(shown.raw, alone[number].values, atol=1e-4)
+        assert (shown.what, shown.unit) == (f"normalised effect on pair {number}", "normalised")
+    mean = circuits_page.shown_effect(together, "mean")
+    np.testing.assert_allclose(mean.values, each.mean(0) - base, atol=1e-4)
+    np.testing.assert_allclose(mean.raw, np.mean([r.values for r in alone], 0), atol=1e-4)
+    assert (mean.what, mean.unit) == ("mean normalised effect", "normalised")
+    spread = circuits_page.shown_effect(together, "std")
+    np.testing.assert_allclose(spread.values, each.std(0, ddof=1), atol=1e-4)
+    assert (spread.what, spread.unit) == ("std of the normalised effect", "std")
+    title = circuits_page.heads_title(direction, mean.what)
+    assert title == ("Denoising" if direction == "denoise" else "Noising") + \
+        ": mean normalised effect"
+
+
+def test_the_heads_caption_names_both_runs(patched):
+    direction, together, _ = patched
+    caption = circuits_page.heads_caption(together)
+    clean, corrupted = f"{together.clean:.3f}", f"{together.corrupted:.3f}"
+    if direction == "denoise":
+        assert f"0 = the corrupted run's metric ({corrupted}), 1 = the clean run's ({clean})" \
+            in caption
+    else:
+        assert f"0 = no change from the clean run's metric ({clean}), −1 = all the way to " \
+               f"the corrupted run's ({corrupted})" in caption
+
+
+def test_the_strongest_heads_table_is_the_largest_effects(patched):
+    _, together, _ = patched
+    table = circuits_page.strongest_table(strongest_components(together, 3))
+    effect = together.effect
+    order = np.argsort(np.abs(effect).ravel())[::-1][:3]
+    n_head = effect.shape[1]
+    assert table["head"] == [f"L{i // n_head}.H{i % n_head}" for i in order]
+    assert table["normalised effect"] == [f"{effect.ravel()[i]:+.3f}" for i in order]
+    assert table["patched metric"] == [f"{together.values.ravel()[i]:.3f}" for i in order]
+
+
+def test_direction_captions():
+    assert circuits_page.direction_caption("denoise") == \
+        "The corrupted run with one clean activation (what suffices)."
+    assert circuits_page.direction_caption("noise") == \
+        "The clean run with one corrupted activation (what is necessary)."
+
+
+def test_path_patching_receivers():
+    assert circuits_page.receiver_names(3, 2) == ["logits", "L1.H0", "L1.H1", "L2.H0", "L2.H1"]
+    assert circuits_page.path_receivers("logits", "k") == "logits"
+    assert circuits_page.path_receivers("L20.H0", "k") == [(20, 0, "k")]
+    with pytest.raises(InputError):
+        circuits_page.path_receivers("MLP3", "q")
+
+
+def test_edge_tables():
+    edges = [Edge("L3.H1", "L5.H0.q", 0.25), Edge("embed", "logits", -1.5),
+             Edge("MLP2", "MLP4", 1e-5)]
+    assert circuits_page.edge_table(edges, 2) == {
+        "edge": ["L3.H1 → L5.H0.q", "embed → logits"], "score": ["+0.2500", "-1.5000"]}
+    assert circuits_page.edge_columns(edges) == {
+        "upstream": ["L3.H1", "embed", "MLP2"], "downstream": ["L5.H0.q", "logits", "MLP4"],
+        "score": [0.25, -1.5, 1e-5]}
+
+
+def test_the_seq2seq_table():
+    ranked = [("cross", 2, 3, 0.91234), ("encoder", 0, 1, 0.5)]
+    assert circuits_page.seq2seq_table(ranked, "denoise") == {
+        "head": ["L2.H3", "L0.H1"], "kind": ["Cross-attention", "Encoder self-attention"],
+        "share restored": [0.912, 0.5]}
+    assert list(circuits_page.seq2seq_table(ranked, "noise")) == ["head", "kind", "share lost"]
