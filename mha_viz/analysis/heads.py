@@ -44,6 +44,30 @@ def rank_heads(values, descending: bool = True) -> list[tuple[int, int]]:
     return [(int(i) // n_head, int(i) % n_head) for i in order if np.isfinite(flat[i])]
 
 
+def rank_heads_of_kinds(values: dict, kinds) -> list[tuple[str, int, int]]:
+    """{kind: [L, H]} values of heads of several kinds, shaped differently (an
+    encoder-decoder's encoder, decoder and cross-attention) -> (kind, layer, head) from the
+    largest value down, ties in the order of kinds then layer-major, as rank_heads."""
+    names = [(kind, l, h) for kind in kinds for l, h in np.ndindex(*np.shape(values[kind]))]
+    every_head = np.concatenate([np.ravel(values[kind]) for kind in kinds])
+    return [names[index] for _, index in rank_heads(every_head[None, :])]  # one row of all
+
+
+def lowest_layer(names) -> int:
+    """The lowest layer among head names ("L3.H7"): no map at or below it can change when
+    those heads are switched off."""
+    return min(parse_head_name(name)[0] for name in names)
+
+
+def head_to_compare(layer: int, head: int, lowest: int, change) -> tuple[int, int]:
+    """The head whose map to show before and after heads are switched off: the picked one,
+    unless its map cannot change (at or below the lowest switched-off layer) while some
+    higher layer's can; then the head whose map moved most (``change``: [L, H])."""
+    if layer <= lowest < np.shape(change)[0] - 1:
+        return rank_heads(change)[0]
+    return layer, head
+
+
 def positions_in_order(order) -> np.ndarray:
     """The inverse of a permutation: where each item stands in ``order`` (item order[k]
     stands at k)."""

@@ -16,7 +16,12 @@ import torch.autograd.forward_ad as fwAD
 from torch.nn import functional as F
 
 from ..core.errors import InputError
-from .heads import normalise_layers
+from .heads import head_name, normalise_layers, rank_heads
+
+ABLATION_MODES = {"zero": "zero (remove the head's output)",
+                  "mean": "mean (replace it by its mean over positions)"}
+CURVE_RANKINGS = {"gradient": "gradient importance", "ablation": "ablation effect"}
+CURVE_STEP_COSTS = {"gradient": "gradient", "ablation": "ablation sweep"}  # one step's work
 
 
 def _texts(text) -> list[str]:
@@ -153,6 +158,28 @@ def gradient_bytes_per_squared_token(n_layer: int, n_head: int) -> int:
     return 8 * int(n_layer) * int(n_head)
 
 
+def second_order_gradient(score_kind: str, metric=None) -> bool:
+    """Whether gradient_importance gives the second-order estimate (forward-mode, one pass per
+    head) rather than one backward pass: for the embedding shift, whose gradient is exactly 0
+    at its minimum with every head on."""
+    return metric is None and score_kind == "embedding_shift"
+
+
+def gradient_symbol(metric=None, score: str = "score", second_order: bool = False) -> str:
+    """What a gradient importance measures, as a label: |∂ score/∂ξ| (ξ a head's gate), with
+    the metric's name for a target metric, or the second-order ½‖∂e/∂ξ‖²."""
+    if second_order:
+        return "½‖∂e/∂ξ‖²"
+    return f"|∂ {score}/∂ξ|" if metric is None else "|∂ metric/∂ξ|"
+
+
+def gradient_cost(second_order: bool, total_heads: int) -> str:
+    """What computing gradient_importance takes, in words."""
+    if second_order:
+        return f"{total_heads} forward-mode passes, slower than the sweep"
+    return "one backward pass"
+
+
 def gradient_importance(model, text, normalize: bool | str = False, head_mask=None,
                         progress=None, metric=None) -> np.ndarray:
     """[L, H] head importance from derivatives of the score with respect to the head gates
@@ -173,7 +200,7 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
     texts = _texts(text)
     per_text = []
     for index, one in enumerate(texts):
-        if metric is None and model.info.score_kind == "embedding_shift":
+        if second_order_gradient(model.info.score_kind, metric):
             n = model.info.n_layer * model.info.n_head
             report = None if progress is None else (
                 lambda done, _total, index=index: progress(index * n + done, len(texts) * n))
@@ -219,6 +246,62 @@ def harm_sign(metric=None) -> float:
     """+1 for a loss (it rises when a head that matters goes), -1 for a target metric (it
     falls): harm_sign * effect > 0 means the head mattered."""
     return 1.0 if metric is None else -1.0
+
+
+def format_score(value: float) -> str:
+    """A score as the pruning page shows it (and its tests read it): 6 significant digits;
+    float noise around 0 (1 − cos of an embedding with itself is ~1e-8, not 0) shows as 0."""
+    return "0" if abs(value) < 5e-7 else f"{value:.6g}"
+
+
+def heads_that_matter(effects, metric=None) -> list[tuple[int, int]]:
+    """[L, H] ablation effects -> (layer, head) from the most harmful removal down (a loss's
+    largest rise, a target metric's largest fall)."""
+    return rank_heads(harm_sign(metric) * np.asarray(effects, dtype=np.float64))
+
+
+def heads_whose_removal_helps(effects, metric=None, top: int = 5) -> list[tuple[int, int]]:
+    """Up to ``top`` heads whose removal improves the score (lowers a loss, raises a metric),
+    the most helpful removal first."""
+    harm = harm_sign(metric)
+    return [(l, h) for l, h in heads_that_matter(effects, metric)[::-1]
+            if harm * effects[l, h] < 0][:top]
+
+
+def effects_both_ways(effects, metric=None) -> bool:
+    """Whether the ablation effects need a colour scale both ways: always for a target metric
+    (it may rise or fall), for a loss when some removal lowers it."""
+    return metric is not None or bool((harm_sign(metric) * np.asarray(effects) < 0).any())
+
+
+def effect_table(effects, picked, column: str) -> dict[str, list]:
+    """The rows of a table of ablation effects: each picked head's name and its effect to 4
+    significant digits under ``column``."""
+    return {"head": [head_name(l, h) for l, h in picked],
+            column: [float(f"{effects[l, h]:.4g}") for l, h in picked]}
+
+
+def curve_table(curve: PruningCurve, score_column: str, kept: dict | None = None) -> dict:
+    """A pruning curve as table columns (for CSV): the fraction removed, the score, the
+    fraction of each kind still on (an encoder-decoder's, ``kept``) and the heads removed at
+    each step ("L3.H7", or "cross:L3.H7" where a step names the kind)."""
+    def name(removed) -> str:
+        *kind, layer, head = removed
+        return ":".join([*kind, head_name(layer, head)])
+
+    return {"fraction_removed": curve.fractions, score_column: curve.scores,
+            **{f"{kind}_heads_on": share for kind, share in (kept or {}).items()},
+            "heads_removed_this_step": [" ".join(name(one) for one in step_heads)
+                                        for step_heads in curve.removed]}
+
+
+def curve_button(per_step: int, steps: int, cost: str | None = None) -> str:
+    """The button that runs a pruning curve: its steps and, with ``cost``, each step's
+    work."""
+    if cost is None:
+        return f"Run the pruning curve ({steps} steps of {per_step} heads)"
+    return (f"Run the pruning curve ({steps} steps of {per_step} "
+            f"head{'s' if per_step > 1 else ''}, one {cost} each)")
 
 
 def _mean_score(model, texts, mask, metric=None) -> float:

@@ -11,6 +11,25 @@ SCORE_NAMES = {
     "embedding_shift": "embedding shift: 1 - cosine(mean-pooled embedding, unmasked one)",
     "target_loss": "cross-entropy of the target, teacher-forced (nats/token)",
 }
+# the same scores as a short label (a column, an axis, a choice) and explained for a reader
+SCORE_SHORT_NAMES = {
+    "next_token_loss": "next-token loss (nats/token)",
+    "mlm_loss": "masked-LM loss (nats/token)",
+    "embedding_shift": "embedding shift (1 − cos)",
+}
+SCORE_EXPLANATIONS = {
+    "next_token_loss": "The causal LM's mean cross-entropy of predicting each next token of the "
+                       "text, in nats per token. Lower is better; a head that matters makes it "
+                       "rise when it is switched off.",
+    "mlm_loss": "BERT's masked-LM cross-entropy: a fixed, seeded 15% of the tokens (at least "
+                "one) are replaced by [MASK] and the model must recover them; nats per token, "
+                "lower is better.",
+    "embedding_shift": "This checkpoint has no language-model head (a sentence-embedding BERT "
+                       "such as all-MiniLM-L6-v2), so the score is how far the sentence "
+                       "embedding moves: 1 − cosine between the mean-pooled last hidden state "
+                       "with heads switched off and the one with every head on. It is 0 with "
+                       "all heads on; bigger means the head mattered more for the embedding.",
+}
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,14 @@ class ModelInfo:
     @property
     def score_name(self) -> str:
         return SCORE_NAMES[self.score_kind]
+
+    @property
+    def score_short_name(self) -> str:
+        return SCORE_SHORT_NAMES[self.score_kind]
+
+    @property
+    def score_explanation(self) -> str:
+        return SCORE_EXPLANATIONS[self.score_kind]
 
     @property
     def query_width(self) -> int:

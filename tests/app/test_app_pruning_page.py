@@ -1,0 +1,67 @@
+"""mha_viz.ui.pruning_page through the pruning page in Streamlit's AppTest: the score with
+heads switched off is stored under masked_score_key, the measure says the model's score in the
+words of ModelInfo, the pruning curve section draws the library's curve, and an
+encoder-decoder's table of the heads it needs most is rank_heads_of_kinds of the library's
+effects."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+# the page's own test module brings its autouse fixtures: errors raise, results start empty
+from test_app_encoder_decoder import SOURCE, TARGET, params  # noqa: E402
+from test_app_home_maps_entropy import texts  # noqa: E402
+from test_app_similarity_pruning_inside import (PRUNE, TEXT, _fresh_results,  # noqa: E402, F401
+                                                _raise_errors, array, assert_clean, chart,
+                                                folder, run_page)
+
+
+def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):
+    from mha_viz.analysis import heads, pruning
+    from mha_viz.ui import compute, pruning_page
+
+    at = run_page(PRUNE, folder(gpt2_folder) | {"text": TEXT, "off": "L0.H1"})
+    assert_clean(at)
+    mask = heads.names_to_mask(["L0.H1"], 2, 4)
+    found, stored = compute._small_store().get(
+        pruning_page.masked_score_key(str(gpt2_folder), TEXT, mask, "zero", None))
+    assert found
+    expected = gpt2_model.score(TEXT, head_mask=mask)
+    assert stored == pytest.approx(expected, rel=1e-6)
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Score with those heads off"] == pruning.format_score(stored)
+    # the measure: the model's own score, in ModelInfo's words
+    markdown = " ".join(texts(at.markdown))
+    assert "Score used on this page:" in markdown
+    assert gpt2_model.info.score_explanation in markdown
+    # the curve section: the library's curve, titled by its ranking
+    curve = pruning.pruning_curve(gpt2_model, TEXT, step=0.1, by="gradient")
+    spec = chart(at, "as heads are removed (by gradient importance)")
+    assert spec["layout"]["title"]["text"].startswith(gpt2_model.info.score_short_name)
+    np.testing.assert_allclose(array(spec["data"][0]["y"]).astype(float), curve.scores,
+                               rtol=1e-5)
+
+
+def test_encoder_decoder_table_of_the_heads_needed_most():
+    from mha_viz import load_model
+    from mha_viz.analysis import ablation_effects_seq2seq, heads
+    from mha_viz.models.seq2seq import KIND_NAMES, KINDS
+
+    query, session = params("encoder")
+    at = run_page(PRUNE, query, session)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    effects = ablation_effects_seq2seq(load_model("t5-toy"), SOURCE, TARGET)
+    ranked = heads.rank_heads_of_kinds({k: effects[k] for k in KINDS}, KINDS)[:10]
+    table = at.dataframe[0].value
+    assert list(table["head"]) == [heads.head_name(l, h) for _, l, h in ranked]
+    assert list(table["kind"]) == [KIND_NAMES[k] for k, _, _ in ranked]
+    np.testing.assert_allclose(table["Δ loss (nats/token)"],
+                               [round(float(effects[k][l, h]), 4) for k, l, h in ranked],
+                               atol=1e-4)
+    titles = [json.loads(e.proto.spec)["layout"]["title"]["text"]
+              for e in at.get("plotly_chart")]
+    assert "Loss as heads are removed (by gradient importance)" in titles
