@@ -4,8 +4,11 @@ the URL (?lesson=1&lstep=4), so a teacher can prepare a lesson as links."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
+from .output import drawn_when_opened
 from .state import browser_component, get_value, set_value, synced
 
 STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
@@ -63,3 +66,19 @@ def lesson_step(titles: list[str]) -> int:
     forward.button("Next →", key="_mv_lesson_next", disabled=current == n, width="stretch",
                    on_click=set_value, args=(STEP, current + 1), type="primary")
     return current
+
+
+def show_steps(steps: list[tuple[str, str, bool]], draw: dict[str, Callable[[], None]],
+               lesson: bool) -> None:
+    """A page's steps (title, key, folded), each drawn by draw[key]: in a lesson one per screen
+    (the page stops after it); else all in order, a folded one computed and drawn when opened
+    (drawn_when_opened, under its key)."""
+    if lesson:
+        number = lesson_step([title for title, _, _ in steps])
+        draw[steps[number - 1][1]]()
+        st.stop()
+    for title, key, folded in steps:
+        if folded:
+            drawn_when_opened(title, key, draw[key])
+        else:
+            draw[key]()

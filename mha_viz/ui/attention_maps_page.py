@@ -1,0 +1,321 @@
+"""The Attention maps page's own pieces: its size policies for long inputs, the captions and
+titles it writes from numbers, the grid's click, the token-pair and window pickers, and an
+encoder-decoder's cross-attention view."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from .. import analysis, plots
+from ..server import export
+from .controls import head_picker
+from .messages import callback
+from .output import caveat, download_csv, figure_columns, figure_screen, show_figure
+from .settings import md_escape
+from .state import set_value, synced
+
+HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
+GRID_THUMB = 32  # thumbnail size of each head in the grid
+LINE_WINDOW = 40  # the line view draws at most this many consecutive tokens
+WINDOW_SIZES = [64, 128, 256]  # full-resolution rows and columns of a long input's window
+LONG_INPUT = 40  # more tokens: fewer axis labels and a height that fits the square plot
+
+
+@callback
+def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
+    """Grid click -> the shared layer/head choice."""
+    state = st.session_state.get("grid") or {}
+    points = (state.get("selection") or {}).get("points") or []
+    for point in points:
+        picked = plots.grid_point_to_head(point, n_head, first_layer)
+        if picked is not None:
+            set_value("layer", picked[0])
+            set_value("head", picked[1])
+            return
+
+
+def grid_cell_px(n_head: int) -> int:
+    """A grid thumbnail's size on screen: few heads, bigger thumbnails (40 to 110 px)."""
+    return int(min(110, max(40, 720 // n_head)))
+
+
+def layers_through(layers: list[int]) -> str:
+    """'L3' for one layer, 'L3–L5' for several: a mean's title and file name."""
+    return f"L{layers[0]}" + (f"–L{layers[-1]}" if len(layers) > 1 else "")
+
+
+def pair_boundary(segment_ids: np.ndarray, outline: bool) -> int | None:
+    """The first shown token of sentence B, where the pair's blocks are outlined; None when
+    they are not (no outline asked for, or one sentence only)."""
+    if outline and segment_ids.any() and not segment_ids.all():
+        return int(segment_ids.argmax())
+    return None
+
+
+def is_long(n_tokens: int) -> bool:
+    return n_tokens > LONG_INPUT
+
+
+def long_input_caption(n_tokens: int, factor: int) -> str | None:
+    """What a long input's views draw differently (None: a short input, drawn whole)."""
+    if factor > 1:
+        return (f"Long input ({n_tokens:,} tokens): heatmaps are block-averaged to at most "
+                f"{HEATMAP_MAX}×{HEATMAP_MAX} cells and axis labels thinned; a window you "
+                f"move along the text shows {WINDOW_SIZES[0]}-{WINDOW_SIZES[-1]} tokens at "
+                f"full resolution, and the line view shows {LINE_WINDOW} tokens at a time; "
+                f"the grid uses {GRID_THUMB}×{GRID_THUMB} thumbnails.")
+    if is_long(n_tokens):
+        return (f"Long input ({n_tokens} tokens): only some axis labels are shown; hover a "
+                f"cell for its tokens. The CSV downloads keep every cell.")
+    return None
+
+
+def heatmap_size(n_tokens: int) -> dict:
+    """head_heatmap's size options for a map of n_tokens: fewer ticks and a fixed height when
+    long, its own height when short."""
+    long_input = is_long(n_tokens)
+    return {"max_size": HEATMAP_MAX, "max_ticks": 24 if long_input else 40,
+            "height": 760 if long_input else (None if n_tokens <= 24 else 720)}
+
+
+def side_by_side(n_tokens: int):
+    """Figure beside its controls; a long input's map gets the whole width instead."""
+    if is_long(n_tokens):
+        return st.container(), st.container()
+    return figure_columns([3, 2], gap="medium")
+
+
+def thumbnail_texts(n_layer: int, n_head: int, n_tokens: int) -> dict[str, str]:
+    """The grid's texts while its thumbnails are computed, on the button that asks for them
+    and while it waits for that button."""
+    n_maps = n_layer * n_head
+    return {"label": f"Drawing the {n_maps} heads' thumbnails over {n_tokens:,} tokens…",
+            "button": f"Draw every head's thumbnail ({n_maps} maps of {n_tokens:,} tokens)",
+            "waiting": f"The grid reads every head's whole map: over {n_tokens:,} tokens that "
+                       f"is a pass of its own, so it waits for the button above."}
+
+
+def shown_name(layer: int, head: int, layer_mean: bool) -> str:
+    """The name of what the page shows: a head ('L3.H7') or its layer's head mean."""
+    return f"L{layer} head mean" if layer_mean else analysis.head_name(layer, head)
+
+
+def head_subheader(layer: int, head: int, n_head: int, layer_mean: bool,
+                   whole_text: bool) -> str:
+    name = shown_name(layer, head, layer_mean)
+    return ((f"The mean of layer {layer}'s {n_head} heads" if layer_mean
+             else f"One head: {name} (layer {layer}, head {head})")
+            + (": the whole text" if whole_text else ""))
+
+
+def window_caption(start: int, stop: int, inside: float, first_token: float) -> str:
+    """How much of a window's attention stays inside it (and goes to the first token)."""
+    return (f"These {stop - start} queries give {inside:.0%} of their attention to keys "
+            f"inside the window" + (f" and {first_token:.0%} to the first token shown"
+                                    if start > 0 else "")
+            + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
+
+
+def window_lines_caption(n_drawn: int, layer: int, layer_mean: bool) -> str:
+    return (f"The first {n_drawn} tokens of the window (the line view shows {LINE_WINDOW} "
+            f"tokens at a time)" + (f", every head of layer {layer}" if layer_mean else "")
+            + "; lines to keys outside it are not drawn.")
+
+
+def aggregate_labels(layer: int) -> dict[str, str]:
+    """The two aggregates' names in the choice between them."""
+    through = f"layer {layer}" if layer == 0 else f"layers 0–{layer}"
+    return {"mean": f"Head mean of layer {layer}",
+            "rollout": f"Attention rollout through {through}"}
+
+
+def aggregate_what(kind: str, n_layer: int) -> str:
+    """What an aggregate holds, for the message that refuses a too long input."""
+    if kind == "mean":
+        return "The head mean of a layer"
+    return (f"Attention rollout (every layer's head mean and their products, {n_layer} "
+            f"whole maps each)")
+
+
+def aggregate_text(kind: str, layer: int, n_layer: int, hidden: bool) -> tuple[str, str]:
+    """(the aggregate's name, what it is) for the head mean or the rollout to layer."""
+    if kind == "mean":
+        name = f"L{layer} head mean"
+        explanation = ("The average of the layer's heads: what the layer as a whole reads "
+                       "from. Rows still sum to 1.")
+    else:
+        name = f"rollout to L{layer}"
+        explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head "
+                       "mean plus the residual connection (0.5·A + 0.5·I, rows renormalised) "
+                       "and multiply the layers together. Row i estimates how much of token "
+                       "i at "
+                       f"the output of layer {layer} comes from each input token. Pick the "
+                       f"last layer (L{n_layer - 1}) for the full rollout.")
+    if hidden:
+        explanation += (" Computed on every token; then the hidden tokens were removed and "
+                        "rows renormalised.")
+    return name, explanation
+
+
+def strongest_caption(link: np.ndarray, note: str, top: int = 3) -> str:
+    """The heads that weigh a query-key link most, with their weights."""
+    return "Strongest: " + ", ".join(
+        f"{analysis.head_name(layer, head)} {link[layer, head]:.0%}"
+        for layer, head in analysis.rank_heads(link)[:top]) + note + "."
+
+
+# ------------------------------------------------------------------ widgets
+
+
+def pick_token_pair(labels: list[str], default: tuple[int, int]) -> tuple[int, int]:
+    """Query and key selectors (kept in the URL as q and k)."""
+    n = len(labels)
+    positions = list(range(n))
+    q_col, k_col = st.columns(2)
+    with q_col:
+        query = synced(st.selectbox, "q", "Query token (reads)", int(default[0]),
+                       options=positions, valid=lambda i: 0 <= int(i) < n,
+                       format_func=lambda i: f"{i}: {labels[i]}")
+    with k_col:
+        key_pos = synced(st.selectbox, "k", "Key token (is read)", int(default[1]),
+                         options=positions, valid=lambda i: 0 <= int(i) < n,
+                         format_func=lambda i: f"{i}: {labels[i]}")
+    return query, key_pos
+
+
+def show_link(link: np.ndarray, labels: list[str], query: int, key_pos: int, causal: bool,
+              note: str, stem: str) -> None:
+    """The weight from query to key in every head [L, H], its strongest heads and a CSV."""
+    if causal and key_pos > query:
+        st.info("In a causal model a token cannot read a later one: every weight is 0. Pick a "
+                "key at or before the query.")
+    fig = plots.layer_head_heatmap(
+        link, f"Weight from '{labels[query]}' to '{labels[key_pos]}' in every head", "weight",
+        fmt=".2f", colorscale="Blues", zmin=0.0, zmax=1.0)
+    plots.columns_at_bottom(fig)
+    show_figure(fig, key="link", alt="Weight between two tokens in every head")
+    st.caption(strongest_caption(link, note))
+    download_csv(partial(export.layer_head_csv, link, "weight"),
+                 export.safe_filename(stem, "link", suffix=".csv"),
+                 "These weights as CSV", key="dl_link")
+
+
+def window_controls(n: int) -> tuple[int, int]:
+    """A long input's window (kept in the URL): its size and where it starts -> (start, stop)."""
+    size = synced(st.radio, "wsize", "Window", 128, options=WINDOW_SIZES,
+                  format_func=lambda s: f"{s} tokens", horizontal=True,
+                  valid=lambda s: int(s) in WINDOW_SIZES)
+    size = min(int(size), n)
+    start = synced(st.slider, "window", "Window starts at token", max(0, n - size),
+                   min_value=0, max_value=n - size, step=1,
+                   valid=lambda v: 0 <= int(v) <= n - size,
+                   help="Drag to move the window along the text; the map above outlines it.")
+    return start, start + size
+
+
+def lines_for(name: str, layer: int, layer_mean: bool) -> str:
+    """Lines of one head or of every head in its layer (the mean is not a head: all)."""
+    if layer_mean:
+        return "all"
+    return synced(st.radio, "lines", "Lines for", "one", options=["one", "all"],
+                  format_func={"one": f"head {name} only",
+                               "all": f"all heads of layer {layer}"}.get, horizontal=True)
+
+
+def line_view_start(n_tokens: int) -> int:
+    """The first token of a short input's line view: a slider when it has more tokens than
+    the view draws, with what the view leaves out."""
+    if n_tokens <= LINE_WINDOW:
+        return 0
+    start = synced(st.slider, "from", "First token in the line view", 0,
+                   min_value=0, max_value=n_tokens - LINE_WINDOW,
+                   valid=lambda v: 0 <= v <= n_tokens - LINE_WINDOW)
+    st.caption(f"Long input: the line view shows {LINE_WINDOW} tokens at a time "
+               f"(positions {start}–{start + LINE_WINDOW - 1}); lines to keys "
+               f"outside the window are not drawn.")
+    return start
+
+
+def cross_attention_view(seq, stem: str) -> None:
+    """An encoder-decoder's cross-attention: each target position (a row) reads the source
+    (the columns); every head, one head, and the mean of the last layers as an alignment.
+    stem: the downloads' file name stem."""
+    maps = seq.cross_attentions  # [L, H, T, S]
+    n_layer, n_head = maps.shape[:2]
+    if seq.source_truncated:
+        st.warning(f"The source is longer than the encoder's context: only its first "
+                   f"{len(seq.source_ids)} tokens are read.")
+    if seq.generated:
+        st.info(f"No target given: the decoder reads the model's own output, greedy, "
+                f"{len(seq.labels)} tokens (at most {seq.max_new_tokens}): "
+                f"*{md_escape(seq.target_shown)}*")
+    st.caption("Cross-attention: the decoder's queries read keys and values made from the "
+               "encoder's output, so each row is a target position and each column a source "
+               "token; every row sums to 1. No causal mask: a target position may read the "
+               "whole source.")
+    by = synced(st.radio, "rows", "Label the rows by", "writes",
+                options=["writes", "reads"], horizontal=True,
+                format_func={"writes": "the target token each position writes",
+                             "reads": "the decoder's input at that position"}.get,
+                help="Position i reads target token i - 1 (the start token first) and "
+                     "writes target token i (teacher forcing).")
+    rows = list(seq.label_tokens if by == "writes" else seq.target_tokens)
+    source = list(seq.source_tokens)
+    if seq.image is not None:  # cross-modal: the encoder read an image
+        st.subheader("Where each written character looks in the image")
+        screen = figure_screen()
+        fig = plots.cross_attention_over_image(
+            seq.image, analysis.mean_cross_attention(maps, [n_layer - 1]), seq.patch_width,
+            rows, title=f"Last layer (L{n_layer - 1}), mean of its heads",
+            plot_px=700 if screen is None else max(150, min(900, screen.width - 200)))
+        show_figure(fig, key="image", alt="Cross-attention over the image", share=1.0)
+        st.caption(f"The encoder read the image in vertical strips {seq.patch_width} pixels "
+                   f"wide (a linear patch embedding, as ViT does): its positions are the "
+                   f"strips, left to right. As the decoder writes each character, its "
+                   f"cross-attention should fall on the strips where that character is "
+                   f"drawn. The source columns below are the strips, labelled by the "
+                   f"character drawn on most of each (· = background).")
+    layer, head = head_picker(seq.as_trace("decoder"), default=(n_layer - 1, 0))
+    name = analysis.head_name(layer, head)
+
+    st.subheader("All cross-attention heads")
+    st.caption("One thumbnail per decoder layer (rows) and head (columns); click one to open "
+               "it below. Each thumbnail has its own colour scale.")
+    grid = plots.model_view_grid(maps, thumb_size=GRID_THUMB, selected=(layer, head),
+                                 cell_px=grid_cell_px(n_head), title="All cross-attention heads")
+    show_figure(grid, key="grid", on_select=lambda: pick_from_grid(n_head),
+                alt="Grid of every cross-attention head")
+
+    st.subheader(f"One head: {name} (decoder layer {layer}, head {head})")
+    heat = plots.cross_attention_heatmap(maps[layer, head], rows, source,
+                                         title=f"{name}: which source tokens each target "
+                                               f"position reads")
+    show_figure(heat, key="head", alt=f"Cross-attention of head {name}", share=1.0)
+    download_csv(partial(export.matrix_csv, maps[layer, head], export.position_labels(rows),
+                         export.position_labels(source), corner="target \\ source"),
+                 export.safe_filename(stem, "cross", name, suffix=".csv"), f"{name} as CSV",
+                 key="dl_head")
+
+    st.subheader("Alignment: the mean of the last layers' heads")
+    first = synced(st.select_slider, "alayers", "Average decoder layers from", n_layer - 1,
+                   options=list(range(n_layer)), format_func=lambda l: f"L{l}",
+                   valid=lambda l: 0 <= int(l) < n_layer,
+                   help="The mean over every head of these layers, up to the last.")
+    layers = list(range(int(first), n_layer))
+    mean = analysis.mean_cross_attention(maps, layers)
+    through = layers_through(layers)
+    fig = plots.cross_attention_heatmap(mean, rows, source,
+                                        title=f"Mean cross-attention of {through}")
+    show_figure(fig, key="alignment", alt="Mean cross-attention as an alignment", share=1.0)
+    st.caption("In a trained translation model the last layers' mean tends to put each target "
+               "word's weight on the source word it translates (Bahdanau et al. 2015): the ○ "
+               "trace the word alignment, crossing where the two languages order words "
+               "differently.")
+    download_csv(partial(export.matrix_csv, mean, export.position_labels(rows),
+                         export.position_labels(source), corner="target \\ source"),
+                 export.safe_filename(stem, "cross", "mean", through, suffix=".csv"),
+                 "This mean as CSV", key="dl_alignment")
+    caveat()

@@ -1,0 +1,295 @@
+"""Inside one head's own pieces: which steps the page shows and in what order, the texts it
+writes from the head's sizes and numbers, a step's matrix (whole when small, a corner and a
+summary when large) and the sections on the gradients and on flash attention."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+
+from .. import plots
+from ..analysis.one_head import blockwise
+from ..analysis.one_head import gradients as head_gradients
+from ..analysis.one_head.steps import HeadInternals, Step, summarise
+from ..server import export
+from .compute import Selection, memo
+from .output import download_csv, show_figure
+from .settings import md_escape, terms_in
+from .state import synced
+
+VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
+VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
+VIEW_COLS = 768  # ... and this many columns; the CSV has everything
+SHORT_TEXT = 40  # the page suggests texts up to about this many tokens
+
+KIND_NAMES = {"encoder": " (encoder self-attention)", "decoder": " (decoder self-attention)",
+              "cross": " (cross-attention)"}
+
+
+def dims(n: int, prefix: str) -> list[str]:
+    """Names of n dimensions: prefix0, prefix1, ..."""
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def too_long_what(n_head: int, n_tokens: int) -> str:
+    """What the page holds, for the message that refuses a too long input."""
+    return (f"Inside one head (every step of one layer's attention: {n_head} heads' weights "
+            f"and this head's scores, {n_tokens:,}² each)")
+
+
+def short_text_note(n_tokens: int) -> str | None:
+    """A hint towards a shorter text when this one prints few numbers (None: short enough)."""
+    if n_tokens <= SHORT_TEXT:
+        return None
+    return (f"This text has {n_tokens} tokens. The page is easiest to read with a short "
+            f"sentence (up to about {SHORT_TEXT} tokens): then every small matrix prints its "
+            f"numbers. Larger matrices are summarised.")
+
+
+def matrix_view(n_rows: int, n_cols: int, fmt: str) -> tuple[bool, int, int, str]:
+    """How a step's matrix is drawn: (its values written in the cells, rows drawn, columns
+    drawn, the values' format: wide rows get one decimal)."""
+    small = n_rows <= VALUES_MAX and n_cols <= VALUES_MAX
+    if small and n_cols > 20:
+        fmt = ".1f"
+    return small, min(n_rows, VIEW_ROWS), min(n_cols, VIEW_COLS), fmt
+
+
+def summary_caption(array: np.ndarray, shown_rows: int, shown_cols: int) -> str:
+    """A large matrix in one line: its size, the part drawn and summarise()'s numbers."""
+    n_rows, n_cols = array.shape
+    parts = [f"{name} {value:.4g}" if not name.startswith("−") else f"{int(value)} {name}"
+             for name, value in summarise(array).items()]
+    cut = (shown_rows, shown_cols) != (n_rows, n_cols)
+    return (f"{n_rows} × {n_cols} = {n_rows * n_cols:,} numbers, too many to print: "
+            + (f"showing the first {shown_rows} rows and {shown_cols} columns; " if cut else "")
+            + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+
+
+def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
+             gradients: bool) -> list[tuple[str, str, bool]]:
+    """The page's sections in order: (title, key, folded). On the whole page a folded section
+    is computed and drawn when opened, so the page opens on the head's input and the list of
+    steps; in a lesson each is a screen, and the steps the whole page draws inside another
+    (the layout, the followed query, the contribution) get screens of their own. gradients:
+    the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's."""
+    layout = inside.layout_step() is not None
+    return [
+        ("The whole head in one line", "overview", False),
+        *([("M: the encoder's output", "memory", False)] if inside.memory is not None else []),
+        ("X: what the head reads", "X", False),
+        ("Q, K, V: three projections", "qkv", True),
+        *([("How the checkpoint stores them, and the heads' shapes", "layout", True)]
+          if lesson and layout else []),
+        *([("Rotary positions (RoPE)", "rope", True)] if inside.rotary else []),
+        ("Scores: every query against every key", "scores", True),
+        *([("T5's relative position bias", "bias", True)]
+          if inside.position_bias is not None else []),
+        ("The mask", "mask", True),
+        ("Softmax: the attention weights", "softmax", True),
+        *([(f"Follow query {query} '{query_label}'", "follow", True)] if lesson else []),
+        ("Chunked and flash attention: the same weights with less memory", "flash", True),
+        ("Weights × V: each token's mix of values", "context", True),
+        ("W_O: from one head back to the model's width", "output", True),
+        *([("The head's contribution, and all heads together", "contribution", True)]
+          if lesson else []),
+        *([("How the head learns: the gradients of W_Q and W_O", "gradients", True)]
+          if gradients else []),
+        ("What attention costs: parameters and the KV cache", "cost", True),
+    ]
+
+
+# ------------------------------------------------------------------ the overview's texts
+
+
+def overview_heading(inside: HeadInternals, kind: str | None) -> str:
+    return (f"Head {plots.head_name(inside.layer, inside.head)}: layer {inside.layer}, head "
+            f"{inside.head} of {inside.n_head}" + KIND_NAMES.get(kind or "", ""))
+
+
+def cross_note(n_queries: int, n_keys: int) -> str:
+    return (f"A cross-attention head: its {n_queries} queries come from the decoder (the "
+            f"target tokens) and its {n_keys} keys and values from the encoder's output M "
+            f"(the source tokens), so its scores and weights are {n_queries} × {n_keys}.")
+
+
+def pipeline_text(inside: HeadInternals, kind: str | None, n_queries: int) -> str:
+    """The head's steps in one line, with the real shapes."""
+    t, d, dk, s_keys = n_queries, inside.d_model, inside.d_k, len(inside.columns)
+    divide = " / √d_k" if inside.scaled_by_sqrt_d_k else ""
+    bias_word = " → **+ relative position bias**" if inside.position_bias is not None else ""
+    return (f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × "
+            f"{dk} each{'; K and V from M, S × d_k' if kind == 'cross' else ''}) → **scores** "
+            f"Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the "
+            f"weights ({t} × {s_keys}) → "
+            f"**weights × V** ({t} × {dk}) → × this head's slice of the output projection "
+            f"**W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
+
+
+def head_formula(inside: HeadInternals, kind: str | None) -> str:
+    """The head as one LaTeX formula, with the model's own scale and position bias."""
+    keys_from = "M" if kind == "cross" else "X"
+    scores_tex = rf"(XW_Q^h)({keys_from}W_K^h)^{{\top}}"
+    if inside.scaled_by_sqrt_d_k:
+        scores_tex = rf"\frac{{{scores_tex}}}{{\sqrt{{d_k}}}}"
+    elif inside.scale != 1.0:  # a checkpoint's own scale (GPT-2 variants)
+        scores_tex += rf" \cdot {inside.scale:.4g}"
+    bias_tex = " + B^h" if inside.position_bias is not None else ""
+    return (rf"\mathrm{{head}}_h = \operatorname{{softmax}}\!\left({scores_tex}{bias_tex}"
+            rf" + M\right) {keys_from} W_V^h \; W_O^h")
+
+
+def overview_caption(inside: HeadInternals) -> str:
+    dk = inside.d_k
+    return (f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
+            f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}"
+            + ("" if inside.scaled_by_sqrt_d_k else " (T5 does not divide by it: the scale is "
+                                                    "folded into its initialisation of W_Q)")
+            + ". "
+            + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
+               if inside.rotary else "")
+            + (f"Key/value heads are shared: query heads "
+               f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
+               f"(key/value head {inside.kv_head}). "
+               if inside.n_kv_head and inside.n_kv_head < inside.n_head else "")
+            + "Rows are tokens throughout (row i = token i), as in the library's code; "
+              "biases are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
+
+
+# ------------------------------------------------------------------ the later steps' texts
+
+
+def followed_text(inside: HeadInternals, query: int, query_label: str,
+                  strongest: list[tuple[int, float]]) -> str:
+    """Where one query puts its weight, and what its output from the head is."""
+    key_labels = inside.columns
+    return (f"Token {query} '{md_escape(query_label)}' puts "
+            + ", ".join(f"{share:.0%} on {j} '{md_escape(key_labels[j])}'"
+                        for j, share in strongest)
+            + f". Its output from this head (row {query} of step 8) is the weighted "
+              f"average of the value rows: Σⱼ weightⱼ · Vⱼ.")
+
+
+def all_heads_text(inside: HeadInternals) -> str:
+    """How the heads' contributions make the layer's output, and this head's share of it."""
+    name = plots.head_name(inside.layer, inside.head)
+    return (f"**Putting the heads together.** The attention output of layer {inside.layer} is "
+            f"the sum of the {inside.n_head} heads' contributions plus the output bias b_O "
+            f"(this is the same as concatenating the heads' outputs, T × d_model, and "
+            f"multiplying by the full W_O). {name}'s contribution has "
+            f"{inside.share_of_output:.0%} of the size (Frobenius norm) of all heads' "
+            f"contributions together. "
+            + ("A pre-norm model then adds it to the residual stream: h ← h + attention output."
+               if inside.pre_ln else
+               "A post-norm model (BERT) then adds it to the residual stream and normalises: "
+               "h ← LN(h + attention output).")
+            + " Because of that residual path a token keeps much of its own information "
+              "whatever its heads attend to; attention rollout (Abnar & Zuidema 2020, on the "
+              "Attention maps page) models it as 0.5·A + 0.5·I per layer.")
+
+
+def in_code(kind: str | None, layer: int, head: int) -> str:
+    """The library call that returns every array the page shows."""
+    return "In code: " + (
+        "`from mha_viz.analysis.one_head.steps import inside_one_head; "
+        f"inside_one_head(model, text, layer={layer}, head={head})`" if kind is None else
+        "`from mha_viz.analysis.one_head.seq2seq_steps import inside_one_head_seq2seq; "
+        f"inside_one_head_seq2seq(model, source, target, '{kind}', layer={layer}, "
+        f"head={head})`") + " returns every array shown here."
+
+
+# ------------------------------------------------------------------ widgets
+
+
+def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
+                diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
+                row_title: str = "", col_title: str = "", share: float = 1.0) -> None:
+    """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
+    without values, plus a one-line summary of the whole array."""
+    small, n_rows, n_cols, fmt = matrix_view(*array.shape, fmt)
+    fig = plots.tensor_figure(array[:n_rows, :n_cols], rows[:n_rows], cols[:n_cols], title,
+                              show_values=small, diverging=diverging, colorscale=colorscale,
+                              fmt=fmt, row_title=row_title, col_title=col_title)
+    show_figure(fig, key=key, alt=title, share=share)
+    if not small:
+        st.caption(summary_caption(array, n_rows, n_cols))
+
+
+def step_header(number: int | str, step: Step, title: str | None = None,
+                help_terms: bool = True) -> None:
+    """A step's heading (its number, symbol and shape), formula and explanation."""
+    st.markdown(f"#### {number}. {title or step.symbol}: {step.shape_text}")
+    st.latex(step.formula)
+    st.markdown(step.explanation, help=terms_in(step.explanation) if help_terms else None)
+
+
+def csv_button(array, rows, cols, what: str, key: str, stem: str, lesson: bool) -> None:
+    """A step's matrix as CSV (none in a lesson: its screen holds the step, the whole page
+    has the downloads)."""
+    if lesson:
+        return
+    download_csv(partial(export.matrix_csv, array, rows, cols, corner=""),
+                 export.safe_filename(stem, what, suffix=".csv"), f"{what} as CSV",
+                 key=f"dl_{key}")
+
+
+def gradients_section(model, selection: Selection, layer: int, head: int, d_cols: list,
+                      k_cols: list) -> None:
+    """dL/dW_Q and dL/dW_O of this head by autograd, and the two formulas that give them."""
+    losses = head_gradients.losses_for(model)
+    loss = synced(st.radio, "gloss", "Loss", losses[0], options=list(losses),
+                  horizontal=True, valid=lambda v: v in losses,
+                  format_func={"next_token": "next-token loss of the text",
+                               "output_norm": "½‖Y‖², Y this layer's attention output"}.get,
+                  help="What the gradient is of. The next-token loss is what a causal "
+                       "model is trained on; ½‖Y‖² has dL/dY = Y, easy to follow by hand.")
+    st.markdown(
+        "Training moves W_Q and W_O along the gradient of a loss. Autograd through the whole "
+        "model gives dL/dW_Q^h and dL/dW_O^h; the chain rule gives them from what the head "
+        "saw: **dL/dW_Q^h = Xᵀ dL/dQ^h** (X the head's input) and **dL/dW_O^h = C^hᵀ dL/dY** "
+        "(C^h its context, Y the attention output).")
+    if not synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
+        st.caption("One backward pass through the whole model; switch it on to see them.")
+        return
+    found = memo(head_gradients.head_gradients, model, key=(selection.key, layer, head,
+                                                            "gradients", loss),
+                 text=selection.text, layer=layer, head=head, loss=loss)
+    st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
+                f"two formulas: {found.largest_difference:.1e}.")
+    show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",
+                fmt=".2g", row_title="d_model", col_title="d_k")
+    show_matrix(found.d_W_O, k_cols, d_cols, "dL/dW_O of this head", "grad_o",
+                fmt=".2g", row_title="d_k", col_title="d_model")
+
+
+def flash_section(inside: HeadInternals, query: int, query_label: str) -> None:
+    """Chunked attention and flash attention's online softmax on this head's own scores:
+    the running maximum and sum of the followed query, and the memory each way needs."""
+    n_rows, n_keys = inside.masked_scores.shape
+    block = int(synced(st.number_input, "fblock", "Block size (rows, or keys)",
+                       max(1, n_keys // 4), min_value=1, max_value=max(1, n_keys),
+                       valid=lambda v: 1 <= int(v) <= max(1, n_keys),
+                       help="Chunked attention takes this many query rows at a time; the "
+                            "online softmax this many keys at a time."))
+    online = blockwise.online_softmax_attention(inside.masked_scores, inside.V, block)
+    checks = blockwise.blockwise_check(inside.masked_scores, inside.V, block)
+    st.markdown(
+        "**Chunked attention** computes the softmax a block of query rows at a time: a row "
+        "needs only its own scores. **Flash attention** (Dao et al. 2022) also takes the keys "
+        "a block at a time with the **online softmax** (Milakov & Gimelshein 2018): each row "
+        "keeps a running maximum m and a running sum l = Σ exp(s − m); when a block raises m, "
+        "l and the output so far are multiplied by exp(m_old − m_new). No row ever holds all "
+        "its scores, and the result is the same: the largest difference from the plain "
+        f"softmax here is {max(checks.values()):.1e}.")
+    st.markdown(f"Query {query} '{md_escape(query_label)}', {block} keys at a time:")
+    st.dataframe(blockwise.running_table(online, query, list(inside.columns)), hide_index=True,
+                 width="stretch")
+    memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
+    st.dataframe(memory, hide_index=True, width="stretch")
+    st.caption("Working memory of one head's scores in float32. On a short input the "
+               "online softmax's running output (a row of d_k floats per query) can cost "
+               "more than it saves; the saving grows with the square of the length: at 8,192 "
+               "tokens the plain softmax holds 256 MiB per head, the online one a few hundred "
+               "KiB.")
