@@ -120,7 +120,8 @@ _LLAMA_FAMILY = {
 def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, d_model=64,
                           d_ff: int | None = None, d_head: int | None = None,
                           model_type="llama", tie_word_embeddings=False, rope_theta=10000.0,
-                          n_positions=256, seed=0, init_std=0.2) -> Path:
+                          n_positions=256, seed=0, init_std=0.2, sliding_window: int | None = None,
+                          max_window_layers: int = 0, rope_scaling: dict | None = None) -> Path:
     """Save a random LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM + tokenizer to
     folder (safetensors); return the folder.
 
@@ -129,8 +130,11 @@ def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, 
     n_head * d_head back to d_model).
     As for GPT-2, init_std far above the usual 0.02 makes the attention maps sharp, so parity
     tests compare varied patterns rather than near-uniform ones. Mistral gets no sliding
-    window (it would only differ from Llama past the window); Qwen2 keeps its q/k/v biases,
-    set to random non-zero values so that dropping them shows.
+    window unless asked (it only differs from Llama past the window); Qwen2 keeps its q/k/v biases,
+    set to random non-zero values so that dropping them shows. sliding_window (Mistral and
+    Qwen2 only) gives them a window: Mistral's on every layer, Qwen2's on the layers from
+    max_window_layers up. rope_scaling: a long-context RoPE (rope_type "llama3", "linear",
+    "yarn", "dynamic" and its parameters), written as transformers 5 writes it.
     """
     import torch
     import transformers
@@ -149,10 +153,15 @@ def make_llama_checkpoint(folder: str | Path, n_layer=2, n_head=4, n_kv_head=2, 
     tokenizer = build_gpt2_tokenizer(folder)
     config_name, model_name = _LLAMA_FAMILY[model_type]
     extra = {}
+    if sliding_window and model_type not in ("mistral", "qwen2"):
+        raise ValueError(f"a sliding window is Mistral's or Qwen2's, not {model_type!r}'s")
     if model_type == "mistral":
-        extra["sliding_window"] = None
+        extra["sliding_window"] = sliding_window
     elif model_type == "qwen2":
-        extra["use_sliding_window"] = False
+        extra.update(use_sliding_window=bool(sliding_window),
+                     sliding_window=sliding_window or 4096, max_window_layers=max_window_layers)
+    if rope_scaling:
+        extra["rope_parameters"] = {"rope_theta": rope_theta, **rope_scaling}
     config = getattr(transformers, config_name)(
         vocab_size=len(tokenizer), hidden_size=d_model, intermediate_size=d_ff or 3 * d_model,
         num_hidden_layers=n_layer, num_attention_heads=n_head, num_key_value_heads=n_kv_head,

@@ -36,8 +36,9 @@ import torch
 
 from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
                            OfflineError, UnsupportedModelError)
+from ..engine.config import StackConfig
 from ..engine.encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
-from ..engine.transformer import StackConfig, TransformerStack
+from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
 

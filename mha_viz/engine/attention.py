@@ -15,6 +15,8 @@ import math
 import torch
 from torch import nn
 
+from .positions import apply_rotary
+
 
 def split_heads(x: torch.Tensor, n_head: int) -> torch.Tensor:
     """[B, T, n_head * d_k] -> [B, n_head, T, d_k]."""
@@ -51,91 +53,75 @@ def padding_mask_bias(attention_mask: torch.Tensor, dtype=torch.float32) -> torc
     return hidden[:, None, None, :]
 
 
-# --- rotary position embeddings (RoPE) ----------------------------------------------------
-
-
-def rotary_tables(length: int, rotary_dim: int, theta: float,
-                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [T, rotary_dim] for positions 0..T-1 (Su et al. 2021, "RoFormer").
-
-    Frequency i (of rotary_dim / 2) is theta^(-2i / rotary_dim); the tables repeat the
-    frequencies twice, [f_0..f_{r/2-1}, f_0..f_{r/2-1}], for the rotate-half layout: dimension
-    j is paired with j + r/2. Computed in float32 as Hugging Face's Llama does, so the numbers
-    match it exactly.
-    """
-    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).float()
-    inv_freq = 1.0 / (theta ** (exponents / rotary_dim))
-    angles = torch.outer(torch.arange(length, device=device, dtype=torch.float32), inv_freq)
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos(), angles.sin()
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """[x1, x2] -> [-x2, x1] on the last dimension (split in two halves)."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each (j, j + r/2) pair of x [B, H, T, d_k] by its position's angle.
-
-    Only the first r = cos.shape[-1] dimensions rotate (partial rotary, as GPT-NeoX and Phi
-    use); the rest pass through unchanged. Rotating q and k by their positions makes
-    q_i . k_j depend on i - j only: positions enter the scores, never the values.
-    """
-    rotary_dim = cos.shape[-1]
-    if rotary_dim == x.shape[-1]:
-        return x * cos + rotate_half(x) * sin
-    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
-    return torch.cat((rotated * cos + rotate_half(rotated) * sin, rest), dim=-1)
-
-
-# --- relative position bias (T5) and sinusoidal positions (Marian) --------------------------
-
-
-def relative_position_bucket(relative: torch.Tensor, bidirectional: bool, n_buckets: int,
-                             max_distance: int) -> torch.Tensor:
-    """T5's bucket of each relative position (key position - query position; Raffel et al.
-    2020, after Mesh TensorFlow). Bidirectional: half the buckets for keys after the query,
-    half for keys before; causal: only keys before (or at) the query. Of each half, the first
-    n/2 buckets are exact distances 0..n/2-1, the rest cover n/2..max_distance in
-    logarithmically growing steps, and every distance past max_distance shares the last."""
-    buckets = torch.zeros_like(relative)
-    if bidirectional:
-        n_buckets //= 2
-        buckets = buckets + (relative > 0).long() * n_buckets
-        distance = relative.abs()
-    else:
-        distance = (-relative).clamp(min=0)
-    exact = n_buckets // 2
-    # the float arithmetic of the reference (log in float32, then truncation)
-    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
-                   * (n_buckets - exact)).long()
-    far = far.clamp(max=n_buckets - 1)
-    return buckets + torch.where(distance < exact, distance, far)
-
-
-def relative_positions(n_queries: int, n_keys: int, offset: int = 0) -> torch.Tensor:
-    """[T, S] key position - query position, queries at positions offset.."""
-    return (torch.arange(n_keys)[None, :] - torch.arange(offset, offset + n_queries)[:, None])
-
-
-def sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:
-    """[P, d] sinusoidal positions (Vaswani et al. 2017) in Marian's layout: the sines of
-    every frequency in the first half, the cosines in the second (not interleaved); angles in
-    float64, as the reference computes them."""
-    import numpy as np
-
-    j = np.arange(dim)
-    angles = np.arange(n_positions)[:, None] / np.power(10000, 2 * (j // 2) / dim)[None, :]
-    half = dim // 2 + dim % 2
-    table = np.empty((n_positions, dim), dtype=np.float64)
-    table[:, :half] = np.sin(angles[:, 0::2])
-    table[:, half:] = np.cos(angles[:, 1::2])
-    return torch.from_numpy(table).float()
-
-
 # --- attention ------------------------------------------------------------------------------
+
+
+def raw_scores(q: torch.Tensor, k: torch.Tensor, scale: float, softcap: float = 0.0,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """Q K^T * scale, soft-capped when softcap > 0 (Gemma 2: cap * tanh(s / cap)), before
+    any bias or mask: the one place where attention scores are computed.
+
+    q [B, H, r, d_k]; k [B, H_kv, S, d_k] with H a multiple of H_kv (grouped-query: each
+    group of H / H_kv consecutive query heads reads one key/value head; the scores of a group
+    come from one matmul, without copying K for every query head). out: a buffer of B*H*r*S
+    floats the scores are written into. -> [B, H, r, S]."""
+    batch, n_head, rows, d_k = q.shape
+    n_kv_head, keys = k.shape[1], k.shape[2]
+    group = n_head // n_kv_head
+    grouped = q.reshape(batch, n_kv_head, group * rows, d_k)
+    if out is None:
+        scores = torch.matmul(grouped, k.transpose(-1, -2))
+    else:
+        scores = torch.matmul(grouped, k.transpose(-1, -2),
+                              out=out.view(batch, n_kv_head, group * rows, keys))
+    scores = scores.view(batch, n_head, rows, keys)
+    scores.mul_(scale)
+    if softcap:
+        scores.div_(softcap).tanh_().mul_(softcap)
+    return scores
+
+
+def hidden_keys(rows: torch.Tensor, n_keys: int, causal: bool, window: int = 0,
+                out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """[r, S] True where query position rows[i] may not see key j: a later key (causal) or
+    one window or more tokens back (a sliding window: query i sees keys i - window + 1 .. i,
+    as Mistral's and Gemma's local layers do). None when every key is seen. out: a bool
+    buffer of r*S to write into (a long input's rows are masked a block at a time)."""
+    if not causal and not window:
+        return None
+    keys = torch.arange(n_keys, device=rows.device)[None, :]
+    queries = rows[:, None]
+    shape = (len(rows), n_keys)
+    out = torch.empty(shape, dtype=torch.bool, device=rows.device) if out is None \
+        else out[:len(rows) * n_keys].view(shape)
+    if causal:
+        torch.gt(keys, queries, out=out)
+    else:
+        out.fill_(False)
+    if window:
+        out |= keys <= queries - window
+    return out
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor, scale: float, *, bias=None,
+                     rows: torch.Tensor | None = None, causal: bool = False, window: int = 0,
+                     softcap: float = 0.0, out: torch.Tensor | None = None,
+                     mask_out: torch.Tensor | None = None) -> torch.Tensor:
+    """The scores the softmax reads, [B, H, r, S]: raw_scores, plus an additive bias
+    (padding, T5's relative positions, or a causal mask the caller built), with -inf where
+    hidden_keys hides a key from the query rows `rows` (absolute positions of q's rows;
+    default 0..r-1). Every path that computes attention calls this: the forward (whole or a
+    block of rows at a time), the maps rebuilt on demand, and Inside one head. out, mask_out:
+    buffers for the scores and the hidden keys (raw_scores, hidden_keys)."""
+    scores = raw_scores(q, k, scale, softcap, out)
+    if bias is not None:
+        scores.add_(bias)
+    if causal or window:
+        if rows is None:
+            rows = torch.arange(q.shape[2], device=q.device)
+        hidden = hidden_keys(rows, k.shape[2], causal, window, mask_out)
+        scores.masked_fill_(hidden, float("-inf"))
+    return scores
 
 
 def scaled_dot_product_attention(
@@ -146,8 +132,11 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     weights_out: torch.Tensor | None = None,
     on_weights=None,
+    rows: torch.Tensor | None = None,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q K^T * scale + bias) V with the softmax written out and its weights returned.
+    """softmax(attention_scores) V with the softmax written out and its weights returned.
 
     q [B, H, T, d_k]; k, v [B, H_kv, S, d_k] with H a multiple of H_kv (grouped-query: each
     group of H / H_kv consecutive query heads shares one key/value head; every query head
@@ -155,6 +144,7 @@ def scaled_dot_product_attention(
     weights_out, when given, is a [B, H, T, S] tensor the weights are written into, so a
     caller collecting every layer's maps (a trace) needs no copy afterwards. on_weights, when
     given, maps the weights to the ones multiplied with V (an intervention on the pattern).
+    rows, window, softcap: see attention_scores (the causal mask, if any, is in bias).
     Returns (context [B, H, T, d_k], weights [B, H, T, S]).
     """
     if scale is None:
@@ -162,13 +152,8 @@ def scaled_dot_product_attention(
     batch, n_head, length, d_k = q.shape
     n_kv_head, keys = k.shape[1], k.shape[2]
     group = n_head // n_kv_head
-    # One matmul per key/value head for its whole group of query heads, without copying K
-    # or V for every query head: [B, H_kv, group*T, d_k] @ [B, H_kv, d_k, S].
-    scores = torch.matmul(q.reshape(batch, n_kv_head, group * length, d_k), k.transpose(-1, -2))
-    scores = scores.view(batch, n_head, length, keys)
-    scores.mul_(scale)
-    if bias is not None:
-        scores.add_(bias)
+    scores = attention_scores(q, k, scale, bias=bias, rows=rows, window=window,
+                              softcap=softcap)
     if weights_out is None:
         weights = torch.softmax(scores, dim=-1)
     else:
@@ -188,6 +173,8 @@ def chunked_attention(
     key_bias: torch.Tensor | None = None,
     query_chunk: int = 256,
     weights_out: torch.Tensor | None = None,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
     """softmax(Q K^T * scale + mask) V, a block of query rows at a time: the weights of only
     query_chunk rows ([B, H, chunk, S]) exist at once, never [B, H, T, T].
@@ -207,14 +194,11 @@ def chunked_attention(
         stop = min(start + query_chunk, length)
         rows = stop - start
         keys = stop if causal else k.shape[2]
-        block = q[:, :, start:stop].reshape(batch, n_kv_head, group * rows, d_k)
-        scores = torch.matmul(block, k[:, :, :keys].transpose(-1, -2))
-        scores = scores.view(batch, n_head, rows, keys)
-        scores.mul_(scale)
-        if causal:
-            scores.add_(causal_rows_bias(start, stop, scores.dtype, scores.device))
-        if key_bias is not None:
-            scores.add_(key_bias[..., :keys])
+        scores = attention_scores(
+            q[:, :, start:stop], k[:, :, :keys], scale,
+            bias=None if key_bias is None else key_bias[..., :keys],
+            rows=torch.arange(start, stop, device=q.device), causal=causal, window=window,
+            softcap=softcap)
         weights = torch.softmax(scores, dim=-1)
         if weights_out is not None:
             weights_out[:, :, start:stop, :keys] = weights
@@ -264,8 +248,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_head: int, fused_qkv: bool = True, bias: bool = True,
                  scale: float | None = None, n_kv_head: int | None = None,
-                 d_head: int | None = None, out_bias: bool | None = None):
+                 d_head: int | None = None, out_bias: bool | None = None, window: int = 0,
+                 softcap: float = 0.0):
         super().__init__()
+        self.window, self.softcap = int(window), float(softcap)  # see attention_scores
         n_kv_head = n_head if n_kv_head is None else n_kv_head
         if d_head is None:
             if d_model % n_head:
@@ -406,13 +392,18 @@ class MultiHeadAttention(nn.Module):
             k, v = self.with_past(k, v, past)
         if query_chunk is not None:
             context = chunked_attention(q, k, v, self.scale, causal, bias, query_chunk,
-                                        weights_out)
+                                        weights_out, self.window, self.softcap)
             weights = weights_out
         else:
             on_weights = None if hooks is None else (
                 lambda pattern: hooks("pattern", layer, pattern))
-            context, weights = scaled_dot_product_attention(q, k, v, bias, self.scale,
-                                                            weights_out, on_weights)
+            rows = None
+            if self.window and memory is None:  # the query rows' positions in the text
+                first = k.shape[2] - q.shape[2]
+                rows = torch.arange(first, k.shape[2], device=q.device)
+            context, weights = scaled_dot_product_attention(
+                q, k, v, bias, self.scale, weights_out, on_weights, rows,
+                0 if memory is not None else self.window, self.softcap)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
         if hooks is not None:

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from ..core.errors import InputError
-from .transformer import CrossInput, StackConfig, TransformerStack
+from .config import StackConfig
+from .transformer import CrossInput, TransformerStack
 
 
 @dataclass(frozen=True)

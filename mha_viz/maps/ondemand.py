@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
-from ..engine.attention import apply_rotary, kv_head_of, relative_position_bucket
+from ..engine.attention import attention_scores, kv_head_of
+from ..engine.positions import apply_rotary, relative_position_bucket
 from ..engine.transformer import \
     QUERY_CHUNK as ROW_CHUNK  # query rows scored at once, as the forward
 
@@ -63,13 +64,23 @@ class OnDemandMaps:
         (T5's relative position bias), or None."""
         return None
 
+    def score_settings(self, layer: int) -> tuple[int, float]:
+        """(sliding window, soft-cap) of the layer's scores; 0 when it has none."""
+        return 0, 0.0
+
     head_width: int  # d_k
 
     def saved_arrays(self) -> dict[str, np.ndarray]:
         """What a saved trace holds instead of its maps: each layer's queries and keys after
-        rotation, and the scales (queries_keys_arrays, which each kind provides)."""
+        rotation, and the scales (queries_keys_arrays, which each kind provides); a model
+        whose layers window or soft-cap their scores adds both, per layer."""
         queries, keys, scales = self.queries_keys_arrays()
-        return {"queries": queries, "keys": keys, "scales": scales}
+        out = {"queries": queries, "keys": keys, "scales": scales}
+        settings = np.asarray([self.score_settings(layer) for layer in range(self.n_layer)],
+                              dtype=np.float64)
+        if settings.any():
+            out["windows"], out["softcaps"] = settings[:, 0], settings[:, 1]
+        return out
 
     def saved_bytes(self) -> int:
         """The size of the arrays a saved trace holds: queries and keys after rotation."""
@@ -193,7 +204,7 @@ class OnDemandMaps:
         most = max(len(positions) for _, positions, _ in groups) * chunk_rows * most_keys
         scores_buffer, weights_buffer, hidden_buffer = self._scratch(most,
                                                                      chunk_rows * most_keys)
-        key_positions = torch.arange(most_keys)
+        window, softcap = self.score_settings(layer)
         with torch.inference_mode():
             # ROW_CHUNK rows at a time, as the forward does: a causal chunk multiplies only the
             # keys up to its last row (about half the work of a whole band of ascending rows)
@@ -201,23 +212,17 @@ class OnDemandMaps:
                 index = torch.as_tensor(rows[first:first + ROW_CHUNK])
                 n_rows = len(index)
                 keys = int(index.max()) + 1 if self.causal else self.n_tokens
-                hidden = None
-                if self.causal:  # the keys each row cannot see, shared by every head
-                    hidden = torch.gt(key_positions[None, :keys], index[:, None],
-                                      out=hidden_buffer[:n_rows * keys].view(n_rows, keys))
                 chunk = slice(first, first + n_rows)
                 bias = self.score_bias(index, keys)
                 for kv, positions, chosen in groups:
                     size = len(positions) * n_rows * keys
                     block = q[chosen[:, None], index[None, :]]  # [g, r, d], only these rows
-                    scores = torch.matmul(block.reshape(-1, block.shape[-1]), k[kv, :keys].T,
-                                          out=scores_buffer[:size].view(-1, keys))
-                    scores = scores.view(len(positions), n_rows, keys)
-                    scores.mul_(scale)
-                    if bias is not None:
-                        scores.add_(bias[chosen])
-                    if hidden is not None:
-                        scores.masked_fill_(hidden, float("-inf"))
+                    # the forward's kernel, on these heads (one key/value head) and rows
+                    scores = attention_scores(
+                        block[None], k[kv, :keys][None, None], scale,
+                        bias=None if bias is None else bias[chosen], rows=index,
+                        causal=self.causal, window=window, softcap=softcap,
+                        out=scores_buffer[:size], mask_out=hidden_buffer)[0]
                     weights = torch.softmax(scores, dim=-1, out=weights_buffer[:size].view(
                         len(positions), n_rows, keys)).numpy()
                     low, high = positions[0], positions[-1] + 1
@@ -255,6 +260,10 @@ class LayerInputMaps(OnDemandMaps):
                                            config.relative_max_distance)
         with torch.inference_mode():
             return self.network.rel_bias(buckets).permute(2, 0, 1)
+
+    def score_settings(self, layer: int) -> tuple[int, float]:
+        attn = self.network.blocks[layer].attn
+        return attn.window, attn.softcap
 
     def queries_keys(self, layer: int):
         with self._lock:
@@ -299,16 +308,22 @@ class QueryKeyMaps(OnDemandMaps):
     """Maps rebuilt from each layer's queries and keys after rotation (a saved trace)."""
 
     def __init__(self, queries: np.ndarray, keys: np.ndarray, scales, causal: bool,
-                 kv_heads: list[int]):
+                 kv_heads: list[int], windows=None, softcaps=None):
         self.queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         self.keys = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
         self.scales = [float(s) for s in np.asarray(scales).reshape(-1)]
         self.n_layer, self.n_head, self.n_tokens, self.head_width = self.queries.shape
         self.causal = bool(causal)
         self.kv_heads = [int(k) for k in kv_heads]
+        zeros = np.zeros(self.n_layer)
+        self.windows = [int(w) for w in (zeros if windows is None else windows)]
+        self.softcaps = [float(c) for c in (zeros if softcaps is None else softcaps)]
 
     def queries_keys(self, layer: int):
         return self.queries[layer], self.keys[layer], self.scales[layer]
+
+    def score_settings(self, layer: int) -> tuple[int, float]:
+        return self.windows[layer], self.softcaps[layer]
 
     def held_bytes(self) -> int:
         return 4 * (self.queries.nelement() + self.keys.nelement())

@@ -417,7 +417,14 @@ def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
     if (not isinstance(kv_heads, list) or len(kv_heads) != n_head
             or any(not isinstance(k, int) or not 0 <= k < keys.shape[1] for k in kv_heads)):
         raise TraceFileError("kv_heads does not name one key/value head per query head")
-    return QueryKeyMaps(queries, keys, scales, causal, kv_heads)
+    settings = []
+    for name in ("windows", "softcaps"):  # a model whose layers window or cap their scores
+        array = data.get(name)
+        if array is not None and (array.shape != scales.shape or array.dtype.kind not in "fiu"
+                                  or not np.isfinite(array).all() or (array < 0).any()):
+            raise TraceFileError(f"{name} must be [L] non-negative numbers, one per layer")
+        settings.append(array)
+    return QueryKeyMaps(queries, keys, scales, causal, kv_heads, *settings)
 
 
 # trace.attentions: the maps held, or all of an on-demand trace's maps computed when they fit

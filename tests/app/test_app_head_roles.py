@@ -6,9 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import analysis as A
-from mha_viz.core.errors import InputError
-
 pytest.importorskip("streamlit")
 
 from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402

@@ -128,7 +128,7 @@ def test_grouped_query_attention_equals_repeating_keys_and_values(n_head, n_kv):
 def test_rotary_rotates_each_pair_by_its_positions_angle():
     """Independent formula: dimensions (j, j + r/2) form a complex number rotated by
     position * theta^(-2j / r)."""
-    from mha_viz.engine.attention import apply_rotary, rotary_tables
+    from mha_viz.engine.positions import apply_rotary, rotary_tables
 
     torch.manual_seed(0)
     length, dim, theta = 6, 8, 100.0
@@ -146,7 +146,7 @@ def test_rotary_rotates_each_pair_by_its_positions_angle():
 
 
 def test_rotary_scores_depend_on_relative_position_only():
-    from mha_viz.engine.attention import apply_rotary, rotary_tables
+    from mha_viz.engine.positions import apply_rotary, rotary_tables
 
     torch.manual_seed(1)
     q, k = torch.randn(4), torch.randn(4)
@@ -158,7 +158,7 @@ def test_rotary_scores_depend_on_relative_position_only():
 
 
 def test_partial_rotary_leaves_the_other_dimensions_alone():
-    from mha_viz.engine.attention import apply_rotary, rotary_tables
+    from mha_viz.engine.positions import apply_rotary, rotary_tables
 
     torch.manual_seed(2)
     x = torch.randn(1, 1, 5, 8)

@@ -14,7 +14,7 @@ import torch
 
 from mha_viz import EncoderDecoderModel, InputError, load_model
 from mha_viz.core.errors import CorruptCheckpointError, UnsupportedModelError
-from mha_viz.engine.attention import relative_position_bucket, relative_positions
+from mha_viz.engine.positions import relative_position_bucket, relative_positions
 from mha_viz.testing import make_seq2seq_checkpoint
 
 CASES = {

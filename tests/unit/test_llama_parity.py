@@ -30,6 +30,25 @@ SHAPES = {
     "qwen2_tied": dict(n_layer=1, n_head=6, n_kv_head=1, d_model=48, model_type="qwen2",
                        tie_word_embeddings=True),
     "mistral": dict(n_layer=2, n_head=6, n_kv_head=3, d_model=48, model_type="mistral"),
+    # a sliding window shorter than the texts: on every layer (Mistral), on the layers from
+    # max_window_layers up (Qwen2)
+    "mistral_window": dict(n_layer=2, n_head=6, n_kv_head=3, d_model=48, model_type="mistral",
+                           sliding_window=5),
+    "qwen2_window": dict(n_layer=3, n_head=4, n_kv_head=2, d_model=64, model_type="qwen2",
+                         sliding_window=4, max_window_layers=1),
+    # long-context RoPE (Llama 3.1-3.3's llama3, linear, YaRN, dynamic NTK): a small original
+    # context and theta, so that the rescaled frequencies differ within a few tokens
+    "rope_llama3": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, rope_theta=500.0,
+                        rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                          high_freq_factor=4.0,
+                                          original_max_position_embeddings=64)),
+    "rope_linear": dict(n_layer=1, n_head=4, n_kv_head=4, d_model=64, rope_theta=100.0,
+                        rope_scaling=dict(rope_type="linear", factor=4.0)),
+    "rope_yarn": dict(n_layer=2, n_head=4, n_kv_head=2, d_model=64, rope_theta=1000.0,
+                      rope_scaling=dict(rope_type="yarn", factor=4.0,
+                                        original_max_position_embeddings=64)),
+    "rope_dynamic": dict(n_layer=1, n_head=4, n_kv_head=2, d_model=64, rope_theta=100.0,
+                         rope_scaling=dict(rope_type="dynamic", factor=2.0)),
 }
 # plain Llama shapes the GGUF writer must round-trip (Qwen2's biases do not fit GGUF "llama")
 GGUF_SHAPES = ["gqa", "mqa_tied", "odd_heads", "head_dim", "mistral"]
@@ -297,3 +316,66 @@ def test_score_and_head_mask(llama_factory, gate):
     masked = model.score(text, head_mask=mask)
     assert abs(masked - plain) > 1e-3  # the mask changed something
     assert abs(masked - reference_score()) < SCORE_TOL
+
+
+# --- sliding windows ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case, windowed", [("mistral_window", (0, 1)),
+                                            ("qwen2_window", (1, 2))])
+def test_a_sliding_window_masks_and_the_context_stays(llama_factory, tmp_path, case, windowed):
+    """The window masks keys (query i sees keys i - w + 1 .. i on the windowed layers, every
+    earlier key on the others), the context stays max_position_embeddings, and the maps
+    rebuilt on demand, saved and reopened, and Inside one head's all equal the forward's."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+    from mha_viz.maps.trace import AttentionTrace
+
+    shape = SHAPES[case]
+    window = shape["sliding_window"]
+    model = load_model(llama_factory(case))
+    assert model.info.max_positions == 256  # not the window
+    text = TEXTS[1]
+    trace = model.trace(text)
+    n = trace.n_tokens
+    assert n > 4 * window
+    far = np.tril(np.ones((n, n), dtype=bool), -window)  # keys window or more tokens back
+    for layer in range(shape["n_layer"]):
+        beyond = trace.attentions[layer][:, far]
+        if layer in windowed:
+            assert (beyond == 0).all()
+        else:
+            assert beyond.max() > 1e-3  # a full layer does read far keys
+    lazy = model.trace(text, maps="on_demand")
+    np.testing.assert_allclose(lazy.attentions, trace.attentions, atol=1e-6)
+    lazy.save(tmp_path / "w.npz")
+    reopened = AttentionTrace.load(tmp_path / "w.npz")
+    np.testing.assert_allclose(reopened.attentions, trace.attentions, atol=1e-6)
+    inside = inside_one_head(model, text, windowed[0], 1)
+    np.testing.assert_allclose(inside.weights, trace.attentions[windowed[0], 1], atol=1e-6)
+    assert np.isneginf(inside.mask[far]).all()
+
+
+def test_settings_we_do_not_compute_are_named(tmp_path):
+    """A RoPE scaling or an attention layer type mha-viz does not compute, or a window that
+    contradicts the layers, is refused with one message naming it, never read as plain."""
+    import json
+
+    from mha_viz import UnsupportedModelError
+    from mha_viz.testing import make_llama_checkpoint
+
+    folder = make_llama_checkpoint(tmp_path / "m", n_layer=2, n_head=4, n_kv_head=2, d_model=64)
+    config = json.loads((folder / "config.json").read_text())
+    cases = {
+        "rotary scaling 'longrope' is not supported": {
+            "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "factor": 2.0}},
+        "attention layer types chunked_attention are not supported": {
+            "layer_types": ["full_attention", "chunked_attention"]},
+        "layer_types lists 3 layers, but the model has 2": {
+            "layer_types": ["full_attention"] * 3},
+        "sliding-window layers are listed without a sliding_window size": {
+            "layer_types": ["sliding_attention", "full_attention"], "sliding_window": None},
+    }
+    for message, change in cases.items():
+        (folder / "config.json").write_text(json.dumps({**config, **change}))
+        with pytest.raises(UnsupportedModelError, match=message):
+            load_model(folder)

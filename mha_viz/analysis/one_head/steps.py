@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from ...core.errors import InputError
-from ...engine.attention import apply_rotary, scaled_dot_product_attention
+from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
+from ...engine.positions import apply_rotary
 
 __all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
            "head_weight_slices", "inside_bytes_per_squared_token",
@@ -409,14 +410,18 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
             q_rot, k_rot = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         q_used, k_used = (q, k) if rotary is None else (q_rot, k_rot)
         # The engine's own attention, for every head at once: its weights are the trace's.
-        context, weights = scaled_dot_product_attention(q_used, k_used, v, bias, attn.scale)
+        context, weights = scaled_dot_product_attention(
+            q_used, k_used, v, bias, attn.scale, window=attn.window, softcap=attn.softcap)
         output, _ = attn(x, bias, rotary=rotary)
         kv = attn.kv_heads[head]
-        # The steps before the softmax, kept for display (the same two operations the
-        # engine applies inside scaled_dot_product_attention).
-        scores = torch.matmul(q_used[0, head], k_used[0, kv].transpose(-1, -2))
-        scores.mul_(attn.scale)
+        # The steps before the softmax, kept for display: the engine's own raw_scores and
+        # hidden_keys, the pieces of attention_scores
+        scores = raw_scores(q_used[:, head:head + 1], k_used[:, kv:kv + 1], attn.scale,
+                            attn.softcap)[0, 0]
         mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
+        window_mask = hidden_keys(torch.arange(n), n, False, attn.window)
+        if window_mask is not None:
+            mask.masked_fill_(window_mask, float("-inf"))
         masked = scores + mask
     return head_internals(
         attn, layer, head, hidden, x, q, k, v, scores, mask, masked, weights, context, output,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from ...core.errors import UnsupportedModelError
+from ...engine.config import StackConfig
 from ...engine.encoder_decoder import EncoderDecoderConfig, first_id
-from ...engine.transformer import StackConfig
 
 NAME = "bart"
 MODEL_TYPES = ("bart", "marian")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...core.errors import UnsupportedModelError
-from ...engine.transformer import StackConfig
+from ...engine.config import StackConfig
 
 NAME = "bert"
 MODEL_TYPES = ("bert",)

@@ -3,7 +3,7 @@ GELU, fused QKV (c_attn) stored in Conv1D layout [in, out], LM head tied to the 
 
 from __future__ import annotations
 
-from ...engine.transformer import StackConfig
+from ...engine.config import StackConfig
 
 NAME = "gpt2"
 MODEL_TYPES = ("gpt2",)

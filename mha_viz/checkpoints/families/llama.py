@@ -9,11 +9,13 @@ names; its converter reorders the rows of attn_q / attn_k within each head, undo
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
 from ...core.errors import UnsupportedModelError
-from ...engine.transformer import StackConfig
+from ...engine.config import StackConfig
+from ...engine.positions import ROPE_KINDS, RopeScaling
 
 NAME = "llama"
 MODEL_TYPES = ("llama", "mistral", "qwen2")
@@ -21,45 +23,108 @@ GGUF_ARCHITECTURES = ("llama",)
 PREFIXES = ()  # Hugging Face names start with "model." or "lm_head."; kept as they are
 
 
-def _rope(raw: dict) -> tuple[float, float]:
-    """(theta, rotary fraction) from config.json, in transformers 5's rope_parameters or the
-    older top-level rope_theta / rope_scaling."""
+def _rope(raw: dict) -> tuple[float, float, RopeScaling | None]:
+    """(theta, rotary fraction, scaling) from config.json, in transformers 5's
+    rope_parameters or the older top-level rope_theta / rope_scaling."""
     params = raw.get("rope_parameters") or {}
-    scaling = raw.get("rope_scaling") or {}
-    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
-    if kind != "default":
+    scaling = {**(raw.get("rope_scaling") or {}), **params}
+    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    theta = float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
+    fraction = float(params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0)))
+    if kind in ("default", "dynamic"):
+        # dynamic NTK scaling grows the base only past the context: within it, plain RoPE
+        return theta, fraction, None
+    if kind not in ROPE_KINDS:
         raise UnsupportedModelError(
-            f"rotary scaling '{kind}' (long-context RoPE) is not supported; only plain RoPE is")
-    theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
-    fraction = params.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
-    return float(theta), float(fraction)
+            f"rotary scaling '{kind}' is not supported; mha-viz computes "
+            f"{', '.join(k for k in ROPE_KINDS if k != 'default')} and dynamic")
+    factor = scaling.get("factor")
+    original = int(scaling.get("original_max_position_embeddings")
+                   or raw.get("original_max_position_embeddings") or 0)
+    if kind == "yarn" and factor is None and original:
+        factor = raw["max_position_embeddings"] / original
+    if factor is None:
+        raise UnsupportedModelError(f"rotary scaling '{kind}' gives no factor")
+    if kind in ("llama3", "yarn") and not original:
+        raise UnsupportedModelError(f"rotary scaling '{kind}' needs the original context it "
+                                    f"rescales (original_max_position_embeddings), which "
+                                    f"config.json does not give")
+    factor = float(factor)
+    attention_factor = 1.0
+    if kind == "yarn":
+        attention_factor = _yarn_attention_factor(scaling, factor)
+    return theta, fraction, RopeScaling(
+        kind, factor, float(scaling.get("low_freq_factor", 1.0)),
+        float(scaling.get("high_freq_factor", 4.0)), original,
+        float(scaling.get("beta_fast") or 32), float(scaling.get("beta_slow") or 1),
+        attention_factor, bool(scaling.get("truncate", True)))
 
 
-def _context(raw: dict) -> int:
-    """The context we trace. A sliding window (Mistral, Qwen2 with use_sliding_window) limits
-    it: up to the window, windowed attention is ordinary causal attention."""
-    context = int(raw["max_position_embeddings"])
+def _yarn_attention_factor(scaling: dict, factor: float) -> float:
+    """YaRN's magnitude correction of cos and sin: given, or 0.1 ln(factor) + 1 (with
+    DeepSeek's mscale / mscale_all_dim ratio when both are given), as transformers reads it."""
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+        return float(mscale(factor, scaling["mscale"]) / mscale(factor, scaling["mscale_all_dim"]))
+    return mscale(factor)
+
+
+def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
+    """(sliding window in tokens, the layers that use it; empty: every layer), as
+    transformers reads them: layer_types when the config lists them (Qwen2 writes
+    "sliding_attention" / "full_attention" per layer), else Mistral's sliding_window on every
+    layer, or Qwen2's use_sliding_window on the layers from max_window_layers up. The window
+    masks keys; the context stays max_position_embeddings."""
     window = raw.get("sliding_window")
-    uses_window = raw.get("use_sliding_window", raw.get("model_type") == "mistral")
-    if window and uses_window:
-        context = min(context, int(window))
-    return context
+    layer_types = raw.get("layer_types")
+    if layer_types:
+        unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
+        if unknown:
+            raise UnsupportedModelError(f"attention layer types {', '.join(unknown)} are not "
+                                        f"supported (only full and sliding-window attention)")
+        if len(layer_types) != n_layer:
+            raise UnsupportedModelError(f"layer_types lists {len(layer_types)} layers, but "
+                                        f"the model has {n_layer}")
+        sliding = tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention")
+        if sliding and not window:
+            raise UnsupportedModelError("sliding-window layers are listed without a "
+                                        "sliding_window size")
+        return (int(window), sliding) if sliding else (0, ())
+    if not window:
+        return 0, ()
+    if raw.get("model_type") == "qwen2":
+        if not raw.get("use_sliding_window", False):
+            return 0, ()
+        first = int(raw.get("max_window_layers", n_layer))
+        layers = tuple(range(first, n_layer))
+        return (int(window), layers) if layers else (0, ())
+    if raw.get("use_sliding_window", True) is False:
+        return 0, ()
+    return int(window), ()
 
 
 def config_from_hf(raw: dict) -> StackConfig:
-    theta, fraction = _rope(raw)
+    theta, fraction, scaling = _rope(raw)
     model_type = raw.get("model_type")
     n_head = int(raw["num_attention_heads"])
+    n_layer = int(raw["num_hidden_layers"])
+    window, window_layers = _window(raw, n_layer)
     qkv_bias = model_type == "qwen2" or bool(raw.get("attention_bias", False))
     return StackConfig(
-        arch=model_type, n_layer=int(raw["num_hidden_layers"]), n_head=n_head,
+        arch=model_type, n_layer=n_layer, n_head=n_head,
         qkv_names=("q_proj", "k_proj", "v_proj"),
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
-        vocab_size=int(raw["vocab_size"]), max_positions=_context(raw),
+        vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
+        sliding_window=window, window_layers=window_layers,
         layer_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
         activation=raw.get("hidden_act", "silu"), norm="rmsnorm", pre_norm=True, causal=True,
         positions="rotary", rope_theta=theta, rotary_fraction=fraction, gated_mlp=True,
-        n_kv_head=int(raw.get("num_key_value_heads") or n_head),
+        rope_scaling=scaling, n_kv_head=int(raw.get("num_key_value_heads") or n_head),
         d_head=int(raw.get("head_dim") or 0), qkv_bias=qkv_bias,
         out_bias=model_type != "qwen2" and bool(raw.get("attention_bias", False)),
         mlp_bias=bool(raw.get("mlp_bias", False)), final_norm=True,

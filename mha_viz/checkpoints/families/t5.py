@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...core.errors import UnsupportedModelError
+from ...engine.config import StackConfig
 from ...engine.encoder_decoder import EncoderDecoderConfig, first_id
-from ...engine.transformer import StackConfig
 
 NAME = "t5"
 MODEL_TYPES = ("t5",)

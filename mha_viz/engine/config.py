@@ -1,0 +1,162 @@
+"""StackConfig: an architecture described by what varies between families, never by its
+name: normalisation (LayerNorm or RMSNorm, before or after each sub-layer), positions
+(learned absolute, rotary with theta, fraction and scaling, sinusoidal, relative), the MLP
+(plain or gated), key/value heads (= heads: MHA; 1: MQA; in between: GQA), the head width,
+which projections carry biases, token-type embeddings, the LM head, causal or bidirectional
+attention, and each layer's own attention settings (a sliding window, soft-capped scores).
+The family modules in checkpoints/families/ make one; the engine builds from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch.nn import functional as F
+
+from .attention import kv_head_of
+from .positions import ROPE_KINDS, RopeScaling
+
+# Activation names as they appear in config.json. "gelu_new", "gelu_fast" and
+# "gelu_pytorch_tanh" are all the tanh approximation that GPT-2 was trained with.
+ACTIVATIONS = {
+    "gelu": lambda x: F.gelu(x),
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+}
+NORMS = ("layernorm", "rmsnorm")
+# learned: absolute, added to the embeddings (GPT-2, BERT, BART with an offset); rotary: on
+# Q and K (Llama); sinusoidal: fixed, added (Marian); relative: a learned bias per head and
+# bucket of key - query distance, added to the scores (T5)
+POSITIONS = ("learned", "rotary", "sinusoidal", "relative")
+LM_HEADS = ("tied", "separate", "mlm", "none")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    arch: str  # the family's name, for people to read ("gpt2", "bert", "llama"); nothing
+    #            in the engine branches on it
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_ff: int
+    vocab_size: int
+    max_positions: int
+    layer_norm_eps: float
+    activation: str
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+    pre_norm: bool = True  # normalise each sub-layer's input (GPT-2, Llama) or its sum (BERT)
+    causal: bool = True
+    positions: str = "learned"  # one of POSITIONS (above: learned, rotary, sinusoidal, relative)
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling | None = None  # a long-context checkpoint's (positions.py)
+    rotary_fraction: float = 1.0  # the share of each head's dimensions that rotates
+    gated_mlp: bool = False  # act(x W_gate) * (x W_up), then W_down (SwiGLU for silu)
+    n_kv_head: int = 0  # key/value heads; 0 given: as many as query heads
+    d_head: int = 0  # each head's width; 0 given: d_model / n_head
+    qkv_bias: bool = True
+    out_bias: bool = True
+    mlp_bias: bool = True
+    type_vocab_size: int = 0  # > 0: token-type (segment) embeddings, BERT's sentence A / B
+    embedding_norm: bool = False  # a norm right after the embeddings (BERT)
+    final_norm: bool = True  # a norm after the last layer (pre-norm stacks)
+    lm_head: str = "tied"  # "tied" to the token embedding | "separate" | "mlm" (BERT) | "none"
+    # GPT-2's variants change the scale; T5 does not scale its scores at all
+    scale_attn_weights: bool = True
+    scale_attn_by_inverse_layer_idx: bool = False
+    position_offset: int = 0  # learned positions: position p reads row p + offset (BART: 2)
+    embed_scale: float = 1.0  # token embeddings times this (sqrt(d_model): Marian, some BART)
+    relative_buckets: int = 32  # T5's relative position bias: buckets and the distance
+    relative_max_distance: int = 128  # past which every distance shares the last bucket
+    cross_attention: bool = False  # a decoder: each layer also attends to an encoder's output
+    unembed_scale: float = 1.0  # the last hidden state times this before the LM head (T5)
+    logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
+    qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: stored fused)
+    # Each layer's own attention settings (attention_of): a sliding window of this many
+    # tokens (0: none) on the layers window_layers lists (empty: every layer), and
+    # soft-capped scores (0: none; Gemma 2: cap * tanh(score / cap))
+    sliding_window: int = 0
+    window_layers: tuple = ()
+    attn_softcap: float = 0.0
+
+    def __post_init__(self):
+        # a family gives 0 for "as usual"; resolved once here, so one name holds the value
+        # every reader uses (frozen: set through object.__setattr__)
+        if not self.n_kv_head:
+            object.__setattr__(self, "n_kv_head", self.n_head)
+        if not self.d_head and self.n_head >= 1 and self.d_model % self.n_head == 0:
+            object.__setattr__(self, "d_head", self.d_model // self.n_head)
+
+    @property
+    def kv_heads(self) -> list[int]:
+        """For each query head, the key/value head it reads."""
+        return kv_head_of(self.n_head, self.n_kv_head)
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.d_head * self.rotary_fraction) // 2 * 2
+
+    @property
+    def has_lm_head(self) -> bool:
+        return self.lm_head != "none"
+
+    def window(self, layer: int) -> int:
+        """The sliding window of this layer's attention, in tokens (0: it sees every key)."""
+        if not self.sliding_window:
+            return 0
+        return self.sliding_window if not self.window_layers or layer in self.window_layers \
+            else 0
+
+    def attention_scale(self, layer: int) -> float:
+        scale = self.d_head ** -0.5 if self.scale_attn_weights else 1.0
+        if self.scale_attn_by_inverse_layer_idx:
+            scale /= float(layer + 1)
+        return scale
+
+    def problems(self) -> list[str]:
+        """What makes this configuration impossible to build (empty when it is fine)."""
+        found = []
+        for name in ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_positions"):
+            if getattr(self, name) < 1:
+                found.append(f"{name} is {getattr(self, name)}")
+        if self.n_head >= 1 and not self.d_head and self.d_model % self.n_head:
+            found.append(f"d_model {self.d_model} is not divisible by {self.n_head} heads")
+        if self.n_head >= 1 and self.n_kv_head >= 1 and self.n_head % self.n_kv_head:
+            found.append(f"{self.n_head} query heads cannot share {self.n_kv_head} key/value heads")
+        if self.norm not in NORMS:
+            found.append(f"normalisation '{self.norm}' is not one of {', '.join(NORMS)}")
+        if self.positions not in POSITIONS:
+            found.append(f"positions '{self.positions}' are not one of {', '.join(POSITIONS)}")
+        if self.lm_head not in LM_HEADS:
+            found.append(f"LM head '{self.lm_head}' is not one of {', '.join(LM_HEADS)}")
+        if self.positions == "relative" and not (
+                self.relative_buckets >= 4 and self.relative_buckets % 2 == 0
+                and self.relative_max_distance > self.relative_buckets // 2):
+            found.append(f"the relative position settings ({self.relative_buckets} buckets, "
+                         f"max distance {self.relative_max_distance}) are out of range: an "
+                         f"even number of at least 4 buckets, and a max distance past half "
+                         f"of them")
+        if self.position_offset < 0 or not self.embed_scale > 0:
+            found.append("the embedding settings (position offset, scale) are out of range")
+        if self.positions == "rotary" and not (0 < self.rotary_fraction <= 1
+                                               and self.rotary_dim >= 2 and self.rope_theta > 0):
+            found.append("the rotary settings (theta, fraction) are out of range")
+        if self.sliding_window < 0 or self.attn_softcap < 0 or any(
+                not 0 <= layer < self.n_layer for layer in self.window_layers):
+            found.append(f"the sliding window ({self.sliding_window} tokens on layers "
+                         f"{list(self.window_layers) or 'all'}) or the soft-cap "
+                         f"({self.attn_softcap}) is out of range")
+        scaling = self.rope_scaling
+        if scaling is not None and (scaling.kind not in ROPE_KINDS or not scaling.factor > 0 or (
+                scaling.kind in ("llama3", "yarn") and not scaling.original_max_positions > 0)
+                or (scaling.kind == "llama3"
+                    and not scaling.high_freq_factor > scaling.low_freq_factor > 0)):
+            found.append(f"the RoPE scaling '{scaling.kind}' (factor {scaling.factor}, "
+                         f"original context {scaling.original_max_positions}) is not one "
+                         f"mha-viz computes ({', '.join(ROPE_KINDS)}, with a positive factor "
+                         f"and, for llama3 and yarn, the original context)")
+        if self.activation not in ACTIVATIONS:
+            found.append(f"activation '{self.activation}' is not supported")
+        return found
