@@ -87,17 +87,27 @@ def long_models(checkpoint_factory, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def patch_models(gpt2_folder, tmp_path_factory):
-    """name -> (our model, transformers' model, where its activations are) for GPT-2 (MHA)
-    and Llama (GQA): the intervention tests' models, built once."""
-    from hf_reference import GPT2Hooks, LlamaHooks
-    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    """name -> (our model, transformers' model, where its activations are) for GPT-2 (MHA),
+    Llama (GQA) and GPT-NeoX (Pythia: parallel attention and MLP, partial rotary): the
+    intervention tests' models, built once."""
+    from hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
+    from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM
 
     from mha_viz import load_model
-    from mha_viz.testing import make_llama_checkpoint
+    from mha_viz.testing import make_decoder_checkpoint, make_llama_checkpoint
 
     llama_folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama_patch"), n_layer=3,
                                          n_head=6, n_kv_head=2, d_model=96)
+    # Pythia's shape: attention and MLP in parallel, a quarter of each head rotating
+    neox_folder = make_decoder_checkpoint(
+        tmp_path_factory.mktemp("neox_patch"), "GPTNeoXConfig", "GPTNeoXForCausalLM",
+        num_hidden_layers=3, num_attention_heads=4, hidden_size=64, intermediate_size=128,
+        max_position_embeddings=256, rotary_pct=0.25, use_parallel_residual=True)
     return {
+        "neox": (load_model(neox_folder),
+                 GPTNeoXForCausalLM.from_pretrained(neox_folder,
+                                                    attn_implementation="eager").eval(),
+                 NeoXHooks),
         "gpt2": (load_model(gpt2_folder),
                  GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval(),
                  GPT2Hooks),

@@ -74,6 +74,10 @@ class StackConfig:
     unembed_scale: float = 1.0  # the last hidden state times this before the LM head (T5)
     logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
     qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: stored fused)
+    qkv_per_head: bool = False  # fused head by head ([q_h; k_h; v_h] for each h: GPT-NeoX)
+    # attention and MLP side by side, both reading the layer's input (GPT-NeoX, GPT-J, Phi):
+    # out = h + attn(ln_1(h)) + mlp(ln_2(h)); else the MLP reads the stream after attention
+    parallel_residual: bool = False
     # Each layer's own attention settings (attention_of): a sliding window of this many
     # tokens (0: none) on the layers window_layers lists (empty: every layer), and
     # soft-capped scores (0: none; Gemma 2: cap * tanh(score / cap))

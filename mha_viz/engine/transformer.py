@@ -72,6 +72,7 @@ class Block(nn.Module):
                                             d_head=config.d_head, out_bias=config.out_bias)
             self.ln_cross = make_norm(config)
         self.gated = config.gated_mlp
+        self.parallel = config.parallel_residual
         # A gated MLP's gate and up projections are one matrix [gate; up]: one GEMM.
         width = 2 * config.d_ff if self.gated else config.d_ff
         self.mlp_in = nn.Linear(config.d_model, width, bias=config.mlp_bias)
@@ -122,8 +123,9 @@ class Block(nn.Module):
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
         attn_out, resid_mid (the stream the MLP reads), mlp_in, mlp_out, resid_post, and
-        the attention's own (see MultiHeadAttention.forward). past: the keys and values of
-        the positions before h's (MultiHeadAttention.forward). memory: a decoder layer's
+        the attention's own (see MultiHeadAttention.forward); with a parallel MLP, mlp_in is
+        the layer's input and resid_mid the stream after attention alone. past: the keys and
+        values of the positions before h's (MultiHeadAttention.forward). memory: a decoder layer's
         encoder output and what it needs, a CrossInput; its weights go to memory.kept."""
         layer = self.layer
         attn_in = h
@@ -135,13 +137,15 @@ class Block(nn.Module):
                                       causal, hooks, layer, past)
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
+        layer_input = h
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
         if memory is not None:
             h = self.attend_to_memory(h, memory, hooks)
-        mlp_in = h
+        # parallel: the MLP reads the layer's input, beside the attention, not after it
+        mlp_in = layer_input if self.parallel else h
         if hooks is not None:
             h = hooks("resid_mid", layer, h)
-            mlp_in = hooks("mlp_in", layer, h)
+            mlp_in = hooks("mlp_in", layer, layer_input if self.parallel else h)
         mlp_out = self.mlp(self.ln_2(mlp_in) if self.pre_ln else mlp_in)
         if hooks is not None:
             mlp_out = hooks("mlp_out", layer, mlp_out)

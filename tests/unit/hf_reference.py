@@ -68,6 +68,34 @@ class LlamaHooks(GPT2Hooks):
     kv_function = "repeat_kv"
 
 
+class NeoXHooks(GPT2Hooks):
+    """transformers' GPT-NeoX (Pythia): attention and MLP in parallel, W_Q, W_K, W_V fused
+    head by head in query_key_value ([q_h; k_h; v_h] for each head)."""
+
+    def __init__(self, hf):
+        self.hf = hf
+        config = hf.config
+        self.n_layer, self.n_head = config.num_hidden_layers, config.num_attention_heads
+        self.d = config.hidden_size
+        self.dk = self.d // self.n_head
+
+    def block(self, layer):
+        return self.hf.gpt_neox.layers[layer]
+
+    def attn(self, layer):
+        return self.block(layer).attention
+
+    def out_proj(self, layer):
+        return self.attn(layer).dense
+
+    def qkv_module(self, part, layer):
+        return self.attn(layer).query_key_value
+
+    def qkv_slice(self, part, head):
+        offset = head * 3 * self.dk + {"q": 0, "k": self.dk, "v": 2 * self.dk}[part]
+        return slice(offset, offset + self.dk)
+
+
 @contextlib.contextmanager
 def hooked(handles):
     try:

@@ -114,10 +114,9 @@ def test_only_the_ui_package_imports_streamlit():
 
 # The layers are the folders: each folder's __init__ docstring says what it holds and ends
 # on "May import: a, b." (or "nothing else in mha_viz"). The test reads those lines; no list
-# of modules is kept here. Three modules stand at the top, outside every folder: the public
-# API (mha_viz/__init__.py re-exports from every layer), the command line (__main__) and the
-# random-checkpoint builder for tests (testing).
-TOP_LEVEL = {"mha_viz", "mha_viz.__main__", "mha_viz.testing"}
+# of modules is kept here. Two modules stand at the top, outside every folder: the public
+# API (mha_viz/__init__.py re-exports from every layer) and the command line (__main__).
+TOP_LEVEL = {"mha_viz", "mha_viz.__main__"}
 
 
 def folder_of(module: str) -> str | None:
@@ -172,7 +171,7 @@ def test_the_layer_checks_can_fail():
     assert circles({"core": set(), "a": {"b"}, "b": {"a"}}) == [["a", "b"]]
     assert folder_of("mha_viz.engine.attention") == "engine"
     assert folder_of("mha_viz.analysis") == "analysis"
-    assert folder_of("mha_viz.testing") is None
+    assert folder_of("mha_viz.__main__") is None
 
 
 OTHER_NAMES = r"\.n_kv\b|\bn_kv\s*=|\.head_dim\b|\bhead_dim\s*:|^\s*head_dim\s+=(?!=)"

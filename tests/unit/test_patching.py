@@ -23,7 +23,7 @@ TOL = 2e-3
 # --- head patching, both directions ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
 @pytest.mark.parametrize("direction", ["denoise", "noise"])
 def test_head_patching_equals_hooks(patch_models, patch_prompts, family, direction):
     model, hf, where = patch_models[family]
@@ -56,7 +56,7 @@ def test_head_patching_equals_hooks(patch_models, patch_prompts, family, directi
 # --- the residual stream, attn_out and mlp_out by position -----------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
 @pytest.mark.parametrize("component", ["resid_pre", "attn_out", "mlp_out"])
 def test_stream_patching_by_position_equals_hooks(patch_models, patch_prompts, family, component):
     model, hf, where = patch_models[family]
@@ -181,7 +181,7 @@ def test_pattern_patching_equals_hooks(patch_models, patch_prompts, family, monk
 # --- path patching ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
 def test_path_patching_to_logits_equals_hooks(patch_models, patch_prompts, family):
     """Noising (Wang et al.): the clean run, one sender's z from the corrupted run, every
     attention layer above it frozen at its clean output, MLPs recomputed."""
@@ -286,7 +286,7 @@ def test_path_patching_to_a_receiver_equals_hooks(patch_models, patch_prompts, f
 # --- attribution patching ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
 def test_attribution_patching_equals_first_order_estimate_from_hooks(patch_models, patch_prompts,
                                                                       family):
     model, hf, where = patch_models[family]
@@ -494,7 +494,7 @@ def test_command_line_patch(patch_models, patch_prompts, tmp_path, capsys):
     assert "has no target" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
 @pytest.mark.parametrize("ungroup", [False, True])
 def test_a_run_after_a_kept_prefix_equals_the_whole_run(patch_models, family, ungroup):
     """The engine's prefix reuse (what patching builds on): positions s.. run with the keys

@@ -116,6 +116,7 @@ class HeadInternals:
     relative_max_distance: int = 0
     qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: fused)
     n_kv_width: int = 0  # H_kv x d_k: the width of K and of V for every head together
+    qkv_per_head: bool = False  # the fused matrix holds q, k, v head by head (GPT-NeoX)
 
     @property
     def rotary(self) -> bool:
@@ -148,7 +149,15 @@ class HeadInternals:
         t, d, dk, h = self.n_tokens, self.d_model, self.d_k, self.n_head
         total = h * dk + 2 * (self.n_kv_width or h * dk)
         first, last = self.head * dk, (self.head + 1) * dk - 1
-        if len(self.qkv_names) == 1:
+        if len(self.qkv_names) == 1 and self.qkv_per_head:
+            rows = self.head * 3 * dk
+            stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
+                      f"{self.qkv_names[0]} ({total} × {d}), head by head: each head's "
+                      f"query, key and value rows in turn, so this head's W_Q is its rows "
+                      f"{rows}–{rows + dk - 1}. mha-viz reorders the rows into Q, K and V "
+                      f"blocks when it loads them, so one product gives Q, K and V side by "
+                      f"side, and this head's W_Q is then columns {first}–{last}.")
+        elif len(self.qkv_names) == 1:
             stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
                       f"{self.qkv_names[0]} ({d} × {total}); one product gives Q, K and V "
                       f"side by side, and this head's W_Q is its columns {first}–{last}.")
@@ -434,7 +443,8 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_theta if rotary is not None else 0.0,
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
-        qkv_names=tuple(net.config.qkv_names), n_kv_width=net.config.n_kv_head * net.config.d_head)
+        qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
+        n_kv_width=net.config.n_kv_head * net.config.d_head)
 
 
 def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,

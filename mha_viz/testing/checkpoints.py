@@ -458,7 +458,7 @@ def make_image_to_text_checkpoint(folder: str | Path, family: str = "t5", seed: 
     import torch
     from safetensors.torch import load_file, save_file
 
-    from .toys import reading as toy_reading
+    from ..toys import reading as toy_reading
 
     folder = make_seq2seq_checkpoint(folder, family=family, seed=seed,
                                      n_positions=toy_reading.WIDTH // toy_reading.PATCH_WIDTH,

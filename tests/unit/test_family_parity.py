@@ -1,0 +1,82 @@
+"""The families added beside GPT-2, BERT and the Llama family, each against transformers' own
+model class on a random checkpoint built from its own config class (eager attention): maps
+within 1e-5, logits within 1e-4, on the three parity texts; then what each family adds, seen
+where it matters (maps rebuilt on demand, Inside one head)."""
+
+import numpy as np
+import pytest
+from test_engine_parity import TEXTS
+from test_llama_parity import assert_parity, reference_model
+
+from mha_viz import load_model
+from mha_viz.testing import make_decoder_checkpoint
+
+# id -> (config class, model class, config): each case switches on what the family adds
+FAMILIES = {
+    # Pythia: attention and MLP in parallel, a quarter of each head rotating
+    "pythia": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=256,
+        max_position_embeddings=256, rotary_pct=0.25, rotary_emb_base=100,
+        use_parallel_residual=True)),
+    "neox_sequential": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=2, hidden_size=48, intermediate_size=96,
+        max_position_embeddings=256, rotary_pct=1.0, use_parallel_residual=False,
+        tie_word_embeddings=True)),
+}
+
+
+@pytest.fixture(scope="session")
+def family_factory(tmp_path_factory):
+    built = {}
+
+    def factory(case):
+        if case not in built:
+            config_class, model_class, config = FAMILIES[case]
+            built[case] = make_decoder_checkpoint(tmp_path_factory.mktemp(case), config_class,
+                                                  model_class, **config)
+        return built[case]
+
+    return factory
+
+
+@pytest.mark.parametrize("case", list(FAMILIES))
+def test_family_parity(family_factory, case):
+    folder = family_factory(case)
+    model = load_model(folder)
+    ref = reference_model(folder)
+    config = ref.config
+    assert (model.info.n_layer, model.info.n_head) == (config.num_hidden_layers,
+                                                       config.num_attention_heads)
+    for text in TEXTS:
+        assert_parity(model, ref, text)
+
+
+@pytest.mark.parametrize("case", list(FAMILIES))
+def test_rebuilt_maps_and_one_head_equal_the_forward(family_factory, case):
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    model = load_model(family_factory(case))
+    text = TEXTS[1]
+    trace = model.trace(text)
+    lazy = model.trace(text, maps="on_demand")
+    np.testing.assert_allclose(lazy.attentions, trace.attentions, atol=1e-6)
+    inside = inside_one_head(model, text, 1, 1)
+    np.testing.assert_allclose(inside.weights, trace.attentions[1, 1], atol=1e-6)
+
+
+def test_pythia_qkv_is_read_head_by_head(family_factory):
+    """query_key_value holds [q_h; k_h; v_h] for each head in turn: this head's W_Q is the
+    rows transformers' own module gives it, and Inside one head says where they are."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    folder = family_factory("pythia")
+    model = load_model(folder)
+    ref = reference_model(folder)
+    dk = ref.config.hidden_size // ref.config.num_attention_heads
+    fused = ref.gpt_neox.layers[1].attention.query_key_value.weight.detach().numpy()
+    inside = inside_one_head(model, TEXTS[0], 1, 2)
+    np.testing.assert_allclose(inside.W_Q, fused[2 * 3 * dk:2 * 3 * dk + dk].T, atol=1e-7)
+    np.testing.assert_allclose(inside.W_K, fused[2 * 3 * dk + dk:2 * 3 * dk + 2 * dk].T,
+                               atol=1e-7)
+    text = inside.layout_step().explanation
+    assert "head by head" in text and f"rows {2 * 3 * dk}–{2 * 3 * dk + dk - 1}" in text
