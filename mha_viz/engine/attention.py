@@ -249,7 +249,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_head: int, fused_qkv: bool = True, bias: bool = True,
                  scale: float | None = None, n_kv_head: int | None = None,
                  d_head: int | None = None, out_bias: bool | None = None, window: int = 0,
-                 softcap: float = 0.0):
+                 softcap: float = 0.0, qk_norm: str = "", norm_eps: float = 1e-6):
         super().__init__()
         self.window, self.softcap = int(window), float(softcap)  # see attention_scores
         n_kv_head = n_head if n_kv_head is None else n_kv_head
@@ -270,6 +270,13 @@ class MultiHeadAttention(nn.Module):
             self.key = nn.Linear(d_model, kv_width, bias=bias)
             self.value = nn.Linear(d_model, kv_width, bias=bias)
         self.out = nn.Linear(q_width, d_model, bias=bias if out_bias is None else out_bias)
+        # QK-norm: an RMSNorm of each head's query and key (Qwen3, Gemma 3: "head", one
+        # weight of width d_k shared by the heads) or of all heads' at once (OLMo 2: "full"),
+        # after the projection and before the rotation
+        self.qk_norm = qk_norm
+        if qk_norm:
+            self.q_norm = nn.RMSNorm(d_head if qk_norm == "head" else q_width, eps=norm_eps)
+            self.k_norm = nn.RMSNorm(d_head if qk_norm == "head" else kv_width, eps=norm_eps)
 
     @property
     def kv_heads(self) -> list[int]:
@@ -280,10 +287,11 @@ class MultiHeadAttention(nn.Module):
         """kv_heads as an index: keys or values [B, H_kv, ...] -> one per query head."""
         return torch.tensor(self.kv_heads)
 
-    def project_qkv(self, x: torch.Tensor, memory: torch.Tensor | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation).
-        memory [B, S, d]: cross-attention, keys and values from it ([B, H_kv, S, d_k])."""
+    def project_qkv(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                    normed: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation; after
+        the QK-norm unless normed is False). memory [B, S, d]: cross-attention, keys and
+        values from it ([B, H_kv, S, d_k])."""
         if memory is not None:
             q, k, v = self.query(x), self.key(memory), self.value(memory)
         elif self.fused_qkv:
@@ -291,8 +299,23 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.qkv(x).split([self.n_head * self.d_head, kv_width, kv_width], dim=-1)
         else:
             q, k, v = self.query(x), self.key(x), self.value(x)
-        return (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
-                split_heads(v, self.n_kv_head))
+        if normed and self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k, v = (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
+                   split_heads(v, self.n_kv_head))
+        if normed and self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
+
+    def normalise_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The QK-norm of split queries and keys [B, H or H_kv, T, d_k] (as they are without
+        one); what project_qkv applies (Inside one head shows Q before and after)."""
+        if self.qk_norm == "head":
+            return self.q_norm(q), self.k_norm(k)
+        if self.qk_norm == "full":
+            return (split_heads(self.q_norm(combine_heads(q)), self.n_head),
+                    split_heads(self.k_norm(combine_heads(k)), k.shape[1]))
+        return q, k
 
     def qkv_weights(self) -> tuple[torch.Tensor, ...]:
         """W_Q [H, d_k, d], W_K and W_V [H_kv, d_k, d] and their biases [H, d_k] / [H_kv, d_k]
@@ -326,6 +349,11 @@ class MultiHeadAttention(nn.Module):
                 bias = None if bias is None else bias[index]
             projected = torch.einsum("bhtd,hkd->bhtk", x[:, part], weight)
             out.append(projected if bias is None else projected + bias[None, :, None, :])
+        if self.qk_norm == "full":  # it mixes the heads, which each read their own stream here
+            raise ValueError("a full-width QK-norm mixes every head's query, so the heads "
+                             "cannot each read a stream of their own")
+        if self.qk_norm == "head":
+            out[0], out[1] = self.q_norm(out[0]), self.k_norm(out[1])
         return tuple(out)
 
     def with_past(self, k: torch.Tensor, v: torch.Tensor, past) -> tuple[torch.Tensor, ...]:

@@ -82,6 +82,9 @@ class StackConfig:
     # tokens (0: none) on the layers window_layers lists (empty: every layer), and
     # soft-capped scores (0: none; Gemma 2: cap * tanh(score / cap))
     sliding_window: int = 0
+    # QK-norm (an RMSNorm of queries and keys before the rotation): "" none, "head" per head
+    # (Qwen3, Gemma 3), "full" over all heads' width (OLMo 2)
+    qk_norm: str = ""
     window_layers: tuple = ()
     attn_softcap: float = 0.0
 
@@ -161,6 +164,8 @@ class StackConfig:
                          f"original context {scaling.original_max_positions}) is not one "
                          f"mha-viz computes ({', '.join(ROPE_KINDS)}, with a positive factor "
                          f"and, for llama3 and yarn, the original context)")
+        if self.qk_norm not in ("", "head", "full"):
+            found.append(f"QK-norm '{self.qk_norm}' is not one of head, full")
         if self.activation not in ACTIVATIONS:
             found.append(f"activation '{self.activation}' is not supported")
         return found

@@ -62,7 +62,8 @@ class Block(nn.Module):
                                        bias=config.qkv_bias, scale=config.attention_scale(layer),
                                        n_kv_head=config.n_kv_head, d_head=config.d_head,
                                        out_bias=config.out_bias, window=config.window(layer),
-                                       softcap=config.attn_softcap)
+                                       softcap=config.attn_softcap, qk_norm=config.qk_norm,
+                                       norm_eps=config.layer_norm_eps)
         self.ln_1 = make_norm(config)
         self.ln_2 = make_norm(config)
         if config.cross_attention:  # queries from this stream, keys and values from memory

@@ -22,6 +22,16 @@ FAMILIES = {
         num_hidden_layers=2, num_attention_heads=2, hidden_size=48, intermediate_size=96,
         max_position_embeddings=256, rotary_pct=1.0, use_parallel_residual=False,
         tie_word_embeddings=True)),
+    # Qwen3: an RMSNorm of each head's query and key before the rotation (QK-norm), grouped
+    # query heads, a head wider than d_model / H; then with a sliding window from layer 1
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        head_dim=24, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0)),
+    "qwen3_window": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, hidden_size=64,
+        head_dim=16, intermediate_size=128, max_position_embeddings=256,
+        use_sliding_window=True, sliding_window=5, max_window_layers=1,
+        tie_word_embeddings=True)),
 }
 
 
@@ -80,3 +90,20 @@ def test_pythia_qkv_is_read_head_by_head(family_factory):
                                atol=1e-7)
     text = inside.layout_step().explanation
     assert "head by head" in text and f"rows {2 * 3 * dk}–{2 * 3 * dk + dk - 1}" in text
+
+
+def test_qwen3_normalises_each_heads_query_and_key(family_factory):
+    """Inside one head shows Q as X W_Q (before the QK-norm) and the normalised Q the rotation
+    reads; the normalised rows are RMSNorm(Q) with the checkpoint's q_norm weight."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    folder = family_factory("qwen3")
+    model = load_model(folder)
+    ref = reference_model(folder)
+    inside = inside_one_head(model, TEXTS[0], 1, 3)
+    assert inside.einsum_difference < 1e-5  # Q = X W_Q, as the page writes it
+    weight = ref.model.layers[1].self_attn.q_norm.weight.detach().numpy()
+    q = inside.Q.astype(np.float64)
+    expected = q / np.sqrt((q ** 2).mean(-1, keepdims=True) + ref.config.rms_norm_eps) * weight
+    np.testing.assert_allclose(inside.Q_normed, expected, atol=1e-5)
+    assert "QK-norm" in inside.steps()[[s.key for s in inside.steps()].index("Q_rot")].explanation

@@ -33,6 +33,7 @@ import torch
 from ...core.errors import InputError
 from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
 from ...engine.positions import apply_rotary
+from .weights import head_weight_slices
 
 __all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
            "head_weight_slices", "inside_bytes_per_squared_token",
@@ -97,6 +98,10 @@ class HeadInternals:
     n_kv_head: int = 0  # key/value heads of the layer (0: one per query head)
     kv_head: int = 0  # the key/value head this query head reads
     sharing: list[int] = field(default_factory=list)  # query heads reading the same K and V
+    Q_normed: np.ndarray | None = None  # [T, d_k] Q after the QK-norm (Qwen3, Gemma 3)
+    K_normed: np.ndarray | None = None
+    window: int = 0  # the layer's sliding window (0: none)
+    softcap: float = 0.0  # the scores' soft-cap (0: none)
     Q_rot: np.ndarray | None = None  # [T, d_k] Q after the rotary step (RoPE models)
     K_rot: np.ndarray | None = None
     rope_theta: float = 0.0
@@ -223,8 +228,14 @@ class HeadInternals:
         scale_note = (f"scaled by {self.scale:.4g} so the scores do not grow with d_k = {dk}."
                       if self.scale != 1.0 else
                       "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
+        if self.softcap:
+            scale_note += (f" Then soft-capped: s → {self.softcap:g} · tanh(s / "
+                           f"{self.softcap:g}), so no score leaves ±{self.softcap:g} (Gemma 2).")
+        window_text = (f" This layer also has a sliding window of {self.window} tokens: "
+                       f"keys j ≤ i − {self.window} are −∞ too, so the weights lie in a band "
+                       f"below the diagonal." if self.window else "")
         mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
-                     "the diagonal becomes −∞ (its weight will be exactly 0)."
+                     "the diagonal becomes −∞ (its weight will be exactly 0)." + window_text
                      if self.causal else
                      "Cross-attention is not masked: every target position may read every "
                      "source token." if self.cross else
@@ -239,7 +250,10 @@ class HeadInternals:
                      f"{self.rotary_dim // 2}) of a query and a key is rotated by an angle "
                      f"i · θ^(−2j/{self.rotary_dim}) proportional to the token's position i "
                      f"(θ = {self.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
-                     f"positions enter the scores, never the values (V is not rotated).",
+                     f"positions enter the scores, never the values (V is not rotated)."
+                     + (" Before the rotation, each head's query and key went through an "
+                        "RMSNorm of their own (QK-norm): Q and K here are the normalised ones."
+                        if self.Q_normed is not None else ""),
                      "token", "dimension of d_k")]
         memory_steps, kv_from = [], "X"
         if self.cross:
@@ -344,33 +358,12 @@ class HeadInternals:
         names = ["X", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "mask", "masked_scores",
                  "weights", "context", "W_O", "contribution", "layer_output"]
         out = {name: getattr(self, name) for name in names}
-        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_rot", "K_rot", "memory",
+        for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_normed", "K_normed", "Q_rot",
+                     "K_rot", "memory",
                      "position_bias", "buckets", "bias_table", "weights_without_bias"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
-
-
-def head_weight_slices(attn, head: int) -> dict[str, torch.Tensor | None]:
-    """The weights of one query head in ``x @ W`` form: W_Q, W_K, W_V [d, d_k], b_Q, b_K, b_V
-    [d_k], W_O [d_k, d] (the rows of W_O^T that this head's context multiplies). K and V are
-    those of the key/value head this query head reads."""
-    dk = attn.d_head
-    kv = attn.kv_heads[head]
-    q_width, kv_width = attn.n_head * dk, attn.n_kv_head * dk
-    if attn.fused_qkv:
-        weight, bias = attn.qkv.weight, attn.qkv.bias  # rows: Q block, K block, V block
-        blocks = [(0, head), (q_width, kv), (q_width + kv_width, kv)]
-        parts = [(weight[start + i * dk:start + (i + 1) * dk],
-                  None if bias is None else bias[start + i * dk:start + (i + 1) * dk])
-                 for start, i in blocks]
-    else:
-        parts = [(lin.weight[i * dk:(i + 1) * dk],
-                  None if lin.bias is None else lin.bias[i * dk:(i + 1) * dk])
-                 for lin, i in ((attn.query, head), (attn.key, kv), (attn.value, kv))]
-    (wq, bq), (wk, bk), (wv, bv) = parts
-    return {"W_Q": wq.T, "W_K": wk.T, "W_V": wv.T, "b_Q": bq, "b_K": bk, "b_V": bv,
-            "W_O": attn.out.weight[:, head * dk:(head + 1) * dk].T}
 
 
 def _np(t: torch.Tensor | None) -> np.ndarray | None:
@@ -413,11 +406,13 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         rotary = net.rotary(n)
         hidden, _ = net.run_layers(net.embed(ids, types), 0, layer, bias)
         x = block.attention_input(hidden)
-        q, k, v = attn.project_qkv(x)  # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]
+        # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]: X W as the page shows it, then QK-norm
+        q, k, v = attn.project_qkv(x, normed=False)
+        q_normed, k_normed = attn.normalise_qk(q, k)
         q_rot = k_rot = None
         if rotary is not None:
-            q_rot, k_rot = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
-        q_used, k_used = (q, k) if rotary is None else (q_rot, k_rot)
+            q_rot, k_rot = apply_rotary(q_normed, *rotary), apply_rotary(k_normed, *rotary)
+        q_used, k_used = (q_normed, k_normed) if rotary is None else (q_rot, k_rot)
         # The engine's own attention, for every head at once: its weights are the trace's.
         context, weights = scaled_dot_product_attention(
             q_used, k_used, v, bias, attn.scale, window=attn.window, softcap=attn.softcap)
@@ -439,6 +434,9 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         extra={"truncated": enc.truncated,
                "n_tokens_before_truncation": enc.n_tokens_before_truncation},
         norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
+        Q_normed=_np(q_normed[0, head]) if attn.qk_norm else None,
+        K_normed=_np(k_normed[0, kv]) if attn.qk_norm else None,
+        window=attn.window, softcap=attn.softcap,
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_theta if rotary is not None else 0.0,

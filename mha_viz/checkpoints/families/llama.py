@@ -1,5 +1,5 @@
 """Llama and the families that are Llama plus a detail (Mistral; Qwen2, whose Q/K/V carry
-biases): pre-RMSNorm, causal, rotary positions (rotate-half layout), SwiGLU MLP, grouped-query
+biases; Qwen3, with an RMSNorm of each head's query and key): pre-RMSNorm, causal, rotary positions (rotate-half layout), SwiGLU MLP, grouped-query
 attention, no other biases, LM head tied or separate.
 
 From Hugging Face folders (config.json + safetensors) and from GGUF files (llama.cpp's
@@ -18,7 +18,7 @@ from ...engine.config import StackConfig
 from ...engine.positions import ROPE_KINDS, RopeScaling
 
 NAME = "llama"
-MODEL_TYPES = ("llama", "mistral", "qwen2")
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 GGUF_ARCHITECTURES = ("llama",)
 PREFIXES = ()  # Hugging Face names start with "model." or "lm_head."; kept as they are
 
@@ -97,7 +97,7 @@ def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
         return (int(window), sliding) if sliding else (0, ())
     if not window:
         return 0, ()
-    if raw.get("model_type") == "qwen2":
+    if raw.get("model_type") in ("qwen2", "qwen3"):
         if not raw.get("use_sliding_window", False):
             return 0, ()
         first = int(raw.get("max_window_layers", n_layer))
@@ -127,6 +127,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         rope_scaling=scaling, n_kv_head=int(raw.get("num_key_value_heads") or n_head),
         d_head=int(raw.get("head_dim") or 0), qkv_bias=qkv_bias,
         out_bias=model_type != "qwen2" and bool(raw.get("attention_bias", False)),
+        qk_norm="head" if model_type == "qwen3" else "",
         mlp_bias=bool(raw.get("mlp_bias", False)), final_norm=True,
         lm_head="tied" if raw.get("tie_word_embeddings", False) else "separate")
 
@@ -145,6 +146,9 @@ def _layout(config: StackConfig, source, names: dict) -> dict:
         if config.qkv_bias:
             ours[mine + "attn.qkv.bias"] = source.cat(
                 *(get(p).replace(".weight", ".bias") for p in ("q", "k", "v")))
+        if config.qk_norm:
+            ours[mine + "attn.q_norm.weight"] = source.get(get("q_norm"))
+            ours[mine + "attn.k_norm.weight"] = source.get(get("k_norm"))
         ours[mine + "attn.out.weight"] = source.get(get("o"))
         if config.out_bias:
             ours[mine + "attn.out.bias"] = source.get(get("o").replace(".weight", ".bias"))
@@ -168,6 +172,8 @@ HF_NAMES = {
     "mlp_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
     "down": "model.layers.{i}.mlp.down_proj.weight",
+    "q_norm": "model.layers.{i}.self_attn.q_norm.weight",
+    "k_norm": "model.layers.{i}.self_attn.k_norm.weight",
 }
 
 
@@ -183,6 +189,7 @@ GGUF_NAMES = {
     "o": "blk.{i}.attn_output.weight", "attn_norm": "blk.{i}.attn_norm.weight",
     "mlp_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight",
     "up": "blk.{i}.ffn_up.weight", "down": "blk.{i}.ffn_down.weight",
+    "q_norm": "blk.{i}.attn_q_norm.weight", "k_norm": "blk.{i}.attn_k_norm.weight",
 }
 
 
