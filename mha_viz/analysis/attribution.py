@@ -83,6 +83,10 @@ def check_attributable(model) -> None:
         raise InputError("direct logit attribution needs a pre-norm model whose residual stream "
                          "is a sum of its components, ending in a norm and an unembedding "
                          "(GPT-2, Llama, T5); this model is post-norm or has no such LM head")
+    why = config.logits_are_a_sum_of_terms
+    if why:  # a number per head would be a silent wrong number
+        raise InputError(f"direct logit attribution is not exact for this model: {why}. Use "
+                         f"exact ablation or patching (Pruning impact, Circuits) instead")
 
 
 class FrozenNormReader:

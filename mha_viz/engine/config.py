@@ -87,6 +87,10 @@ class StackConfig:
     qk_norm: str = ""
     window_layers: tuple = ()
     attn_softcap: float = 0.0
+    score_scale: float = 0.0  # the scores' factor; 0: 1 / sqrt(d_head) (Gemma 2: its own)
+    # Gemma 2's sandwich: each sub-layer's output normalised before it joins the stream
+    post_norms: bool = False
+    final_softcap: float = 0.0  # logits soft-capped: cap * tanh(logit / cap) (Gemma 2)
 
     def __post_init__(self):
         # a family gives 0 for "as usual"; resolved once here, so one name holds the value
@@ -109,6 +113,17 @@ class StackConfig:
     def has_lm_head(self) -> bool:
         return self.lm_head != "none"
 
+    @property
+    def logits_are_a_sum_of_terms(self) -> str:
+        """Why the logits are not a sum of each component's direct term ("" when they are):
+        direct logit attribution splits them so, and is exact only then."""
+        if self.post_norms:
+            return ("each sub-layer's output is normalised before it joins the stream, so a "
+                    "head's share of it depends on every other head")
+        if self.final_softcap:
+            return "the logits are soft-capped (tanh), which is not linear"
+        return ""
+
     def window(self, layer: int) -> int:
         """The sliding window of this layer's attention, in tokens (0: it sees every key)."""
         if not self.sliding_window:
@@ -118,6 +133,8 @@ class StackConfig:
 
     def attention_scale(self, layer: int) -> float:
         scale = self.d_head ** -0.5 if self.scale_attn_weights else 1.0
+        if self.score_scale:
+            scale = self.score_scale
         if self.scale_attn_by_inverse_layer_idx:
             scale /= float(layer + 1)
         return scale
@@ -164,6 +181,8 @@ class StackConfig:
                          f"original context {scaling.original_max_positions}) is not one "
                          f"mha-viz computes ({', '.join(ROPE_KINDS)}, with a positive factor "
                          f"and, for llama3 and yarn, the original context)")
+        if self.score_scale < 0 or self.final_softcap < 0:
+            found.append("the score scale or the logits' soft-cap is negative")
         if self.qk_norm not in ("", "head", "full"):
             found.append(f"QK-norm '{self.qk_norm}' is not one of head, full")
         if self.activation not in ACTIVATIONS:

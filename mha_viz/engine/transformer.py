@@ -66,6 +66,10 @@ class Block(nn.Module):
                                        norm_eps=config.layer_norm_eps)
         self.ln_1 = make_norm(config)
         self.ln_2 = make_norm(config)
+        self.post_norms = config.post_norms
+        if config.post_norms:  # Gemma 2: each sub-layer's output, before it joins the stream
+            self.ln_attn_out = make_norm(config)
+            self.ln_mlp_out = make_norm(config)
         if config.cross_attention:  # queries from this stream, keys and values from memory
             self.cross = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=False,
                                             bias=config.qkv_bias,
@@ -94,6 +98,8 @@ class Block(nn.Module):
         """The stream after this layer's self-attention sub-layer (no gates, no hooks): what
         a decoder layer's cross-attention reads next (inside.py shows its steps)."""
         attended, _ = self.attn(self.attention_input(h), bias, rotary=rotary)
+        if self.post_norms:
+            attended = self.ln_attn_out(attended)
         return h + attended if self.pre_ln else self.ln_1(h + attended)
 
     def cross_input(self, h):
@@ -136,6 +142,8 @@ class Block(nn.Module):
         attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
                                       attention_mask, weights_out, rotary, query_chunk,
                                       causal, hooks, layer, past)
+        if self.post_norms:
+            attended = self.ln_attn_out(attended)
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
         layer_input = h
@@ -148,6 +156,8 @@ class Block(nn.Module):
             h = hooks("resid_mid", layer, h)
             mlp_in = hooks("mlp_in", layer, layer_input if self.parallel else h)
         mlp_out = self.mlp(self.ln_2(mlp_in) if self.pre_ln else mlp_in)
+        if self.post_norms:
+            mlp_out = self.ln_mlp_out(mlp_out)
         if hooks is not None:
             mlp_out = hooks("mlp_out", layer, mlp_out)
         out = h + mlp_out if self.pre_ln else self.ln_2(h + mlp_out)
@@ -342,7 +352,7 @@ class TransformerStack(nn.Module):
         head = self.config.lm_head
         if head in ("tied", "separate"):
             logits = self.scaled_for_unembedding(last_hidden) @ self.unembedding().T
-            return logits + self.logits_bias if self.config.logits_bias else logits
+            return self.capped(logits + self.logits_bias if self.config.logits_bias else logits)
         if head == "mlm":
             x = self.mlm_ln(ACTIVATIONS[self.config.activation](self.mlm_dense(last_hidden)))
             return x @ self.tok_emb.weight.T + self.mlm_bias
@@ -353,8 +363,14 @@ class TransformerStack(nn.Module):
         len(token_ids) dot products instead of the whole vocabulary (a target metric
         measured for every head of a sweep needs just these)."""
         if self.config.lm_head in ("tied", "separate") and not self.config.logits_bias:
-            return self.scaled_for_unembedding(last_hidden) @ self.unembedding()[token_ids].T
+            return self.capped(
+                self.scaled_for_unembedding(last_hidden) @ self.unembedding()[token_ids].T)
         return self.lm_logits(last_hidden)[..., token_ids]
+
+    def capped(self, logits):
+        """The logits soft-capped as the family says (Gemma 2: cap * tanh(logit / cap))."""
+        cap = self.config.final_softcap
+        return logits if not cap else torch.tanh(logits / cap) * cap
 
     def scaled_for_unembedding(self, last_hidden):
         """What W_U multiplies: the last hidden state, times T5's d_model**-0.5 when tied."""

@@ -32,6 +32,18 @@ FAMILIES = {
         head_dim=16, intermediate_size=128, max_position_embeddings=256,
         use_sliding_window=True, sliding_window=5, max_window_layers=1,
         tie_word_embeddings=True)),
+    # Gemma: (1 + w) RMSNorm, embeddings times sqrt(d_model), a GELU-tanh gated MLP
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, hidden_size=64,
+        head_dim=16, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0)),
+    # Gemma 2: scores scaled by query_pre_attn_scalar and soft-capped, logits soft-capped, a
+    # sliding window on every other layer, each sub-layer's output normalised (caps small
+    # enough that tanh bends the scores and logits of these random weights)
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        head_dim=16, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0,
+        query_pre_attn_scalar=24, attn_logit_softcapping=4.0, final_logit_softcapping=3.0,
+        sliding_window=5)),
 }
 
 
@@ -107,3 +119,28 @@ def test_qwen3_normalises_each_heads_query_and_key(family_factory):
     expected = q / np.sqrt((q ** 2).mean(-1, keepdims=True) + ref.config.rms_norm_eps) * weight
     np.testing.assert_allclose(inside.Q_normed, expected, atol=1e-5)
     assert "QK-norm" in inside.steps()[[s.key for s in inside.steps()].index("Q_rot")].explanation
+
+
+def test_gemma2_caps_windows_and_says_what_is_not_exact(family_factory):
+    """The soft-caps bend (a score or logit computed without them would exceed the cap), the
+    window masks every other layer, and direct logit attribution, which a soft-cap and the
+    norms after each sub-layer make inexact, is refused with the reason."""
+    from mha_viz import InputError
+    from mha_viz.analysis import direct_logit_attribution
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    model = load_model(family_factory("gemma2"))
+    text = TEXTS[1]
+    logits = model.logits(text)
+    assert np.abs(logits).max() < 3.0 and np.abs(logits).max() > 2.0  # within the cap, bent
+    trace = model.trace(text)
+    n = trace.n_tokens
+    far = np.tril(np.ones((n, n), dtype=bool), -5)
+    assert (trace.attentions[0][:, far] == 0).all() and (trace.attentions[2][:, far] == 0).all()
+    assert trace.attentions[1][:, far].max() > 1e-3
+    inside = inside_one_head(model, text, 0, 1)
+    assert np.abs(inside.scores).max() <= 4.0 and inside.softcap == 4.0 and inside.window == 5
+    assert "soft-capped" in inside.steps()[[s.key for s in inside.steps()].index(
+        "scores")].explanation
+    with pytest.raises(InputError, match="not exact for this model: each sub-layer's output"):
+        direct_logit_attribution(model, text, -1, 5, 6)
