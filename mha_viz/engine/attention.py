@@ -76,8 +76,8 @@ def raw_scores(q: torch.Tensor, k: torch.Tensor, scale: float, softcap: float = 
                               out=out.view(batch, n_kv_head, group * rows, keys))
     scores = scores.view(batch, n_head, rows, keys)
     scores.mul_(scale)
-    if softcap:
-        scores.div_(softcap).tanh_().mul_(softcap)
+    if softcap:  # out of place: the gradient of tanh reads its output, which must stay
+        scores = torch.tanh(scores / softcap) * softcap
     return scores
 
 
