@@ -39,8 +39,7 @@ def kv_head_of(n_head: int, n_kv_head: int) -> list[int]:
 
 def causal_mask_bias(length: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """Additive mask [T, T]: 0 where query i may see key j (j <= i), -inf above the diagonal."""
-    bias = torch.full((length, length), float("-inf"), dtype=dtype, device=device)
-    return torch.triu(bias, diagonal=1)
+    return causal_rows_bias(0, length, dtype, device)
 
 
 def padding_mask_bias(attention_mask: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
@@ -210,10 +209,9 @@ def chunked_attention(
 
 def causal_rows_bias(start: int, stop: int, dtype=torch.float32, device=None) -> torch.Tensor:
     """Rows start..stop-1 of the causal mask, over keys 0..stop-1: [stop - start, stop]."""
-    rows = torch.arange(start, stop, device=device)[:, None]
-    keys = torch.arange(stop, device=device)[None, :]
     bias = torch.zeros(stop - start, stop, dtype=dtype, device=device)
-    return bias.masked_fill_(keys > rows, float("-inf"))
+    hidden = hidden_keys(torch.arange(start, stop, device=device), stop, causal=True)
+    return bias.masked_fill_(hidden, float("-inf"))
 
 
 def gate_heads(context: torch.Tensor, head_mask: torch.Tensor, mode: str = "zero",
@@ -299,12 +297,10 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.qkv(x).split([self.n_head * self.d_head, kv_width, kv_width], dim=-1)
         else:
             q, k, v = self.query(x), self.key(x), self.value(x)
-        if normed and self.qk_norm == "full":
-            q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
                    split_heads(v, self.n_kv_head))
-        if normed and self.qk_norm == "head":
-            q, k = self.q_norm(q), self.k_norm(k)
+        if normed:
+            q, k = self.normalise_qk(q, k)
         return q, k, v
 
     def normalise_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -352,8 +348,7 @@ class MultiHeadAttention(nn.Module):
         if self.qk_norm == "full":  # it mixes the heads, which each read their own stream here
             raise ValueError("a full-width QK-norm mixes every head's query, so the heads "
                              "cannot each read a stream of their own")
-        if self.qk_norm == "head":
-            out[0], out[1] = self.q_norm(out[0]), self.k_norm(out[1])
+        out[0], out[1] = self.normalise_qk(out[0], out[1])
         return tuple(out)
 
     def with_past(self, k: torch.Tensor, v: torch.Tensor, past) -> tuple[torch.Tensor, ...]:

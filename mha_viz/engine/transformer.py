@@ -1,14 +1,8 @@
-"""One transformer stack for every family, built on attention.MultiHeadAttention.
-
-StackConfig describes an architecture by what varies between families, never by its name:
-normalisation (LayerNorm or RMSNorm, before or after each sub-layer), positions (learned
-absolute or rotary, with theta and the rotary fraction), the MLP (plain or gated), the number
-of key/value heads (= heads: MHA; 1: MQA; in between: GQA), the head width, which
-projections carry biases, token-type embeddings, the LM head (tied, separate, BERT's MLM
-head, or none) and causal or bidirectional attention. GPT-2, BERT and Llama are settings of
-it, made by the family modules in checkpoints/families/. The forward is split into embed /
-run_layers / finish so analyses can restart from the hidden state entering any layer.
-"""
+"""One transformer stack for every family, built on attention.MultiHeadAttention from a
+StackConfig (config.py), which describes an architecture by what varies between families,
+never by its name; the family modules in checkpoints/families/ make one. The forward is split
+into embed / run_layers / finish so analyses can restart from the hidden state entering any
+layer."""
 
 from __future__ import annotations
 
@@ -20,7 +14,8 @@ from torch import nn
 from .attention import MultiHeadAttention, causal_mask_bias, padding_mask_bias
 from .config import ACTIVATIONS, StackConfig
 from .interventions import Prefixed
-from .positions import relative_position_bucket, relative_positions, rotary_tables, sinusoidal_table
+from .positions import (relative_position_bucket, relative_positions, rotary_tables,
+                        sinusoidal_table)
 
 # Inputs longer than this run attention in blocks of QUERY_CHUNK query rows when no weights
 # are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
@@ -150,11 +145,12 @@ class Block(nn.Module):
         h = h + attended if self.pre_ln else self.ln_1(h + attended)
         if memory is not None:
             h = self.attend_to_memory(h, memory, hooks)
+        if hooks is not None:
+            h = hooks("resid_mid", layer, h)
         # parallel: the MLP reads the layer's input, beside the attention, not after it
         mlp_in = layer_input if self.parallel else h
         if hooks is not None:
-            h = hooks("resid_mid", layer, h)
-            mlp_in = hooks("mlp_in", layer, layer_input if self.parallel else h)
+            mlp_in = hooks("mlp_in", layer, mlp_in)
         mlp_out = self.mlp(self.ln_2(mlp_in) if self.pre_ln else mlp_in)
         if self.post_norms:
             mlp_out = self.ln_mlp_out(mlp_out)

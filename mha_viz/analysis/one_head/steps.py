@@ -232,8 +232,8 @@ class HeadInternals:
             scale_note += (f" Then soft-capped: s → {self.softcap:g} · tanh(s / "
                            f"{self.softcap:g}), so no score leaves ±{self.softcap:g} (Gemma 2).")
         window_text = (f" This layer also has a sliding window of {self.window} tokens: "
-                       f"keys j ≤ i − {self.window} are −∞ too, so the weights lie in a band "
-                       f"below the diagonal." if self.window else "")
+                       f"keys j ≤ i − {self.window} are −∞ too, so the weights lie in a "
+                       f"band below the diagonal." if self.window else "")
         mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
                      "the diagonal becomes −∞ (its weight will be exactly 0)." + window_text
                      if self.causal else

@@ -1,5 +1,6 @@
 """Llama and the families that are Llama plus a detail (Mistral; Qwen2, whose Q/K/V carry
-biases; Qwen3, with an RMSNorm of each head's query and key): pre-RMSNorm, causal, rotary positions (rotate-half layout), SwiGLU MLP, grouped-query
+biases; Qwen3, with an RMSNorm of each head's query and key): pre-RMSNorm, causal, rotary
+positions (rotate-half layout, with Llama 3.x's scalings), SwiGLU MLP, grouped-query
 attention, no other biases, LM head tied or separate.
 
 From Hugging Face folders (config.json + safetensors) and from GGUF files (llama.cpp's
