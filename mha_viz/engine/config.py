@@ -91,6 +91,11 @@ class StackConfig:
     # Gemma 2's sandwich: each sub-layer's output normalised before it joins the stream
     post_norms: bool = False
     final_softcap: float = 0.0  # logits soft-capped: cap * tanh(logit / cap) (Gemma 2)
+    # the windowed layers' own RoPE base and scaling (Gemma 3: local layers turn with base
+    # 10,000 unscaled, global ones with 1,000,000 and the checkpoint's scaling); 0: the same
+    # as every other layer's
+    local_rope_theta: float = 0.0
+    local_rope_scaling: RopeScaling | None = None
 
     def __post_init__(self):
         # a family gives 0 for "as usual"; resolved once here, so one name holds the value
@@ -130,6 +135,12 @@ class StackConfig:
             return 0
         return self.sliding_window if not self.window_layers or layer in self.window_layers \
             else 0
+
+    def rope_of(self, layer: int) -> tuple[float, RopeScaling | None]:
+        """(theta, scaling) of this layer's rotary positions."""
+        if self.local_rope_theta and self.window(layer):
+            return self.local_rope_theta, self.local_rope_scaling
+        return self.rope_theta, self.rope_scaling
 
     def attention_scale(self, layer: int) -> float:
         scale = self.d_head ** -0.5 if self.scale_attn_weights else 1.0
@@ -172,7 +183,21 @@ class StackConfig:
             found.append(f"the sliding window ({self.sliding_window} tokens on layers "
                          f"{list(self.window_layers) or 'all'}) or the soft-cap "
                          f"({self.attn_softcap}) is out of range")
-        scaling = self.rope_scaling
+        for scaling in (self.rope_scaling, self.local_rope_scaling):
+            found += self._rope_scaling_problems(scaling)
+        if self.local_rope_theta < 0:
+            found.append(f"the local layers' RoPE base {self.local_rope_theta} is negative")
+        if self.score_scale < 0 or self.final_softcap < 0:
+            found.append("the score scale or the logits' soft-cap is negative")
+        if self.qk_norm not in ("", "head", "full"):
+            found.append(f"QK-norm '{self.qk_norm}' is not one of head, full")
+        if self.activation not in ACTIVATIONS:
+            found.append(f"activation '{self.activation}' is not supported")
+        return found
+
+    @staticmethod
+    def _rope_scaling_problems(scaling: RopeScaling | None) -> list[str]:
+        found = []
         if scaling is not None and (scaling.kind not in ROPE_KINDS or not scaling.factor > 0 or (
                 scaling.kind in ("llama3", "yarn") and not scaling.original_max_positions > 0)
                 or (scaling.kind == "llama3"
@@ -181,10 +206,4 @@ class StackConfig:
                          f"original context {scaling.original_max_positions}) is not one "
                          f"mha-viz computes ({', '.join(ROPE_KINDS)}, with a positive factor "
                          f"and, for llama3 and yarn, the original context)")
-        if self.score_scale < 0 or self.final_softcap < 0:
-            found.append("the score scale or the logits' soft-cap is negative")
-        if self.qk_norm not in ("", "head", "full"):
-            found.append(f"QK-norm '{self.qk_norm}' is not one of head, full")
-        if self.activation not in ACTIVATIONS:
-            found.append(f"activation '{self.activation}' is not supported")
         return found

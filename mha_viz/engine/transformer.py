@@ -190,7 +190,7 @@ class TransformerStack(nn.Module):
             self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
         if config.logits_bias:
             self.logits_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self._rotary_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._rotary_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     # --- the forward, in pieces ---------------------------------------------------------
 
@@ -258,21 +258,23 @@ class TransformerStack(nn.Module):
             bias = padding if bias is None else bias + padding
         return bias
 
-    def rotary(self, length: int):
-        """(cos, sin) [T, rotary_dim] for rotary models, else None. Kept per length: every
-        layer, and every call on the same text, shares them."""
+    def rotary(self, length: int, layer: int = 0):
+        """(cos, sin) [T, rotary_dim] of this layer's rotary positions (StackConfig.rope_of),
+        else None. Kept per length and base: every layer with the same RoPE, and every call
+        on the same text, shares them."""
         if self.config.positions != "rotary":
             return None
-        tables = self._rotary_cache.get(length)
+        theta, scaling = self.config.rope_of(layer)
+        key = (length, theta, scaling)
+        tables = self._rotary_cache.get(key)
         if tables is None:
             # Ordinary tensors even when the first caller runs under inference_mode: gradient
             # analyses reuse them, and autograd cannot save inference tensors.
             with torch.inference_mode(False):
-                tables = rotary_tables(length, self.config.rotary_dim, self.config.rope_theta,
-                                       scaling=self.config.rope_scaling)
+                tables = rotary_tables(length, self.config.rotary_dim, theta, scaling=scaling)
             if len(self._rotary_cache) > 8:
                 self._rotary_cache.clear()
-            self._rotary_cache[length] = tables
+            self._rotary_cache[key] = tables
         return tables
 
     def weights_by_layer(self, h, bias, attention_mask):
@@ -309,11 +311,11 @@ class TransformerStack(nn.Module):
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
         stop = self.config.n_layer if stop is None else stop
-        rotary = self.rotary(offset + h.shape[1])
-        if rotary is not None and offset:
-            rotary = (rotary[0][offset:], rotary[1][offset:])
         kept = []
         for layer in range(start, stop):
+            rotary = self.rotary(offset + h.shape[1], layer)
+            if rotary is not None and offset:
+                rotary = (rotary[0][offset:], rotary[1][offset:])
             if layer_inputs is not None:
                 layer_inputs.append(h)
             gate = None

@@ -273,7 +273,7 @@ class LayerInputMaps(OnDemandMaps):
         block = self.network.blocks[layer]
         with torch.inference_mode():
             q, k, _ = block.attn.project_qkv(block.attention_input(self.layer_inputs[layer][None]))
-            rotary = self.network.rotary(self.n_tokens)
+            rotary = self.network.rotary(self.n_tokens, layer)
             if rotary is not None:
                 q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         found = (q[0].contiguous(), k[0].contiguous(), block.attn.scale)

@@ -103,7 +103,9 @@ def describe(config) -> str:
     where = "pre-norm" if config.pre_norm else "post-norm"
     if config.positions == "rotary":
         fraction = "" if config.rotary_fraction == 1 else f" on {config.rotary_fraction:.0%} of each head"
-        positions = f"rotary positions (RoPE, theta {config.rope_theta:g}{fraction})"
+        local = (f"; theta {config.local_rope_theta:g} on the sliding-window layers"
+                 if config.local_rope_theta else "")
+        positions = f"rotary positions (RoPE, theta {config.rope_theta:g}{fraction}{local})"
     elif config.positions == "relative":
         positions = (f"relative position bias ({config.relative_buckets} buckets up to "
                      f"distance {config.relative_max_distance}, shared by every layer)")

@@ -44,6 +44,18 @@ FAMILIES = {
         head_dim=16, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0,
         query_pre_attn_scalar=24, attn_logit_softcapping=4.0, final_logit_softcapping=3.0,
         sliding_window=5)),
+    # Gemma 3: QK-norm with (1 + w) weights, local layers with their own RoPE base (100) and
+    # a global one with another (1000) and a linear scaling, the scores scaled by
+    # query_pre_attn_scalar, each sub-layer's output normalised
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        head_dim=16, intermediate_size=128, max_position_embeddings=256,
+        query_pre_attn_scalar=24, sliding_window=5,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                         "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                            "rope_theta": 1000.0}})),
 }
 
 
@@ -144,3 +156,23 @@ def test_gemma2_caps_windows_and_says_what_is_not_exact(family_factory):
         "scores")].explanation
     with pytest.raises(InputError, match="not exact for this model: each sub-layer's output"):
         direct_logit_attribution(model, text, -1, 5, 6)
+
+
+def test_gemma3_local_and_global_layers(family_factory):
+    """The local layers turn with their own RoPE base and mask past the window; the global
+    one turns with the other base (scaled) and sees every key; Inside one head says which."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    model = load_model(family_factory("gemma3"))
+    config = model.network.config
+    assert [config.rope_of(layer)[0] for layer in range(4)] == [100.0, 100.0, 1000.0, 100.0]
+    assert config.rope_of(2)[1].kind == "linear" and config.rope_of(0)[1] is None
+    text = TEXTS[1]
+    trace = model.trace(text)
+    n = trace.n_tokens
+    far = np.tril(np.ones((n, n), dtype=bool), -5)
+    for layer in (0, 1, 3):
+        assert (trace.attentions[layer][:, far] == 0).all()
+    assert trace.attentions[2][:, far].max() > 1e-3
+    assert inside_one_head(model, text, 0, 0).rope_theta == 100.0
+    assert inside_one_head(model, text, 2, 0).rope_theta == 1000.0

@@ -403,7 +403,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         types = torch.tensor([enc.token_type_ids], dtype=torch.long)
         n = ids.shape[1]
         bias = net.attention_bias(n)
-        rotary = net.rotary(n)
+        rotary = net.rotary(n, layer)
         hidden, _ = net.run_layers(net.embed(ids, types), 0, layer, bias)
         x = block.attention_input(hidden)
         # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]: X W as the page shows it, then QK-norm
@@ -439,7 +439,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         window=attn.window, softcap=attn.softcap,
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
-        rope_theta=net.config.rope_theta if rotary is not None else 0.0,
+        rope_theta=net.config.rope_of(layer)[0] if rotary is not None else 0.0,
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
         qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
         n_kv_width=net.config.n_kv_head * net.config.d_head)

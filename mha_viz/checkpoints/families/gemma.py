@@ -6,15 +6,22 @@ MLP, here GELU-tanh) with Gemma's own details:
   (attn_logit_softcapping), the logits too (final_logit_softcapping), a sliding window on
   the layers layer_types names (every other one), and a norm on each sub-layer's output
   before it joins the stream (post_attention_layernorm, post_feedforward_layernorm).
-Gemma 3's text model adds QK-norm and two RoPE bases, which the engine does not hold yet."""
+- Gemma 3 (text): Gemma 2's layout without the soft-caps, plus QK-norm (a (1 + w) RMSNorm of
+  each head's query and key), five sliding-window layers to one global (layer_types), and
+  two RoPE bases: the local layers turn with rope_local_base_freq (their own rope
+  parameters, unscaled in the released models), the global ones with rope_theta and the
+  checkpoint's scaling (linear, factor 8, in the 4B and larger)."""
 
 from __future__ import annotations
 
 from ...core.errors import UnsupportedModelError
 from ...engine.config import StackConfig
+from .llama import rope_settings
 
 NAME = "gemma"
-MODEL_TYPES = ("gemma", "gemma2")
+MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
+# what each adds to Gemma: the sandwich of norms, the window and Gemma 2's scores' scale
+SANDWICH = ("gemma2", "gemma3_text")
 GGUF_ARCHITECTURES = ()
 PREFIXES = ()
 
@@ -22,11 +29,15 @@ PREFIXES = ()
 def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
     window = raw.get("sliding_window")
     layer_types = raw.get("layer_types")
-    if raw.get("model_type") != "gemma2" or not window:
+    if raw.get("model_type") not in SANDWICH or not window:
         return 0, ()
-    if not layer_types:  # transformers' default: every other layer, from layer 0
-        layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention"
-                       for i in range(n_layer)]
+    if not layer_types:  # transformers' defaults: Gemma 2 every other layer from layer 0,
+        #                  Gemma 3 all but every sliding_window_pattern-th
+        pattern = int(raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern")
+                      or 6)
+        layer_types = ["sliding_attention" if (
+            i % 2 == 0 if raw["model_type"] == "gemma2" else (i + 1) % pattern)
+            else "full_attention" for i in range(n_layer)]
     unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
     if unknown or len(layer_types) != n_layer:
         raise UnsupportedModelError(f"layer_types {layer_types} do not name full or sliding "
@@ -35,33 +46,59 @@ def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
     return (int(window), sliding) if sliding else (0, ())
 
 
-def config_from_hf(raw: dict) -> StackConfig:
-    second = raw.get("model_type") == "gemma2"
+def _ropes(raw: dict) -> tuple[float, object, float, object]:
+    """(theta, scaling) of the global layers, then of the local ones (0, None: the same).
+    Gemma 3's rope_parameters hold one set per layer type; older configs give rope_theta,
+    rope_scaling (the global layers') and rope_local_base_freq."""
     params = raw.get("rope_parameters") or {}
-    kind = params.get("rope_type") or (raw.get("rope_scaling") or {}).get("rope_type", "default")
-    if kind != "default":
-        raise UnsupportedModelError(f"rotary scaling '{kind}' is not supported for Gemma")
+    if raw.get("model_type") != "gemma3_text":
+        theta, fraction, scaling = rope_settings(raw)
+        return theta, scaling, 0.0, None
+    by_type = params if "full_attention" in params or "sliding_attention" in params else {
+        "full_attention": {**(raw.get("rope_scaling") or {}), **params,
+                           "rope_theta": params.get("rope_theta",
+                                                    raw.get("rope_theta", 1_000_000.0))},
+        "sliding_attention": {"rope_type": "default",
+                              "rope_theta": raw.get("rope_local_base_freq", 10_000.0)}}
+    read = {kind: rope_settings({"max_position_embeddings": raw["max_position_embeddings"],
+                                 "rope_parameters": by_type.get(kind) or {}})
+            for kind in ("full_attention", "sliding_attention")}
+    (theta, _, scaling), (local_theta, _, local_scaling) = (read["full_attention"],
+                                                            read["sliding_attention"])
+    return theta, scaling, local_theta, local_scaling
+
+
+def config_from_hf(raw: dict) -> StackConfig:
+    model_type = raw.get("model_type")
+    sandwich = model_type in SANDWICH
+    if raw.get("use_bidirectional_attention"):
+        raise UnsupportedModelError("Gemma 3 with bidirectional attention (an embedding "
+                                    "model) is not supported; its causal text model is")
     n_head, n_layer = int(raw["num_attention_heads"]), int(raw["num_hidden_layers"])
     d_model = int(raw["hidden_size"])
     window, window_layers = _window(raw, n_layer)
-    scalar = raw.get("query_pre_attn_scalar") if second else None
+    theta, scaling, local_theta, local_scaling = _ropes(raw)
+    scalar = raw.get("query_pre_attn_scalar") if sandwich else None
     return StackConfig(
-        arch=raw["model_type"], n_layer=n_layer, n_head=n_head, d_model=d_model,
+        arch=model_type, n_layer=n_layer, n_head=n_head, d_model=d_model,
         d_ff=int(raw["intermediate_size"]), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
         activation=raw.get("hidden_activation") or raw.get("hidden_act") or "gelu_pytorch_tanh",
         norm="rmsnorm", pre_norm=True, causal=True, positions="rotary",
-        rope_theta=float(params.get("rope_theta", raw.get("rope_theta", 10000.0))),
+        rope_theta=theta, rope_scaling=scaling,
+        local_rope_theta=local_theta if window_layers else 0.0,
+        local_rope_scaling=local_scaling if window_layers else None,
         gated_mlp=True, n_kv_head=int(raw.get("num_key_value_heads") or n_head),
         d_head=int(raw.get("head_dim") or 0),
         qkv_bias=bool(raw.get("attention_bias", False)),
         out_bias=bool(raw.get("attention_bias", False)), mlp_bias=False, final_norm=True,
         lm_head="tied", embed_scale=d_model ** 0.5, qkv_names=("q_proj", "k_proj", "v_proj"),
         sliding_window=window, window_layers=window_layers,
-        attn_softcap=float(raw.get("attn_logit_softcapping") or 0.0) if second else 0.0,
-        final_softcap=float(raw.get("final_logit_softcapping") or 0.0) if second else 0.0,
-        score_scale=float(scalar) ** -0.5 if scalar else 0.0, post_norms=second)
+        attn_softcap=float(raw.get("attn_logit_softcapping") or 0.0) if sandwich else 0.0,
+        final_softcap=float(raw.get("final_logit_softcapping") or 0.0) if sandwich else 0.0,
+        score_scale=float(scalar) ** -0.5 if scalar else 0.0, post_norms=sandwich,
+        qk_norm="head" if model_type == "gemma3_text" else "")
 
 
 def tensors_from_hf(source, config: StackConfig):
@@ -72,8 +109,8 @@ def tensors_from_hf(source, config: StackConfig):
     layer = "model.layers.{i}."
     ours = {"tok_emb.weight": source.get("model.embed_tokens.weight"),
             "final_ln.weight": norm("model.norm.weight")}
-    # Gemma names the MLP's input norm post_attention_layernorm; Gemma 2 names so the norm of
-    # the attention's output, and the MLP's input norm pre_feedforward_layernorm
+    # Gemma names the MLP's input norm post_attention_layernorm; Gemma 2 and 3 name so the norm
+    # of the attention's output, and the MLP's input norm pre_feedforward_layernorm
     norms = ({"ln_1": "input_layernorm", "ln_attn_out": "post_attention_layernorm",
               "ln_2": "pre_feedforward_layernorm", "ln_mlp_out": "post_feedforward_layernorm"}
              if config.post_norms else
@@ -88,6 +125,9 @@ def tensors_from_hf(source, config: StackConfig):
         if config.qkv_bias:
             ours[mine + "attn.qkv.bias"] = source.cat(attn + "q_proj.bias", attn + "k_proj.bias",
                                                       attn + "v_proj.bias")
+        if config.qk_norm:  # Gemma 3's are (1 + w) RMSNorms too
+            ours[mine + "attn.q_norm.weight"] = norm(attn + "q_norm.weight")
+            ours[mine + "attn.k_norm.weight"] = norm(attn + "k_norm.weight")
         ours[mine + "attn.out.weight"] = source.get(attn + "o_proj.weight")
         if config.out_bias:
             ours[mine + "attn.out.bias"] = source.get(attn + "o_proj.bias")

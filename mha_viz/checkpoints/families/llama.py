@@ -24,7 +24,7 @@ GGUF_ARCHITECTURES = ("llama",)
 PREFIXES = ()  # Hugging Face names start with "model." or "lm_head."; kept as they are
 
 
-def _rope(raw: dict) -> tuple[float, float, RopeScaling | None]:
+def rope_settings(raw: dict) -> tuple[float, float, RopeScaling | None]:
     """(theta, rotary fraction, scaling) from config.json, in transformers 5's
     rope_parameters or the older top-level rope_theta / rope_scaling."""
     params = raw.get("rope_parameters") or {}
@@ -110,7 +110,7 @@ def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
 
 
 def config_from_hf(raw: dict) -> StackConfig:
-    theta, fraction, scaling = _rope(raw)
+    theta, fraction, scaling = rope_settings(raw)
     model_type = raw.get("model_type")
     n_head = int(raw["num_attention_heads"])
     n_layer = int(raw["num_hidden_layers"])
