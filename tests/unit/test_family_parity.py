@@ -56,6 +56,19 @@ FAMILIES = {
         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                          "full_attention": {"rope_type": "linear", "factor": 4.0,
                                             "rope_theta": 1000.0}})),
+    # Phi-3: W_Q, W_K, W_V fused in qkv_proj, gate and up in gate_up_proj; a sliding window on
+    # every layer, a half of each head rotating
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=256, sliding_window=5, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0,
+                         "partial_rotary_factor": 0.5})),
+    # Phi-2: attention and MLP in parallel on one LayerNorm, partial rotary, biases on every
+    # projection and on the LM head
+    "phi": ("PhiConfig", "PhiForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128,
+        max_position_embeddings=256, rope_parameters={
+            "rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5})),
 }
 
 
