@@ -247,9 +247,11 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_head: int, fused_qkv: bool = True, bias: bool = True,
                  scale: float | None = None, n_kv_head: int | None = None,
                  d_head: int | None = None, out_bias: bool | None = None, window: int = 0,
-                 softcap: float = 0.0, qk_norm: str = "", norm_eps: float = 1e-6):
+                 softcap: float = 0.0, qk_norm: str = "", norm_eps: float = 1e-6,
+                 clip: float = 0.0):
         super().__init__()
         self.window, self.softcap = int(window), float(softcap)  # see attention_scores
+        self.clip = float(clip)  # OLMo's clip_qkv: Q, K, V clamped to [-clip, clip]
         n_kv_head = n_head if n_kv_head is None else n_kv_head
         if d_head is None:
             if d_model % n_head:
@@ -288,7 +290,7 @@ class MultiHeadAttention(nn.Module):
     def project_qkv(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                     normed: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """X [B, T, d] -> Q [B, H, T, d_k], K and V [B, H_kv, T, d_k] (before rotation; after
-        the QK-norm unless normed is False). memory [B, S, d]: cross-attention, keys and
+        the QK-norm unless normed is False; clamped first when the layer clips, as OLMo). memory [B, S, d]: cross-attention, keys and
         values from it ([B, H_kv, S, d_k])."""
         if memory is not None:
             q, k, v = self.query(x), self.key(memory), self.value(memory)
@@ -297,6 +299,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.qkv(x).split([self.n_head * self.d_head, kv_width, kv_width], dim=-1)
         else:
             q, k, v = self.query(x), self.key(x), self.value(x)
+        if self.clip:
+            q, k, v = (t.clamp(-self.clip, self.clip) for t in (q, k, v))
         q, k, v = (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
                    split_heads(v, self.n_kv_head))
         if normed:
@@ -344,7 +348,9 @@ class MultiHeadAttention(nn.Module):
                 weight = weight[index]
                 bias = None if bias is None else bias[index]
             projected = torch.einsum("bhtd,hkd->bhtk", x[:, part], weight)
-            out.append(projected if bias is None else projected + bias[None, :, None, :])
+            if bias is not None:
+                projected = projected + bias[None, :, None, :]
+            out.append(projected.clamp(-self.clip, self.clip) if self.clip else projected)
         if self.qk_norm == "full":  # it mixes the heads, which each read their own stream here
             raise ValueError("a full-width QK-norm mixes every head's query, so the heads "
                              "cannot each read a stream of their own")

@@ -96,6 +96,10 @@ class StackConfig:
     # as every other layer's
     local_rope_theta: float = 0.0
     local_rope_scaling: RopeScaling | None = None
+    # OLMo: every query, key and value clamped to [-clip, clip] after the projection (0: none)
+    clip_qkv: float = 0.0
+    # a norm on each sub-layer's input (False: OLMo 2, whose only norms are post_norms)
+    input_norms: bool = True
 
     def __post_init__(self):
         # a family gives 0 for "as usual"; resolved once here, so one name holds the value
@@ -185,6 +189,11 @@ class StackConfig:
                          f"({self.attn_softcap}) is out of range")
         for scaling in (self.rope_scaling, self.local_rope_scaling):
             found += self._rope_scaling_problems(scaling)
+        if self.clip_qkv < 0:
+            found.append(f"clip_qkv {self.clip_qkv} is negative")
+        if not self.input_norms and not (self.pre_norm and self.post_norms):
+            found.append("a stack without norms on the sub-layers' inputs needs them on their "
+                         "outputs (post_norms), as OLMo 2 has")
         if self.local_rope_theta < 0:
             found.append(f"the local layers' RoPE base {self.local_rope_theta} is negative")
         if self.score_scale < 0 or self.final_softcap < 0:

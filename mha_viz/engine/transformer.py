@@ -58,9 +58,10 @@ class Block(nn.Module):
                                        n_kv_head=config.n_kv_head, d_head=config.d_head,
                                        out_bias=config.out_bias, window=config.window(layer),
                                        softcap=config.attn_softcap, qk_norm=config.qk_norm,
-                                       norm_eps=config.layer_norm_eps)
-        self.ln_1 = make_norm(config)
-        self.ln_2 = make_norm(config)
+                                       norm_eps=config.layer_norm_eps, clip=config.clip_qkv)
+        # OLMo 2 normalises only the sub-layers' outputs: its inputs pass unchanged
+        self.ln_1 = make_norm(config) if config.input_norms else nn.Identity()
+        self.ln_2 = make_norm(config) if config.input_norms else nn.Identity()
         self.post_norms = config.post_norms
         if config.post_norms:  # Gemma 2: each sub-layer's output, before it joins the stream
             self.ln_attn_out = make_norm(config)

@@ -69,6 +69,18 @@ FAMILIES = {
         num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128,
         max_position_embeddings=256, rope_parameters={
             "rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5})),
+    # OLMo: LayerNorms without weights, Q, K and V clipped (a clip small enough to bite on
+    # these random weights)
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=256, clip_qkv=1.5, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0})),
+    # OLMo 2: no norms on the sub-layers' inputs, RMSNorms on their outputs, QK-norm over all
+    # heads' width
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=256, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0})),
 }
 
 
@@ -189,3 +201,16 @@ def test_gemma3_local_and_global_layers(family_factory):
     assert trace.attentions[2][:, far].max() > 1e-3
     assert inside_one_head(model, text, 0, 0).rope_theta == 100.0
     assert inside_one_head(model, text, 2, 0).rope_theta == 1000.0
+
+
+def test_olmo_clips_q_k_and_v(family_factory):
+    """The clip bites (X W_Q leaves [-1.5, 1.5] on these weights), Inside one head's Q is the
+    clamped product and its text says so."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
+    model = load_model(family_factory("olmo"))
+    inside = inside_one_head(model, TEXTS[1], 1, 0)
+    unclipped = inside.X.astype(np.float64) @ inside.W_Q.astype(np.float64)
+    assert np.abs(unclipped).max() > 1.6 and np.abs(inside.Q).max() <= 1.5 + 1e-6
+    assert inside.einsum_difference < 1e-5
+    assert "clamps every entry of Q, K and V to ±1.5" in inside.projection_text()

@@ -99,6 +99,7 @@ class HeadInternals:
     kv_head: int = 0  # the key/value head this query head reads
     sharing: list[int] = field(default_factory=list)  # query heads reading the same K and V
     Q_normed: np.ndarray | None = None  # [T, d_k] Q after the QK-norm (Qwen3, Gemma 3)
+    clip_qkv: float = 0.0  # Q, K, V clamped to [-c, c] after the projection (OLMo)
     K_normed: np.ndarray | None = None
     window: int = 0  # the layer's sliding window (0: none)
     softcap: float = 0.0  # the scores' soft-cap (0: none)
@@ -146,6 +147,8 @@ class HeadInternals:
         q = np.einsum("ib,ba->ia", self.X.astype(np.float64), self.W_Q.astype(np.float64))
         if self.b_Q is not None:
             q = q + self.b_Q
+        if self.clip_qkv:
+            q = np.clip(q, -self.clip_qkv, self.clip_qkv)
         return float(np.abs(q - self.Q).max())
 
     def projection_text(self) -> str:
@@ -178,7 +181,9 @@ class HeadInternals:
                 f"heads, seq, d_k) = (1, {h}, {t}, {dk}), the shape the engine holds Q in; "
                 f"merging the heads after attention does the reverse. In index notation "
                 f"Q_ia = Σ_b X_ib W_Q,ba + b_a: np.einsum('ib,ba->ia', X, W_Q) on these "
-                f"numbers gives this Q (largest difference {self.einsum_difference:.1e}).")
+                f"numbers gives this Q (largest difference {self.einsum_difference:.1e})."
+                + (f" This model then clamps every entry of Q, K and V to ±{self.clip_qkv:g} "
+                   f"(clip_qkv), and Q here is the clamped one." if self.clip_qkv else ""))
 
     @property
     def share_of_output(self) -> float:
@@ -436,7 +441,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         norm_name="RMSNorm" if net.config.norm == "rmsnorm" else "LayerNorm",
         Q_normed=_np(q_normed[0, head]) if attn.qk_norm else None,
         K_normed=_np(k_normed[0, kv]) if attn.qk_norm else None,
-        window=attn.window, softcap=attn.softcap,
+        window=attn.window, softcap=attn.softcap, clip_qkv=attn.clip,
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_of(layer)[0] if rotary is not None else 0.0,

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from . import bart, bert, gemma, gpt2, gpt_neox, llama, phi, phi3, t5
+from . import bart, bert, gemma, gpt2, gpt_neox, llama, olmo, phi, phi3, t5
 
-FAMILIES = (gpt2, bert, llama, gpt_neox, gemma, phi3, phi, t5, bart)
+FAMILIES = (gpt2, bert, llama, gpt_neox, gemma, phi3, phi, olmo, t5, bart)
 
 
 def for_model_type(model_type):
