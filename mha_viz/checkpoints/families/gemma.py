@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...core.errors import UnsupportedModelError
 from ...engine.config import StackConfig
-from .llama import rope_settings
+from .llama import projections_from_hf, rope_settings
 
 NAME = "gemma"
 MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
@@ -120,18 +120,8 @@ def tensors_from_hf(source, config: StackConfig):
         for ours_name, their_name in norms.items():
             ours[f"{mine}{ours_name}.weight"] = norm(f"{theirs}{their_name}.weight")
         attn = theirs + "self_attn."
-        ours[mine + "attn.qkv.weight"] = source.cat(attn + "q_proj.weight",
-                                                    attn + "k_proj.weight", attn + "v_proj.weight")
-        if config.qkv_bias:
-            ours[mine + "attn.qkv.bias"] = source.cat(attn + "q_proj.bias", attn + "k_proj.bias",
-                                                      attn + "v_proj.bias")
+        ours.update(projections_from_hf(source, config, mine, theirs))
         if config.qk_norm:  # Gemma 3's are (1 + w) RMSNorms too
             ours[mine + "attn.q_norm.weight"] = norm(attn + "q_norm.weight")
             ours[mine + "attn.k_norm.weight"] = norm(attn + "k_norm.weight")
-        ours[mine + "attn.out.weight"] = source.get(attn + "o_proj.weight")
-        if config.out_bias:
-            ours[mine + "attn.out.bias"] = source.get(attn + "o_proj.bias")
-        ours[mine + "mlp_in.weight"] = source.cat(theirs + "mlp.gate_proj.weight",
-                                                  theirs + "mlp.up_proj.weight")
-        ours[mine + "mlp_out.weight"] = source.get(theirs + "mlp.down_proj.weight")
     return config, ours

@@ -182,6 +182,24 @@ def tensors_from_hf(source, config: StackConfig):
     return config, _layout(config, source, HF_NAMES)
 
 
+def projections_from_hf(source, config: StackConfig, mine: str, theirs: str) -> dict:
+    """One layer's W_Q, W_K, W_V (fused), W_O and gated MLP under transformers' Llama names
+    (self_attn.q_proj .. o_proj, mlp.gate_proj .. down_proj, below theirs, e.g.
+    "model.layers.3."), with the biases the config has: what the families that keep these
+    names and differ in their norms (Gemma, OLMo) share."""
+    attn = theirs + "self_attn."
+    ours = {mine + "attn.qkv.weight": source.cat(*(f"{attn}{p}_proj.weight" for p in "qkv")),
+            mine + "attn.out.weight": source.get(attn + "o_proj.weight"),
+            mine + "mlp_in.weight": source.cat(theirs + "mlp.gate_proj.weight",
+                                               theirs + "mlp.up_proj.weight"),
+            mine + "mlp_out.weight": source.get(theirs + "mlp.down_proj.weight")}
+    if config.qkv_bias:
+        ours[mine + "attn.qkv.bias"] = source.cat(*(f"{attn}{p}_proj.bias" for p in "qkv"))
+    if config.out_bias:
+        ours[mine + "attn.out.bias"] = source.get(attn + "o_proj.bias")
+    return ours
+
+
 # --- GGUF (llama.cpp's names and layout) ------------------------------------------------------
 
 GGUF_NAMES = {

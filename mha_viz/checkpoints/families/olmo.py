@@ -46,15 +46,7 @@ def tensors_from_hf(source, config: StackConfig):
     for i in range(config.n_layer):
         mine, theirs = f"blocks.{i}.", layer.format(i=i)
         attn = theirs + "self_attn."
-        ours[mine + "attn.qkv.weight"] = source.cat(*(f"{attn}{p}_proj.weight" for p in "qkv"))
-        if config.qkv_bias:
-            ours[mine + "attn.qkv.bias"] = source.cat(*(f"{attn}{p}_proj.bias" for p in "qkv"))
-        ours[mine + "attn.out.weight"] = source.get(attn + "o_proj.weight")
-        if config.out_bias:
-            ours[mine + "attn.out.bias"] = source.get(attn + "o_proj.bias")
-        ours[mine + "mlp_in.weight"] = source.cat(theirs + "mlp.gate_proj.weight",
-                                                  theirs + "mlp.up_proj.weight")
-        ours[mine + "mlp_out.weight"] = source.get(theirs + "mlp.down_proj.weight")
+        ours.update(llama.projections_from_hf(source, config, mine, theirs))
         if second:
             ours[mine + "attn.q_norm.weight"] = source.get(attn + "q_norm.weight")
             ours[mine + "attn.k_norm.weight"] = source.get(attn + "k_norm.weight")
