@@ -81,6 +81,35 @@ FAMILIES = {
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
         intermediate_size=128, max_position_embeddings=256, pad_token_id=0,
         rope_parameters={"rope_type": "default", "rope_theta": 100.0})),
+    # StableLM: LayerNorms with biases, a quarter of each head rotating, Q/K/V biases, GQA;
+    # then attention and MLP in parallel on one norm
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=256, use_qkv_bias=True, pad_token_id=0,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0,
+                         "partial_rotary_factor": 0.25})),
+    "stablelm_parallel": ("StableLmConfig", "StableLmForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, hidden_size=64,
+        intermediate_size=128, max_position_embeddings=256, use_parallel_residual=True,
+        pad_token_id=0, rope_parameters={"rope_type": "default", "rope_theta": 100.0,
+                                         "partial_rotary_factor": 0.5})),
+    # GPT-J: adjacent pairs rotating (rotate_every_two) on 8 of each head's 16 dimensions,
+    # attention and MLP in parallel, a bias on the LM head
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", dict(
+        n_layer=2, n_head=4, n_embd=64, n_positions=256, rotary_dim=8)),
+    # GPT-Neo: scores not scaled, a window of 5 on the local layers (0 and 2)
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", dict(
+        num_layers=3, num_heads=4, hidden_size=64, max_position_embeddings=256,
+        attention_types=[[["local", "global"], 1], [["local"], 1]], window_size=5)),
+    # OPT: positions read at row p + 2; pre-norm, then post-norm with LayerNorms without
+    # weights and no final norm
+    "opt": ("OPTConfig", "OPTForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=64, ffn_dim=128,
+        word_embed_proj_dim=64, max_position_embeddings=256)),
+    "opt_post_norm": ("OPTConfig", "OPTForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=64, ffn_dim=128,
+        word_embed_proj_dim=64, max_position_embeddings=256, do_layer_norm_before=False,
+        layer_norm_elementwise_affine=False, init_std=0.5)),  # layer 0 reads raw embeddings
 }
 
 
@@ -214,3 +243,26 @@ def test_olmo_clips_q_k_and_v(family_factory):
     assert np.abs(unclipped).max() > 1.6 and np.abs(inside.Q).max() <= 1.5 + 1e-6
     assert inside.einsum_difference < 1e-5
     assert "clamps every entry of Q, K and V to ±1.5" in inside.projection_text()
+
+
+def test_gptj_pairs_are_read_as_halves(family_factory):
+    """GPT-J's rotary rows (adjacent pairs) are reordered into halves within each head; the
+    rows past rotary_dim, and W_V, stay where they are."""
+    folder = family_factory("gptj")
+    model = load_model(folder)
+    ref = reference_model(folder)
+    theirs = ref.transformer.h[1].attn.q_proj.weight.detach().numpy().reshape(4, 16, 64)
+    ours = model.network.blocks[1].attn.qkv_weights()[0].detach().numpy()  # [H, d_k, d]
+    np.testing.assert_array_equal(ours[:, :4], theirs[:, 0:8:2])
+    np.testing.assert_array_equal(ours[:, 4:8], theirs[:, 1:8:2])
+    np.testing.assert_array_equal(ours[:, 8:], theirs[:, 8:])
+
+
+def test_gpt_neo_local_layers_window_and_scores_are_unscaled(family_factory):
+    model = load_model(family_factory("gpt_neo"))
+    trace = model.trace(TEXTS[1])
+    n = trace.n_tokens
+    far = np.tril(np.ones((n, n), dtype=bool), -5)
+    assert (trace.attentions[0][:, far] == 0).all() and (trace.attentions[2][:, far] == 0).all()
+    assert trace.attentions[1][:, far].max() > 1e-3
+    assert [block.attn.scale for block in model.network.blocks] == [1.0, 1.0, 1.0]

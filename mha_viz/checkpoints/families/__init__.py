@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from . import bart, bert, gemma, gpt2, gpt_neox, llama, olmo, phi, phi3, t5
+from . import (bart, bert, gemma, gpt2, gpt_neo, gpt_neox, gptj, llama, olmo, opt, phi, phi3,
+               stablelm, t5)
 
-FAMILIES = (gpt2, bert, llama, gpt_neox, gemma, phi3, phi, olmo, t5, bart)
+FAMILIES = (gpt2, bert, llama, gpt_neox, gemma, phi3, phi, olmo, stablelm, gptj, gpt_neo, opt,
+            t5, bart)
 
 
 def for_model_type(model_type):
@@ -68,6 +70,18 @@ class TensorSource:
         if tensor is None:
             self.missing.append(name)
         return tensor
+
+    def weight_and_bias(self, ours: str, theirs: str) -> dict[str, torch.Tensor | None]:
+        """{ours.weight, ours.bias} from theirs.weight and theirs.bias (a LayerNorm, a
+        linear layer with a bias)."""
+        return {f"{ours}.{part}": self.get(f"{theirs}.{part}") for part in ("weight", "bias")}
+
+    def qkv(self, mine: str, names: str, bias: bool) -> dict[str, torch.Tensor | None]:
+        """Our fused {mine}attn.qkv.weight (and .bias when bias) from the three projections
+        names.format(p) for p in q, k, v (e.g. "model.layers.0.self_attn.{}_proj")."""
+        parts = ("weight", "bias") if bias else ("weight",)
+        return {f"{mine}attn.qkv.{part}": self.cat(*(f"{names.format(p)}.{part}" for p in "qkv"))
+                for part in parts}
 
     def cat(self, *names: str) -> torch.Tensor | None:
         """The named tensors concatenated along dim 0 (fusing Q, K, V or gate and up)."""

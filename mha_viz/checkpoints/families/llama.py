@@ -188,13 +188,11 @@ def projections_from_hf(source, config: StackConfig, mine: str, theirs: str) -> 
     "model.layers.3."), with the biases the config has: what the families that keep these
     names and differ in their norms (Gemma, OLMo) share."""
     attn = theirs + "self_attn."
-    ours = {mine + "attn.qkv.weight": source.cat(*(f"{attn}{p}_proj.weight" for p in "qkv")),
+    ours = {**source.qkv(mine, attn + "{}_proj", config.qkv_bias),
             mine + "attn.out.weight": source.get(attn + "o_proj.weight"),
             mine + "mlp_in.weight": source.cat(theirs + "mlp.gate_proj.weight",
                                                theirs + "mlp.up_proj.weight"),
             mine + "mlp_out.weight": source.get(theirs + "mlp.down_proj.weight")}
-    if config.qkv_bias:
-        ours[mine + "attn.qkv.bias"] = source.cat(*(f"{attn}{p}_proj.bias" for p in "qkv"))
     if config.out_bias:
         ours[mine + "attn.out.bias"] = source.get(attn + "o_proj.bias")
     return ours
