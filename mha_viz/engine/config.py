@@ -100,6 +100,10 @@ class StackConfig:
     clip_qkv: float = 0.0
     # a norm on each sub-layer's input (False: OLMo 2, whose only norms are post_norms)
     input_norms: bool = True
+    # a mixture-of-experts MLP (experts.py; Mixtral): n_experts gated MLPs of width d_ff, of
+    # which a router picks experts_per_token for each token (0: one plain or gated MLP)
+    n_experts: int = 0
+    experts_per_token: int = 0
 
     def __post_init__(self):
         # a family gives 0 for "as usual"; resolved once here, so one name holds the value
@@ -189,6 +193,9 @@ class StackConfig:
                          f"({self.attn_softcap}) is out of range")
         for scaling in (self.rope_scaling, self.local_rope_scaling):
             found += self._rope_scaling_problems(scaling)
+        if self.n_experts and not 1 <= self.experts_per_token <= self.n_experts:
+            found.append(f"{self.experts_per_token} experts per token cannot be picked from "
+                         f"{self.n_experts} experts")
         if self.clip_qkv < 0:
             found.append(f"clip_qkv {self.clip_qkv} is negative")
         if not self.input_norms and not (self.pre_norm and self.post_norms):

@@ -13,6 +13,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention, causal_mask_bias, padding_mask_bias
 from .config import ACTIVATIONS, StackConfig
+from .experts import MixtureOfExperts
 from .interventions import Prefixed
 from .positions import (relative_position_bucket, relative_positions, rotary_tables,
                         sinusoidal_table)
@@ -74,13 +75,19 @@ class Block(nn.Module):
             self.ln_cross = make_norm(config)
         self.gated = config.gated_mlp
         self.parallel = config.parallel_residual
+        self.act = ACTIVATIONS[config.activation]
+        if config.n_experts:  # Mixtral: a router picks experts_per_token gated MLPs a token
+            self.experts = MixtureOfExperts(config.d_model, config.d_ff, config.n_experts,
+                                            config.experts_per_token, self.act)
+            return
         # A gated MLP's gate and up projections are one matrix [gate; up]: one GEMM.
         width = 2 * config.d_ff if self.gated else config.d_ff
         self.mlp_in = nn.Linear(config.d_model, width, bias=config.mlp_bias)
         self.mlp_out = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
-        self.act = ACTIVATIONS[config.activation]
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "experts"):
+            return self.experts(x)
         if self.gated:
             gate, up = self.mlp_in(x).chunk(2, dim=-1)
             return self.mlp_out(self.act(gate) * up)

@@ -114,6 +114,9 @@ def describe(config) -> str:
     else:
         positions = "learned absolute positions"
     mlp = f"gated MLP ({config.activation})" if config.gated_mlp else f"MLP ({config.activation})"
+    if config.n_experts:
+        mlp = (f"mixture of {config.n_experts} gated MLP experts ({config.activation}), "
+               f"{config.experts_per_token} per token")
     n_kv_head = config.n_kv_head
     if n_kv_head == config.n_head:
         heads = f"{config.n_head} heads"

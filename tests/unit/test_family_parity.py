@@ -110,6 +110,12 @@ FAMILIES = {
         num_hidden_layers=2, num_attention_heads=4, hidden_size=64, ffn_dim=128,
         word_embed_proj_dim=64, max_position_embeddings=256, do_layer_norm_before=False,
         layer_norm_elementwise_affine=False, init_std=0.5)),  # layer 0 reads raw embeddings
+    # Mixtral: a mixture of 4 experts, 2 per token, after Mistral's attention with a window
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        intermediate_size=64, max_position_embeddings=256, num_local_experts=4,
+        num_experts_per_tok=2, sliding_window=5, rope_parameters={
+            "rope_type": "default", "rope_theta": 100.0})),
 }
 
 
@@ -266,3 +272,37 @@ def test_gpt_neo_local_layers_window_and_scores_are_unscaled(family_factory):
     assert (trace.attentions[0][:, far] == 0).all() and (trace.attentions[2][:, far] == 0).all()
     assert trace.attentions[1][:, far].max() > 1e-3
     assert [block.attn.scale for block in model.network.blocks] == [1.0, 1.0, 1.0]
+
+
+def test_mixtral_routes_as_transformers_and_reads_fused_experts(family_factory, tmp_path):
+    """Each token's experts and their weights are transformers' router's; a checkpoint saved
+    with transformers 5's fused expert tensors (mlp.experts.gate_up_proj) gives the same
+    logits as the per-expert names Mixtral's releases use."""
+    import shutil
+
+    import torch
+    from hf_reference import capture_input
+    from safetensors.torch import save_file
+
+    folder = family_factory("mixtral")
+    model = load_model(folder)
+    ref = reference_model(folder)
+    ids = model.encode(TEXTS[1]).input_ids
+    seen = {}
+    handle = capture_input(ref.model.layers[1].mlp.gate, seen, "x")
+    with torch.no_grad():
+        ref(torch.tensor([ids]))
+    handle.remove()
+    with torch.no_grad():
+        _, their_weights, their_experts = ref.model.layers[1].mlp.gate(seen["x"])
+        weights, experts = model.network.blocks[1].experts.routing(seen["x"])
+    assert (experts == their_experts).all() and len(set(experts[:, 0].tolist())) > 1
+    np.testing.assert_allclose(weights.numpy(), their_weights.numpy(), atol=1e-6)
+
+    fused = tmp_path / "fused"
+    shutil.copytree(folder, fused)
+    save_file({k: v.contiguous() for k, v in ref.state_dict().items()},
+              str(fused / "model.safetensors"))
+    assert "model.layers.0.mlp.experts.gate_up_proj" in ref.state_dict()
+    np.testing.assert_allclose(load_model(fused).logits(TEXTS[0]), model.logits(TEXTS[0]),
+                               atol=1e-6)
