@@ -2,7 +2,7 @@
 GGUF files), built offline with transformers' own config and model classes, so that tests,
 benchmarks and a teacher without network can compare our engine with transformers' on any
 family. checkpoints: GPT-2, BERT, the Llama family and its GGUF, encoder-decoders and the
-digit reader; families: any decoder transformers holds, from its config class.
+digit reader; families: any decoder or masked-LM encoder transformers holds, from its config class.
 
 May import: core, toys.
 """
@@ -10,8 +10,9 @@ May import: core, toys.
 from .checkpoints import (build_bert_tokenizer, build_gpt2_tokenizer, make_bert_checkpoint,
                           make_gpt2_checkpoint, make_image_to_text_checkpoint,
                           make_llama_checkpoint, make_seq2seq_checkpoint, write_llama_gguf)
-from .families import make_decoder_checkpoint
+from .families import make_decoder_checkpoint, make_encoder_checkpoint
 
 __all__ = ["build_bert_tokenizer", "build_gpt2_tokenizer", "make_bert_checkpoint",
            "make_gpt2_checkpoint", "make_image_to_text_checkpoint", "make_llama_checkpoint",
-           "make_seq2seq_checkpoint", "write_llama_gguf", "make_decoder_checkpoint"]
+           "make_seq2seq_checkpoint", "write_llama_gguf", "make_decoder_checkpoint",
+           "make_encoder_checkpoint"]

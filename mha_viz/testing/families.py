@@ -1,18 +1,28 @@
-"""A random checkpoint of any decoder family transformers holds, from its own config and
-model classes (GPT-NeoX/Pythia, and the families to come): the parity tests' references."""
+"""A random checkpoint of any family transformers holds, from its own config and model
+classes (decoders with a byte-level BPE, encoders with BERT's WordPiece vocabulary): the
+parity tests' references."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoints import build_gpt2_tokenizer
+from .checkpoints import build_bert_tokenizer, build_gpt2_tokenizer
+
+
+def make_encoder_checkpoint(folder: str | Path, config_class: str, model_class: str, seed=0,
+                            init_std=0.2, **config) -> Path:
+    """make_decoder_checkpoint for a masked-LM encoder (RoBERTa, DistilBERT): BERT's real
+    WordPiece tokenizer (the bundled MiniLM's) instead of a byte-level BPE."""
+    return make_decoder_checkpoint(folder, config_class, model_class, seed, init_std,
+                                   tokenizer=build_bert_tokenizer, **config)
 
 
 def make_decoder_checkpoint(folder: str | Path, config_class: str, model_class: str, seed=0,
-                            init_std=0.2, **config) -> Path:
+                            init_std=0.2, tokenizer=build_gpt2_tokenizer, **config) -> Path:
     """Save a random transformers.<model_class>(<config_class>(**config)) with a byte-level
-    BPE tokenizer to folder (safetensors); return the folder. The vocabulary, BOS/EOS ids
-    and eager attention are set here. As for GPT-2, init_std far above the usual 0.02 makes
+    BPE tokenizer (or the one tokenizer(folder) saves) to folder (safetensors); return the
+    folder. The vocabulary, BOS/EOS ids (config may override them) and eager attention are
+    set here. As for GPT-2, init_std far above the usual 0.02 makes
     the maps sharp; every norm's weight and bias and every bias of a linear layer is
     perturbed (fresh ones are 1 and 0), so a norm mixed up or a bias dropped shows."""
     import torch
@@ -20,10 +30,11 @@ def make_decoder_checkpoint(folder: str | Path, config_class: str, model_class: 
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_gpt2_tokenizer(folder)
+    tokenizer = tokenizer(folder)
+    config = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+              **config}
     settings = getattr(transformers, config_class)(
-        vocab_size=len(tokenizer), initializer_range=init_std,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **config)
+        vocab_size=len(tokenizer), initializer_range=init_std, **config)
     settings._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(settings)

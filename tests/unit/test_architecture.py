@@ -185,7 +185,9 @@ def test_one_name_per_concept(gpt2_model):
     found = []
     for path in [*PACKAGE.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if (re.search(r"\bn_(layers|heads)\b", line) and "Deprecated" not in line
+            # (n_layers / n_heads in quotes: DistilBERT's config.json keys)
+            if (re.search(r"(?<![\"'])\bn_(layers|heads)\b(?![\"'])", line)
+                    and "Deprecated" not in line
                     # d_head and n_kv_head, as ModelInfo names them (head_dim only as
                     # transformers' config key or keyword)
                     or re.search(OTHER_NAMES, line)):

@@ -121,13 +121,17 @@ FAMILIES = {
 
 @pytest.fixture(scope="session")
 def family_factory(tmp_path_factory):
+    """factory(case) -> the folder of FAMILIES[case] or ENCODERS[case], built once."""
+    from mha_viz.testing import make_encoder_checkpoint
+
     built = {}
 
     def factory(case):
         if case not in built:
-            config_class, model_class, config = FAMILIES[case]
-            built[case] = make_decoder_checkpoint(tmp_path_factory.mktemp(case), config_class,
-                                                  model_class, **config)
+            make = make_encoder_checkpoint if case in ENCODERS else make_decoder_checkpoint
+            config_class, model_class, config = {**FAMILIES, **ENCODERS}[case]
+            built[case] = make(tmp_path_factory.mktemp(case), config_class, model_class,
+                               **config)
         return built[case]
 
     return factory
@@ -306,3 +310,35 @@ def test_mixtral_routes_as_transformers_and_reads_fused_experts(family_factory, 
     assert "model.layers.0.mlp.experts.gate_up_proj" in ref.state_dict()
     np.testing.assert_allclose(load_model(fused).logits(TEXTS[0]), model.logits(TEXTS[0]),
                                atol=1e-6)
+
+
+# masked-LM encoders: id -> (config class, model class, config), with BERT's tokenizer
+ENCODERS = {
+    # RoBERTa: positions from padding_idx + 1 (pad 1: position p reads row p + 2)
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(
+        num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128,
+        max_position_embeddings=130, type_vocab_size=1, pad_token_id=1)),
+    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", dict(
+        n_layers=2, n_heads=4, dim=64, hidden_dim=128, max_position_embeddings=128,
+        pad_token_id=0)),
+}
+
+
+@pytest.mark.parametrize("case", list(ENCODERS))
+def test_masked_lm_family_parity(family_factory, case):
+    """Maps within 1e-5 and the last hidden state within 1e-4 (test_engine_parity's check),
+    and the masked-LM logits within 1e-4, against transformers' own masked LM."""
+    import torch
+    from test_engine_parity import assert_parity as assert_encoder_parity
+    from test_engine_parity import reference_model as encoder_reference
+
+    folder = family_factory(case)
+    model = load_model(folder)
+    assert model.info.score_kind == "mlm_loss" and not model.info.causal
+    ref = encoder_reference(folder, "bert", True)
+    for text in TEXTS:
+        assert_encoder_parity(model, ref, text)
+        encoded = model.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            theirs = ref(input_ids=encoded["input_ids"]).logits[0].numpy()
+        assert np.abs(model.logits(text) - theirs).max() < 1e-4

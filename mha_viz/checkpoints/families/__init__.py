@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from . import (bart, bert, gemma, gpt2, gpt_neo, gpt_neox, gptj, llama, mixtral, olmo, opt, phi,
-               phi3, stablelm, t5)
+from . import (bart, bert, distilbert, gemma, gpt2, gpt_neo, gpt_neox, gptj, llama, mixtral, olmo,
+               opt, phi, phi3, roberta, stablelm, t5)
 
-FAMILIES = (gpt2, bert, llama, gpt_neox, gemma, phi3, phi, olmo, stablelm, gptj, gpt_neo, opt,
-            mixtral, t5, bart)
+FAMILIES = (gpt2, bert, roberta, distilbert, llama, gpt_neox, gemma, phi3, phi, olmo, stablelm,
+            gptj, gpt_neo, opt, mixtral, t5, bart)
 
 
 def for_model_type(model_type):
