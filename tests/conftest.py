@@ -88,10 +88,12 @@ def long_models(checkpoint_factory, tmp_path_factory):
 @pytest.fixture(scope="session")
 def patch_models(gpt2_folder, tmp_path_factory):
     """name -> (our model, transformers' model, where its activations are) for GPT-2 (MHA),
-    Llama (GQA) and GPT-NeoX (Pythia: parallel attention and MLP, partial rotary): the
-    intervention tests' models, built once."""
+    Llama (GQA), GPT-NeoX (Pythia: parallel attention and MLP, partial rotary) and Gemma 2
+    (GQA, soft-caps, windows, norms after the sub-layers): the intervention tests' models,
+    built once."""
     from hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
-    from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM
+    from transformers import (Gemma2ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM,
+                              LlamaForCausalLM)
 
     from mha_viz import load_model
     from mha_viz.testing import make_decoder_checkpoint, make_llama_checkpoint
@@ -103,7 +105,19 @@ def patch_models(gpt2_folder, tmp_path_factory):
         tmp_path_factory.mktemp("neox_patch"), "GPTNeoXConfig", "GPTNeoXForCausalLM",
         num_hidden_layers=3, num_attention_heads=4, hidden_size=64, intermediate_size=128,
         max_position_embeddings=256, rotary_pct=0.25, use_parallel_residual=True)
+    # Gemma 2 with grouped-query attention (4 query heads on 2 key/value heads), soft-capped
+    # scores and logits, a window on layers 0 and 2, norms after each sub-layer
+    gemma2_folder = make_decoder_checkpoint(
+        tmp_path_factory.mktemp("gemma2_patch"), "Gemma2Config", "Gemma2ForCausalLM",
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
+        head_dim=16, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0,
+        query_pre_attn_scalar=24, attn_logit_softcapping=4.0, final_logit_softcapping=3.0,
+        sliding_window=5)
     return {
+        "gemma2": (load_model(gemma2_folder),
+                   Gemma2ForCausalLM.from_pretrained(gemma2_folder,
+                                                     attn_implementation="eager").eval(),
+                   LlamaHooks),  # the same modules as Llama's (self_attn.o_proj, ...)
         "neox": (load_model(neox_folder),
                  GPTNeoXForCausalLM.from_pretrained(neox_folder,
                                                     attn_implementation="eager").eval(),

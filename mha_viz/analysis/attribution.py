@@ -140,9 +140,19 @@ def attribute_run(run, position: int, target, contrast=None) -> Attribution:
                 rest[f"L{layer} attention bias"] = reader.term(block.attn.out.bias)
             rest[f"L{layer} MLP"] = reader.term(record["mlp_out"][0, p])
         rest.update(reader.constant)
+        rest.update(_logits_bias_term(net, metric.target, metric.contrast))
     return Attribution(heads=heads, rest=rest, total=total, position=p, target=metric.target,
                        contrast=metric.contrast, description=metric.description,
                        scale=float(reader.scale))
+
+
+def _logits_bias_term(stack, target: int, contrast: int | None) -> dict[str, float]:
+    """The bias added to the logits (BART's final_logits_bias, Phi's and GPT-J's LM head
+    bias), as one more term of the sum; none without one."""
+    if not stack.config.logits_bias:
+        return {}
+    bias = stack.logits_bias
+    return {"logits bias": float(bias[target] - (0 if contrast is None else bias[contrast]))}
 
 
 def _direction(stack, target: int, contrast: int | None) -> torch.Tensor:
@@ -192,9 +202,7 @@ def direct_logit_attribution_seq2seq(model, source: str, target: str | None, pos
                     rest[f"L{layer} {name} bias"] = reader.term(attn.out.bias)
             rest[f"L{layer} MLP"] = reader.term(got[("mlp_out", layer)][0, p])
         rest.update(reader.constant)
-        if decoder.config.logits_bias:
-            rest["logits bias"] = float(decoder.logits_bias[token] - (
-                0 if contrast is None else decoder.logits_bias[contrast]))
+        rest.update(_logits_bias_term(decoder, token, contrast))
     shown = model.display_tokens([token] + ([] if contrast is None else [contrast]))
     what = f"logit('{shown[0]}')" + ("" if contrast is None else f" − logit('{shown[1]}')")
     return Attribution(heads=heads, rest=rest, total=total, position=p, target=token,

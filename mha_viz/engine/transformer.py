@@ -373,6 +373,14 @@ class TransformerStack(nn.Module):
                 self.scaled_for_unembedding(last_hidden) @ self.unembedding()[token_ids].T)
         return self.lm_logits(last_hidden)[..., token_ids]
 
+    def row_logits(self, last_hidden, token_ids: torch.Tensor):
+        """[B] the logit of token_ids[b] from last_hidden[b] ([B, d]): one dot product a row
+        with a plain unembedding (a metric's target), the same numbers as lm_logits."""
+        if self.config.lm_head in ("tied", "separate") and not self.config.logits_bias:
+            return self.capped((self.scaled_for_unembedding(last_hidden)
+                                * self.unembedding()[token_ids]).sum(-1))
+        return self.lm_logits(last_hidden).gather(1, token_ids[:, None])[:, 0]
+
     def capped(self, logits):
         """The logits soft-capped as the family says (Gemma 2: cap * tanh(logit / cap))."""
         cap = self.config.final_softcap

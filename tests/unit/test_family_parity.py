@@ -342,3 +342,65 @@ def test_masked_lm_family_parity(family_factory, case):
         with torch.no_grad():
             theirs = ref(input_ids=encoded["input_ids"]).logits[0].numpy()
         assert np.abs(model.logits(text) - theirs).max() < 1e-4
+
+
+# (family case, config.json change, error, message): what a family does not hold, or a
+# config whose sizes contradict each other, is refused naming it, never read as something
+REFUSED = [
+    ("phi3", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "factor": 2.0}},
+     "UnsupportedModelError", "rotary scaling 'longrope' is not supported"),
+    ("gemma3", {"rope_parameters": {"full_attention": {"rope_type": "longrope", "factor": 2.0,
+                                                       "rope_theta": 1e4},
+                                    "sliding_attention": {"rope_type": "default",
+                                                          "rope_theta": 1e4}}},
+     "UnsupportedModelError", "rotary scaling 'longrope' is not supported"),
+    ("gemma3", {"layer_types": ["sliding_attention", "chunked_attention", "full_attention",
+                                "sliding_attention"]},
+     "UnsupportedModelError", "do not name full or sliding attention for each of the 4"),
+    ("gemma3", {"use_bidirectional_attention": True},
+     "UnsupportedModelError", "Gemma 3 with bidirectional attention"),
+    ("phi", {"qk_layernorm": True}, "UnsupportedModelError", "Phi's qk_layernorm"),
+    ("stablelm", {"qk_layernorm": True}, "UnsupportedModelError", "StableLM's qk_layernorm"),
+    ("opt", {"word_embed_proj_dim": 32}, "UnsupportedModelError",
+     "projected from 32 to 64 dimensions"),
+    ("gptj", {"rotary_dim": None}, "UnsupportedModelError", "GPT-J without rotary_dim"),
+    ("gpt_neo", {"attention_layers": ["local", "global"]}, "UnsupportedModelError",
+     "do not name global or local attention for each of the 3 layers"),
+    ("mixtral", {"num_experts_per_tok": 5}, "CorruptCheckpointError",
+     "5 experts per token cannot be picked from 4 experts"),
+    ("gemma3", {"num_key_value_heads": 3}, "CorruptCheckpointError",
+     "4 query heads cannot share 3 key/value heads"),
+    ("gptj", {"n_embd": 66}, "CorruptCheckpointError", "d_model 66 is not divisible by 4 heads"),
+    ("gemma3", {"sliding_window": -5}, "CorruptCheckpointError", "the sliding window"),
+]
+
+
+@pytest.mark.parametrize("case, change, error, message", REFUSED,
+                         ids=[f"{case}-{next(iter(change))}" for case, change, *_ in REFUSED])
+def test_what_a_family_does_not_hold_is_named(family_factory, tmp_path, case, change, error,
+                                              message):
+    import json
+    import shutil
+
+    import mha_viz
+
+    folder = tmp_path / case
+    shutil.copytree(family_factory(case), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(getattr(mha_viz, error), match=message):
+        load_model(folder)
+
+
+@pytest.mark.parametrize("case", ["phi", "gptj", "mixtral", "olmo", "opt"])
+def test_direct_logit_attribution_sums_to_the_logit_difference(family_factory, case):
+    """Heads, MLPs (experts), biases, the embeddings and the LM head's bias add up to the
+    logit difference the model gives, where the logits are a sum of terms."""
+    from mha_viz.analysis import direct_logit_attribution
+
+    model = load_model(family_factory(case))
+    found = direct_logit_attribution(model, TEXTS[0], -1, 5, 6)
+    logits = model.logits(TEXTS[0])[-1]
+    assert abs(found.total - (logits[5] - logits[6])) < 1e-4
+    assert abs(found.heads.sum() + sum(found.rest.values()) - found.total) < 1e-3
+    assert ("logits bias" in found.rest) == (case in ("phi", "gptj"))

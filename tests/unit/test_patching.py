@@ -1,6 +1,7 @@
 """Causal interventions against an independent implementation: forward hooks (and, where
 transformers offers no module to hook, its own attention functions wrapped) on transformers'
-GPT2LMHeadModel and LlamaForCausalLM (grouped-query) with the same random weights, on our own
+GPT2LMHeadModel, LlamaForCausalLM (grouped-query), GPTNeoXForCausalLM (parallel) and
+Gemma2ForCausalLM (grouped-query, soft-capped, windowed) with the same random weights, on our own
 token ids. Every number of activation, path and attribution patching is compared within
 2e-3 on the metric; the laws that hold exactly are checked too."""
 
@@ -23,7 +24,7 @@ TOL = 2e-3
 # --- head patching, both directions ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox", "gemma2"])
 @pytest.mark.parametrize("direction", ["denoise", "noise"])
 def test_head_patching_equals_hooks(patch_models, patch_prompts, family, direction):
     model, hf, where = patch_models[family]
@@ -56,7 +57,7 @@ def test_head_patching_equals_hooks(patch_models, patch_prompts, family, directi
 # --- the residual stream, attn_out and mlp_out by position -----------------------------------
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "neox"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "neox", "gemma2"])
 @pytest.mark.parametrize("component", ["resid_pre", "attn_out", "mlp_out"])
 def test_stream_patching_by_position_equals_hooks(patch_models, patch_prompts, family, component):
     model, hf, where = patch_models[family]

@@ -243,16 +243,10 @@ def metric_of(model, final: torch.Tensor, batch: PairBatch, kind: str) -> torch.
     hidden = net.finish(final[rows, batch.positions])  # [B, d]
     if kind == "logprob":
         return F.log_softmax(net.lm_logits(hidden), dim=-1)[rows, batch.targets]
-    target = _token_logits(net, hidden, batch.targets)
+    target = net.row_logits(hidden, batch.targets)
     if kind == "logit":
         return target
-    return target - _token_logits(net, hidden, batch.contrasts)
-
-
-def _token_logits(net, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    if net.config.lm_head in ("tied", "separate"):
-        return (hidden * net.unembedding()[ids]).sum(-1)
-    return net.lm_logits(hidden).gather(1, ids[:, None])[:, 0]
+    return target - net.row_logits(hidden, batch.contrasts)
 
 
 def _pairs_per_chunk(model, n_tokens: int, points: dict) -> int:
