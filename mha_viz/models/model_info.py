@@ -100,7 +100,10 @@ class ModelInfo:
 def describe(config) -> str:
     """The architecture in words, for the model card."""
     norm = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[config.norm]
-    where = "pre-norm" if config.pre_norm else "post-norm"
+    norms = f"{'pre-norm' if config.pre_norm else 'post-norm'} {norm}"
+    if config.post_norms:
+        norms = (f"{norm} on each sub-layer's output only" if not config.input_norms
+                 else f"{norm} on each sub-layer's input and output")
     if config.positions == "rotary":
         fraction = "" if config.rotary_fraction == 1 else f" on {config.rotary_fraction:.0%} of each head"
         local = (f"; theta {config.local_rope_theta:g} on the sliding-window layers"
@@ -130,4 +133,4 @@ def describe(config) -> str:
     order = "causal" if config.causal else "bidirectional"
     if config.cross_attention:
         order += " with cross-attention to the encoder"
-    return f"{order}; {where} {norm}; {positions}; {mlp}; {heads}; {lm}"
+    return f"{order}; {norms}; {positions}; {mlp}; {heads}; {lm}"

@@ -1,7 +1,8 @@
-"""Every page opens on a random Gemma 2 and a random Pythia (issue 39), in-process through
-AppTest, with no exception; the only message allowed is the one that says why direct logit
-attribution is not exact for Gemma 2 (its norms after each sub-layer, its soft-capped
-logits), where a page would otherwise show per-head numbers."""
+"""Every page opens on a random Gemma 2, Pythia, OLMo 2, Mixtral and Gemma 3 (issue 39),
+in-process through AppTest, with no exception; the only message allowed is the one that says
+why direct logit attribution is not exact (Gemma 2 and 3, OLMo 2: norms after each
+sub-layer; Gemma 2: soft-capped logits), where a page would otherwise show per-head
+numbers."""
 
 from pathlib import Path
 
@@ -17,19 +18,22 @@ from mha_viz.testing import make_decoder_checkpoint  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["app.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))]
 ALLOWED = "not exact for this model"
+# and three whose layers differ most from the rest: OLMo 2 (no norms on the sub-layers'
+# inputs, QK-norm over all heads), Mixtral (a mixture of experts), Gemma 3 (a RoPE per layer)
+CASES = ["gemma2", "pythia", "olmo2", "mixtral", "gemma3"]
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     built = {}
-    for case in ("gemma2", "pythia"):
+    for case in CASES:
         config_class, model_class, config = FAMILIES[case]
         built[case] = make_decoder_checkpoint(tmp_path_factory.mktemp(f"pages_{case}"),
                                               config_class, model_class, **config)
     return built
 
 
-@pytest.mark.parametrize("case", ["gemma2", "pythia"])
+@pytest.mark.parametrize("case", CASES)
 def test_every_page_opens(folders, case, monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")  # a bug raises instead of a generic message
     for page in PAGES:

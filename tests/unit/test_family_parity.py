@@ -240,6 +240,7 @@ def test_gemma3_local_and_global_layers(family_factory):
     assert trace.attentions[2][:, far].max() > 1e-3
     assert inside_one_head(model, text, 0, 0).rope_theta == 100.0
     assert inside_one_head(model, text, 2, 0).rope_theta == 1000.0
+    assert "theta 1000; theta 100 on the sliding-window layers" in model.info.description
 
 
 def test_olmo_clips_q_k_and_v(family_factory):
@@ -301,6 +302,7 @@ def test_mixtral_routes_as_transformers_and_reads_fused_experts(family_factory, 
         _, their_weights, their_experts = ref.model.layers[1].mlp.gate(seen["x"])
         weights, experts = model.network.blocks[1].experts.routing(seen["x"])
     assert (experts == their_experts).all() and len(set(experts[:, 0].tolist())) > 1
+    assert "mixture of 4 gated MLP experts (silu), 2 per token" in model.info.description
     np.testing.assert_allclose(weights.numpy(), their_weights.numpy(), atol=1e-6)
 
     fused = tmp_path / "fused"
