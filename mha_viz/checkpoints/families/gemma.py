@@ -61,7 +61,8 @@ def config_from_hf(raw: dict) -> StackConfig:
         sliding_window=window, window_layers=window_layers,
         attn_softcap=float(raw.get("attn_logit_softcapping") or 0.0) if second else 0.0,
         final_softcap=float(raw.get("final_logit_softcapping") or 0.0) if second else 0.0,
-        score_scale=float(scalar) ** -0.5 if scalar else 0.0, post_norms=second)
+        score_scale=float(scalar) ** -0.5 if scalar else 0.0, post_norms=second,
+        rms_scale_in_float32=True)
 
 
 def tensors_from_hf(source, config: StackConfig):
