@@ -98,12 +98,12 @@ class FrozenNormReader:
     def __init__(self, stack, x: torch.Tensor, direction: torch.Tensor):
         config, norm = stack.config, stack.final_ln
         self.layer_norm = config.norm == "layernorm"
+        x, direction = x.to(torch.float64), direction.to(torch.float64)  # whatever the weights
         if self.layer_norm:
             self.scale = torch.sqrt(x.var(unbiased=False) + norm.eps)
         else:
             self.scale = torch.sqrt(x.pow(2).mean() + norm.eps)
-        read = norm.weight * direction * config.unembed_scale / self.scale
-        self.read = read.to(torch.float64)
+        self.read = norm.weight.to(torch.float64) * direction * config.unembed_scale / self.scale
         self.constant = {}
         if self.layer_norm and getattr(norm, "bias", None) is not None:
             self.constant["final norm bias"] = float(
@@ -184,9 +184,10 @@ def direct_logit_attribution_seq2seq(model, source: str, target: str | None, pos
     hooks = Interventions(capture=("z", "cross_z", "mlp_out", ("resid_pre", 0),
                                    ("resid_post", last)))
     with torch.no_grad():
-        states, _ = net.encode(torch.tensor([forced.source_ids]))
-        hidden, _, _ = net.decode(torch.tensor([forced.decoder_ids]), states, hooks=hooks)
-        logits = decoder.lm_logits(hidden[0, p])
+        states, _ = net.encode(torch.tensor([forced.source_ids], device=net.device))
+        hidden, _, _ = net.decode(torch.tensor([forced.decoder_ids], device=net.device), states,
+                                  hooks=hooks)
+        logits = decoder.lm_logits(hidden[0, p]).float()
         total = float(logits[token] - (0 if contrast is None else logits[contrast]))
         got = hooks.captured
         reader = FrozenNormReader(decoder, got[("resid_post", last)][0, p],

@@ -177,7 +177,8 @@ def _score_batch(model, batch: PairBatch, kind: str):
         delta = (_writes(model, clean, size) - _writes(model, readers, size).detach())
         delta = delta.flatten(2).double()  # [B, U, T*d]
         scores = torch.einsum("bux,bdx->bud", delta, gradient)
-    return scores.numpy(), m_clean.double().numpy(), m_corr.detach().double().numpy()
+    return (scores.cpu().numpy(), m_clean.double().cpu().numpy(),
+            m_corr.detach().double().cpu().numpy())
 
 
 def edge_attribution_patching(model, clean, corrupted=None, metric=None,
@@ -209,7 +210,7 @@ def circuit_metric(model, batch: PairBatch, kind: str, kept: np.ndarray) -> np.n
     difference each kept edge's upstream node makes in this run (kept: [U, D] bool)."""
     n_layer, n_head = model.info.n_layer, model.info.n_head
     net = model.network
-    kept_t = torch.as_tensor(kept, dtype=torch.float32)
+    kept_t = torch.as_tensor(kept, dtype=torch.float32, device=net.device)
     with torch.inference_mode():
         corrupted = Interventions(capture=["resid_pre", "resid_mid", "result", "mlp_out",
                                            ("resid_post", n_layer - 1)])
@@ -250,7 +251,7 @@ def circuit_metric(model, batch: PairBatch, kind: str, kept: np.ndarray) -> np.n
         run.apply("resid_post", n_layer - 1, lambda h: reading(
             slice(position, position + 1), final_base)[:, 0])
         final = run_with_hooks(net, batch.clean, run)
-        return metric_of(model, final, batch, kind).double().numpy()
+        return metric_of(model, final, batch, kind).double().cpu().numpy()
 
 
 def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,

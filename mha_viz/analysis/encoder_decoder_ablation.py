@@ -62,9 +62,10 @@ class _PairScore:
         """[B] scores of the target read after each of B sources (token ids, or an image
         encoder's strips), with the gates {kind: [B, L, H]} and hooks given."""
         gates = gates or {}
-        states, _ = net.encode(torch.tensor(sources), head_mask=gates.get("encoder"),
-                               hooks=encoder_hooks)
-        last, _, _ = net.decode(torch.tensor([self.decoder_ids] * len(sources)), states,
+        states, _ = net.encode(torch.tensor(sources, device=net.device),
+                               head_mask=gates.get("encoder"), hooks=encoder_hooks)
+        last, _, _ = net.decode(torch.tensor([self.decoder_ids] * len(sources),
+                                             device=net.device), states,
                                 head_mask=gates.get("decoder"),
                                 cross_head_mask=gates.get("cross"), hooks=decoder_hooks)
         return self.of_hidden(net, last)
@@ -73,12 +74,13 @@ class _PairScore:
         """[B] scores from the decoder's last hidden states [B, T, d]."""
         batch = last.shape[0]
         if self.position is None:
-            logits = net.decoder.lm_logits(last)  # [B, T, vocab]
+            logits = net.decoder.lm_logits(last).float()  # [B, T, vocab]
             per_token = F.cross_entropy(logits.transpose(1, 2),
-                                        torch.tensor(self.labels).expand(batch, -1),
+                                        torch.tensor(self.labels, device=logits.device)
+                                        .expand(batch, -1),
                                         reduction="none")
             return per_token.mean(dim=1)
-        logits = net.decoder.lm_logits(last[:, self.position])  # [B, vocab]
+        logits = net.decoder.lm_logits(last[:, self.position]).float()  # [B, vocab]
         if self.kind == "logprob":
             return torch.log_softmax(logits, dim=-1)[:, self.token]
         value = logits[:, self.token]
@@ -123,11 +125,12 @@ def pair_score(model, source: str, target: str | None = None, metric=None) -> _P
 def _check_gates(model, head_masks) -> dict[str, torch.Tensor]:
     """{kind: [L, H]} float gates, all ones where not given."""
     shapes = head_shapes(model)
-    gates = {kind: torch.ones(shape) for kind, shape in shapes.items()}
+    device = model.network.device
+    gates = {kind: torch.ones(shape, device=device) for kind, shape in shapes.items()}
     for kind, mask in (head_masks or {}).items():
         if kind not in shapes:
             raise InputError(f"the kind of attention is one of {', '.join(KINDS)}, got {kind!r}")
-        mask = torch.as_tensor(np.asarray(mask, dtype=np.float32))
+        mask = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=device)
         if tuple(mask.shape) != shapes[kind]:
             raise InputError(f"the {kind} head mask must have shape {shapes[kind]}, got "
                              f"{tuple(mask.shape)}")
@@ -181,7 +184,7 @@ def gradient_importance_seq2seq(model, source: str, target: str | None = None, m
     gates = {kind: g.requires_grad_(True) for kind, g in _check_gates(model, head_masks).items()}
     value = score(model.network, {kind: g[None] for kind, g in gates.items()})[0]
     grads = torch.autograd.grad(value, [gates[kind] for kind in KINDS])
-    out = {kind: grad.abs().numpy().astype(np.float64) for kind, grad in zip(KINDS, grads)}
+    out = {kind: grad.abs().cpu().numpy().astype(np.float64) for kind, grad in zip(KINDS, grads)}
     out["base"] = np.asarray(float(value.detach()))
     return out
 
@@ -203,7 +206,8 @@ def pruning_curve_seq2seq(model, source: str, target: str | None = None, step: f
     harm = -1.0 if score.higher_is_better else 1.0
 
     def measured() -> float:
-        return _score_of(model, score, {k: torch.as_tensor(m) for k, m in masks.items()})
+        return _score_of(model, score, {k: torch.as_tensor(m, device=model.network.device)
+                                        for k, m in masks.items()})
 
     fractions, scores = [0.0], [measured()]
     removed, kept_masks = [[]], [{k: m.copy() for k, m in masks.items()}]

@@ -118,7 +118,7 @@ def _patch_kind(net, kind: str, shape: tuple[int, int], taken: dict, base_ids: l
         chunk = heads[start:start + ABLATION_BATCH]
         hooks = Interventions()
         for layer in range(n_layer):
-            mask = torch.zeros(len(chunk), n_head, 1, 1, dtype=torch.bool)
+            mask = torch.zeros(len(chunk), n_head, 1, 1, dtype=torch.bool, device=net.device)
             for row, (l, h) in enumerate(chunk):
                 if l == layer:
                     mask[row, h] = True

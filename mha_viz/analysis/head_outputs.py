@@ -32,13 +32,15 @@ def head_outputs_seq2seq(model, source: str, target: str | None = None
     encoder_hooks = Interventions(capture=("result",))
     decoder_hooks = Interventions(capture=("result", "cross_result"))
     with torch.inference_mode():
-        states, _ = net.encode(torch.tensor([forced.source_ids]), hooks=encoder_hooks)
-        net.decode(torch.tensor([forced.decoder_ids]), states, hooks=decoder_hooks)
+        states, _ = net.encode(torch.tensor([forced.source_ids], device=net.device),
+                               hooks=encoder_hooks)
+        net.decode(torch.tensor([forced.decoder_ids], device=net.device), states,
+                   hooks=decoder_hooks)
 
     def stacked(hooks, point: str, n_layer: int) -> np.ndarray:
         # captured [1, T, H, d] per layer -> [L, H, T, d]
         return torch.stack([hooks.captured[(point, layer)][0].transpose(0, 1)
-                            for layer in range(n_layer)]).double().numpy()
+                            for layer in range(n_layer)]).double().cpu().numpy()
 
     config = net.config
     return {"encoder": stacked(encoder_hooks, "result", config.encoder.n_layer),

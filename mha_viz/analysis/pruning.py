@@ -33,7 +33,7 @@ def _texts(text) -> list[str]:
 
 def _base_mask(model, head_mask) -> torch.Tensor:
     if head_mask is None:
-        return torch.ones(model.info.n_layer, model.info.n_head)
+        return torch.ones(model.info.n_layer, model.info.n_head, device=model.network.device)
     return model.check_head_mask(head_mask).detach().clone()
 
 
@@ -113,7 +113,7 @@ def _gradient_one(model, text, base, metric=None):
     gates = base.clone().requires_grad_(True)
     score = model.score_tensor(inputs, gates)
     (grad,) = torch.autograd.grad(score, gates)
-    return grad.abs().numpy()
+    return grad.abs().cpu().numpy()
 
 
 def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None,
@@ -135,7 +135,7 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
         with fwAD.dual_level():
             for layer in range(n_layer):
                 for chunk in _chunks([(layer, h) for h in range(n_head)], batch):
-                    tangent = torch.zeros(len(chunk), n_layer, n_head)
+                    tangent = torch.zeros(len(chunk), n_layer, n_head, device=base.device)
                     for row, (l, h) in enumerate(chunk):
                         tangent[row, l, h] = 1.0
                     gates = fwAD.make_dual(base.expand(len(chunk), -1, -1).clone(), tangent)

@@ -34,13 +34,16 @@ from urllib.parse import urlparse
 
 import torch
 
-from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
-                           OfflineError, UnsupportedModelError)
+from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, ModelTooLargeError,
+                           NotAllowedError, OfflineError, UnsupportedModelError)
 from ..engine.config import StackConfig
 from ..engine.encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
+from ..engine.norms import RMSNorm
+from ..engine.placement import DTYPE_NAMES, Placement, model_memory_limit
 from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
+from .weights import LazyTensors, UnreadableTensorError, open_weights
 
 SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
 # name -> (package, file inside it or None for the package's get_model_path(), description)
@@ -325,49 +328,63 @@ def read_config(folder: Path) -> StackConfig:
 # --- weights -----------------------------------------------------------------------------
 
 
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-    return load_file(str(path), device="cpu")
-
-
-def _load_bin(path: Path) -> dict[str, torch.Tensor]:
-    # weights_only=True: tensors and plain containers only; a pickle that tries to build any
-    # other object (to run code) is refused by torch.
-    state = torch.load(str(path), map_location="cpu", weights_only=True)
-    if not isinstance(state, dict):
-        raise CorruptCheckpointError(f"'{path.name}' does not hold a state dict")
-    return state
-
-
-def read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor in the folder's weights file(s), by the checkpoint's own names."""
+def read_weights(folder: Path) -> LazyTensors:
+    """The folder's weights file(s) opened: every tensor's name, dtype and shape, each read
+    when asked for (weights.py)."""
     try:
-        for single, index, loader in (("model.safetensors", "model.safetensors.index.json",
-                                       _load_safetensors),
-                                      ("pytorch_model.bin", "pytorch_model.bin.index.json",
-                                       _load_bin)):
-            if (folder / single).is_file():
-                return loader(folder / single)
-            if (folder / index).is_file():
-                shards = json.loads((folder / index).read_text())["weight_map"].values()
-                state = {}
-                for shard in sorted(set(shards)):
-                    state.update(loader(folder / shard))
-                return state
+        return open_weights(folder)
+    except FileNotFoundError:
+        raise CorruptCheckpointError(
+            f"'{folder}' has config.json but no weights file: expected one of "
+            f"{', '.join(WEIGHT_FILES)}") from None
     except CorruptCheckpointError:
         raise
-    except Exception as error:  # safetensors, pickle and zip errors are all "corrupt"
-        raise CorruptCheckpointError(
-            f"the weights in '{folder}' could not be read ({type(error).__name__}: {error}). The "
-            f"file may be truncated or damaged, or (for .bin) hold more than plain tensors, which "
-            f"is refused for safety. Download it again.") from error
-    raise CorruptCheckpointError(
-        f"'{folder}' has config.json but no weights file: expected one of {', '.join(WEIGHT_FILES)}")
+    except Exception as error:  # pickle, zip and JSON errors are all "corrupt"
+        raise _unreadable(folder, error) from error
 
 
-def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[str]):
+def _unreadable(folder: Path, error: Exception) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"the weights in '{folder}' could not be read ({type(error).__name__}: {error}). The "
+        f"file may be truncated or damaged, or (for .bin) hold more than plain tensors, which "
+        f"is refused for safety. Download it again.")
+
+
+def check_fits(need: int, where: Placement, limit: int | None = None, name: str = "the model"):
+    """Refuse, before a byte of the weights is read, a model whose weights in where.dtype
+    take more than the memory free for them (limit, or placement.model_memory_limit): with
+    both sizes, and the dtype that would fit."""
+    limit = model_memory_limit(where.device) if limit is None else limit
+    if limit is None or need * HEADROOM <= limit:
+        return
+    narrower = [dtype for dtype in (torch.bfloat16,) if dtype.itemsize < where.dtype.itemsize]
+    fitting = [(dtype, need * dtype.itemsize // where.dtype.itemsize) for dtype in narrower
+               if need * dtype.itemsize / where.dtype.itemsize * HEADROOM <= limit]
+    if fitting:
+        dtype, size = DTYPE_NAMES[fitting[0][0]], fitting[0][1]
+        advice = (f"in {dtype} they take {format_bytes(size)} and fit: load it with "
+                  f"dtype='{dtype}' (the app: MHA_VIZ_DTYPE={dtype})")
+    else:
+        advice = ("no dtype mha-viz runs in makes them fit: use a machine (or a GPU) with "
+                  "more memory")
+    raise ModelTooLargeError(
+        f"{name} needs {format_bytes(need)} for its weights in {where.dtype_name}, but "
+        f"{format_bytes(limit)} is free for it on {where.device_name}; {advice}.")
+
+
+def format_bytes(size: int) -> str:
+    return f"{size / 2**30:.2f} GB" if size >= 2**30 else f"{size / 2**20:.1f} MB"
+
+
+# the weights' bytes times this must fit: the interpreter and one forward's activations too
+HEADROOM = 1.1
+
+
+def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[str],
+                where: Placement = Placement()):
     """Our parameters (as a family mapped them) onto a TransformerStack (or an encoder-
-    decoder's two), every shape checked."""
+    decoder's two), every shape checked, each tensor converted to where.dtype and moved to
+    where.device one at a time (and let go of in `tensors`, which this empties)."""
     if missing:
         raise CorruptCheckpointError(
             f"the weights lack {len(missing)} tensor(s) a {config.arch} model with this config "
@@ -384,7 +401,18 @@ def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[s
             raise CorruptCheckpointError(
                 f"tensor {name} has shape {list(tensors[name].shape)}, but the config implies "
                 f"{list(shape)}")
-    state = {name: tensor.to(torch.float32).contiguous() for name, tensor in tensors.items()}
+    # RMSNorm weights stay float32 in every dtype (engine/norms.py says why)
+    wide = {f"{module_name}.weight" for module_name, module in stack.named_modules()
+            if isinstance(module, RMSNorm)}
+    state, placed = {}, {}
+    for name in list(tensors):
+        tensor = tensors.pop(name)
+        dtype = (torch.float32 if name in wide else where.dtype) \
+            if tensor.is_floating_point() else None
+        if (id(tensor), dtype) not in placed:  # one tensor under two names stays one
+            placed[id(tensor), dtype] = tensor.to(where.device, dtype).contiguous()
+        state[name] = placed[id(tensor), dtype]
+    del placed
     unread = stack.load_state_dict(state, strict=False, assign=True).missing_keys
     unread = [name for name in unread if name in expected]  # not the other name of a shared one
     if unread:
@@ -392,26 +420,32 @@ def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[s
     return stack.eval().requires_grad_(False)
 
 
-def load_folder(folder: Path):
+def load_folder(folder: Path, where: Placement = Placement(), limit: int | None = None):
     """A Hugging Face folder -> (TransformerStack, tokenizer)."""
-    return load_folder_stack(folder), load_tokenizer(folder)
+    return load_folder_stack(folder, where, limit), load_tokenizer(folder)
 
 
-def load_folder_stack(folder: Path) -> TransformerStack:
+def load_folder_stack(folder: Path, where: Placement = Placement(),
+                      limit: int | None = None) -> TransformerStack:
     config = read_config(folder)  # first, so an unsupported model fails before a big read
     family = families.for_model_type(config.arch)  # a folder's arch is its model_type
-    source = TensorSource(read_weights(folder), family.PREFIXES)
-    config, tensors = family.tensors_from_hf(source, config)
-    if getattr(config, "image", None) is not None:
-        tensors.update({name: source.get(name) for name in IMAGE_TENSORS})
-    return build_stack(config, tensors, source.missing)
+    tensors = read_weights(folder)
+    check_fits(tensors.bytes_as(where.dtype), where, limit, f"'{folder.name}'")
+    source = TensorSource(tensors, family.PREFIXES, hold_dtype=where.dtype)
+    try:
+        config, mapped = family.tensors_from_hf(source, config)
+        if getattr(config, "image", None) is not None:
+            mapped.update({name: source.get(name) for name in IMAGE_TENSORS})
+    except UnreadableTensorError as error:
+        raise _unreadable(folder, error.__cause__ or error) from error
+    return build_stack(config, mapped, source.missing, where)
 
 
 # an image encoder's patch embedding and strip positions, as the stack names them
 IMAGE_TENSORS = ("patch_embed.weight", "patch_embed.bias", "patch_positions")
 
 
-def load_gguf(path: Path):
+def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = None):
     """A GGUF file -> (TransformerStack, tokenizer)."""
     from .gguf_file import GGUFFile
 
@@ -426,18 +460,24 @@ def load_gguf(path: Path):
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptCheckpointError(
             f"the metadata of '{path.name}' lacks or garbles a field: {error}") from error
+    tensors = gguf.lazy_tensors()
+    check_fits(tensors.bytes_as(where.dtype), where, limit, f"'{path.name}'")
     tokenizer = gguf.tokenizer()
-    source = TensorSource(gguf.tensors())
-    config, tensors = family.tensors_from_gguf(source, config)
-    return build_stack(config, tensors, source.missing), tokenizer
+    source = TensorSource(tensors, hold_dtype=where.dtype)
+    config, mapped = family.tensors_from_gguf(source, config)
+    return build_stack(config, mapped, source.missing, where), tokenizer
 
 
-def load(resolved: ResolvedCheckpoint):
-    """A resolved checkpoint -> (TransformerStack, tokenizer)."""
+def load(resolved: ResolvedCheckpoint, where: Placement = Placement(), limit: int | None = None):
+    """A resolved checkpoint -> (TransformerStack, tokenizer), its weights in where.dtype on
+    where.device. limit: the bytes the weights may take (default: what the device has free,
+    placement.model_memory_limit); a model over it is refused before it is read."""
     with _IMPORT_LOCK:  # both paths build tokenizers with transformers (see load_tokenizer)
         import transformers  # noqa: F401
         from transformers import AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
-    return load_gguf(resolved.path) if resolved.is_gguf else load_folder(resolved.path)
+    if resolved.is_gguf:
+        return load_gguf(resolved.path, where, limit)
+    return load_folder(resolved.path, where, limit)
 
 
 _IMPORT_LOCK = threading.Lock()

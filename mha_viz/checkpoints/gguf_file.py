@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..core.errors import CorruptCheckpointError, UnsupportedModelError
+from .weights import LazyTensors, TensorInfo
 
 # Quantisation types the gguf package dequantizes in numpy (gguf.quants); others are refused
 # with a message rather than a traceback.
@@ -63,11 +64,9 @@ class GGUFFile:
     def architecture(self) -> str:
         return str(self.metadata.get("general.architecture", "unknown"))
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """Every tensor as float32, in Hugging Face's [out, in] orientation."""
-        from gguf import GGMLQuantizationType
-        from gguf.quants import dequantize
-
+    def lazy_tensors(self) -> LazyTensors:
+        """Every tensor by name, dequantized to float32 in Hugging Face's [out, in]
+        orientation when it is read (one at a time: weights.py)."""
         unsupported = sorted({kind for kind in self.tensor_types.values()
                               if kind not in DEQUANTIZED_TYPES})
         if unsupported:
@@ -75,24 +74,30 @@ class GGUFFile:
                 f"'{self.path.name}' stores tensors as {', '.join(unsupported)}, a quantisation "
                 f"mha-viz does not dequantize; supported: {', '.join(DEQUANTIZED_TYPES)}. "
                 f"Convert it with llama.cpp to Q8_0, Q4_K or F16.")
-        out = {}
+        by_name = {tensor.name: tensor for tensor in self.reader.tensors}
+        # GGUF lists dims innermost first
+        infos = {name: TensorInfo(torch.float32, tuple(int(n) for n in reversed(t.shape)))
+                 for name, t in by_name.items()}
+        return LazyTensors(infos, lambda name: self._dequantized(by_name[name], infos[name]))
+
+    def _dequantized(self, tensor, info: TensorInfo) -> torch.Tensor:
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
         try:
-            for tensor in self.reader.tensors:
-                shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dims innermost first
-                kind = tensor.tensor_type
-                if kind == GGMLQuantizationType.F32:
-                    values = np.array(tensor.data, dtype=np.float32)
-                elif kind == GGMLQuantizationType.F16:
-                    values = np.asarray(tensor.data).astype(np.float32)
-                else:
-                    values = dequantize(tensor.data, kind)
-                out[tensor.name] = torch.from_numpy(np.ascontiguousarray(values.reshape(shape),
-                                                                         dtype=np.float32))
+            kind = tensor.tensor_type
+            if kind == GGMLQuantizationType.F32:
+                values = np.array(tensor.data, dtype=np.float32)
+            elif kind == GGMLQuantizationType.F16:
+                values = np.asarray(tensor.data).astype(np.float32)
+            else:
+                values = dequantize(tensor.data, kind)
+            return torch.from_numpy(np.ascontiguousarray(values.reshape(info.shape),
+                                                         dtype=np.float32))
         except Exception as error:  # short data (a truncated file) fails to reshape
             raise CorruptCheckpointError(
                 f"the tensors of '{self.path.name}' could not be read ({type(error).__name__}: "
                 f"{error}). The file may be truncated or damaged: download it again.") from error
-        return out
 
     def tokenizer(self):
         """A fast tokenizer built from the file's vocabulary, merges and special tokens."""

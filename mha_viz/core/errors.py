@@ -30,6 +30,10 @@ class CorruptCheckpointError(LoadError):
     """config.json or the weights file is unreadable, truncated, or does not match the config."""
 
 
+class ModelTooLargeError(LoadError):
+    """The model's weights, in the dtype asked for, would not fit the memory free for them."""
+
+
 class OfflineError(LoadError):
     """A hub id that is not in the local cache was asked for, and the hub cannot be reached."""
 

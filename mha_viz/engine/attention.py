@@ -15,6 +15,7 @@ import math
 import torch
 from torch import nn
 
+from .norms import RMSNorm
 from .positions import apply_rotary
 
 
@@ -68,7 +69,7 @@ def raw_scores(q: torch.Tensor, k: torch.Tensor, scale: float, softcap: float = 
     n_kv_head, keys = k.shape[1], k.shape[2]
     group = n_head // n_kv_head
     grouped = q.reshape(batch, n_kv_head, group * rows, d_k)
-    if out is None:
+    if out is None or out.dtype != q.dtype:  # a float32 buffer and bfloat16 weights
         scores = torch.matmul(grouped, k.transpose(-1, -2))
     else:
         scores = torch.matmul(grouped, k.transpose(-1, -2),
@@ -111,8 +112,14 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, scale: float, *, bias=Non
     hidden_keys hides a key from the query rows `rows` (absolute positions of q's rows;
     default 0..r-1). Every path that computes attention calls this: the forward (whole or a
     block of rows at a time), the maps rebuilt on demand, and Inside one head. out, mask_out:
-    buffers for the scores and the hidden keys (raw_scores, hidden_keys)."""
+    buffers for the scores and the hidden keys (raw_scores, hidden_keys).
+
+    The scores are computed in the weights' dtype, as transformers computes them, and
+    returned in float32 when that is bfloat16 or float16: the mask and the softmax run in
+    float32 at least (placement.py says why)."""
     scores = raw_scores(q, k, scale, softcap, out)
+    if scores.dtype in (torch.bfloat16, torch.float16):
+        scores = scores.float()
     if bias is not None:
         scores.add_(bias)
     if causal or window:
@@ -159,7 +166,9 @@ def scaled_dot_product_attention(
         weights = torch.softmax(scores, dim=-1, out=weights_out)
     if on_weights is not None:  # an intervention reads or replaces the pattern
         weights = on_weights(weights)
-    context = torch.matmul(weights.reshape(batch, n_kv_head, group * length, keys), v)
+    # the float32 weights rounded to the values' dtype for the product, as transformers does
+    context = torch.matmul(weights.to(v.dtype).reshape(batch, n_kv_head, group * length, keys),
+                           v)
     return context.view(batch, n_head, length, d_k), weights
 
 
@@ -202,7 +211,8 @@ def chunked_attention(
         if weights_out is not None:
             weights_out[:, :, start:stop, :keys] = weights
             weights_out[:, :, start:stop, keys:] = 0.0
-        out = torch.matmul(weights.view(batch, n_kv_head, group * rows, keys), v[:, :, :keys])
+        out = torch.matmul(weights.to(v.dtype).view(batch, n_kv_head, group * rows, keys),
+                           v[:, :, :keys])
         context[:, :, start:stop] = out.view(batch, n_head, rows, -1)
     return context
 
@@ -248,7 +258,7 @@ class MultiHeadAttention(nn.Module):
                  scale: float | None = None, n_kv_head: int | None = None,
                  d_head: int | None = None, out_bias: bool | None = None, window: int = 0,
                  softcap: float = 0.0, qk_norm: str = "", norm_eps: float = 1e-6,
-                 clip: float = 0.0):
+                 clip: float = 0.0, rms_scale_in_float32: bool = False):
         super().__init__()
         self.window, self.softcap = int(window), float(softcap)  # see attention_scores
         self.clip = float(clip)  # OLMo's clip_qkv: Q, K, V clamped to [-clip, clip]
@@ -275,8 +285,10 @@ class MultiHeadAttention(nn.Module):
         # after the projection and before the rotation
         self.qk_norm = qk_norm
         if qk_norm:
-            self.q_norm = nn.RMSNorm(d_head if qk_norm == "head" else q_width, eps=norm_eps)
-            self.k_norm = nn.RMSNorm(d_head if qk_norm == "head" else kv_width, eps=norm_eps)
+            self.q_norm = RMSNorm(d_head if qk_norm == "head" else q_width, norm_eps,
+                                  rms_scale_in_float32)
+            self.k_norm = RMSNorm(d_head if qk_norm == "head" else kv_width, norm_eps,
+                                  rms_scale_in_float32)
 
     @property
     def kv_heads(self) -> list[int]:
@@ -285,7 +297,7 @@ class MultiHeadAttention(nn.Module):
     @property
     def kv_index(self) -> torch.Tensor:
         """kv_heads as an index: keys or values [B, H_kv, ...] -> one per query head."""
-        return torch.tensor(self.kv_heads)
+        return torch.tensor(self.kv_heads, device=self.out.weight.device)
 
     def project_qkv(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                     normed: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

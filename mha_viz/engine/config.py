@@ -8,19 +8,32 @@ The family modules in checkpoints/families/ make one; the engine builds from it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import torch
 from torch.nn import functional as F
 
 from .attention import kv_head_of
 from .positions import ROPE_KINDS, RopeScaling
 
+
 # Activation names as they appear in config.json. "gelu_new", "gelu_fast" and
 # "gelu_pytorch_tanh" are all the tanh approximation that GPT-2 was trained with.
+def _written_out(formula):
+    """transformers' GELU approximations as it writes them (several steps, each rounded in
+    bfloat16 or float16), and PyTorch's one fused kernel in float32, where they agree."""
+    def activation(x):
+        return F.gelu(x, approximate="tanh") if x.dtype == torch.float32 else formula(x)
+    return activation
+
+
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_new": _written_out(lambda x: 0.5 * x * (1.0 + torch.tanh(
+        math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))),
+    "gelu_fast": _written_out(lambda x: 0.5 * x * (1.0 + torch.tanh(
+        x * 0.7978845608 * (1.0 + 0.044715 * x * x)))),
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
     "silu": F.silu,
@@ -90,6 +103,9 @@ class StackConfig:
     score_scale: float = 0.0  # the scores' factor; 0: 1 / sqrt(d_head) (Gemma 2: its own)
     # Gemma 2's sandwich: each sub-layer's output normalised before it joins the stream
     post_norms: bool = False
+    # in bfloat16/float16, an RMSNorm scales in float32 and rounds once (Gemma) rather than
+    # rounding first and scaling in the weights' dtype (Llama, T5): engine/norms.py
+    rms_scale_in_float32: bool = False
     final_softcap: float = 0.0  # logits soft-capped: cap * tanh(logit / cap) (Gemma 2)
     # the windowed layers' own RoPE base and scaling (Gemma 3: local layers turn with base
     # 10,000 unscaled, global ones with 1,000,000 and the checkpoint's scaling); 0: the same

@@ -110,12 +110,21 @@ class EncoderDecoderStack(nn.Module):
             self.patch_positions = nn.Parameter(torch.zeros(config.image.max_patches,
                                                             config.encoder.d_model))
 
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.encoder.dtype
+
     def source_vectors(self, input_ids):
         """An image encoder's patches [B, S, patch_size] through the patch embedding, plus
         each strip's position vector (the encoder's embed takes float input as already
         embedded); token ids as they are."""
         if not input_ids.is_floating_point():
             return input_ids
+        input_ids = input_ids.to(self.device, self.dtype)
         n = input_ids.shape[1]
         if n > self.patch_positions.shape[0]:
             raise InputError(f"the image is {n} strips wide; this encoder reads at most "

@@ -114,6 +114,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     q_i . k_j depend on i - j only: positions enter the scores, never the values.
     """
     rotary_dim = cos.shape[-1]
+    # the float32 tables rounded to x's dtype first, as transformers does in bfloat16
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if rotary_dim == x.shape[-1]:
         return x * cos + rotate_half(x) * sin
     rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]

@@ -15,6 +15,8 @@ from .attention import MultiHeadAttention, causal_mask_bias, padding_mask_bias
 from .config import ACTIVATIONS, StackConfig
 from .experts import MixtureOfExperts
 from .interventions import Prefixed
+from .norms import RMSNorm
+from .placement import to_numpy
 from .positions import (relative_position_bucket, relative_positions, rotary_tables,
                         sinusoidal_table)
 
@@ -43,7 +45,7 @@ class CrossInput:
 
 def make_norm(config: StackConfig) -> nn.Module:
     if config.norm == "rmsnorm":
-        return nn.RMSNorm(config.d_model, eps=config.layer_norm_eps)
+        return RMSNorm(config.d_model, config.layer_norm_eps, config.rms_scale_in_float32)
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
 
@@ -59,7 +61,8 @@ class Block(nn.Module):
                                        n_kv_head=config.n_kv_head, d_head=config.d_head,
                                        out_bias=config.out_bias, window=config.window(layer),
                                        softcap=config.attn_softcap, qk_norm=config.qk_norm,
-                                       norm_eps=config.layer_norm_eps, clip=config.clip_qkv)
+                                       norm_eps=config.layer_norm_eps, clip=config.clip_qkv,
+                                       rms_scale_in_float32=config.rms_scale_in_float32)
         # OLMo 2 normalises only the sub-layers' outputs: its inputs pass unchanged
         self.ln_1 = make_norm(config) if config.input_norms else nn.Identity()
         self.ln_2 = make_norm(config) if config.input_norms else nn.Identity()
@@ -150,7 +153,7 @@ class Block(nn.Module):
         if hooks is not None:
             attended = hooks("attn_out", layer, attended)
         layer_input = h
-        h = h + attended if self.pre_ln else self.ln_1(h + attended)
+        h = mid = h + attended if self.pre_ln else self.ln_1(h + attended)
         if memory is not None:
             h = self.attend_to_memory(h, memory, hooks)
         if hooks is not None:
@@ -164,7 +167,10 @@ class Block(nn.Module):
             mlp_out = self.ln_mlp_out(mlp_out)
         if hooks is not None:
             mlp_out = hooks("mlp_out", layer, mlp_out)
-        out = h + mlp_out if self.pre_ln else self.ln_2(h + mlp_out)
+        if self.parallel and h is mid:  # (attention + MLP) + stream, as transformers adds:
+            out = (attended + mlp_out) + layer_input  # in bfloat16 the order rounds
+        else:
+            out = h + mlp_out if self.pre_ln else self.ln_2(h + mlp_out)
         if hooks is not None:
             out = hooks("resid_post", layer, out)
         return out, weights
@@ -200,11 +206,21 @@ class TransformerStack(nn.Module):
             self.logits_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self._rotary_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    @property
+    def device(self) -> torch.device:
+        return self.tok_emb.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (placement.py: what runs in it and what in float32)."""
+        return self.tok_emb.weight.dtype
+
     # --- the forward, in pieces ---------------------------------------------------------
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
         """[B, T] ids (or float [B, T, d], already embedded) -> the input of layer 0."""
         config = self.config
+        input_ids = input_ids.to(self.device)  # ids from a caller on the CPU, weights on a GPU
         vectors = input_ids.is_floating_point()
         h = input_ids if vectors else self.tok_emb(input_ids)
         if config.embed_scale != 1.0 and not vectors:  # scales token embeddings only
@@ -217,7 +233,7 @@ class TransformerStack(nn.Module):
         if self.config.type_vocab_size:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
-            h = h + self.type_emb(token_type_ids)
+            h = h + self.type_emb(token_type_ids.to(self.device))
         if self.config.embedding_norm:
             h = self.emb_ln(h)
         return h
@@ -226,7 +242,8 @@ class TransformerStack(nn.Module):
         """[T, d] fixed positions (attention.sinusoidal_table), built once for the context."""
         if self.pos_table.shape[0] < length:
             size = max(length, self.config.max_positions)
-            self.pos_table = sinusoidal_table(size, self.config.d_model)
+            self.pos_table = sinusoidal_table(size, self.config.d_model).to(self.device,
+                                                                            self.dtype)
         return self.pos_table[:length]
 
     def position_buckets(self, n_queries: int, n_keys: int | None = None, offset: int = 0):
@@ -251,18 +268,18 @@ class TransformerStack(nn.Module):
         attention takes, building the causal mask itself one block of rows at a time."""
         if attention_mask is None or bool(attention_mask.all()):
             return None
-        return padding_mask_bias(attention_mask, dtype)
+        return padding_mask_bias(attention_mask.to(self.device), dtype)
 
     def attention_bias(self, length: int, attention_mask: torch.Tensor | None = None,
                        dtype=torch.float32):
         """The additive bias every layer shares: causal for causal models, padding when
         given, and T5's relative position bias."""
-        bias = causal_mask_bias(length, dtype) if self.config.causal else None
+        bias = causal_mask_bias(length, dtype, self.device) if self.config.causal else None
         relative = self.position_bias(length)
         if relative is not None:
             bias = relative if bias is None else relative + bias
         if attention_mask is not None and not bool(attention_mask.all()):
-            padding = padding_mask_bias(attention_mask, dtype)
+            padding = padding_mask_bias(attention_mask.to(self.device), dtype)
             bias = padding if bias is None else bias + padding
         return bias
 
@@ -279,7 +296,8 @@ class TransformerStack(nn.Module):
             # Ordinary tensors even when the first caller runs under inference_mode: gradient
             # analyses reuse them, and autograd cannot save inference tensors.
             with torch.inference_mode(False):
-                tables = rotary_tables(length, self.config.rotary_dim, theta, scaling=scaling)
+                tables = rotary_tables(length, self.config.rotary_dim, theta, self.device,
+                                       scaling=scaling)
             if len(self._rotary_cache) > 8:
                 self._rotary_cache.clear()
             self._rotary_cache[key] = tables
@@ -292,7 +310,7 @@ class TransformerStack(nn.Module):
             for layer in range(self.config.n_layer):
                 h, kept = self.run_layers(h, layer, layer + 1, bias,
                                           attention_mask=attention_mask, keep_attentions=True)
-                yield layer, kept[0].numpy()
+                yield layer, to_numpy(kept[0])
 
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
@@ -350,7 +368,7 @@ class TransformerStack(nn.Module):
         if self.config.norm == "layernorm":
             h = h - h.mean(-1, keepdim=True)
         scale = hooks("scale", None, torch.sqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps))
-        out = h / scale * norm.weight
+        out = h / scale * norm.weight.to(h.dtype)
         return out + norm.bias if getattr(norm, "bias", None) is not None else out
 
     def lm_logits(self, last_hidden):

@@ -27,6 +27,7 @@ import torch
 
 from ..core.errors import InputError
 from ..engine.attention import attention_scores, kv_head_of
+from ..engine.placement import to_numpy
 from ..engine.positions import apply_rotary, relative_position_bucket
 from ..engine.transformer import \
     QUERY_CHUNK as ROW_CHUNK  # query rows scored at once, as the forward
@@ -174,7 +175,7 @@ class OnDemandMaps:
 
     # --- the arithmetic ---------------------------------------------------------------------
 
-    def _scratch(self, n_scores: int, n_hidden: int):
+    def _scratch(self, n_scores: int, n_hidden: int, device: torch.device):
         """This thread's buffers for a chunk's scores, weights (n_scores floats each) and
         hidden keys (n_hidden bools), kept from call to call. A new allocation of tens of MB
         is a new mapping (mha_viz.core.memory) whose every page faults in when first written:
@@ -182,9 +183,10 @@ class OnDemandMaps:
         x 256 rows x T floats per thread (50 MB for SmolLM2 at 8,192 tokens)."""
         local = self.__dict__.setdefault("_scratch_local", threading.local())
         found = getattr(local, "buffers", None)
-        if found is None or found[0].numel() < n_scores or found[2].numel() < n_hidden:
-            found = (torch.empty(n_scores), torch.empty(n_scores),
-                     torch.empty(n_hidden, dtype=torch.bool))
+        if found is None or found[0].numel() < n_scores or found[2].numel() < n_hidden \
+                or found[0].device != device:
+            found = (torch.empty(n_scores, device=device), torch.empty(n_scores, device=device),
+                     torch.empty(n_hidden, dtype=torch.bool, device=device))
             local.buffers = found
         return found
 
@@ -197,19 +199,20 @@ class OnDemandMaps:
         by_kv: dict[int, list[int]] = {}
         for position, head in enumerate(heads):
             by_kv.setdefault(self.kv_heads[head], []).append(position)
-        groups = [(kv, positions, torch.as_tensor([heads[p] for p in positions]))
+        device = q.device  # the model's: the maps are rebuilt where the forward ran
+        groups = [(kv, positions, torch.as_tensor([heads[p] for p in positions], device=device))
                   for kv, positions in by_kv.items()]
         chunk_rows = min(ROW_CHUNK, len(rows))
         most_keys = int(rows.max()) + 1 if self.causal else self.n_tokens
         most = max(len(positions) for _, positions, _ in groups) * chunk_rows * most_keys
-        scores_buffer, weights_buffer, hidden_buffer = self._scratch(most,
-                                                                     chunk_rows * most_keys)
+        scores_buffer, weights_buffer, hidden_buffer = self._scratch(
+            most, chunk_rows * most_keys, device)
         window, softcap = self.score_settings(layer)
         with torch.inference_mode():
             # ROW_CHUNK rows at a time, as the forward does: a causal chunk multiplies only the
             # keys up to its last row (about half the work of a whole band of ascending rows)
             for first in range(0, len(rows), ROW_CHUNK):
-                index = torch.as_tensor(rows[first:first + ROW_CHUNK])
+                index = torch.as_tensor(rows[first:first + ROW_CHUNK], device=device)
                 n_rows = len(index)
                 keys = int(index.max()) + 1 if self.causal else self.n_tokens
                 chunk = slice(first, first + n_rows)
@@ -224,7 +227,7 @@ class OnDemandMaps:
                         causal=self.causal, window=window, softcap=softcap,
                         out=scores_buffer[:size], mask_out=hidden_buffer)[0]
                     weights = torch.softmax(scores, dim=-1, out=weights_buffer[:size].view(
-                        len(positions), n_rows, keys)).numpy()
+                        len(positions), n_rows, keys)).cpu().numpy()
                     low, high = positions[0], positions[-1] + 1
                     if high - low == len(positions):  # consecutive heads: a plain slice
                         out[low:high, chunk, :keys] = weights
@@ -255,7 +258,8 @@ class LayerInputMaps(OnDemandMaps):
         if not self.relative:
             return None
         config = self.network.config
-        buckets = relative_position_bucket(torch.arange(n_keys)[None, :] - rows[:, None],
+        buckets = relative_position_bucket(torch.arange(n_keys, device=rows.device)[None, :]
+                                           - rows[:, None],
                                            not config.causal, config.relative_buckets,
                                            config.relative_max_distance)
         with torch.inference_mode():
@@ -300,7 +304,7 @@ class LayerInputMaps(OnDemandMaps):
         scales = np.empty(self.n_layer, dtype=np.float64)
         for layer in range(self.n_layer):
             q, k, scale = self.queries_keys(layer)
-            queries[layer], keys[layer], scales[layer] = q.numpy(), k.numpy(), scale
+            queries[layer], keys[layer], scales[layer] = to_numpy(q), to_numpy(k), scale
         return queries, keys, scales
 
 

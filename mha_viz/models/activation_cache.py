@@ -22,6 +22,7 @@ import torch
 
 from ..core.errors import InputError
 from ..engine.interventions import FINAL_POINTS, Interventions, point_width, run_with_hooks
+from ..engine.placement import to_numpy
 
 CACHE_POINTS = ("resid_pre", "q", "k", "v", "rot_q", "rot_k", "pattern", "z", "result",
                 "attn_out", "resid_mid", "mlp_out", "resid_post")
@@ -82,7 +83,7 @@ class ActivationCache(Mapping):
         return sum(t.element_size() * t.nelement() for t in self._values.values())
 
     def numpy(self) -> dict[str, np.ndarray]:
-        return {key: self[key].numpy() for key in self}
+        return {key: to_numpy(self[key]) for key in self}
 
 
 def cache_bytes(model, n_tokens: int, names, ungroup_kv: bool = False) -> dict[str, int]:
@@ -123,7 +124,8 @@ def run_with_cache(model, text_or_ids, names=None, ungroup_kv: bool = False,
     hooks = Interventions(capture=names, ungroup_kv=ungroup_kv)
     net = model.network
     with torch.inference_mode():
-        final = run_with_hooks(net, torch.tensor([ids], dtype=torch.long), hooks)
+        final = run_with_hooks(net, torch.tensor([ids], dtype=torch.long, device=net.device),
+                               hooks)
         last_hidden = net.finish(final, hooks)
         out = net.lm_logits(last_hidden) if model.info.has_lm_head else last_hidden
     values = {}

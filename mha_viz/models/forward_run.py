@@ -54,7 +54,7 @@ class ForwardRun:
         """model.score(text, metric=metric) of a causal model, from this pass."""
         self._require_causal("a target metric")
         resolved = self.model.resolve_metric(metric, self.n_tokens)
-        inputs = ScoreInputs("target", torch.tensor([self.encoding.input_ids]), None, None,
+        inputs = ScoreInputs("target", self.model.network_inputs(self.encoding)[0], None, None,
                              None, None, resolved)
         with torch.no_grad():
             return float(self.model.score_from_last_hidden(self.last_hidden, inputs)[0])

@@ -21,6 +21,7 @@ from ..core.budget import choose_maps
 from ..core.errors import CorruptCheckpointError, InputError
 from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.interventions import Interventions
+from ..engine.placement import Placement, placement, to_numpy
 from ..engine.transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 from ..maps import trace as traces
 from ..maps.ondemand import LayerInputMaps
@@ -91,17 +92,18 @@ class Model(TextInput, Scoring, Predicting):
         n = len(ids)
         net = self.network
         with torch.inference_mode():
-            input_ids = torch.tensor([ids], dtype=torch.long)
-            token_types = None if types is None else torch.tensor([types], dtype=torch.long)
+            input_ids = torch.tensor([ids], dtype=torch.long, device=net.device)
+            token_types = None if types is None else torch.tensor([types], dtype=torch.long,
+                                                                  device=net.device)
             embedded = net.embed(input_ids, token_types)
             if maps == "full":
                 buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n,
-                                     dtype=torch.float32)
+                                     dtype=torch.float32, device=net.device)
                 # The same chunked arithmetic as on-demand maps: both give identical maps.
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
                                           attentions_out=buffer, query_chunk=QUERY_CHUNK,
                                           hooks=hooks)
-                found = buffer.numpy()
+                found = buffer.cpu().numpy()  # the buffer itself on the CPU
             elif maps == "on_demand" or n > CHUNKED_FROM:
                 inputs: list | None = [] if maps == "on_demand" else None
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
@@ -122,7 +124,7 @@ class Model(TextInput, Scoring, Predicting):
             raise InputError("a trace takes one head mask of shape [layers, heads]")
         found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
                                                  self.maps_kind(len(ids), maps))
-        return found, last_hidden[0].numpy()
+        return found, to_numpy(last_hidden[0])
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
               head_mask=None, ablation: str = "zero", maps="auto") -> AttentionTrace:
@@ -165,9 +167,11 @@ class Model(TextInput, Scoring, Predicting):
         never holds [B, L, H, W, W]."""
         width = max(len(ids) for ids in batch)
         pad = self.tokenizer.pad_token_id or 0
-        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch])
-        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
         net = self.network
+        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch],
+                                 device=net.device)
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch],
+                            device=net.device)
         with torch.inference_mode():
             h, bias = net.embed(input_ids), net.attention_bias(width, mask)
         yield from net.weights_by_layer(h, bias, mask)
@@ -241,10 +245,9 @@ class Model(TextInput, Scoring, Predicting):
         enc = self.encode(text, text_pair, max_tokens)
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         with torch.inference_mode():
-            ids = torch.tensor([enc.input_ids], dtype=torch.long)
-            types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+            ids, types = self.network_inputs(enc)
             last_hidden, _ = self.network(ids, types, head_mask=mask)
-            return self.network.lm_logits(last_hidden)[0].numpy()
+            return to_numpy(self.network.lm_logits(last_hidden)[0])
 
     def embed(self, text: str) -> np.ndarray:
         """Mean-pooled, L2-normalised last hidden state: the sentence-transformers embedding
@@ -253,20 +256,26 @@ class Model(TextInput, Scoring, Predicting):
         return F.normalize(pooled, dim=0).numpy()
 
 
-def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None = None
-               ) -> Model:
+def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None = None, *,
+               dtype="float32", device="cpu") -> Model:
     """A bundled name ("minilm", "smollm2"), a local checkpoint folder or .gguf file, or a
     hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
-    checkpoints.allowed_dirs() for its visitors); None allows any."""
+    checkpoints.allowed_dirs() for its visitors); None allows any.
+
+    dtype: "float32" (exact: maps equal transformers' to 1e-5), "bfloat16" or "float16"
+    (half the memory; the softmax and everything returned stay float32: engine/placement.py).
+    device: "cpu", "cuda", "cuda:N" or "mps". A model whose weights would not fit the memory
+    free on the device is refused, with the sizes, before any weight is read."""
+    where = placement(dtype, device)
     resolved = checkpoints.resolve(name, local_dirs=local_dirs)
     memory.return_large_blocks()  # before the first big allocations: see mha_viz.core.memory
-    network, tokenizer = checkpoints.load(resolved)
+    network, tokenizer = checkpoints.load(resolved, where)
     # transformers' own notion of the context is not the model's here: we truncate ourselves
     tokenizer.model_max_length = int(1e9)
     logging.getLogger("transformers").setLevel(logging.ERROR)
     config = network.config
     if not isinstance(network, TransformerStack):  # an encoder and a decoder
-        return _encoder_decoder_model(resolved, network, tokenizer)
+        return _encoder_decoder_model(resolved, network, tokenizer, where)
     if config.causal and config.has_lm_head:
         score_kind = "next_token_loss"
     elif config.lm_head == "mlm" and tokenizer.mask_token_id is not None:
@@ -282,12 +291,13 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
                      max_positions=config.max_positions, vocab_size=config.vocab_size,
                      source=resolved.source, score_kind=score_kind, causal=config.causal,
                      n_kv_head=config.n_kv_head, kv_heads=tuple(config.kv_heads),
-                     description=describe(config), has_lm_head=config.has_lm_head)
+                     description=describe(config), has_lm_head=config.has_lm_head,
+                     dtype=where.dtype_name, device=where.device_name)
     return Model(network, tokenizer, info)
 
 
-def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
-                           ) -> EncoderDecoderModel:
+def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer,
+                           where: Placement) -> EncoderDecoderModel:
     """The library model of a loaded encoder-decoder (one whose encoder reads an image:
     ImageToTextModel)."""
     config = network.config
@@ -304,7 +314,7 @@ def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer
         causal=True, n_kv_head=decoder.n_kv_head, kv_heads=tuple(decoder.kv_heads),
         description=f"encoder: {describe(encoder)}. decoder: {describe(decoder)}",
         has_lm_head=True, encoder_decoder=True, n_encoder_layer=encoder.n_layer,
-        n_encoder_head=encoder.n_head)
+        n_encoder_head=encoder.n_head, dtype=where.dtype_name, device=where.device_name)
     if config.image is not None:  # the encoder reads an image: cross-modal attention
         return ImageToTextModel(network, tokenizer, info)
     return EncoderDecoderModel(network, tokenizer, info)

@@ -53,6 +53,9 @@ class ModelInfo:
     encoder_decoder: bool = False
     n_encoder_layer: int = 0
     n_encoder_head: int = 0
+    # what the weights are held in and where they run (engine/placement.py)
+    dtype: str = "float32"
+    device: str = "cpu"
 
     @property
     def attention_kind(self) -> str:

@@ -93,8 +93,7 @@ class Predicting:
                              f"embeddings, not token predictions")
         k = self._check_k(k)
         enc = self.encode(text, max_tokens=max_tokens)
-        ids = torch.tensor([enc.input_ids], dtype=torch.long)
-        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        ids, types = self.network_inputs(enc)
         n = ids.shape[1]
         if self.info.causal:
             positions = np.arange(n)
@@ -130,17 +129,19 @@ class Predicting:
         model, the log-probability of every next token)."""
         k = self._check_k(k)
         with torch.inference_mode():
-            logits = self.network.lm_logits(last_hidden[0, torch.as_tensor(positions)])
-            logprobs = F.log_softmax(logits, dim=-1)
+            logits = self.network.lm_logits(
+                last_hidden[0, torch.as_tensor(positions, device=last_hidden.device)])
+            logprobs = F.log_softmax(logits.float(), dim=-1)  # float32 whatever the weights
             top = logprobs.topk(k, dim=-1)
             next_logprob = None
             if self.info.causal:
-                following = torch.tensor(enc.input_ids[1:], dtype=torch.long)
-                next_logprob = logprobs[:-1].gather(1, following[:, None])[:, 0].numpy()
-        top_ids = top.indices.numpy()
+                following = torch.tensor(enc.input_ids[1:], dtype=torch.long,
+                                         device=logprobs.device)
+                next_logprob = logprobs[:-1].gather(1, following[:, None])[:, 0].cpu().numpy()
+        top_ids = top.indices.cpu().numpy()
         return Predictions(
             kind="next_token" if self.info.causal else "masked",
             tokens=self.display_tokens(enc.input_ids), token_ids=enc.input_ids,
-            positions=positions, top_ids=top_ids, top_probs=top.values.exp().numpy(),
+            positions=positions, top_ids=top_ids, top_probs=top.values.exp().cpu().numpy(),
             top_tokens=[self.display_tokens(row.tolist()) for row in top_ids],
             next_logprob=next_logprob)

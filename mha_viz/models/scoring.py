@@ -71,8 +71,7 @@ class Scoring:
                      metric: TargetMetric | None = None) -> ScoreInputs:
         """What the score needs for a text, or for an Encoding (encoding_of_ids)."""
         enc = text if isinstance(text, Encoding) else self.encode(text)
-        ids = torch.tensor([enc.input_ids], dtype=torch.long)
-        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        ids, types = self.network_inputs(enc)
         if metric is not None:
             resolved = self.resolve_metric(metric, len(enc.input_ids))
             if not self.info.causal:  # the masked-LM metric reads a masked position
@@ -88,7 +87,8 @@ class Scoring:
             candidates = np.flatnonzero(~np.array(enc.special_mask))
             count = max(1, int(round(MLM_MASK_FRACTION * len(candidates))))
             rng = np.random.default_rng(mlm_seed)
-            positions = torch.tensor(np.sort(rng.choice(candidates, count, replace=False)))
+            positions = torch.tensor(np.sort(rng.choice(candidates, count, replace=False)),
+                                     device=ids.device)
             masked = ids.clone()
             masked[0, positions] = self.tokenizer.mask_token_id
             return ScoreInputs(kind, masked, types, ids[0, positions], positions, None)
@@ -96,32 +96,41 @@ class Scoring:
             reference = self.network(ids, types)[0].mean(1)[0]
         return ScoreInputs(kind, ids, types, None, None, reference)
 
+    def network_inputs(self, enc: Encoding) -> tuple[torch.Tensor, torch.Tensor]:
+        """An encoding's ids and token types as the network takes them, [1, T] each, on its
+        device."""
+        device = self.network.device
+        return (torch.tensor([enc.input_ids], dtype=torch.long, device=device),
+                torch.tensor([enc.token_type_ids], dtype=torch.long, device=device))
+
     def score_from_last_hidden(self, last_hidden: torch.Tensor, inputs: ScoreInputs):
-        """[B, T, d] last hidden states -> [B] scores."""
+        """[B, T, d] last hidden states -> [B] scores, float32 whatever the weights' dtype
+        (a loss or a log-probability over a vocabulary would round in bfloat16)."""
         if inputs.kind == "target":
             metric = inputs.metric
             final = last_hidden[:, metric.position]  # [B, d]
             if metric.kind == "logprob":  # needs every logit, at one position
-                return F.log_softmax(self.network.lm_logits(final), dim=-1)[:, metric.target]
+                return F.log_softmax(self.network.lm_logits(final).float(),
+                                     dim=-1)[:, metric.target]
             if metric.kind == "logit":
-                return self.network.token_logits(final, [metric.target])[:, 0]
-            both = self.network.token_logits(final, [metric.target, metric.contrast])
+                return self.network.token_logits(final, [metric.target])[:, 0].float()
+            both = self.network.token_logits(final, [metric.target, metric.contrast]).float()
             return both[:, 0] - both[:, 1]
         if inputs.kind == "next_token_loss":
-            logits = self.network.lm_logits(last_hidden[:, :-1])
+            logits = self.network.lm_logits(last_hidden[:, :-1]).float()
             targets = inputs.targets.expand(logits.shape[0], -1)
             return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(1)
         if inputs.kind == "mlm_loss":
-            logits = self.network.lm_logits(last_hidden[:, inputs.positions])
+            logits = self.network.lm_logits(last_hidden[:, inputs.positions]).float()
             targets = inputs.targets.expand(logits.shape[0], -1)
             return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(1)
-        pooled = last_hidden.mean(1)
-        return 1.0 - F.cosine_similarity(pooled, inputs.reference[None, :], dim=-1)
+        pooled = last_hidden.float().mean(1)
+        return 1.0 - F.cosine_similarity(pooled, inputs.reference.float()[None, :], dim=-1)
 
     def check_head_mask(self, head_mask) -> torch.Tensor:
         """[L, H] or [B, L, H] array-like of gates in [0, 1] -> float32 tensor (grad kept)."""
         mask = head_mask if isinstance(head_mask, torch.Tensor) else torch.as_tensor(
-            np.asarray(head_mask, dtype=np.float32))
+            np.asarray(head_mask, dtype=np.float32), device=self.network.device)
         shape = (self.info.n_layer, self.info.n_head)
         if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != shape:
             raise InputError(f"head_mask must have shape {list(shape)} (layers x heads), "

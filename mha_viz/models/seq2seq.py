@@ -25,6 +25,7 @@ import torch
 
 from ..core.errors import InputError
 from ..engine.encoder_decoder import EncoderDecoderStack
+from ..engine.placement import to_numpy
 from ..maps import trace as traces
 from ..maps.trace import AttentionTrace
 from .tokens import Tokenizing
@@ -213,11 +214,13 @@ class EncoderDecoderModel(Tokenizing):
         tokens, ending at the end-of-sequence token when the model writes it."""
         n = _check_new_tokens(max_new_tokens,
                               self.network.config.decoder.max_positions)
-        states, _ = self.network.encode(torch.tensor([source_ids]))
+        device = self.network.device
+        states, _ = self.network.encode(torch.tensor([source_ids], device=device))
         out = []
         eos = self.network.config.eos_token_id
         for _ in range(n):
-            decoder_ids = torch.tensor([[self.network.config.decoder_start_token_id, *out]])
+            decoder_ids = torch.tensor([[self.network.config.decoder_start_token_id, *out]],
+                                       device=device)
             last, _, _ = self.network.decode(decoder_ids, states)
             logits = self.network.decoder.lm_logits(last[0, -1])
             out.append(int(logits.argmax()))
@@ -237,8 +240,9 @@ class EncoderDecoderModel(Tokenizing):
 
     def _logits(self, source_ids: list[int], labels: list[int]) -> torch.Tensor:
         """[T, vocab] the decoder's logits, teacher-forced on labels."""
-        logits, *_ = self.network(torch.tensor([source_ids]),
-                                  torch.tensor([self.decoder_input(labels)]))
+        device = self.network.device
+        logits, *_ = self.network(torch.tensor([source_ids], device=device),
+                                  torch.tensor([self.decoder_input(labels)], device=device))
         return logits[0]
 
     @torch.inference_mode()
@@ -276,9 +280,11 @@ class EncoderDecoderModel(Tokenizing):
         decoder_ids = self.decoder_input(labels)
 
         def stacked(weights):
-            return torch.cat(weights).numpy()
+            return to_numpy(torch.cat(weights))
 
-        source, target = torch.tensor([source_ids]), torch.tensor([decoder_ids])
+        device = self.network.device
+        source = torch.tensor([source_ids], device=device)
+        target = torch.tensor([decoder_ids], device=device)
         if self.encoder_maps_kind(len(source_ids), maps) == "full":
             _, encoder, decoder, cross = self.network(source, target, keep_attentions=True)
             encoder_maps = stacked(encoder)
@@ -337,7 +343,7 @@ class EncoderDecoderModel(Tokenizing):
         """[T, vocab]: what the decoder predicts at each position, teacher-forced on the
         target (or on the model's greedy output)."""
         forced = self.teacher_forcing(source, target, max_new_tokens)
-        return self._logits(forced.source_ids, forced.labels).numpy()
+        return to_numpy(self._logits(forced.source_ids, forced.labels))
 
     @torch.inference_mode()
     def predict(self, source: str, target: str | None = None, k: int = 5,
@@ -351,23 +357,25 @@ class EncoderDecoderModel(Tokenizing):
             raise InputError(f"k must be a whole number from 1 to 100, got {k!r}")
         forced = self.teacher_forcing(source, target, max_new_tokens)
         labels = forced.labels
-        logprobs = torch.log_softmax(self._logits(forced.source_ids, labels), dim=-1)
+        logprobs = torch.log_softmax(self._logits(forced.source_ids, labels).float(), dim=-1)
         top = logprobs.topk(int(k), dim=-1)
-        top_ids = top.indices.numpy()
+        top_ids = top.indices.cpu().numpy()
         return Predictions(
             kind="target", tokens=self.display_tokens(labels), token_ids=list(labels),
             positions=np.arange(len(labels)), top_ids=top_ids,
-            top_probs=top.values.exp().numpy(),
+            top_probs=to_numpy(top.values.exp()),
             top_tokens=[self.display_tokens(row.tolist()) for row in top_ids],
-            next_logprob=logprobs[torch.arange(len(labels)), torch.tensor(labels)].numpy())
+            next_logprob=to_numpy(logprobs[torch.arange(len(labels), device=logprobs.device),
+                                           torch.tensor(labels, device=logprobs.device)]))
 
     @torch.inference_mode()
     def target_loss(self, source: str, target: str) -> float:
         """Mean cross-entropy (nats/token) of the target's tokens, teacher-forced."""
         source_ids, _ = self.encode_source(source)
         labels = self.encode_target(target)  # a target is needed: an empty one is refused
-        return float(torch.nn.functional.cross_entropy(self._logits(source_ids, labels),
-                                                       torch.tensor(labels)))
+        logits = self._logits(source_ids, labels).float()
+        return float(torch.nn.functional.cross_entropy(
+            logits, torch.tensor(labels, device=logits.device)))
 
 
 class StackView:
@@ -409,8 +417,11 @@ class StackView:
                              "are sources); the decoder would need a target for each text")
         width = max(len(ids) for ids in batch)
         pad = self.model.network.config.pad_token_id or 0
-        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch])
-        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch])
+        device = self.model.network.device
+        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch],
+                                 device=device)
+        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch],
+                            device=device)
         encoder = self.model.network.encoder
         with torch.inference_mode():
             h, bias = encoder.embed(input_ids), encoder.attention_bias(width, mask)

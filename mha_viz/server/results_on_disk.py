@@ -48,7 +48,8 @@ def weights_fingerprint(network: torch.nn.Module) -> str:
     SHA-256 over every byte would take seconds)."""
     digest = hashlib.sha256()
     for name, tensor in network.state_dict().items():
-        data = tensor.detach().contiguous().numpy()
+        # its bytes, whatever the dtype (numpy has no bfloat16) or device
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
         digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}"
                       f"{zlib.crc32(data.data if data.size else b'')}".encode())
     return digest.hexdigest()

@@ -21,6 +21,7 @@ import streamlit as st
 from .. import checkpoints
 from ..core import budget
 from ..core.errors import MhaVizError, OfflineError
+from ..engine.placement import placement_from_environment
 from ..maps.trace import AttentionTrace
 from ..models.model import ForwardRun, Model, load_model
 from ..server import export, jobs
@@ -36,8 +37,10 @@ def set_figure_meta(selection: "Selection") -> None:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")
 def _load_model_cached(name: str) -> Model:
+    where = placement_from_environment()  # MHA_VIZ_DTYPE, MHA_VIZ_DEVICE: the operator's
     return _freezing_the_heap(
-        lambda: load_model(name, local_dirs=checkpoints.allowed_dirs(APP_DIR / "models")))
+        lambda: load_model(name, local_dirs=checkpoints.allowed_dirs(APP_DIR / "models"),
+                           dtype=where.dtype, device=where.device))
 
 
 _heap_lock = threading.Lock()

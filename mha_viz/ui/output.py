@@ -363,6 +363,9 @@ def model_card(model: Model) -> None:
         f"- **Attention parameters in all layers:** "
         f"{attention_layers * info.attention_params_per_layer:,}{sharing}\n"
         f"- **Weights from:** {md_escape(info.source)}\n"
+        f"- **Held in:** {info.dtype} on {info.device}"
+        + (" (the maps and scores are computed in float32 all the same)"
+           if info.dtype != "float32" else "") + "\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}",
         help=terms_in(f"{info.description} {info.score_name}"))
     if info.causal and not info.encoder_decoder:  # what generation keeps: its KV cache

@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from ...core.errors import InputError
 from ...engine.interventions import Interventions, run_with_hooks
+from ...engine.placement import to_numpy
 
 LOSSES = ("next_token", "output_norm")
 
@@ -66,7 +67,7 @@ def head_gradients(model, text: str, layer: int, head: int, loss: str = "next_to
                          "family have it (an encoder-decoder's heads do not)")
     if not (0 <= int(layer) < info.n_layer and 0 <= int(head) < info.n_head):
         raise InputError(f"layer must be 0..{info.n_layer - 1} and head 0..{info.n_head - 1}")
-    ids = torch.tensor([model.encode(text).input_ids])
+    ids = model.network_inputs(model.encode(text))[0]
     if ids.shape[1] < 2:
         raise InputError("the text needs at least two tokens")
     attn = net.blocks[layer].attn
@@ -84,7 +85,7 @@ def head_gradients(model, text: str, layer: int, head: int, loss: str = "next_to
             y = got[("attn_out", layer)]
             if loss == "next_token":
                 logits = net.lm_logits(net.finish(final))[0, :-1]
-                value = F.cross_entropy(logits, ids[0, 1:])
+                value = F.cross_entropy(logits.float(), ids[0, 1:])
             else:
                 value = 0.5 * (y ** 2).sum()
             d_qkv, d_out, d_q, d_y = torch.autograd.grad(
@@ -98,6 +99,6 @@ def head_gradients(model, text: str, layer: int, head: int, loss: str = "next_to
     d_q_head = d_q[0, head]  # [T, d_k]
     return HeadGradients(
         loss_name=loss, loss=float(value.detach()),
-        d_W_Q=d_qkv[rows].T.numpy(), d_W_O=d_out[:, rows].T.numpy(),
-        d_W_Q_formula=(x.T @ d_q_head).numpy(), d_W_O_formula=(z.T @ d_y[0]).numpy(),
-        d_Q=d_q_head.numpy(), d_Y=d_y[0].numpy())
+        d_W_Q=to_numpy(d_qkv[rows].T), d_W_O=to_numpy(d_out[:, rows].T),
+        d_W_Q_formula=to_numpy(x.T @ d_q_head), d_W_O_formula=to_numpy(z.T @ d_y[0]),
+        d_Q=to_numpy(d_q_head), d_Y=to_numpy(d_y[0]))

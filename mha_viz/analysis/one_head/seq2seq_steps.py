@@ -49,14 +49,14 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
     stack = net.encoder if kind == "encoder" else net.decoder
     block = stack.blocks[layer]
     with torch.no_grad():
-        source_ids = torch.tensor([forced.source_ids])
+        source_ids = torch.tensor([forced.source_ids], device=net.device)
         source_tokens = model.source_tokens(forced.source_ids, source)
         states = None
         if kind == "encoder":
             ids, rows, keys = source_ids, source_tokens, source_tokens
         else:
             states, _ = net.encode(source_ids)
-            ids, rows = torch.tensor([forced.decoder_ids]), model.display_tokens(
+            ids, rows = torch.tensor([forced.decoder_ids], device=net.device), model.display_tokens(
                 forced.decoder_ids)
             keys = rows if kind == "decoder" else source_tokens
         n = ids.shape[1]
@@ -77,13 +77,14 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
         kv = attn.kv_heads[head]
         scores = torch.matmul(q[0, head], k[0, kv].transpose(-1, -2)) * attn.scale
         causal = kind == "decoder"
-        mask = causal_mask_bias(n) if causal else torch.zeros(n, scores.shape[-1])
+        mask = causal_mask_bias(n, device=scores.device) if causal else torch.zeros(
+            n, scores.shape[-1], device=scores.device)
         relative = None if kind == "cross" else stack.position_bias(n)
         position = {}
         if relative is not None:
             config = stack.config
             position = dict(
-                position_bias=_np(relative[0, head]), buckets=stack.position_buckets(n).numpy(),
+                position_bias=_np(relative[0, head]), buckets=stack.position_buckets(n).cpu().numpy(),
                 bias_table=_np(stack.rel_bias.weight[:, head]),
                 weights_without_bias=_np(torch.softmax(scores + mask, dim=-1)),
                 relative_buckets=config.relative_buckets,

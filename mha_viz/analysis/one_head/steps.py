@@ -372,7 +372,7 @@ class HeadInternals:
 
 
 def _np(t: torch.Tensor | None) -> np.ndarray | None:
-    return None if t is None else t.detach().to(torch.float32).numpy().copy()
+    return None if t is None else t.detach().to("cpu", torch.float32).numpy().copy()
 
 
 def inside_bytes_per_squared_token(n_head: int) -> int:
@@ -404,8 +404,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
     block = net.blocks[layer]
     attn = block.attn
     with torch.no_grad():
-        ids = torch.tensor([enc.input_ids], dtype=torch.long)
-        types = torch.tensor([enc.token_type_ids], dtype=torch.long)
+        ids, types = model.network_inputs(enc)
         n = ids.shape[1]
         bias = net.attention_bias(n)
         rotary = net.rotary(n, layer)
@@ -427,8 +426,9 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         # hidden_keys, the pieces of attention_scores
         scores = raw_scores(q_used[:, head:head + 1], k_used[:, kv:kv + 1], attn.scale,
                             attn.softcap)[0, 0]
-        mask = torch.zeros(n, n) if bias is None else bias.expand(n, n).clone()
-        window_mask = hidden_keys(torch.arange(n), n, False, attn.window)
+        mask = torch.zeros(n, n, device=ids.device) if bias is None \
+            else bias.expand(n, n).clone()
+        window_mask = hidden_keys(torch.arange(n, device=ids.device), n, False, attn.window)
         if window_mask is not None:
             mask.masked_fill_(window_mask, float("-inf"))
         masked = scores + mask

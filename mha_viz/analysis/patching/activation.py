@@ -74,7 +74,8 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
     shape = _unit_shape(model, axis, length)
     n_units = math.prod(shape)
-    values = torch.empty(size, n_layer, n_units)
+    device = base_ids.device
+    values = torch.empty(size, n_layer, n_units, device=device)
     prefix = _unchanged_prefix(model, batch)
     # Every patch that changes something, as (layer, pair, unit) rows in layer order; a
     # patch that puts back the value already there leaves the base metric.
@@ -82,8 +83,8 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
     for layer in range(n_layer):
         activation = capture.captured[(point, layer)]
         base_act, source_act = activation[:size], activation[size:]
-        pair_of = torch.arange(size).repeat_interleave(n_units)
-        unit_of = torch.arange(n_units).repeat(size)
+        pair_of = torch.arange(size, device=device).repeat_interleave(n_units)
+        unit_of = torch.arange(n_units, device=device).repeat(size)
         mask = _unit_masks(model, axis, base_act.shape)[unit_of]
         changed = ((source_act[pair_of] != base_act[pair_of]) & mask).flatten(1).any(1)
         changed &= _suffix(point, mask, prefix).flatten(1).any(1)  # the prefix is unchanged
@@ -97,8 +98,8 @@ def _patch_batch(model, batch: PairBatch, kind: str, point: str, axis: str, ungr
         _staggered_run(model, batch, kind, point, ungroup, capture, pending,
                        [rows[i] for i in chunk.tolist()], values, prefix)
         advance(len(chunk))
-    return (values.view(size, n_layer, *shape).double().numpy(), m_clean.double().numpy(),
-            m_corr.double().numpy())
+    return (values.view(size, n_layer, *shape).double().cpu().numpy(),
+            m_clean.double().cpu().numpy(), m_corr.double().cpu().numpy())
 
 
 def _unchanged_prefix(model, batch: PairBatch) -> int:
@@ -132,7 +133,7 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
     computed: the prefix's keys and values come from the base run."""
     net = model.network
     size, length = batch.size, batch.n_tokens
-    bias = causal_rows_bias(prefix, length) if net.config.causal else None
+    bias = causal_rows_bias(prefix, length, device=net.device) if net.config.causal else None
     h = None
     pairs_in, units_in, layers_in = [], [], []
     first = rows[0][0]
@@ -141,7 +142,7 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
         hooks = None
         if joining:
             pairs, units, masks, sources = pending[layer]
-            index = torch.tensor(joining)
+            index = torch.tensor(joining, device=pairs.device)
             new_pairs = pairs[index]
             stream = capture.captured[("resid_pre", layer)][:size][new_pairs, prefix:]
             old = 0 if h is None else h.shape[0]
@@ -154,7 +155,7 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
             hooks = Interventions(ungroup_kv=ungroup).replace(point, layer, source, mask)
             pairs_in.append(new_pairs)
             units_in.append(units[index])
-            layers_in.append(torch.full((len(joining),), layer))
+            layers_in.append(torch.full((len(joining),), layer, device=pairs.device))
         past = None
         if prefix:
             running = torch.cat(pairs_in)

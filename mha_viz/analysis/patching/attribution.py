@@ -58,14 +58,15 @@ def _attribute_batch(model, batch: PairBatch, kind: str, point: str, axis: str,
         activations = [base.captured[(point, layer)] for layer in range(n_layer)]
         grads = torch.autograd.grad(m_base.sum(), activations)
     shape = _unit_shape(model, axis, length)
-    values = torch.empty(size, n_layer, math.prod(shape), dtype=torch.float64)
+    values = torch.empty(size, n_layer, math.prod(shape), dtype=torch.float64,
+                         device=base_ids.device)
     for layer, (act, grad) in enumerate(zip(activations, grads)):
         delta = (source.captured[(point, layer)] - act.detach()).double() * grad.double()
         values[:, layer] = _sum_per_unit(delta, axis).reshape(size, -1)
     values += m_base.detach().double()[:, None, None]
-    m_base, m_source = m_base.detach().double().numpy(), m_source.double().numpy()
+    m_base, m_source = m_base.detach().double().cpu().numpy(), m_source.double().cpu().numpy()
     m_clean, m_corr = (m_source, m_base) if direction == "denoise" else (m_base, m_source)
-    return values.view(size, n_layer, *shape).numpy(), m_clean, m_corr
+    return values.view(size, n_layer, *shape).cpu().numpy(), m_clean, m_corr
 
 
 def _sum_per_unit(delta: torch.Tensor, axis: str) -> torch.Tensor:

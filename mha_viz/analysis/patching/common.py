@@ -181,24 +181,27 @@ class PreparedPairs:
         for pair in self.pairs:
             by_length.setdefault(pair.n_tokens, []).append(pair)
         mask_id = None if self.model.info.causal else self.model.tokenizer.mask_token_id
+        device = self.model.network.device
         for group in by_length.values():
             for start in range(0, len(group), chunk_pairs):
-                yield _batch_of(group[start:start + chunk_pairs], mask_id)
+                yield _batch_of(group[start:start + chunk_pairs], mask_id, device)
 
 
-def _batch_of(pairs: list[EncodedPair], mask_id: int | None) -> PairBatch:
-    clean = torch.tensor([p.clean_ids for p in pairs], dtype=torch.long)
-    corrupted = torch.tensor([p.corrupted_ids for p in pairs], dtype=torch.long)
-    positions = torch.tensor([p.position for p in pairs], dtype=torch.long)
+def _batch_of(pairs: list[EncodedPair], mask_id: int | None, device) -> PairBatch:
+    def ids(values):  # on the model's device, as everything a run reads
+        return torch.tensor(values, dtype=torch.long, device=device)
+
+    clean = ids([p.clean_ids for p in pairs])
+    corrupted = ids([p.corrupted_ids for p in pairs])
+    positions = ids([p.position for p in pairs])
     if mask_id is not None:  # a masked-LM metric reads a masked position
-        rows = torch.arange(len(pairs))
+        rows = torch.arange(len(pairs), device=device)
         clean, corrupted = clean.clone(), corrupted.clone()
         clean[rows, positions] = mask_id
         corrupted[rows, positions] = mask_id
-    contrasts = None if pairs[0].contrast is None else torch.tensor(
-        [p.contrast for p in pairs], dtype=torch.long)
-    return PairBatch(pairs, clean, corrupted, positions,
-                     torch.tensor([p.target for p in pairs], dtype=torch.long), contrasts)
+    contrasts = None if pairs[0].contrast is None else ids([p.contrast for p in pairs])
+    return PairBatch(pairs, clean, corrupted, positions, ids([p.target for p in pairs]),
+                     contrasts)
 
 
 def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
@@ -239,14 +242,14 @@ def metric_of(model, final: torch.Tensor, batch: PairBatch, kind: str) -> torch.
     """[B] the metric of each row from the final residual stream [B, T, d]: the final norm
     and the unembedding at the row's position only."""
     net = model.network
-    rows = torch.arange(final.shape[0])
+    rows = torch.arange(final.shape[0], device=final.device)
     hidden = net.finish(final[rows, batch.positions])  # [B, d]
-    if kind == "logprob":
-        return F.log_softmax(net.lm_logits(hidden), dim=-1)[rows, batch.targets]
-    target = net.row_logits(hidden, batch.targets)
+    if kind == "logprob":  # float32 whatever the weights (engine/placement.py)
+        return F.log_softmax(net.lm_logits(hidden).float(), dim=-1)[rows, batch.targets]
+    target = net.row_logits(hidden, batch.targets).float()
     if kind == "logit":
         return target
-    return target - net.row_logits(hidden, batch.contrasts)
+    return target - net.row_logits(hidden, batch.contrasts).float()
 
 
 def _pairs_per_chunk(model, n_tokens: int, points: dict) -> int:
@@ -266,9 +269,9 @@ def rows_per_batch(model, n_tokens: int) -> int:
     return max(1, min(MAX_BATCH, BATCH_BYTES // (4 * n_tokens * width)))
 
 
-def _chunks(n: int, size: int):
+def _chunks(n: int, size: int, device="cpu"):
     for start in range(0, n, size):
-        yield torch.arange(start, min(start + size, n))
+        yield torch.arange(start, min(start + size, n), device=device)
 
 
 def _check_direction(direction: str) -> None:
@@ -297,7 +300,8 @@ def _unit_masks(model, axis: str, value_shape: torch.Size) -> torch.Tensor:
     shape = _unit_shape(model, axis, value_shape[2 if axis == "head_position" else 1])
     units = math.prod(shape)
     rest = len(value_shape) - 1 - len(shape)
-    return torch.eye(units, dtype=torch.bool).view(units, *shape, *([1] * rest))
+    return torch.eye(units, dtype=torch.bool, device=model.network.device).view(
+        units, *shape, *([1] * rest))
 
 
 def _labels(model, axis: str, tokens: list[str]) -> tuple[list[str], list[str]]:

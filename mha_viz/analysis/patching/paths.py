@@ -77,9 +77,9 @@ def _path_batch(model, batch: PairBatch, kind: str, targets, direction: str):
     head_masks = _unit_masks(model, "head", base.captured[("z", 0)].shape)  # [H, H, 1, 1]
     step = rows_per_batch(model, batch.n_tokens)
     for layer in range(last):
-        pair_of = torch.arange(size).repeat_interleave(n_head)
-        head_of = torch.arange(n_head).repeat(size)
-        for rows in _chunks(len(pair_of), step):
+        pair_of = torch.arange(size, device=base_ids.device).repeat_interleave(n_head)
+        head_of = torch.arange(n_head, device=base_ids.device).repeat(size)
+        for rows in _chunks(len(pair_of), step, pair_of.device):
             pairs, heads = pair_of[rows], head_of[rows]
             sender = Interventions(capture=[(p, l) for l, _, p in targets or []],
                                    ungroup_kv=True)
@@ -96,4 +96,5 @@ def _path_batch(model, batch: PairBatch, kind: str, targets, direction: str):
                 start = base.captured[("resid_pre", first_receiver)][pairs]
                 final = run_with_hooks(net, base_ids[pairs], receiver, first_receiver, start)
             values[pairs, layer, heads] = metric_of(model, final, batch.rows(pairs), kind)
-    return (values.double().numpy(), m_clean.double().numpy(), m_corr.double().numpy())
+    return (values.double().cpu().numpy(), m_clean.double().cpu().numpy(),
+            m_corr.double().cpu().numpy())

@@ -15,6 +15,8 @@ A family module provides:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, MutableMapping
+
 import torch
 
 from . import (bart, bert, distilbert, gemma, gpt2, gpt_neo, gpt_neox, gptj, llama, mixtral, olmo,
@@ -47,28 +49,73 @@ def supported_gguf_architectures() -> list[str]:
     return [a for family in FAMILIES for a in family.GGUF_ARCHITECTURES]
 
 
-class TensorSource:
-    """A checkpoint's tensors by their own names. Asking for a name it lacks records the name
-    and returns None, so a family maps everything in one pass and the loader then reports
-    every missing tensor at once."""
+class TensorState(MutableMapping):
+    """A checkpoint's tensors by name, each read from its file when asked for (nothing is
+    kept here); a family may rename them, set one, or map one through a function applied
+    when it is read."""
 
-    def __init__(self, state: dict[str, torch.Tensor], prefixes: tuple[str, ...] = ()):
-        self.state = {}
-        for name, tensor in state.items():
+    def __init__(self, readers: dict[str, Callable[[], torch.Tensor]]):
+        self._readers = readers
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._readers[name]()
+
+    def __setitem__(self, name: str, tensor: torch.Tensor) -> None:
+        self._readers[name] = lambda: tensor
+
+    def __delitem__(self, name: str) -> None:
+        del self._readers[name]
+
+    def __iter__(self):
+        return iter(list(self._readers))
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def map(self, name: str, function: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """The tensor `name` is function(stored tensor) from now on, computed when read."""
+        read = self._readers[name]
+        self._readers[name] = lambda: function(read())
+
+    def rename(self, new_name: Callable[[str], str]) -> None:
+        self._readers = {new_name(name): read for name, read in self._readers.items()}
+
+
+class TensorSource:
+    """A checkpoint's tensors by their own names (prefixes stripped). Asking for a name it
+    lacks records the name and returns None, so a family maps everything in one pass and the
+    loader then reports every missing tensor at once. hold_dtype: floating tensors are handed
+    out in the dtype the model will run in, converted as each is read (checkpoints/weights.py:
+    the model is never held in two dtypes at once)."""
+
+    def __init__(self, state: Mapping[str, torch.Tensor], prefixes: tuple[str, ...] = (),
+                 hold_dtype: torch.dtype | None = None):
+        readers = {}
+        for name in state:
+            ours = name
             for prefix in prefixes:
                 if name.startswith(prefix):
-                    name = name[len(prefix):]
+                    ours = name[len(prefix):]
                     break
-            self.state[name] = tensor
+            readers[ours] = (lambda name=name: state[name])
+        self.state = TensorState(readers)
+        self.hold_dtype = hold_dtype
         self.missing: list[str] = []
 
     def __contains__(self, name: str) -> bool:
         return name in self.state
 
     def get(self, name: str) -> torch.Tensor | None:
-        tensor = self.state.get(name)
-        if tensor is None:
+        if name not in self.state:
             self.missing.append(name)
+            return None
+        tensor = self.state[name]
+        if self.hold_dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(self.hold_dtype)
+            if tensor.dim() == 1:  # vectors (norm weights, biases: small) widened to float32,
+                # so that a family's arithmetic on them (Gemma's 1 + w) does not round again;
+                # build_stack gives each its dtype
+                tensor = tensor.float()
         return tensor
 
     def weight_and_bias(self, ours: str, theirs: str) -> dict[str, torch.Tensor | None]:

@@ -34,9 +34,8 @@ def config_from_hf(raw: dict) -> StackConfig:
 
 def _rename_tf_layer_norms(source) -> None:
     # Checkpoints converted from TensorFlow name LayerNorm parameters gamma / beta.
-    source.state = {name.replace("LayerNorm.gamma", "LayerNorm.weight")
-                        .replace("LayerNorm.beta", "LayerNorm.bias"): tensor
-                    for name, tensor in source.state.items()}
+    source.state.rename(lambda name: name.replace("LayerNorm.gamma", "LayerNorm.weight")
+                        .replace("LayerNorm.beta", "LayerNorm.bias"))
 
 
 def tensors_from_hf(source, config: StackConfig):

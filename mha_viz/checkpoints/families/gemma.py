@@ -98,7 +98,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         attn_softcap=float(raw.get("attn_logit_softcapping") or 0.0) if sandwich else 0.0,
         final_softcap=float(raw.get("final_logit_softcapping") or 0.0) if sandwich else 0.0,
         score_scale=float(scalar) ** -0.5 if scalar else 0.0, post_norms=sandwich,
-        qk_norm="head" if model_type == "gemma3_text" else "")
+        qk_norm="head" if model_type == "gemma3_text" else "", rms_scale_in_float32=True)
 
 
 def tensors_from_hf(source, config: StackConfig):

@@ -254,5 +254,5 @@ def tensors_from_gguf(source, config: StackConfig):
         for part, heads in (("q", config.n_head), ("k", config.n_kv_head)):
             name = GGUF_NAMES[part].format(i=i)
             if name in source:
-                source.state[name] = unpermute_rows(source.state[name], heads)
+                source.state.map(name, lambda w, heads=heads: unpermute_rows(w, heads))
     return config, _layout(config, source, GGUF_NAMES)

@@ -28,11 +28,11 @@ def config_from_hf(raw: dict) -> StackConfig:
 
 
 def tensors_from_hf(source, config: StackConfig):
-    renamed = {}
-    for name, tensor in source.state.items():
-        for theirs, bert_name in HEAD_NAMES.items():
+    def bert_name(name: str) -> str:
+        for theirs, ours in HEAD_NAMES.items():
             if name.startswith(theirs):
-                name = bert_name + name[len(theirs):]
-        renamed[name] = tensor
-    source.state = renamed
+                return ours + name[len(theirs):]
+        return name
+
+    source.state.rename(bert_name)  # names only: the tensors are read later, one at a time
     return bert.tensors_from_hf(source, config)

@@ -1,0 +1,113 @@
+"""Every analysis on every device this machine has: the same numbers on a GPU (CUDA or MPS)
+as on the CPU, and nothing created on PyTorch's default device behind the model's back.
+
+The CUDA and MPS cases are skipped on a machine without one and run wherever there is one.
+The last test runs everywhere: it makes "meta" (a device that holds no data) the default
+device, so any tensor an analysis creates without saying where fails at once, which is the
+bug that would put a tensor on the CPU beside a model on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz import TargetMetric, load_model
+from mha_viz.analysis import (ablation_effects, activation_patching, attribution_patching,
+                              direct_logit_attribution, gradient_importance, path_patching,
+                              pruning_curve)
+from mha_viz.analysis.one_head.steps import inside_one_head
+
+MPS = getattr(torch.backends, "mps", None)
+DEVICES = [
+    pytest.param("cpu"),
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="no CUDA GPU on this machine")),
+    pytest.param("mps", marks=pytest.mark.skipif(MPS is None or not MPS.is_available(),
+                                                 reason="no Apple GPU on this machine")),
+]
+TEXT = "When Mary and John went to the store, John gave a drink to"
+CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from mha_viz.testing import make_gpt2_checkpoint, make_llama_checkpoint
+
+    return {"gpt2": make_gpt2_checkpoint(tmp_path_factory.mktemp("gpt2")),
+            "llama": make_llama_checkpoint(tmp_path_factory.mktemp("llama"), n_layer=2,
+                                           n_head=4, n_kv_head=2, d_model=64)}
+
+
+def analyses(model) -> dict[str, np.ndarray]:
+    """Each analysis of the library on one model, as arrays (what the pages read)."""
+    ids = model.encode(TEXT).input_ids
+    target, contrast = ids[-4], ids[2]  # any two tokens: random weights
+    metric = TargetMetric(len(ids) - 1, target, contrast)
+    trace = model.trace(TEXT)
+    on_demand = model.trace(TEXT, maps="on_demand")
+    _, cache = model.run_with_cache(TEXT)
+    head = inside_one_head(model, TEXT, 1, 1)
+    mask = np.ones((model.info.n_layer, model.info.n_head), np.float32)
+    mask[0, 1] = 0
+    found = {
+        "maps": trace.attentions,
+        "on_demand": on_demand.layer_maps(1),
+        "logits": model.logits(TEXT),
+        "predict": model.predict(TEXT, k=3).top_probs,
+        "score_masked": np.array([model.score(TEXT, head_mask=mask)]),
+        "z": cache["z", 1].float().cpu().numpy(),  # the cache keeps the model's device
+        "patching": activation_patching(model, TEXT, CORRUPTED, metric).values,
+        "path": path_patching(model, TEXT, CORRUPTED, metric).values,
+        "attribution_patching": attribution_patching(model, TEXT, CORRUPTED, metric).values,
+        "dla": direct_logit_attribution(model, TEXT, len(ids) - 1, target, contrast).heads,
+        "ablation": np.asarray(ablation_effects(model, TEXT)),
+        "gradient": np.asarray(gradient_importance(model, TEXT)),
+        "curve": np.asarray(pruning_curve(model, TEXT, step=0.5).scores),
+        "inside_scores": head.scores, "inside_weights": head.weights,
+    }
+    return {name: np.asarray(value, dtype=np.float64) for name, value in found.items()}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_every_analysis_gives_the_cpu_numbers_on_each_device(folders, family, device):
+    on_cpu = analyses(load_model(folders[family]))
+    model = load_model(folders[family], device=device)
+    assert model.info.device.startswith(device)
+    assert {p.device.type for p in model.network.parameters()} == {device}
+    on_device = analyses(model)
+    for name, expected in on_cpu.items():
+        # float32 on both: kernels differ in order of summation only
+        np.testing.assert_allclose(on_device[name], expected, rtol=1e-4, atol=1e-4,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_no_analysis_creates_a_tensor_on_the_default_device(folders, family):
+    model = load_model(folders[family])
+    expected = analyses(model)
+    torch.set_default_device("meta")
+    try:
+        found = analyses(model)
+    finally:
+        torch.set_default_device(None)
+    for name, values in expected.items():
+        np.testing.assert_allclose(found[name], values, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_a_device_this_machine_lacks_is_refused_by_name(folders):
+    from mha_viz import InputError
+    from mha_viz.engine.placement import available_devices
+
+    for device in ("cuda", "cuda:7", "mps"):
+        if device.split(":")[0] in {d.split(":")[0] for d in available_devices()}:
+            continue
+        with pytest.raises(InputError, match="this machine has no"):
+            load_model(folders["gpt2"], device=device)
+    for bad in ("tpu", "gpu please", ""):
+        if bad:
+            with pytest.raises(InputError, match="device"):
+                load_model(folders["gpt2"], device=bad)
+    with pytest.raises(InputError, match="dtype"):
+        load_model(folders["gpt2"], dtype="int8")
