@@ -375,8 +375,10 @@ class TransformerStack(nn.Module):
         """Vocabulary logits from the last hidden state."""
         head = self.config.lm_head
         if head in ("tied", "separate"):
-            logits = self.scaled_for_unembedding(last_hidden) @ self.unembedding().T
-            return self.capped(logits + self.logits_bias if self.config.logits_bias else logits)
+            # the bias added inside the product, as nn.Linear does (one rounding in bfloat16)
+            bias = self.logits_bias if self.config.logits_bias else None
+            return self.capped(nn.functional.linear(self.scaled_for_unembedding(last_hidden),
+                                                    self.unembedding(), bias))
         if head == "mlm":
             x = self.mlm_ln(ACTIVATIONS[self.config.activation](self.mlm_dense(last_hidden)))
             return x @ self.tok_emb.weight.T + self.mlm_bias

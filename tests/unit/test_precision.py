@@ -1,7 +1,7 @@
 """bfloat16 and float16 against transformers run in the same dtype, on random checkpoints of
-each kind of arithmetic (GPT-2's LayerNorm and written-out GELU, Llama's grouped-query RoPE
-and RMSNorm, Qwen3's QK-norm, Gemma 2's soft-caps and float32-scaled norms, Pythia's parallel
-MLP), with the tolerances measured here (docs/analyses.md, "Precision").
+each family (GPT-2's LayerNorm and written-out GELU, Llama's grouped-query RoPE and RMSNorm,
+Qwen3's QK-norm, Gemma 2's soft-caps and float32-scaled norms, Pythia's parallel MLP, Phi's
+biased LM head, ...), with the tolerances measured here (docs/analyses.md, "Precision").
 
 Our engine rounds where transformers rounds (engine/norms.py, config.ACTIVATIONS), so the
 logits come out equal to a few units in the last place of the logits' dtype. The maps differ
@@ -28,8 +28,16 @@ TOLERANCES = {"bfloat16": (2 ** -9 + 1e-7, 0), "float16": (2 ** -12 + 1e-7, 0)}
 # GPT-2 in float16 only: transformers' Conv1D (addmm on [in, out] weights) and our Linear
 # round differently (not in bfloat16): 1.1e-3 on the maps, 1.5 units on the logits measured
 LOOSER = {("gpt2", "float16"): (2 ** -9 + 1e-7, 2)}
-CASES = ["gpt2", "llama_gqa", "qwen3", "gemma2", "pythia"]
-
+# families whose transformers code rounds in an order we do not copy (GPT-J and GPT-Neo
+# compute their scores in float32; OLMo's weightless LayerNorm, OLMo 2's norms and Mixtral's
+# router round elsewhere): measured (maps; logits in units in the last place) bfloat16 1.9e-2,
+# 1.0e-2, 2.4e-2, 1.9e-2, 7.0e-2; up to 5.3 units; float16 up to 9.8e-3, 3 units. Within the
+# tolerances below, and (as every case) as close to the float32 model as transformers' run
+ROUNDED_ELSEWHERE = ["olmo", "olmo2", "mixtral", "gptj", "gpt_neo"]
+LOOSER.update({(case, dtype): (2 ** -3 if dtype == "bfloat16" else 2 ** -6, 8)
+               for case in ROUNDED_ELSEWHERE for dtype in ("bfloat16", "float16")})
+CASES = ["gpt2", "llama_gqa", "qwen3", "gemma2", "gemma3", "pythia", "phi3", "phi", "stablelm",
+         "opt", *ROUNDED_ELSEWHERE]
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
@@ -74,7 +82,7 @@ def test_half_precision_equals_transformers_in_the_same_dtype(folders, case, dty
     exact = load_model(folder)  # float32: how far each is from the exact numbers
     maps_tol, logits_ulps = LOOSER.get((case, dtype), TOLERANCES[dtype])
     worst_maps = worst_logits = 0.0
-    for text in TEXTS:
+    for text in [max(TEXTS, key=len)]:  # the dtype, not the text, varies here
         ids = model.encode(text).input_ids
         with torch.no_grad():
             out = ref(torch.tensor([ids]), output_attentions=True)

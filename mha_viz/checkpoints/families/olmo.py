@@ -27,7 +27,8 @@ def config_from_hf(raw: dict) -> StackConfig:
     base = llama.config_from_hf(raw)
     if raw.get("model_type") == "olmo2":
         return dataclasses.replace(base, qk_norm="full", post_norms=True, input_norms=False,
-                                   layer_norm_eps=float(raw.get("rms_norm_eps", 1e-5)))
+                                   layer_norm_eps=float(raw.get("rms_norm_eps", 1e-5)),
+                                   rms_scale_in_float32=True)  # Olmo2RMSNorm, as Gemma
     return dataclasses.replace(base, norm="layernorm", layer_norm_eps=1e-5,
                                clip_qkv=float(raw.get("clip_qkv") or 0.0))
 
