@@ -41,6 +41,13 @@ def layer_summary(trace) -> list[str]:
     return lines
 
 
+def add_placement(command) -> None:
+    """--dtype and --device, as load_model takes them (README, "Big models")."""
+    command.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                         help="the weights' dtype (maps and scores stay float32)")
+    command.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .analysis import head_statistics  # the statistics --stats offers
 
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Trace every attention head of a GPT-2/BERT model")
     commands = parser.add_subparsers(dest="command", required=True)
     trace_cmd = commands.add_parser("trace", help="run a text, print a per-layer summary")
+    add_placement(trace_cmd)
     trace_cmd.add_argument("--model", default="minilm",
                            help="bundled name (minilm), hub id (gpt2) or checkpoint folder")
     trace_cmd.add_argument("--text", required=True)
@@ -60,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus_cmd = commands.add_parser("corpus", help="head statistics over a corpus (mean and "
                                                     "spread over segments) into an .npz and a "
                                                     "Parquet table")
+    add_placement(corpus_cmd)
     corpus_cmd.add_argument("--model", default="minilm")
     source = corpus_cmd.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="a .txt (a text per line or paragraph), .csv, .jsonl, "
@@ -96,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                                  ".parquet")
     patch_cmd = commands.add_parser("patch", help="activation, attribution or path patching "
                                                   "over prompt pairs into an .npz")
+    add_placement(patch_cmd)
     patch_cmd.add_argument("--model", default="smollm2")
     pairs_from = patch_cmd.add_mutually_exclusive_group(required=True)
     pairs_from.add_argument("--pairs", help=".csv or .jsonl with clean, corrupted, target, "
@@ -125,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     from .models.model import load_model
 
     try:
-        model = load_model(args.model)
+        model = load_model(args.model, dtype=args.dtype, device=args.device)
         trace = model.trace(args.text, text_pair=args.text_pair, max_tokens=args.max_tokens,
                             maps=args.maps)
     except MhaVizError as error:
@@ -201,7 +211,7 @@ def corpus_command(args) -> int:
                                        sample=args.sample, seed=args.seed, split=args.split)
             texts, source, total, name = stream, stream.source, stream.total, stream.source
         engine = args.engine or ("ray" if args.workers > 1 or args.address else "local")
-        model = load_model(args.model)
+        model = load_model(args.model, dtype=args.dtype, device=args.device)
         print(f"{source}" + (f": {total:,} texts" if total else "") +
               f" -> segments of up to {args.seg_len} tokens, on the {engine} engine"
               + (f" ({args.workers} workers)" if engine == "ray" else ""), file=sys.stderr)
@@ -248,7 +258,7 @@ def patch_command(args) -> int:
         print(f"\r[{bar:30s}] {done}/{total} ", end="", file=sys.stderr, flush=True)
 
     try:
-        model = load_model(args.model)
+        model = load_model(args.model, dtype=args.dtype, device=args.device)
         if args.pairs:
             path = Path(args.pairs)
             try:

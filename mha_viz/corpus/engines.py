@@ -131,7 +131,8 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
         from .ray_engine import run_on_ray
 
         run_on_ray(model.info.name, to_run(), settings, workers, address, threads, finished,
-                   row_groups=None if groups is None else (int(seg_len), int(min_len)))
+                   row_groups=None if groups is None else (int(seg_len), int(min_len)),
+                   placement=(model.info.dtype, model.info.device))
     result = state["result"]
     if not result.n_segments:
         raise InputError(f"every text is shorter than {min_len} tokens: nothing to measure "

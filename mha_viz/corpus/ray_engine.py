@@ -29,13 +29,15 @@ _ACTORS: list = []  # the running run's workers (tests kill one by its pid)
 class ShardWorker:
     """A Ray actor's state: the model, loaded once, and the settings of every shard."""
 
-    def __init__(self, model_name: str, settings: dict, threads: int):
+    def __init__(self, model_name: str, settings: dict, threads: int,
+                 placement: tuple[str, str] = ("float32", "cpu")):
         import torch
 
         from ..models.model import load_model
 
         torch.set_num_threads(max(1, int(threads)))
-        self.model = corpus_model(load_model(model_name))
+        dtype, device = placement  # the driver's model's, so every worker computes alike
+        self.model = corpus_model(load_model(model_name, dtype=dtype, device=device))
         self.settings = settings
 
     def run(self, ids: list[list[int]]) -> CorpusResult:
@@ -109,7 +111,8 @@ def measure_row_group(model, group, seg_len: int, min_len: int, settings: dict
 def run_on_ray(model_name: str, shards: Iterator, settings: dict, workers: int,
                address: str | None, threads: int | None,
                finished: Callable[[Shard, CorpusResult], None],
-               row_groups: tuple[int, int] | None = None) -> None:
+               row_groups: tuple[int, int] | None = None,
+               placement: tuple[str, str] = ("float32", "cpu")) -> None:
     """Run every shard on ``workers`` actors; finished(shard, result) as each comes back
     (in the order they finish). row_groups=(seg_len, min_len): the shards are Parquet row
     groups (sources.RowGroup) that each worker reads and cuts itself."""
@@ -121,7 +124,7 @@ def run_on_ray(model_name: str, shards: Iterator, settings: dict, workers: int,
     # Ray sets OMP_NUM_THREADS to an actor's CPUs (1), which numpy's BLAS and OpenMP read at
     # start: the statistics would then run on one thread whatever torch is told.
     threaded = worker.options(runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}})
-    actors = [threaded.remote(model_name, settings, threads) for _ in range(workers)]
+    actors = [threaded.remote(model_name, settings, threads, placement) for _ in range(workers)]
     _ACTORS[:] = actors
     pending: dict = {}
 

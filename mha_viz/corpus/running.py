@@ -70,7 +70,7 @@ def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_row
 
     settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows)
     run_on_ray(model.info.name, shards_of(ids, size), settings, workers, address, None,
-               finished)
+               finished, placement=(model.info.dtype, model.info.device))
     return state["result"]
 
 

@@ -111,3 +111,17 @@ def test_a_device_this_machine_lacks_is_refused_by_name(folders):
                 load_model(folders["gpt2"], device=bad)
     with pytest.raises(InputError, match="dtype"):
         load_model(folders["gpt2"], dtype="int8")
+
+
+def test_the_command_line_takes_a_dtype_and_a_device(folders, capsys):
+    from mha_viz.__main__ import main
+
+    text = "The command line runs in bfloat16 too."
+    assert main(["trace", "--model", str(folders["llama"]), "--dtype", "bfloat16",
+                 "--text", text]) == 0
+    printed = capsys.readouterr().out
+    exact = load_model(folders["llama"]).trace(text)
+    assert exact.display_tokens[0] in printed  # the same text ran
+    assert main(["trace", "--model", str(folders["llama"]), "--device", "tpu",
+                 "--text", text]) == 2
+    assert "device" in capsys.readouterr().err
