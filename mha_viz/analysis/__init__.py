@@ -37,8 +37,9 @@ from .heads import (attention_change, head_name, head_names, mask_to_names, name
                     positions_in_order, rank_heads)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
-from .patching import (COMPONENTS, Metric, PatchingResult, activation_patching,
-                       attribution_patching, kl_divergence, path_patching, strongest_components)
+from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
+                       activation_patching, attribution_patching, kl_divergence, path_patching,
+                       run_with_interventions, strongest_components)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms, gradient_importance,
                       pruning_curve)
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES, ROLE_KEYS,
@@ -95,5 +96,6 @@ __all__ = [
     "nearest_heads", "normalise_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
-    "strongest_components", "Metric", "kl_divergence",
+    "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
+    "run_with_interventions",
 ]
