@@ -23,6 +23,7 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribute_run, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
+from .circuit_tests import CircuitTest, circuit_heads, circuit_test
 from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .distance import mean_attention_distance, uniform_attention_distance
 from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
@@ -97,5 +98,5 @@ __all__ = [
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
-    "run_with_interventions",
+    "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
 ]

@@ -366,10 +366,16 @@ IOI_OBJECTS = ("drink", "book", "ring", "bag", "letter", "basketball", "kiss", "
                "necklace", "computer")
 
 
-def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> list[PromptPair]:
+def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both",
+              corruption: str = "name") -> list[PromptPair]:
     """n indirect-object pairs: names the model writes as one token after a space, a place
     and an object drawn with ``seed``; templates "abba", "baba" or "both" (alternating).
-    Each pair: target " A" (the indirect object), contrast " B" (the subject)."""
+    Each pair: target " A" (the indirect object), contrast " B" (the subject). corruption
+    "name": the corrupted prompt names A where the clean one repeats B (the answer flips);
+    "abc": it names a third person C there (Wang et al. 2023's ABC distribution, the
+    reference their mean ablation reads). The same seed draws the same clean prompts."""
+    if corruption not in ("name", "abc"):
+        raise InputError("corruption must be 'name' or 'abc'")
     if not 1 <= int(n) <= MAX_PAIRS:
         raise InputError(f"the number of pairs must be between 1 and {MAX_PAIRS}")
     chosen = {"abba": IOI_TEMPLATES[0::2], "baba": IOI_TEMPLATES[1::2],
@@ -377,9 +383,10 @@ def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> lis
     if chosen is None:
         raise InputError("templates must be 'abba', 'baba' or 'both'")
     names = [name for name in IOI_NAMES if _one_token(model, " " + name)]
-    if len(names) < 2:
-        raise InputError("this model's tokenizer writes fewer than two of the template names "
-                         "as one token, so it cannot score the indirect-object task")
+    needed = 3 if corruption == "abc" else 2
+    if len(names) < needed:
+        raise InputError(f"this model's tokenizer writes fewer than {needed} of the template "
+                         f"names as one token, so it cannot make these indirect-object pairs")
     rng = random.Random(seed)
     pairs = []
     for index in range(int(n)):
@@ -387,9 +394,13 @@ def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> lis
         template = chosen[index % len(chosen)]
         fill = dict(PLACE=rng.choice(IOI_PLACES), OBJECT=rng.choice(IOI_OBJECTS))
         clean = template.format(A=a, B=b, **fill)
-        # the subject's second mention becomes the indirect object's name: same token count
+        # the subject's second mention becomes the indirect object's name (or a third
+        # person's): the same token count
         head, _, tail = template.rpartition("{B}")
-        corrupted = (head + "{A}" + tail).format(A=a, B=b, **fill)
+        c = (random.Random(f"{seed}:{index}").choice([x for x in names if x not in (a, b)])
+             if corruption == "abc" else None)
+        corrupted = (head + ("{A}" if corruption == "name" else "{C}") + tail).format(
+            A=a, B=b, C=c, **fill)
         pairs.append(PromptPair(clean, corrupted, " " + a, " " + b))
     return pairs
 
