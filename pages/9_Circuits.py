@@ -248,6 +248,7 @@ def circuit_view(model, pairs, kind, auto):
                     "Circuit edges as CSV", key="dl_circuit")
     for note in found.notes:
         st.caption(ui.md_escape(note))
+    circuits_page.circuit_test_view(model, selection.model_name, pairs, kind, found)
 
 
 with ui.guard():

@@ -23,6 +23,7 @@ short inputs.
 from .alignment import alignment_agreement, mean_cross_attention, strongest_source
 from .attribution import (Attribution, attribute_run, attribution_parts, direct_logit_attribution,
                           direct_logit_attribution_seq2seq)
+from .circuit_tests import CircuitTest, circuit_heads, circuit_test
 from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .distance import mean_attention_distance, uniform_attention_distance
 from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
@@ -37,8 +38,9 @@ from .heads import (attention_change, head_name, head_names, mask_to_names, name
                     positions_in_order, rank_heads)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
-from .patching import (COMPONENTS, PatchingResult, activation_patching, attribution_patching,
-                       path_patching)
+from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
+                       activation_patching, attribution_patching, kl_divergence, path_patching,
+                       run_with_interventions, strongest_components)
 from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms, gradient_importance,
                       pruning_curve)
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES, ROLE_KEYS,
@@ -95,4 +97,6 @@ __all__ = [
     "nearest_heads", "normalise_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
+    "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
+    "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
 ]

@@ -33,6 +33,7 @@ from ..engine.interventions import Interventions, run_with_hooks
 from .attribution import check_attributable
 from .patching.common import (CAPTURE_BYTES, DEGENERATE, PairBatch, _over_batches, metric_of,
                               prepare_pairs)
+from .patching.metrics import check_differentiable
 
 __all__ = ["Edge", "EdgeScores", "Circuit", "edge_attribution_patching", "circuit"]
 
@@ -161,6 +162,7 @@ def _score_batch(model, batch: PairBatch, kind: str):
         stream = model.network.embed(batch.corrupted).detach().requires_grad_(True)
         final = run_with_hooks(model.network, batch.corrupted, readers, 0, stream)
         m_corr = metric_of(model, final, batch, kind)
+        check_differentiable(m_corr, kind, "edge attribution patching")
         inputs = [readers.captured[("attn_in", l)] for l in range(n_layer)]
         inputs += [readers.captured[("mlp_in", l)] for l in range(n_layer)]
         inputs.append(readers.captured[("resid_post", n_layer - 1)])
@@ -195,7 +197,7 @@ def _edge_scores(model, prepared, progress=None) -> EdgeScores:
     chunk = max(1, min(16, CAPTURE_BYTES // (per_token * max(p.n_tokens for p in prepared.pairs))))
 
     def work(batch):
-        scores, m_clean, m_corr = _score_batch(model, batch, prepared.kind)
+        scores, m_clean, m_corr = _score_batch(model, batch, prepared.metric)
         return np.where(valid, scores, np.nan), m_clean, m_corr
     per_pair, clean_m, corr_m = _over_batches(prepared, chunk, 1, progress, work)
     return EdgeScores(upstream, downstream, per_pair.mean(0), per_pair, prepared.description,
@@ -280,7 +282,7 @@ def circuit(model, clean, corrupted=None, metric=None, top_k: int | None = 50,
         kept[up_index[edge.upstream], down_index[edge.downstream]] = True
     measured = {}
     for batch in prepared.batches(8):
-        values = circuit_metric(model, batch, prepared.kind, kept)
+        values = circuit_metric(model, batch, prepared.metric, kept)
         for row, pair in enumerate(batch.pairs):
             measured[pair.index] = values[row]
         if progress is not None:

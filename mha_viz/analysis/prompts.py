@@ -32,9 +32,9 @@ PAIR_COLUMNS = ("clean", "corrupted", "target", "contrast")
 
 @dataclass(frozen=True)
 class PromptPair:
-    clean: str
-    corrupted: str
-    target: str | int
+    clean: str | tuple[int, ...]  # a text, or token ids (used as given: no special tokens added)
+    corrupted: str | tuple[int, ...]
+    target: str | int | None = None  # None: a metric that reads no target (a KL divergence)
     contrast: str | int | None = None
     position: int = -1  # the position whose prediction the metric reads (-1: the last)
 
@@ -46,7 +46,7 @@ class EncodedPair:
     clean_ids: tuple[int, ...]
     corrupted_ids: tuple[int, ...]
     position: int  # non-negative
-    target: int
+    target: int | None
     contrast: int | None
 
     @property
@@ -59,22 +59,48 @@ class EncodedPair:
                     if a != b)
 
 
-def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1
-             ) -> list[PromptPair]:
+def token_ids(value) -> tuple[int, ...] | None:
+    """value as token ids, if it is a sequence of whole numbers (a list, a tuple, a 1-D
+    numpy array or tensor); None if it is not."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        return None
+    if hasattr(value, "tolist") and hasattr(value, "ndim"):  # numpy array or torch tensor
+        if value.ndim != 1 or not str(value.dtype).replace("torch.", "").startswith(
+                ("int", "uint")):
+            return None
+        value = value.tolist()
+    items = list(value)
+    if not items or not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        return None
+    return tuple(items)
+
+
+def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1,
+             needs_target: bool = True) -> list[PromptPair]:
     """The pairs in any of a researcher's spellings -> a list of PromptPairs.
 
-    - two texts, with the target (and contrast) the metric measures;
+    - two texts (or two lists of token ids), with the target (and contrast) the metric
+      measures;
     - a PromptPair, or a list of them (each with its own target and contrast);
-    - a list of (clean, corrupted) tuples, with one target for every pair;
+    - a list of (clean, corrupted) tuples of texts or of token ids, with one target for all;
     - two lists of equal length, clean prompts and corrupted prompts, with one target.
-    A list mixes no spellings: a message names the first pair that differs."""
+    A list mixes no spellings: a message names the first pair that differs. needs_target=False:
+    the metric reads no target token (a KL divergence), so none need be given."""
     if isinstance(clean, PromptPair):
         return [clean]
-    if isinstance(clean, str):
-        if not isinstance(corrupted, str):
+    clean_ids = token_ids(clean)
+    if isinstance(clean, str) or clean_ids is not None:
+        corrupted_ids = token_ids(corrupted)
+        if clean_ids is not None and corrupted_ids is None:
+            raise InputError("the clean prompt is token ids: give the corrupted prompt as token "
+                             "ids too (or a list of PromptPair)")
+        if clean_ids is None and not isinstance(corrupted, str):
             raise InputError("give a corrupted prompt beside the clean one (or a list of "
                              "PromptPair)")
-        _check_target(target)
+        if needs_target:
+            _check_target(target)
+        if clean_ids is not None:
+            return [PromptPair(clean_ids, corrupted_ids, target, contrast, position)]
         return [PromptPair(clean, corrupted, target, contrast, position)]
     if isinstance(clean, (bytes, dict)) or not hasattr(clean, "__iter__"):
         raise InputError(f"the pairs are a {type(clean).__name__}: give two texts, a "
@@ -94,9 +120,10 @@ def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1
             raise InputError(f"{len(pairs)} clean prompts but {len(corrupted)} corrupted ones: "
                              f"pair {min(len(pairs), len(corrupted))} has no partner")
         for index, (a, b) in enumerate(zip(pairs, corrupted)):
-            if not (isinstance(a, str) and isinstance(b, str)):
+            if not ((isinstance(a, str) and isinstance(b, str))
+                    or (token_ids(a) is not None and token_ids(b) is not None)):
                 raise InputError(f"pair {index} is a {type(a).__name__} and a "
-                                 f"{type(b).__name__}: two lists hold texts")
+                                 f"{type(b).__name__}: two lists hold texts (or token ids)")
         pairs = list(zip(pairs, corrupted))
     first = _spelling(pairs[0], 0)
     for index, pair in enumerate(pairs):
@@ -104,25 +131,37 @@ def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1
             raise InputError(f"pair {index} is a {_spelling(pair, index)} but pair 0 a {first}: "
                              f"give every pair the same way")
     if first == "PromptPair":
+        if needs_target:
+            for index, pair in enumerate(pairs):
+                if pair.target is None:
+                    raise InputError(f"pair {index} names no target, and the metric reads one")
         return pairs
-    _check_target(target)
+    if needs_target:
+        _check_target(target)
+    if first == "(clean, corrupted) tuple of token ids":
+        return [PromptPair(token_ids(a), token_ids(b), target, contrast, position)
+                for a, b in pairs]
     return [PromptPair(a, b, target, contrast, position) for a, b in pairs]
 
 
 def _spelling(pair, index: int) -> str:
     if isinstance(pair, PromptPair):
         return "PromptPair"
-    if (isinstance(pair, (tuple, list)) and len(pair) == 2
-            and all(isinstance(text, str) for text in pair)):
-        return "(clean, corrupted) tuple"
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        if all(isinstance(text, str) for text in pair):
+            return "(clean, corrupted) tuple"
+        if all(token_ids(ids) is not None for ids in pair):
+            return "(clean, corrupted) tuple of token ids"
     raise InputError(f"pair {index} is a {type(pair).__name__}, not a PromptPair or a "
-                     f"(clean, corrupted) tuple of two texts")
+                     f"(clean, corrupted) tuple of two texts or two lists of token ids")
 
 
 def _check_target(target) -> None:
     if target is None:
-        raise InputError("give what to measure: a TargetMetric with the target token (e.g. "
-                         "TargetMetric(-1, ' Mary', ' John')), or PromptPairs with their own")
+        raise InputError("give the token the metric reads: metric=TargetMetric(-1, ' Mary', "
+                         "' John') (position, target, contrast; its kind any metric), or "
+                         "PromptPairs with their own target; a metric function that reads no "
+                         "target (Metric(..., needs_target=False)) needs none")
 
 
 def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[EncodedPair]:
@@ -130,8 +169,8 @@ def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[E
     encoded = []
     for index, pair in enumerate(pairs):
         name = f"pair {index}" if len(pairs) > 1 else "the pair"
-        clean = model.encode(pair.clean)
-        corrupted = model.encode(pair.corrupted)
+        clean = _encoded(model, pair.clean, name)
+        corrupted = _encoded(model, pair.corrupted, name)
         if clean.truncated or corrupted.truncated:
             raise InputError(f"{name} is longer than the model's context of "
                              f"{model.info.max_positions} tokens")
@@ -149,14 +188,32 @@ def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[E
             raise InputError(f"{name}: position {pair.position} is outside its {n_clean} tokens")
         if needs_contrast and pair.contrast is None:
             raise InputError(f"{name}: the logit difference needs a contrast token")
-        target = metric_token(model, pair.target, pair.clean, name, "target")
+        text = pair.clean if isinstance(pair.clean, str) else ""  # ids: no spelling rule
+        target = (None if pair.target is None
+                  else metric_token(model, pair.target, text, name, "target"))
         contrast = (None if pair.contrast is None
-                    else metric_token(model, pair.contrast, pair.clean, name, "contrast"))
+                    else metric_token(model, pair.contrast, text, name, "contrast"))
         if contrast is not None and contrast == target:
             raise InputError(f"{name}: the target and the contrast are the same token")
         encoded.append(EncodedPair(index, tuple(clean.input_ids), tuple(corrupted.input_ids),
                                    position, target, contrast))
     return encoded
+
+
+@dataclass(frozen=True)
+class _Ids:
+    """Token ids given by the caller, as an encoding: used as they are."""
+    input_ids: tuple[int, ...]
+    truncated: bool = False
+
+
+def _encoded(model, prompt, name: str):
+    if isinstance(prompt, str):
+        return model.encode(prompt)
+    try:
+        return _Ids(tuple(model._check_ids(list(prompt))))
+    except InputError as error:
+        raise InputError(f"{name}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -309,10 +366,16 @@ IOI_OBJECTS = ("drink", "book", "ring", "bag", "letter", "basketball", "kiss", "
                "necklace", "computer")
 
 
-def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> list[PromptPair]:
+def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both",
+              corruption: str = "name") -> list[PromptPair]:
     """n indirect-object pairs: names the model writes as one token after a space, a place
     and an object drawn with ``seed``; templates "abba", "baba" or "both" (alternating).
-    Each pair: target " A" (the indirect object), contrast " B" (the subject)."""
+    Each pair: target " A" (the indirect object), contrast " B" (the subject). corruption
+    "name": the corrupted prompt names A where the clean one repeats B (the answer flips);
+    "abc": it names a third person C there (Wang et al. 2023's ABC distribution, the
+    reference their mean ablation reads). The same seed draws the same clean prompts."""
+    if corruption not in ("name", "abc"):
+        raise InputError("corruption must be 'name' or 'abc'")
     if not 1 <= int(n) <= MAX_PAIRS:
         raise InputError(f"the number of pairs must be between 1 and {MAX_PAIRS}")
     chosen = {"abba": IOI_TEMPLATES[0::2], "baba": IOI_TEMPLATES[1::2],
@@ -320,9 +383,10 @@ def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> lis
     if chosen is None:
         raise InputError("templates must be 'abba', 'baba' or 'both'")
     names = [name for name in IOI_NAMES if _one_token(model, " " + name)]
-    if len(names) < 2:
-        raise InputError("this model's tokenizer writes fewer than two of the template names "
-                         "as one token, so it cannot score the indirect-object task")
+    needed = 3 if corruption == "abc" else 2
+    if len(names) < needed:
+        raise InputError(f"this model's tokenizer writes fewer than {needed} of the template "
+                         f"names as one token, so it cannot make these indirect-object pairs")
     rng = random.Random(seed)
     pairs = []
     for index in range(int(n)):
@@ -330,9 +394,13 @@ def ioi_pairs(model, n: int = 16, seed: int = 0, templates: str = "both") -> lis
         template = chosen[index % len(chosen)]
         fill = dict(PLACE=rng.choice(IOI_PLACES), OBJECT=rng.choice(IOI_OBJECTS))
         clean = template.format(A=a, B=b, **fill)
-        # the subject's second mention becomes the indirect object's name: same token count
+        # the subject's second mention becomes the indirect object's name (or a third
+        # person's): the same token count
         head, _, tail = template.rpartition("{B}")
-        corrupted = (head + "{A}" + tail).format(A=a, B=b, **fill)
+        c = (random.Random(f"{seed}:{index}").choice([x for x in names if x not in (a, b)])
+             if corruption == "abc" else None)
+        corrupted = (head + ("{A}" if corruption == "name" else "{C}") + tail).format(
+            A=a, B=b, C=c, **fill)
         pairs.append(PromptPair(clean, corrupted, " " + a, " " + b))
     return pairs
 

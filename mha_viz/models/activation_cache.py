@@ -49,6 +49,18 @@ class ActivationCache(Mapping):
         self._values = values
         self.tokens = tokens
 
+    @classmethod
+    def from_captured(cls, captured: dict, tokens: list[str], row: int | None = None
+                      ) -> "ActivationCache":
+        """A cache from an Interventions' captured values (the engine's layouts), in
+        TransformerLens's layouts; row: keep that row of the batch only (as a batch of 1)."""
+        values = {}
+        for (name, layer), value in captured.items():
+            if row is not None:
+                value = value[row:row + 1]
+            values[(name, layer)] = value.transpose(1, 2) if name in _HEAD_FIRST else value
+        return cls(values, tokens)
+
     def _key(self, key) -> tuple[str, int | None]:
         if isinstance(key, tuple) and len(key) == 2:
             return key[0], None if key[1] is None else int(key[1])
@@ -128,7 +140,4 @@ def run_with_cache(model, text_or_ids, names=None, ungroup_kv: bool = False,
                                hooks)
         last_hidden = net.finish(final, hooks)
         out = net.lm_logits(last_hidden) if model.info.has_lm_head else last_hidden
-    values = {}
-    for (name, layer), value in hooks.captured.items():
-        values[(name, layer)] = value.transpose(1, 2) if name in _HEAD_FIRST else value
-    return out, ActivationCache(values, model.display_tokens(ids))
+    return out, ActivationCache.from_captured(hooks.captured, model.display_tokens(ids))

@@ -17,13 +17,14 @@ import streamlit as st
 
 from .. import plots
 from ..analysis import patching, prompts
+from ..analysis.circuit_tests import ABLATIONS, circuit_heads, circuit_test
 from ..analysis.encoder_decoder_ablation import total_heads
 from ..analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
 from ..analysis.heads import head_name, parse_head_name
 from ..core.errors import MhaVizError
 from ..models.model import TargetMetric
 from ..server import export
-from .compute import Selection, memo, run_or_wait
+from .compute import Selection, computed, memo, run_or_wait
 from .messages import callback, show_error
 from .output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
                      figure_columns, show_figure, viewport)
@@ -393,3 +394,54 @@ def encoder_decoder_view(selection: Selection, model) -> None:
                  "Every head as CSV", key="dl_patch_seq2seq")
     st.caption(NUMBERING)
     caveat()
+
+
+# --- the drawn circuit's heads, tested -------------------------------------------------------
+
+
+def circuit_test_view(model, model_name: str, pairs, kind: str, found) -> None:
+    """Faithfulness and necessity of the drawn circuit's heads (analysis.circuit_tests), with
+    the ablation the person picks, over every pair, the pairs' corrupted prompts as the
+    reference distribution."""
+    heads = circuit_heads(model, found)
+    st.markdown("**The circuit's heads, tested** (Wang et al. 2023: ablate every head outside "
+                "the circuit, then the circuit's heads alone)")
+    if not heads:
+        st.caption("The drawn circuit holds no attention head (only the embeddings, MLPs "
+                   "and the logits): there is nothing to ablate.")
+        return
+    ablation = synced(st.radio, "c_ablation", "Ablation", "mean", options=list(ABLATIONS),
+                      format_func=ABLATIONS.get, horizontal=True)
+    tested = computed(result_key("circuit_test", model_name, pairs, kind, tuple(heads),
+                                 ablation),
+                      circuit_test, model, pairs, heads, kind, ablation,
+                      label=f"Ablating inside and outside the {len(heads)}-head circuit")
+    if tested is None:
+        return
+    faithful, needed = tested.spread("faithfulness"), tested.spread("necessity")
+    c1, c2 = st.columns(2)
+    c1.metric("Heads' faithfulness", f"{tested.faithfulness:.0%}",
+              help="F(C) / F(M): the metric with every head outside the circuit ablated, over "
+                   "the model's own (means over pairs). 100% when the circuit alone does the "
+                   "task; Wang et al. report 87% for GPT-2 small's indirect-object circuit.")
+    c2.metric("Heads' necessity", f"{tested.necessity:.0%}",
+              help="1 − F(M \\ C) / F(M): the share of the metric lost when the circuit's "
+                   "heads alone are ablated.")
+    st.caption(circuit_test_caption(tested, faithful, needed))
+    for note in tested.notes:
+        st.caption(md_escape(note))
+
+
+def circuit_test_caption(tested, faithful: dict, needed: dict) -> str:
+    """The figures behind the two ratios, and their spread over pairs, in words."""
+    spread = ""
+    if tested.n_pairs > 1:
+        spread = (f" Over the {tested.n_pairs} pairs, each pair's own ratio: faithfulness "
+                  f"{faithful['mean']:.0%} ± {faithful['std']:.0%} (95% interval "
+                  f"{faithful['ci95_low']:.0%} to {faithful['ci95_high']:.0%}), necessity "
+                  f"{needed['mean']:.0%} ± {needed['std']:.0%}.")
+    return (f"{len(tested.heads)} heads, {ABLATIONS[tested.ablation]} over the pairs' "
+            f"corrupted prompts. F(M) = {tested.model_metric.mean():.3f}, F(C) = "
+            f"{tested.circuit_metric.mean():.3f}, F(M \\ C) = "
+            f"{tested.without_circuit.mean():.3f}, every head ablated "
+            f"{tested.nothing_metric.mean():.3f} ({md_escape(tested.metric)}).{spread}")

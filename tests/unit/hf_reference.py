@@ -189,3 +189,31 @@ def target_metric(prompt):
     from mha_viz import TargetMetric
 
     return TargetMetric(-1, prompt[2], prompt[3], "logit_diff")
+
+
+def head_outputs(hf, where, ids_rows, layers):
+    """layer -> every head's z (the output projection's input) [R, T, H * d_k] of each row of
+    ids_rows (prompts of one token count), from unhooked runs."""
+    store = {}
+    with torch.no_grad(), hooked([capture_input(where.out_proj(l), store, l) for l in layers]):
+        hf(torch.tensor(ids_rows))
+    return store
+
+
+def logits_with_heads_replaced(hf, where, ids, replaced):
+    """The last position's logits [vocab] of ids with each (layer, head) -> value [T, d_k] of
+    `replaced` put in that head's slice of the output projection's input (all at once)."""
+    by_layer = {}
+    for (layer, head), value in replaced.items():
+        by_layer.setdefault(layer, []).append((head, value))
+
+    def swap(heads):
+        def fn(x):
+            x = x.clone()
+            for head, value in heads:
+                x[0, :, head * where.dk:(head + 1) * where.dk] = value
+            return x
+        return fn
+    with torch.no_grad(), hooked([replace_input(where.out_proj(layer), swap(heads))
+                                  for layer, heads in by_layer.items()]):
+        return hf(torch.tensor([ids])).logits[0, -1]

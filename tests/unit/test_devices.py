@@ -14,8 +14,9 @@ import torch
 
 from mha_viz import TargetMetric, load_model
 from mha_viz.analysis import (ablation_effects, activation_patching, attribution_patching,
-                              direct_logit_attribution, gradient_importance, path_patching,
-                              pruning_curve)
+                              circuit_test, direct_logit_attribution, gradient_importance,
+                              path_patching, pruning_curve, run_with_interventions)
+from mha_viz.analysis.patching import heads_replaced
 from mha_viz.analysis.one_head.steps import inside_one_head
 
 MPS = getattr(torch.backends, "mps", None)
@@ -65,6 +66,11 @@ def analyses(model) -> dict[str, np.ndarray]:
         "gradient": np.asarray(gradient_importance(model, TEXT)),
         "curve": np.asarray(pruning_curve(model, TEXT, step=0.5).scores),
         "inside_scores": head.scores, "inside_weights": head.weights,
+        "mean_ablation": run_with_interventions(
+            model, [(TEXT, CORRUPTED)], heads_replaced([(0, 1), (1, 0)], "mean"), metric,
+            reference=[CORRUPTED, TEXT]).values,
+        "circuit_test": np.array([circuit_test(model, [(TEXT, CORRUPTED)], [(1, 1)], metric,
+                                               ablation="resample").faithfulness]),
     }
     return {name: np.asarray(value, dtype=np.float64) for name, value in found.items()}
 

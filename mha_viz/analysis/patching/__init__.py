@@ -16,16 +16,34 @@ token where the prompts differ, in a causal model) changes nothing and is not ru
 
 Every intervention goes through the engine's named points (mha_viz.engine.interventions).
 
-The package: common (results, pairs, batches, the metric), activation, attribution, paths.
+The metric is any function of the logits at the read position (metrics: the built-in kinds
+are ready-made ones); components are named as run_with_cache names its points (z, q, k, v,
+pattern, resid_pre, attn_out, mlp_out, ...), as TransformerLens names its hooks, or by
+patching's own names ("head" is z).
+
+run_with_interventions applies a set of entries (Intervention: a component at a layer, a head
+or a position, and what replaces it: the other prompt's activation, a mean or a resampled
+activation over reference prompts, zero or a value) together in one run and reads the metric.
+
+The package: metrics, interventions, common (results, pairs, batches, the metric), activation, attribution,
+paths.
 """
 
 from .activation import activation_patching
 from .attribution import attribution_patching, estimate_error
-from .common import (CAPTURE_BYTES, COMPONENT_HELP, COMPONENTS, DEGENERATE, DIRECTIONS, PairBatch,
-                     PatchingResult, metric_of, prepare_pairs, rows_per_batch, strongest_components)
+from .common import (CAPTURE_BYTES, COMPONENT_ALIASES, COMPONENT_HELP, COMPONENTS, DEGENERATE,
+                     DIRECTIONS, PairBatch, PatchingResult, component_name, metric_of,
+                     prepare_pairs, rows_per_batch, strongest_components)
+from .interventions import (REPLACEMENTS, Intervention, InterventionRun, heads_replaced,
+                            run_with_interventions)
+from .metrics import (BUILT_IN_METRICS, Metric, as_metric, kl_divergence, logit, logit_diff,
+                      logprob, probability)
 from .paths import path_patching
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
            "attribution_patching", "path_patching", "prepare_pairs", "strongest_components",
            "estimate_error", "metric_of", "COMPONENT_HELP", "CAPTURE_BYTES", "DEGENERATE",
-           "PairBatch", "rows_per_batch"]
+           "PairBatch", "rows_per_batch", "COMPONENT_ALIASES", "component_name", "Metric",
+           "as_metric", "BUILT_IN_METRICS", "logit_diff", "logit", "logprob", "probability",
+           "kl_divergence", "Intervention", "InterventionRun", "REPLACEMENTS",
+           "heads_replaced", "run_with_interventions"]

@@ -46,7 +46,7 @@ def activation_patching(model, clean, corrupted=None, metric=None, component: st
     with torch.inference_mode():
         per_pair, clean_m, corrupted_m = _over_batches(
             prepared, chunk, n_layer, None,
-            lambda batch: _patch_batch(model, batch, prepared.kind, point, axis, ungroup,
+            lambda batch: _patch_batch(model, batch, prepared.metric, point, axis, ungroup,
                                        direction, advance))
     return _summarise(prepared, component, direction, "exact", per_pair, clean_m, corrupted_m,
                       axis)

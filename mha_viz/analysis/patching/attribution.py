@@ -13,6 +13,7 @@ from .activation import _base_and_source, activation_patching
 from .common import (PairBatch, PatchingResult, _check_component, _check_direction,
                      _check_positions, _over_batches, _pairs_per_chunk, _summarise, _unit_shape,
                      metric_of, prepare_pairs)
+from .metrics import check_differentiable
 
 
 def attribution_patching(model, clean, corrupted=None, metric=None, component: str = "head",
@@ -30,7 +31,7 @@ def attribution_patching(model, clean, corrupted=None, metric=None, component: s
     chunk = _pairs_per_chunk(model, max(p.n_tokens for p in prepared.pairs), {point: 3})
     per_pair, clean_m, corrupted_m = _over_batches(
         prepared, chunk, 1, progress,
-        lambda batch: _attribute_batch(model, batch, prepared.kind, point, axis, ungroup,
+        lambda batch: _attribute_batch(model, batch, prepared.metric, point, axis, ungroup,
                                        direction))
     result = _summarise(prepared, component, direction, "attribution", per_pair, clean_m,
                         corrupted_m, axis)
@@ -55,6 +56,7 @@ def _attribute_batch(model, batch: PairBatch, kind: str, point: str, axis: str,
         stream = model.network.embed(base_ids).detach().requires_grad_(True)
         final = run_with_hooks(model.network, base_ids, base, 0, stream)
         m_base = metric_of(model, final, batch, kind)
+        check_differentiable(m_base, kind, "attribution patching")
         activations = [base.captured[(point, layer)] for layer in range(n_layer)]
         grads = torch.autograd.grad(m_base.sum(), activations)
     shape = _unit_shape(model, axis, length)

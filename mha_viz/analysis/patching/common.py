@@ -11,9 +11,10 @@ import torch
 from torch.nn import functional as F
 
 from ...core.errors import InputError
-from ...engine.interventions import point_width
-from ...models.scoring import METRIC_KINDS, TargetMetric
+from ...engine.interventions import point_width, run_with_hooks
+from ...models.scoring import TargetMetric
 from ..prompts import EncodedPair, as_pairs, encode_pairs
+from .metrics import Metric, as_metric, checked_values
 
 # component -> (engine point, what one patch covers, key/value per query head)
 COMPONENTS = {
@@ -28,7 +29,17 @@ COMPONENTS = {
     "pattern": ("pattern", "head", False),
     "shared_k": ("k", "kv_head", False),  # a key/value head's key, for its whole group
     "shared_v": ("v", "kv_head", False),
+    "resid_mid": ("resid_mid", "position", False),
+    "resid_post": ("resid_post", "position", False),
 }
+# One vocabulary: run_with_cache's point names and TransformerLens's hook names (without the
+# layer) name the same components; "head" is run_with_cache's "z".
+COMPONENT_ALIASES = {"z": "head", "hook_z": "head", "attn.hook_z": "head",
+                     "hook_q": "q", "attn.hook_q": "q", "hook_k": "k", "attn.hook_k": "k",
+                     "hook_v": "v", "attn.hook_v": "v", "hook_pattern": "pattern",
+                     "attn.hook_pattern": "pattern", "hook_resid_pre": "resid_pre",
+                     "hook_attn_out": "attn_out", "hook_mlp_out": "mlp_out",
+                     "hook_resid_mid": "resid_mid", "hook_resid_post": "resid_post"}
 COMPONENT_HELP = {
     "head": "each head's output (before W_O) at every position",
     "head_position": "each head's output at one position",
@@ -41,6 +52,8 @@ COMPONENT_HELP = {
     "pattern": "each head's attention pattern",
     "shared_k": "each key/value head's keys (every query head of its group)",
     "shared_v": "each key/value head's values (every query head of its group)",
+    "resid_mid": "the residual stream between each layer's attention and MLP, at one position",
+    "resid_post": "the residual stream leaving each layer, at one position",
 }
 DIRECTIONS = {
     "denoise": "denoising: the corrupted run with one clean activation (what suffices)",
@@ -143,8 +156,25 @@ class PairBatch:
     clean: torch.Tensor  # [P, T]
     corrupted: torch.Tensor  # [P, T]
     positions: torch.Tensor  # [P]
-    targets: torch.Tensor  # [P]
+    targets: torch.Tensor | None  # [P]
     contrasts: torch.Tensor | None  # [P]
+    # the unpatched runs' logits at each pair's position [P, vocab] (metrics that read them)
+    clean_logits: torch.Tensor | None = None
+    corrupted_logits: torch.Tensor | None = None
+
+    # what a metric function reads (metrics.Metric): each row's target and contrast ids
+    @property
+    def target(self) -> torch.Tensor | None:
+        return self.targets
+
+    @property
+    def contrast(self) -> torch.Tensor | None:
+        return self.contrasts
+
+    @staticmethod
+    def at(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """[B]: each row's logit (or any [B, vocab] value) at its own id."""
+        return logits.gather(-1, ids[:, None])[:, 0]
 
     @property
     def size(self) -> int:
@@ -156,27 +186,37 @@ class PairBatch:
 
     def twice(self) -> "PairBatch":
         """The metric spec of two runs of every pair stacked (base rows, then source rows)."""
-        return PairBatch(self.pairs * 2, torch.cat([self.clean, self.clean]),
-                         torch.cat([self.corrupted, self.corrupted]), self.positions.repeat(2),
-                         self.targets.repeat(2),
-                         None if self.contrasts is None else self.contrasts.repeat(2))
+        def both(t):
+            return None if t is None else torch.cat([t, t])
+        return PairBatch(self.pairs * 2, both(self.clean), both(self.corrupted),
+                         both(self.positions), both(self.targets), both(self.contrasts),
+                         both(self.clean_logits), both(self.corrupted_logits))
 
     def rows(self, index: torch.Tensor) -> "PairBatch":
+        def take(t):
+            return None if t is None else t[index]
         return PairBatch([self.pairs[i] for i in index.tolist()], self.clean[index],
-                         self.corrupted[index], self.positions[index], self.targets[index],
-                         None if self.contrasts is None else self.contrasts[index])
+                         self.corrupted[index], self.positions[index], take(self.targets),
+                         take(self.contrasts), take(self.clean_logits),
+                         take(self.corrupted_logits))
 
 
 @dataclass
 class PreparedPairs:
     model: object
     pairs: list[EncodedPair]
-    kind: str  # metric kind
+    metric: Metric
     description: str
     tokens: list[str]  # the first pair's clean tokens (position labels)
 
+    @property
+    def kind(self) -> str:
+        """The built-in metric kind, or "function" for a metric of the user's own."""
+        return self.metric.kind or "function"
+
     def batches(self, chunk_pairs: int):
-        """PairBatches of equal token length, at most chunk_pairs pairs each."""
+        """PairBatches of equal token length, at most chunk_pairs pairs each (with the
+        unpatched runs' logits when the metric reads them)."""
         by_length: dict[int, list[EncodedPair]] = {}
         for pair in self.pairs:
             by_length.setdefault(pair.n_tokens, []).append(pair)
@@ -184,7 +224,21 @@ class PreparedPairs:
         device = self.model.network.device
         for group in by_length.values():
             for start in range(0, len(group), chunk_pairs):
-                yield _batch_of(group[start:start + chunk_pairs], mask_id, device)
+                batch = _batch_of(group[start:start + chunk_pairs], mask_id, device)
+                if self.metric.needs_reference:
+                    batch.clean_logits = logits_at(self.model, batch.clean, batch.positions)
+                    batch.corrupted_logits = logits_at(self.model, batch.corrupted,
+                                                       batch.positions)
+                yield batch
+
+
+def logits_at(model, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """[B, vocab] the unpatched logits of ids [B, T] at each row's position (float32)."""
+    net = model.network
+    with torch.no_grad():
+        final = run_with_hooks(net, ids)
+        hidden = net.finish(final[torch.arange(ids.shape[0], device=ids.device), positions])
+        return net.lm_logits(hidden).float().detach().clone()
 
 
 def _batch_of(pairs: list[EncodedPair], mask_id: int | None, device) -> PairBatch:
@@ -200,51 +254,60 @@ def _batch_of(pairs: list[EncodedPair], mask_id: int | None, device) -> PairBatc
         clean[rows, positions] = mask_id
         corrupted[rows, positions] = mask_id
     contrasts = None if pairs[0].contrast is None else ids([p.contrast for p in pairs])
-    return PairBatch(pairs, clean, corrupted, positions, ids([p.target for p in pairs]),
-                     contrasts)
+    targets = None if pairs[0].target is None else ids([p.target for p in pairs])
+    return PairBatch(pairs, clean, corrupted, positions, targets, contrasts)
 
 
 def prepare_pairs(model, clean, corrupted=None, metric=None) -> PreparedPairs:
-    """Check and tokenize the pairs: two texts, (clean, corrupted) tuples or two lists with a
-    TargetMetric (its target, contrast and position for every pair), or PromptPair(s) whose
-    own target/contrast/position are used (metric then gives only the kind, as a TargetMetric
-    or a string; see prompts.as_pairs)."""
+    """Check and tokenize the pairs, in any spelling prompts.as_pairs reads (two texts, two
+    lists of token ids, PromptPair(s), (clean, corrupted) tuples, two lists), with the metric
+    in any spelling metrics.as_metric reads: a TargetMetric (its target, contrast and position
+    for pairs that do not name their own; its kind a built-in kind, a Metric or a function), a
+    kind's name, a Metric or a function of the logits. The same spellings for one pair and
+    for many."""
     if not model.info.has_lm_head:
         raise InputError(f"'{model.info.name}' has no language-model head, so it has no metric "
                          f"to patch: load a causal model or a BERT with its masked-LM head")
+    spec = as_metric(metric)
     if isinstance(metric, TargetMetric):
-        kind = metric.kind
-        pairs = as_pairs(clean, corrupted, metric.target, metric.contrast, metric.position)
+        pairs = as_pairs(clean, corrupted, metric.target, metric.contrast, metric.position,
+                         needs_target=spec.needs_target)
     else:
-        kind = metric or "logit_diff"
-        pairs = as_pairs(clean, corrupted)  # PromptPairs carry their own target
-    if kind not in METRIC_KINDS:
-        raise InputError(f"metric kind must be one of {', '.join(METRIC_KINDS)}, got {kind!r}")
-    encoded = encode_pairs(model, pairs, needs_contrast=kind == "logit_diff")
+        pairs = as_pairs(clean, corrupted, needs_target=spec.needs_target)
+    encoded = encode_pairs(model, pairs, needs_contrast=spec.needs_contrast)
     if not model.info.causal and model.tokenizer.mask_token_id is None:
         raise InputError("this masked-LM model has no [MASK] token to predict at")
     first = encoded[0]
-    resolved = model.resolve_metric(TargetMetric(first.position, first.target, first.contrast,
-                                                 kind), first.n_tokens)
-    description = resolved.description if len(encoded) == 1 else (
-        resolved.description.split(" at position")[0] + " at each pair's position"
-        if len({(p.target, p.contrast) for p in encoded}) == 1 else
-        {"logit_diff": "logit(target) − logit(contrast)", "logit": "logit(target)",
-         "logprob": "log p(target)"}[kind] + " of each pair")
-    return PreparedPairs(model, encoded, kind, description,
+    if spec.kind is not None:
+        resolved = model.resolve_metric(TargetMetric(first.position, first.target,
+                                                     first.contrast, spec.kind), first.n_tokens)
+        description = resolved.description if len(encoded) == 1 else (
+            resolved.description.split(" at position")[0] + " at each pair's position"
+            if len({(p.target, p.contrast) for p in encoded}) == 1 else
+            spec.name + " of each pair")
+    else:
+        description = (spec.name + f" at position {first.position}" if len(encoded) == 1
+                       else spec.name + " at each pair's position")
+    return PreparedPairs(model, encoded, spec, description,
                          model.display_tokens(list(first.clean_ids)))
 
 
 # --- the pieces every sweep uses ----------------------------------------------------------
 
 
-def metric_of(model, final: torch.Tensor, batch: PairBatch, kind: str) -> torch.Tensor:
+def metric_of(model, final: torch.Tensor, batch: PairBatch, metric) -> torch.Tensor:
     """[B] the metric of each row from the final residual stream [B, T, d]: the final norm
-    and the unembedding at the row's position only."""
+    and the unembedding at the row's position only (metric: any spelling as_metric reads;
+    the built-in kinds read only the target's and contrast's rows of the unembedding)."""
     net = model.network
+    spec = as_metric(metric)
+    kind = spec.kind
     rows = torch.arange(final.shape[0], device=final.device)
     hidden = net.finish(final[rows, batch.positions])  # [B, d]
-    if kind == "logprob":  # float32 whatever the weights (engine/placement.py)
+    if kind is None:  # float32 logits whatever the weights (engine/placement.py)
+        values = checked_values(spec(net.lm_logits(hidden).float(), batch), final.shape[0], spec)
+        return values.to(final.device)  # a list a function returned is made on the CPU
+    if kind == "logprob":
         return F.log_softmax(net.lm_logits(hidden).float(), dim=-1)[rows, batch.targets]
     target = net.row_logits(hidden, batch.targets).float()
     if kind == "logit":
@@ -279,11 +342,25 @@ def _check_direction(direction: str) -> None:
         raise InputError(f"direction must be 'denoise' or 'noise', got {direction!r}")
 
 
+def component_name(component: str) -> str:
+    """The component a name means: patching's own names, run_with_cache's point names (z,
+    q, k, v, pattern, resid_pre, ...) and TransformerLens's hook names (hook_z,
+    attn.hook_z, hook_resid_pre, ...), with or without a "blocks.N." prefix."""
+    if not isinstance(component, str):
+        raise InputError(f"a component is named by a string, got a {type(component).__name__}")
+    name = component
+    if name.startswith("blocks."):  # a hook name of one layer: the component it names
+        name = name.split(".", 2)[-1] if name.count(".") >= 2 else name
+    name = COMPONENT_ALIASES.get(name, name)
+    if name not in COMPONENTS:
+        raise InputError(f"component must be one of {', '.join(COMPONENTS)} (or run_with_cache's "
+                         f"and TransformerLens's names for them: z, hook_z, hook_resid_pre, "
+                         f"...), got {component!r}")
+    return name
+
+
 def _check_component(model, component: str) -> tuple[str, str, bool]:
-    if component not in COMPONENTS:
-        raise InputError(f"component must be one of {', '.join(COMPONENTS)}, got "
-                         f"{component!r}")
-    return COMPONENTS[component]
+    return COMPONENTS[component_name(component)]
 
 
 def _unit_shape(model, axis: str, n_tokens: int) -> tuple[int, ...]:

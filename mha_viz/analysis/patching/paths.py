@@ -52,7 +52,7 @@ def path_patching(model, clean, corrupted=None, metric=None, receivers="logits",
     with torch.inference_mode():
         per_pair, clean_m, corrupted_m = _over_batches(
             prepared, chunk, n_layer, progress,
-            lambda batch: _path_batch(model, batch, prepared.kind, targets, direction))
+            lambda batch: _path_batch(model, batch, prepared.metric, targets, direction))
     described = "logits" if targets is None else ", ".join(
         f"L{l}.H{h}.{part}" for l, h, part in targets)
     return _summarise(prepared, "head", direction, "path", per_pair, clean_m, corrupted_m,

@@ -1,0 +1,149 @@
+"""run_with_interventions against forward hooks written here on transformers' GPT-2 and
+Llama (grouped-query), same random weights: a set of heads patched together, a head
+mean-ablated and resample-ablated over a reference set, zero and a given value; the caches
+of the intervened run; the messages."""
+
+import numpy as np
+import pytest
+import torch
+from hf_reference import head_outputs, ids_of, logits_with_heads_replaced
+
+from mha_viz import TargetMetric
+from mha_viz.analysis.patching import (Intervention, activation_patching, heads_replaced,
+                                       run_with_interventions)
+from mha_viz.analysis.prompts import PromptPair, swap_token
+from mha_viz.core.errors import InputError
+
+TOL = 2e-3
+HEADS = [(0, 1), (0, 3), (1, 0), (1, 2)]  # across layers: patched together
+
+
+def logit_diff(logits, target, contrast):
+    return float(logits[target] - logits[contrast])
+
+
+def reference_prompts(model, text, n=3):
+    """Prompts of the text's token count: one token swapped at a different place each."""
+    ids = model.encode(text).input_ids
+    return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
+
+
+@pytest.fixture(params=["gpt2", "llama"])
+def setting(request, patch_models, patch_prompts):
+    model, hf, where = patch_models[request.param]
+    clean, corrupted, target, contrast = patch_prompts[request.param]
+    pair = PromptPair(clean, corrupted, target, contrast)
+    return model, hf, where(hf), pair
+
+
+def test_heads_patched_together_equal_hooks(setting):
+    model, hf, where, pair = setting
+    clean_ids, corr_ids = ids_of(model, pair.clean), ids_of(model, pair.corrupted)
+    other = head_outputs(hf, where, [corr_ids], {l for l, _ in HEADS})
+    replaced = {(l, h): other[l][0, :, h * where.dk:(h + 1) * where.dk] for l, h in HEADS}
+    expected = logit_diff(logits_with_heads_replaced(hf, where, clean_ids, replaced),
+                          pair.target, pair.contrast)
+    result = run_with_interventions(model, [pair], heads_replaced(HEADS, "other"), "logit_diff")
+    assert abs(result.values[0] - expected) < TOL
+    # one head alone is activation patching's number (noising)
+    one = run_with_interventions(model, [pair], [Intervention("z", 1, 2)], "logit_diff")
+    sweep = activation_patching(model, [pair], metric="logit_diff", direction="noise")
+    assert abs(one.values[0] - sweep.values[1, 2]) < 1e-4
+    assert abs(one.clean[0] - sweep.clean) < 1e-4 and abs(one.corrupted[0] - sweep.corrupted) < 1e-4
+
+
+def test_mean_and_resample_ablation_equal_hooks(setting):
+    model, hf, where, pair = setting
+    layer, head = 1, 2
+    cols = slice(head * where.dk, (head + 1) * where.dk)
+    references = reference_prompts(model, pair.clean)
+    ref_ids = [ids_of(model, text) for text in references]
+    ref_z = head_outputs(hf, where, ref_ids, [layer])[layer][:, :, cols]  # [R, T, d_k]
+    clean_ids = ids_of(model, pair.clean)
+    mean_value = logit_diff(logits_with_heads_replaced(hf, where, clean_ids, {
+        (layer, head): ref_z.mean(0)}), pair.target, pair.contrast)
+    mean = run_with_interventions(model, [pair], [Intervention("z", layer, head, value="mean")],
+                                  "logit_diff", reference=references)
+    assert abs(mean.values[0] - mean_value) < TOL
+    # resampling: each pair takes one reference prompt's activation, drawn with the seed
+    each = [logit_diff(logits_with_heads_replaced(hf, where, clean_ids, {(layer, head): z}),
+                       pair.target, pair.contrast) for z in ref_z]
+    resampled = run_with_interventions(model, [pair] * 8,
+                                       [Intervention("z", layer, head, value="resample")],
+                                       "logit_diff", reference=ref_ids, seed=3)
+    drawn = [int(np.argmin([abs(v - e) for e in each])) for v in resampled.values]
+    assert all(abs(v - each[d]) < TOL for v, d in zip(resampled.values, drawn))
+    assert len(set(drawn)) > 1  # the pairs draw different prompts
+    again = run_with_interventions(model, [pair] * 8,
+                                   [Intervention("z", layer, head, value="resample")],
+                                   "logit_diff", reference=ref_ids, seed=3)
+    assert np.array_equal(again.values, resampled.values)
+    # zero, and a value given
+    zero = logit_diff(logits_with_heads_replaced(hf, where, clean_ids, {
+        (layer, head): torch.zeros(len(clean_ids), where.dk)}), pair.target, pair.contrast)
+    ours = run_with_interventions(model, [pair], [Intervention("z", layer, head, value="zero")],
+                                  "logit_diff")
+    assert abs(ours.values[0] - zero) < TOL
+    given = run_with_interventions(model, [pair], [Intervention("z", layer, head, value=0.0)],
+                                   "logit_diff")
+    assert abs(given.values[0] - zero) < TOL
+
+
+def test_one_position_and_a_whole_layer(setting):
+    model, hf, where, pair = setting
+    clean_ids, corr_ids = ids_of(model, pair.clean), ids_of(model, pair.corrupted)
+    layer = 1
+    other = head_outputs(hf, where, [corr_ids], [layer])[layer][0]
+    position = len(clean_ids) - 1
+    at_last = {}
+    for head in range(where.n_head):
+        value = head_outputs(hf, where, [clean_ids], [layer])[layer][0, :,
+                                                                        head * where.dk:
+                                                                        (head + 1) * where.dk]
+        value[position] = other[position, head * where.dk:(head + 1) * where.dk]
+        at_last[(layer, head)] = value
+    expected = logit_diff(logits_with_heads_replaced(hf, where, clean_ids, at_last),
+                          pair.target, pair.contrast)
+    whole_layer = run_with_interventions(model, [pair], [Intervention("z", layer, None,
+                                                                      position)], "logit_diff")
+    assert abs(whole_layer.values[0] - expected) < TOL
+    # the stream entering a layer at one position is resid_pre patching's number
+    stream = run_with_interventions(model, [pair], [Intervention("resid_pre", 1, None, 3)],
+                                    "logit_diff")
+    sweep = activation_patching(model, [pair], metric="logit_diff", component="resid_pre",
+                                direction="noise")
+    assert abs(stream.values[0] - sweep.values[1, 3]) < 1e-4
+
+
+def test_the_cache_of_the_intervened_run(patch_models, patch_prompts):
+    model, _, _ = patch_models["gpt2"]
+    clean, corrupted, target, contrast = patch_prompts["gpt2"]
+    result = run_with_interventions(model, (clean, corrupted),
+                                    [Intervention("hook_z", 0, 1, value="zero")],
+                                    TargetMetric(-1, target, contrast), cache=["z", "attn_out"])
+    z = result.caches[0]["blocks.0.attn.hook_z"]  # TransformerLens's layout [1, T, H, d_k]
+    assert torch.count_nonzero(z[0, :, 1]) == 0 and torch.count_nonzero(z[0, :, 0]) > 0
+    _, plain = model.run_with_cache(clean, names=["attn_out", "z"])
+    assert torch.equal(z[0, :, 0], plain["z", 0][0, :, 0])  # the other heads keep theirs
+    assert not torch.allclose(result.caches[0]["attn_out", 0], plain["attn_out", 0])
+    assert not torch.allclose(result.caches[0]["z", 1], plain["z", 1])  # later layers change
+
+
+def test_messages(patch_models, patch_prompts):
+    model, _, _ = patch_models["llama"]
+    clean, corrupted, target, contrast = patch_prompts["llama"]
+    pair = [PromptPair(clean, corrupted, target, contrast)]
+    for entry, message in ((Intervention("z", 9, 0), "not a layer"),
+                           (Intervention("z", 0, 99), "not one of"),
+                           (Intervention("resid_pre", 0, 1), "give no head"),
+                           (Intervention("z", 0, 0, value="median"), "value must be"),
+                           (Intervention("z", 0, 0, 99), "outside"),
+                           (Intervention("nothing", 0, 0), "component must be")):
+        with pytest.raises(InputError, match=message):
+            run_with_interventions(model, pair, [entry], "logit_diff")
+    with pytest.raises(InputError, match="no reference prompt has"):
+        run_with_interventions(model, pair, [Intervention("z", 0, 0, value="mean")],
+                               "logit_diff", reference=["a b"])
+    with pytest.raises(InputError, match="mixes"):
+        run_with_interventions(model, pair, [Intervention("k", 0, 0),
+                                             Intervention("shared_k", 0, 0)], "logit_diff")
