@@ -76,6 +76,9 @@ class LazyTensors(Mapping):
         except Exception as error:  # an OS, pickle or zip error while reading its bytes
             raise UnreadableTensorError(f"tensor {name[:80]!r}: {error}") from error
 
+    def __contains__(self, name) -> bool:  # Mapping's own would read the tensor to know
+        return name in self.infos
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.infos)
 

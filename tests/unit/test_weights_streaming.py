@@ -88,3 +88,12 @@ def test_a_damaged_safetensors_file_is_a_clear_message(tmp_path, gpt2_folder, da
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptCheckpointError, match="safetensors|could not be read"):
         load_model(folder)
+
+
+def test_each_tensor_is_read_once(gpt2_folder, monkeypatch):
+    read = weights.LazyTensors.__getitem__
+    reads = []
+    monkeypatch.setattr(weights.LazyTensors, "__getitem__",
+                        lambda self, name: reads.append(name) or read(self, name))
+    load_model(gpt2_folder)
+    assert reads and len(reads) == len(set(reads))

@@ -60,6 +60,9 @@ class TensorState(MutableMapping):
     def __getitem__(self, name: str) -> torch.Tensor:
         return self._readers[name]()
 
+    def __contains__(self, name) -> bool:  # Mapping's own would read the tensor to know
+        return name in self._readers
+
     def __setitem__(self, name: str, tensor: torch.Tensor) -> None:
         self._readers[name] = lambda: tensor
 
