@@ -374,6 +374,10 @@ REFUSED = [
      "4 query heads cannot share 3 key/value heads"),
     ("gptj", {"n_embd": 66}, "CorruptCheckpointError", "d_model 66 is not divisible by 4 heads"),
     ("gemma3", {"sliding_window": -5}, "CorruptCheckpointError", "the sliding window"),
+    ("gemma3", {"sliding_window": None}, "UnsupportedModelError",
+     "sliding-window layers are listed without a sliding_window size"),
+    ("gpt_neo", {"window_size": 0}, "UnsupportedModelError",
+     "local attention layers are listed without a positive window_size"),
 ]
 
 
