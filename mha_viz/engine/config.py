@@ -88,6 +88,9 @@ class StackConfig:
     logits_bias: bool = False  # a bias added to the logits (BART's final_logits_bias)
     qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: stored fused)
     qkv_per_head: bool = False  # fused head by head ([q_h; k_h; v_h] for each h: GPT-NeoX)
+    # the checkpoint rotates adjacent pairs (GPT-J); its family reordered each head's rotary
+    # rows of W_Q and W_K into halves at load, which the engine rotates: what Inside says
+    rotary_interleaved: bool = False
     # attention and MLP side by side, both reading the layer's input (GPT-NeoX, GPT-J, Phi):
     # out = h + attn(ln_1(h)) + mlp(ln_2(h)); else the MLP reads the stream after attention
     parallel_residual: bool = False

@@ -154,6 +154,9 @@ class Model(TextInput, Scoring, Predicting):
         types = [0] * len(ids) if token_type_ids is None else [int(t) for t in token_type_ids]
         if len(types) != len(ids):
             raise InputError("token_type_ids must have one entry per token id")
+        kinds = max(self.network.config.type_vocab_size, 1)  # no token types: all 0
+        if any(not 0 <= t < kinds for t in types):
+            raise InputError(f"token_type_ids must be 0..{kinds - 1} for this model")
         enc = Encoding(ids, types, [i in self._special_ids for i in ids], False, len(ids))
         attentions, _ = self._run_capture(ids, types, maps=maps)
         return self._make_trace(enc, attentions, "", None)

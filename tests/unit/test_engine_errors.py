@@ -71,6 +71,13 @@ def test_bad_token_ids(gpt2_model):
         gpt2_model.trace_ids([1] * (gpt2_model.info.max_positions + 1))
 
 
+def test_token_types_the_model_has_no_embedding_for(bert_model, gpt2_model):
+    with pytest.raises(InputError, match="token_type_ids must be 0..1"):
+        bert_model.trace_ids([101, 102], token_type_ids=[0, 2])
+    with pytest.raises(InputError, match="token_type_ids must be 0..0"):
+        gpt2_model.trace_ids([1, 2], token_type_ids=[0, 1])
+
+
 def test_bad_head_mask_shape(gpt2_model):
     with pytest.raises(InputError, match="shape"):
         gpt2_model.score("the cat sat on the mat", head_mask=np.ones((3, 3)))

@@ -258,7 +258,9 @@ def test_olmo_clips_q_k_and_v(family_factory):
 
 def test_gptj_pairs_are_read_as_halves(family_factory):
     """GPT-J's rotary rows (adjacent pairs) are reordered into halves within each head; the
-    rows past rotary_dim, and W_V, stay where they are."""
+    rows past rotary_dim, and W_V, stay where they are; Inside one head says so."""
+    from mha_viz.analysis.one_head.steps import inside_one_head
+
     folder = family_factory("gptj")
     model = load_model(folder)
     ref = reference_model(folder)
@@ -267,6 +269,9 @@ def test_gptj_pairs_are_read_as_halves(family_factory):
     np.testing.assert_array_equal(ours[:, :4], theirs[:, 0:8:2])
     np.testing.assert_array_equal(ours[:, 4:8], theirs[:, 1:8:2])
     np.testing.assert_array_equal(ours[:, 8:], theirs[:, 8:])
+    steps = inside_one_head(model, TEXTS[0], 1, 2).steps()
+    rope = steps[[s.key for s in steps].index("Q_rot")].explanation
+    assert "rotates adjacent pairs" in rope and "row 2j + s is row 4 s + j here" in rope
 
 
 def test_gpt_neo_local_layers_window_and_scores_are_unscaled(family_factory):
@@ -374,6 +379,10 @@ REFUSED = [
      "4 query heads cannot share 3 key/value heads"),
     ("gptj", {"n_embd": 66}, "CorruptCheckpointError", "d_model 66 is not divisible by 4 heads"),
     ("gemma3", {"sliding_window": -5}, "CorruptCheckpointError", "the sliding window"),
+    ("gemma3", {"sliding_window": None}, "UnsupportedModelError",
+     "sliding-window layers are listed without a sliding_window size"),
+    ("gpt_neo", {"window_size": 0}, "UnsupportedModelError",
+     "local attention layers are listed without a positive window_size"),
 ]
 
 

@@ -123,6 +123,7 @@ class HeadInternals:
     qkv_names: tuple = ()  # the checkpoint's names for W_Q, W_K, W_V (one name: fused)
     n_kv_width: int = 0  # H_kv x d_k: the width of K and of V for every head together
     qkv_per_head: bool = False  # the fused matrix holds q, k, v head by head (GPT-NeoX)
+    rotary_interleaved: bool = False  # the checkpoint rotates adjacent pairs (GPT-J)
 
     @property
     def rotary(self) -> bool:
@@ -258,7 +259,14 @@ class HeadInternals:
                      f"positions enter the scores, never the values (V is not rotated)."
                      + (" Before the rotation, each head's query and key went through an "
                         "RMSNorm of their own (QK-norm): Q and K here are the normalised ones."
-                        if self.Q_normed is not None else ""),
+                        if self.Q_normed is not None else "")
+                     + (f" This checkpoint rotates adjacent pairs (2j, 2j + 1) instead; it is "
+                        f"the same rotation of reordered dimensions, so mha-viz reordered the "
+                        f"first {self.rotary_dim} rows of each head's W_Q and W_K when it "
+                        f"loaded them (row 2j + s is row {self.rotary_dim // 2} s + j here): "
+                        f"the scores are the model's own, Q's and K's rotating dimensions "
+                        f"are listed in the reordered order." if self.rotary_interleaved
+                        else ""),
                      "token", "dimension of d_k")]
         memory_steps, kv_from = [], "X"
         if self.cross:
@@ -447,6 +455,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         rope_theta=net.config.rope_of(layer)[0] if rotary is not None else 0.0,
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
         qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
+        rotary_interleaved=net.config.rotary_interleaved,
         n_kv_width=net.config.n_kv_head * net.config.d_head)
 
 

@@ -29,7 +29,12 @@ PREFIXES = ()
 def _window(raw: dict, n_layer: int) -> tuple[int, tuple]:
     window = raw.get("sliding_window")
     layer_types = raw.get("layer_types")
-    if raw.get("model_type") not in SANDWICH or not window:
+    if raw.get("model_type") not in SANDWICH:
+        return 0, ()
+    if not window:
+        if "sliding_attention" in (layer_types or ()):
+            raise UnsupportedModelError("sliding-window layers are listed without a "
+                                        "sliding_window size")
         return 0, ()
     if not layer_types:  # transformers' defaults: Gemma 2 every other layer from layer 0,
         #                  Gemma 3 all but every sliding_window_pattern-th

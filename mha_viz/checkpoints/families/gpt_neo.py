@@ -31,6 +31,10 @@ def _layer_kinds(raw: dict, n_layer: int) -> list[str]:
 def config_from_hf(raw: dict) -> StackConfig:
     n_layer, d_model = int(raw["num_layers"]), int(raw["hidden_size"])
     local = tuple(i for i, kind in enumerate(_layer_kinds(raw, n_layer)) if kind == "local")
+    window = raw.get("window_size", 256)  # transformers' default when config.json omits it
+    if local and not int(window or 0) > 0:
+        raise UnsupportedModelError(f"local attention layers are listed without a positive "
+                                    f"window_size (got {window})")
     return StackConfig(
         arch=NAME, n_layer=n_layer, n_head=int(raw["num_heads"]), d_model=d_model,
         d_ff=int(raw.get("intermediate_size") or 4 * d_model), vocab_size=int(raw["vocab_size"]),
@@ -39,7 +43,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         activation=raw.get("activation_function", "gelu_new"), norm="layernorm",
         pre_norm=True, causal=True, positions="learned", qkv_bias=False, out_bias=True,
         mlp_bias=True, scale_attn_weights=False, qkv_names=("q_proj", "k_proj", "v_proj"),
-        sliding_window=int(raw.get("window_size", 256)) if local else 0, window_layers=local,
+        sliding_window=int(window) if local else 0, window_layers=local,
         lm_head="tied" if raw.get("tie_word_embeddings", True) else "separate")
 
 

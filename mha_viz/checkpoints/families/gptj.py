@@ -8,8 +8,8 @@ rotate_every_two), where our engine rotates halves (j with j + r/2). The two are
 rotation of reordered dimensions, so the rows of W_Q and W_K within each head's rotary part
 are reordered when they load (row 2j + s of GPT-J is our row (r/2) s + j, as llama.cpp's
 converter does for Llama in reverse): every score and map is GPT-J's own; only the order of
-the rotating dimensions of Q and K, as Inside one head lists them, differs from the
-checkpoint's."""
+the rotating dimensions of Q and K, as Inside one head lists them (and says,
+StackConfig.rotary_interleaved), differs from the checkpoint's."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         pre_norm=True, causal=True, positions="rotary", rope_theta=10000.0,
         rotary_fraction=int(rotary_dim) / (d_model // n_head), qkv_bias=False, out_bias=False,
         mlp_bias=True, parallel_residual=True, qkv_names=("q_proj", "k_proj", "v_proj"),
-        lm_head="separate", logits_bias=True)
+        rotary_interleaved=True, lm_head="separate", logits_bias=True)
 
 
 def halves_from_pairs(weight: torch.Tensor | None, config: StackConfig):
