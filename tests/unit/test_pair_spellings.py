@@ -50,9 +50,9 @@ def test_wrong_spellings_name_the_pair():
         as_pairs([("a", "b"), 7], target=" b")
     with pytest.raises(InputError, match="pair 0 is a str and a int: two lists hold texts"):
         as_pairs(["a"], [1], target=" b")
-    with pytest.raises(InputError, match="give what to measure: a TargetMetric"):
+    with pytest.raises(InputError, match="give the token the metric reads: metric=TargetMetric"):
         as_pairs([("a b", "a c")])
-    with pytest.raises(InputError, match="give what to measure"):
+    with pytest.raises(InputError, match="give the token the metric reads"):
         as_pairs("a b", "a c")
     with pytest.raises(InputError, match="empty"):
         as_pairs([], [], target=" b")
