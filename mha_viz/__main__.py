@@ -131,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     dynamics_cmd.add_argument("--limit", type=int, default=8, help="texts read from --input")
     dynamics_cmd.add_argument("--steps", default=None,
                               help="comma-separated steps of a hub series (default: all)")
-    dynamics_cmd.add_argument("--seq-len", type=int, default=50,
-                              help="the probe's repeated random tokens")
+    dynamics_cmd.add_argument("--seq-len", type=int, default=None,
+                              help="the probe's repeated random tokens (default 50, or what "
+                                   "the model's context holds)")
     dynamics_cmd.add_argument("--n-seqs", type=int, default=8)
     dynamics_cmd.add_argument("--seed", type=int, default=0)
     dynamics_cmd.add_argument("--out", required=True, help="the results, .npz")
@@ -276,10 +277,12 @@ def dynamics_command(args) -> int:
     from .analysis.dynamics import training_dynamics
     from .checkpoints.series import checkpoint_series
 
-    def progress(done: int, total: int, step: int) -> None:
+    series = None
+
+    def progress(done: int, total: int) -> None:
         bar = "#" * int(30 * done / max(total, 1))
-        print(f"\r[{bar:30s}] {done}/{total} checkpoints (step {step:,}) ", end="",
-              file=sys.stderr, flush=True)
+        print(f"\r[{bar:30s}] {done}/{total} checkpoints (step {series.steps[done - 1]:,}) ",
+              end="", file=sys.stderr, flush=True)
 
     try:
         steps = None if args.steps is None else [

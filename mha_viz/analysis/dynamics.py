@@ -136,12 +136,20 @@ def icl_positions(max_positions: int, early: int = ICL_EARLY, late: int = ICL_LA
     return early, late
 
 
-def checkpoint_statistics(model, texts: list[str], seq_len: int = PROBE_SEQ_LEN,
+def probe_length(max_positions: int, seq_len: int | None = None) -> int:
+    """The probe's length of R: as given, else PROBE_SEQ_LEN or what a short context holds
+    (a BOS and R twice)."""
+    return int(seq_len) if seq_len is not None else min(PROBE_SEQ_LEN,
+                                                        (int(max_positions) - 1) // 2)
+
+
+def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
                           n_seqs: int = PROBE_SEQS, seed: int = 0, early: int = ICL_EARLY,
                           late: int = ICL_LATE) -> tuple[dict, dict]:
     """One checkpoint's ({head array: [L, H]}, {curve: float}) (see the module docstring).
-    The texts are truncated to the model's context."""
+    The texts are truncated to the model's context; seq_len None: probe_length's."""
     info = model.info
+    seq_len = probe_length(info.max_positions, seq_len)
     if not info.causal or not info.has_lm_head:
         raise InputError(f"training dynamics read a causal language model; "
                          f"'{info.name}' is not one")
@@ -175,7 +183,7 @@ def checkpoint_statistics(model, texts: list[str], seq_len: int = PROBE_SEQ_LEN,
     return heads, curves
 
 
-def training_dynamics(series, texts, seq_len: int = PROBE_SEQ_LEN, n_seqs: int = PROBE_SEQS,
+def training_dynamics(series, texts, seq_len: int | None = None, n_seqs: int = PROBE_SEQS,
                       seed: int = 0, early: int = ICL_EARLY, late: int = ICL_LATE,
                       local_dirs=None, progress=None) -> TrainingDynamics:
     """Every checkpoint's statistics (checkpoint_statistics), one checkpoint loaded at a time.
@@ -184,7 +192,8 @@ def training_dynamics(series, texts, seq_len: int = PROBE_SEQ_LEN, n_seqs: int =
         series, a folder of step folders, a list of folders, a hub id with step revisions).
     texts: a text or a list of them (entropy, sink mass, loss, ICL score; the ICL score
         reads those of at least `late` + 1 tokens and is NaN when none is).
-    progress(done, total, step), if given, is called after each checkpoint."""
+    seq_len: the probe's length of R (None: 50, or what the context holds).
+    progress(done, total), if given, is called after each checkpoint (it may raise to stop)."""
     series = checkpoint_series(series, local_dirs)
     texts = [texts] if isinstance(texts, str) else [str(t) for t in texts]
     if not texts or not all(t.strip() for t in texts):
@@ -200,6 +209,7 @@ def training_dynamics(series, texts, seq_len: int = PROBE_SEQ_LEN, n_seqs: int =
         if shape is None:
             shape = one_heads["induction"].shape
             early_late = icl_positions(model.info.max_positions, early, late)
+            seq_len = probe_length(model.info.max_positions, seq_len)
         elif one_heads["induction"].shape != shape:
             raise InputError(f"step {checkpoint.step} has {one_heads['induction'].shape} "
                              f"layers x heads, the first checkpoint {shape}: a series is one "
@@ -210,7 +220,7 @@ def training_dynamics(series, texts, seq_len: int = PROBE_SEQ_LEN, n_seqs: int =
         for k in CURVES:
             curves[k].append(one_curves[k])
         if progress is not None:
-            progress(done, len(series), checkpoint.step)
+            progress(done, len(series))
     info = {"series": series.name, "source": series.source,
             "probe": probe_description(seq_len, n_seqs, seed), "seq_len": int(seq_len),
             "n_seqs": int(n_seqs), "seed": int(seed), "n_texts": len(texts),

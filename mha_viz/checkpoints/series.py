@@ -21,11 +21,12 @@ from ..core.errors import CheckpointNotFoundError, LoadError, OfflineError
 
 # name -> (folder inside the mha_viz package, description)
 BUNDLED_SERIES = {
-    "induction-toy": ("bundled/induction-toy", "a two-layer attention-only GPT-2 reading "
-                      "characters of Python's documentation, trained by mha-viz in the open "
-                      "(mha_viz/toys/induction.py)"),
-    "induction-toy-mlp": ("bundled/induction-toy-mlp", "the same two-layer GPT-2 with MLPs, "
-                          "trained by mha-viz on the same text (mha_viz/toys/induction.py)"),
+    "induction-toy": ("bundled/induction-toy", "a two-layer attention-only transformer "
+                      "(GPT-NeoX format) reading characters of Python's documentation, "
+                      "trained by mha-viz in the open (mha_viz/toys/induction.py)"),
+    "induction-toy-mlp": ("bundled/induction-toy-mlp", "the same two-layer transformer with "
+                          "MLPs, trained by mha-viz on the same text and seed "
+                          "(mha_viz/toys/induction.py)"),
 }
 # step1000, step_1000, checkpoint-2000, global_step300, iter_0004000, ckpt-5, 1500
 STEP_NAME = re.compile(r"^(?:step|checkpoint|global_step|iter|ckpt|revision)?[-_]?(\d+)$",
@@ -65,6 +66,7 @@ class CheckpointSeries:
     n_layer: int = 0
     n_head: int = 0
     training_log: Path | None = None  # a trainer_state.json with the training loss
+    root: Path | None = None  # the folder holding the checkpoints (a local series)
 
     @property
     def steps(self) -> list[int]:
@@ -166,7 +168,7 @@ def series_from_folders(folders, name: str = "", source: str = "",
     log = Path(common) / STATE_FILE
     return CheckpointSeries(name or Path(common).name, tuple(checkpoints),
                             source or f"{len(checkpoints)} checkpoint folders", arch, n_layer,
-                            n_head, log if log.is_file() else None)
+                            n_head, log if log.is_file() else None, Path(common))
 
 
 def _shape_words(shape: tuple[str, int, int]) -> str:
