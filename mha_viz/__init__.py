@@ -8,6 +8,7 @@
     long.head_map(3, 7)                     # [T, T]
     t5 = load_model("path/to/t5")           # an encoder-decoder (T5, BART, Marian)
     t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
+    series = checkpoint_series("induction-toy")   # a training run's checkpoints, by step
 """
 
 from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError, InputError,
@@ -17,10 +18,12 @@ from .maps.ondemand import MapsTooLargeError
 from .maps.trace import AttentionTrace
 from .models.model import Model, ModelInfo, Predictions, TargetMetric, load_model
 from .models.seq2seq import EncoderDecoderModel, EncoderDecoderTrace
+from .models.series import CheckpointSeries, SeriesError, checkpoint_series
 
 __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
-    "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError",
+    "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError", "checkpoint_series",
+    "CheckpointSeries", "SeriesError",
 ]

@@ -8,6 +8,8 @@
     python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
         [--component head] [--direction denoise] [--method exact|attribution|path]
         [--metric logit_diff] --out patch.npz
+    python -m mha_viz dynamics SERIES [--text "..." | --input FILE] [--steps 1000,2000]
+        --out dyn.npz         (every checkpoint's head statistics, [step, layer, head])
     python -m mha_viz prepare [--model smollm2] [--text "..."]
         (the app's pages for this text, kept on disk: the server's next start opens them at once)
 """
@@ -124,7 +126,30 @@ def main(argv: list[str] | None = None) -> int:
                                                       "and keep it on disk for the server")
     prepare_cmd.add_argument("--model", default=None, help="default: the app's default model")
     prepare_cmd.add_argument("--text", default=None, help="default: the app's example text")
+    dynamics_cmd = commands.add_parser(
+        "dynamics", help="every checkpoint of a training run: head roles on the induction "
+                         "probe, entropy, sink mass, loss and the in-context learning score")
+    dynamics_cmd.add_argument("series", help="a bundled series (induction-toy, "
+                              "induction-toy-mlp), a folder of step folders (step1000/, "
+                              "checkpoint-2000/) or a hub id with step revisions (online)")
+    dynamics_texts = dynamics_cmd.add_mutually_exclusive_group()
+    dynamics_texts.add_argument("--text", action="append", default=None,
+                                help="a text to measure on (repeatable); default: 8 paragraphs "
+                                     "of the demo corpus (Python's documentation)")
+    dynamics_texts.add_argument("--input", default=None,
+                                help="a file of texts (.txt, .csv, .jsonl, ...)")
+    dynamics_cmd.add_argument("--limit", type=int, default=8, help="texts read from --input")
+    dynamics_cmd.add_argument("--steps", default=None,
+                              help="comma-separated steps of a hub series (default: all)")
+    dynamics_cmd.add_argument("--seq-len", type=int, default=None,
+                              help="the probe's repeated random tokens (default 50, or what "
+                                   "the model's context holds)")
+    dynamics_cmd.add_argument("--n-seqs", type=int, default=8)
+    dynamics_cmd.add_argument("--seed", type=int, default=0)
+    dynamics_cmd.add_argument("--out", required=True, help="the results, .npz")
     args = parser.parse_args(argv)
+    if args.command == "dynamics":
+        return dynamics_command(args)
     if args.command == "prepare":
         return prepare_command(args)
     if args.command == "corpus":
@@ -243,6 +268,60 @@ def corpus_command(args) -> int:
         print(f"mean head entropy {np.nanmean(entropy):.3f} nats over "
               f"{result.n_segments:,} segments")
     print(f"saved {args.out} and {', '.join(Path(w).name for w in written)}")
+    return 0
+
+
+def dynamics_texts(text: list[str] | None, path: str | None, limit: int) -> list[str]:
+    """The texts a dynamics run measures on: given, read from a file, or the demo corpus's
+    first paragraphs."""
+    from . import corpus
+
+    if text:
+        return text
+    if path:
+        return list(corpus.open_texts(path, limit=limit))
+    return corpus.demo_texts(limit)
+
+
+def dynamics_command(args) -> int:
+    from .analysis.dynamics import training_dynamics
+    from .checkpoints.series import checkpoint_series
+
+    series = None
+
+    def progress(done: int, total: int) -> None:
+        bar = "#" * int(30 * done / max(total, 1))
+        print(f"\r[{bar:30s}] {done}/{total} checkpoints (step {series.steps[done - 1]:,}) ",
+              end="", file=sys.stderr, flush=True)
+
+    try:
+        steps = None if args.steps is None else [
+            int(s) for s in args.steps.split(",") if s.strip()]
+        series = checkpoint_series(args.series, steps=steps)
+        texts = dynamics_texts(args.text, args.input, args.limit)
+        print(f"{series.name}: {len(series)} checkpoints, steps {series.steps[0]:,} to "
+              f"{series.steps[-1]:,}; {len(texts)} text(s)", file=sys.stderr)
+        result = training_dynamics(series, texts, seq_len=args.seq_len, n_seqs=args.n_seqs,
+                                   seed=args.seed, progress=progress)
+    except ValueError as error:  # --steps that are not numbers
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except MhaVizError as error:
+        print(f"\nerror: {error}", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    best = result.strongest_heads("induction", 1)[0]
+    induction = result.heads["induction"][:, best[0], best[1]]
+    print(f"strongest induction head L{best[0]}.H{best[1]}: {induction[0]:.3f} at step "
+          f"{result.steps[0]:,}, {induction[-1]:.3f} at step {result.steps[-1]:,}")
+    change = result.phase_change()
+    if change is not None:
+        repeated = result.curves["probe_loss_repeated"]
+        print(f"steepest fall of the loss on the probe's repeated copy: up to step "
+              f"{result.steps[change]:,} (from {repeated[change - 1]:.3f} to "
+              f"{repeated[change]:.3f} nats)")
+    result.save(args.out)
+    print(f"saved {args.out}")
     return 0
 
 

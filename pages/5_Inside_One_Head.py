@@ -234,6 +234,7 @@ with ui.guard():
         "gradients": lambda: inside_page.gradients_section(model, selection, layer, head,
                                                            d_cols, k_cols),
         "cost": lambda: ui.attention_cost(model.info),
+        "learning": inside_page.learning_step,
     }
     lesson_mode.show_steps(inside_page.sections(inside, lesson, query, labels[query],
                                                 gradients=seq is None), draw, lesson)

@@ -19,7 +19,8 @@ One module per view: ``maps`` (one head, the all-heads grid, heads side by side,
 view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass),
 ``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
 ``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
-(an encoder-decoder's target x source cross-attention); ``_style``
+(an encoder-decoder's target x source cross-attention), ``training`` (curves and every
+head's score over training steps); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -36,8 +37,10 @@ from .matrices import matrix_figure, tensor_figure
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
+from .training import head_scores_over_steps, training_curves
 
 __all__ = [
+    "training_curves", "head_scores_over_steps",
     "FIGURE_CONFIG",
     "DIVERGING_SCALE",
     "GRID_SCALE",

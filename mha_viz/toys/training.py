@@ -29,9 +29,10 @@ def save_tokenizer(folder: str | Path, words: list[str], pre_tokenizer, decoder=
 
 
 def fit(parameters: list, batch_loss: Callable[[int], "object"], steps: int, rate: float,
-        log=print) -> None:
+        log=print, after_step: Callable[[int, float], None] | None = None) -> None:
     """Minimise batch_loss(step) (a fresh batch each step) over `steps` steps: AdamW with
-    weight decay 0.01, a one-cycle rate peaking at `rate`, gradients clipped to norm 1."""
+    weight decay 0.01, a one-cycle rate peaking at `rate`, gradients clipped to norm 1.
+    after_step(steps_done, loss), if given, is called after each step (to keep checkpoints)."""
     import torch
 
     optimizer = torch.optim.AdamW(parameters, lr=rate, weight_decay=0.01)
@@ -44,5 +45,7 @@ def fit(parameters: list, batch_loss: Callable[[int], "object"], steps: int, rat
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
+        if after_step is not None:
+            after_step(step + 1, loss.item())
         if step % 500 == 0 or step == steps - 1:
             log(f"step {step}: loss {loss.item():.4f}")

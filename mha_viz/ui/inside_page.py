@@ -97,6 +97,8 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
           if lesson else []),
         *([("How the head learns: the gradients of W_Q and W_O", "gradients", True)]
           if gradients else []),
+        *([("Watch heads learn: induction heads across training", "learning", True)]
+          if lesson else []),
         ("What attention costs: parameters and the KV cache", "cost", True),
     ]
 
@@ -233,6 +235,20 @@ def csv_button(array, rows, cols, what: str, key: str, stem: str, lesson: bool) 
     download_csv(partial(export.matrix_csv, array, rows, cols, corner=""),
                  export.safe_filename(stem, what, suffix=".csv"), f"{what} as CSV",
                  key=f"dl_{key}")
+
+
+def learning_step() -> None:
+    """The lesson's link to the Training page: the same weights, watched as they trained."""
+    st.markdown("#### Watch heads learn")
+    st.markdown(
+        "Every number so far came from one trained checkpoint. The gradients above are how "
+        "it got there: step by step, W_Q, W_K, W_V and W_O move. mha-viz trained a small "
+        "two-layer model in the open and kept 30 checkpoints. Watch a **previous-token head** "
+        "form in layer 0, then, suddenly, an **induction head** in layer 1 that reads it: "
+        "the loss on repeated text drops at the same moment (the phase change of Olsson et "
+        "al., 2022).")
+    st.page_link("pages/10_Training.py", icon="▶", label="**Open Training: watch attention "
+                 "learn**", query_params={"series": "induction-toy"})
 
 
 def gradients_section(model, selection: Selection, layer: int, head: int, d_cols: list,
