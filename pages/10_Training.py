@@ -80,13 +80,13 @@ with ui.guard():
             ui.show_figure(plots.layer_head_heatmap(
                 dynamics.heads[score][k], f"{tp.SCORES[score]} at step {at:,}",
                 tp.SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
-                if score != "entropy" else None), key="train_grid", share=0.5)
+                if score != "entropy" else None), key=f"train_grid_{at}", share=0.5)
         with right:
             weights, tokens = tp.probe_map(series, k, layer, head, info["seq_len"],
                                            info["n_seqs"], info["seed"])
             ui.show_figure(plots.head_heatmap(
                 weights, tokens, f"{chosen} on the probe at step {at:,}", causal=True),
-                key="train_probe", share=0.5)
+                key=f"train_probe_{at}", share=0.5)
 
     if playing:
         tp.play(steps, draw, frame)

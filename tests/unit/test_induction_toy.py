@@ -82,6 +82,11 @@ def test_the_run_with_mlps_forms_an_induction_head_too(texts):
     start = checkpoint_statistics(load_model(first.folder()), texts)[0]["induction"][1]
     end = checkpoint_statistics(load_model(last.folder()), texts)[0]["induction"][1]
     assert start.max() < 0.1 and end.max() > 0.5, (start, end)
+    from mha_viz.analysis import TrainingDynamics
+
+    shipped = TrainingDynamics.load(series.root / "dynamics.npz")  # what the page opens on
+    np.testing.assert_allclose(shipped.heads["induction"][[0, -1], 1], [start, end],
+                               atol=1e-6, rtol=0)
 
 
 def test_a_checkpoint_opens_as_transformers_opens_it():
