@@ -11,8 +11,9 @@ from .checkpoints import (build_bert_tokenizer, build_gpt2_tokenizer, make_bert_
                           make_gpt2_checkpoint, make_image_to_text_checkpoint,
                           make_llama_checkpoint, make_seq2seq_checkpoint, write_llama_gguf)
 from .families import make_decoder_checkpoint, make_encoder_checkpoint
+from .gguf_files import write_gguf
 
 __all__ = ["build_bert_tokenizer", "build_gpt2_tokenizer", "make_bert_checkpoint",
            "make_gpt2_checkpoint", "make_image_to_text_checkpoint", "make_llama_checkpoint",
            "make_seq2seq_checkpoint", "write_llama_gguf", "make_decoder_checkpoint",
-           "make_encoder_checkpoint"]
+           "make_encoder_checkpoint", "write_gguf"]
