@@ -193,7 +193,8 @@ def _perturb_rms_norms_and_biases(model, seed):
 
 # tensor_type -> llama.cpp's general.file_type for a file "mostly" of that type
 _GGUF_FILE_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0",
-                    "Q4_1": "MOSTLY_Q4_1"}
+                    "Q4_1": "MOSTLY_Q4_1", "TQ1_0": "MOSTLY_TQ1_0", "TQ2_0": "MOSTLY_TQ2_0",
+                    "MXFP4": "MOSTLY_MXFP4_MOE"}
 
 
 def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
@@ -201,9 +202,10 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     """Convert a Hugging Face Llama folder (config.json, model.safetensors, tokenizer.json of a
     byte-level BPE) to a GGUF file as llama.cpp's convert_hf_to_gguf.py does; return path.
 
-    tensor_type "F32", "F16", "Q8_0" or "Q4_1": the 2-D matrices are stored in that type (a
-    matrix whose rows do not split into whole quantization blocks falls back to F16, as in
-    llama.cpp); the RMSNorm weights always stay F32. attn_q / attn_k rows are permuted within
+    tensor_type "F32", "F16", "Q8_0", "Q4_1" (or the others gguf.quants quantises: the
+    ternary "TQ1_0" and "TQ2_0", "MXFP4"): the 2-D matrices are stored in that type (a
+    matrix whose rows do not split into whole quantization blocks, 256 values for the
+    ternary ones, falls back to F16, as in llama.cpp); the RMSNorm weights always stay F32. attn_q / attn_k rows are permuted within
     each head the way llama.cpp stores them (see _llama_cpp_permute); readers undo it.
     Mistral folders without a sliding window are written as "llama", as llama.cpp does.
     Keep "mistral" out of name: transformers' GGUF loader reads a file named so as Mistral.
