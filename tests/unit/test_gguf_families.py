@@ -99,3 +99,51 @@ def test_quantised_gguf_equals_transformers_reading_of_it(written, case):
         **tokenizer(TEXTS[0], return_tensors="pt")).logits[0].detach().numpy()
     logits = model.logits(TEXTS[0])
     assert 0 < np.abs(logits - folder_logits).max() < 0.1 * np.abs(folder_logits).max()
+
+
+# --- what the metadata says, and what it cannot ---------------------------------------------
+
+GEMMA2_27B = {"general.architecture": "gemma2", "gemma2.block_count": 46,
+              "gemma2.embedding_length": 4608, "gemma2.attention.head_count": 32,
+              "gemma2.attention.head_count_kv": 16, "gemma2.attention.key_length": 128,
+              "gemma2.context_length": 8192, "gemma2.feed_forward_length": 36864,
+              "gemma2.attention.sliding_window": 4096, "gemma2.attn_logit_softcapping": 50.0,
+              "gemma2.final_logit_softcapping": 30.0, "gemma2.vocab_size": 256000}
+
+
+def test_gemma_scores_are_scaled_as_llama_cpp_scales_them():
+    """No key holds query_pre_attn_scalar: llama.cpp scales by head_dim^-1/2, and by
+    (d_model / n_head)^-1/2 in the 27B models (46 layers in Gemma 2), as their configs say
+    (query_pre_attn_scalar 144 = 4608 / 32)."""
+    from mha_viz.checkpoints.families import gemma
+
+    config = gemma.config_from_gguf(GEMMA2_27B)
+    assert config.score_scale == pytest.approx(144 ** -0.5)
+    assert (config.attn_softcap, config.final_softcap) == (50.0, 30.0)
+    assert config.window_layers == tuple(range(0, 46, 2)) and config.sliding_window == 4096
+    nine_b = gemma.config_from_gguf({**GEMMA2_27B, "gemma2.block_count": 42})
+    assert nine_b.score_scale == 0.0  # the engine's own head_dim^-1/2
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"gemma2.attention.sliding_window_pattern": [True, False]}, "lists 2 layers"),
+    ({"gemma2.rope.scaling.type": "yarn", "gemma2.rope.scaling.factor": 4.0}, "'yarn'"),
+])
+def test_metadata_we_cannot_follow_is_named(changes, message):
+    from mha_viz.checkpoints.families import gemma
+    from mha_viz.core.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match=message):
+        gemma.config_from_gguf({**GEMMA2_27B, **changes})
+
+
+def test_a_phi3_gguf_with_longrope_factors_is_refused():
+    from mha_viz.checkpoints.families import TensorSource, phi3
+    from mha_viz.core.errors import UnsupportedModelError
+
+    meta = {"general.architecture": "phi3", "phi3.block_count": 1, "phi3.embedding_length": 64,
+            "phi3.attention.head_count": 4, "phi3.context_length": 256,
+            "phi3.feed_forward_length": 128}
+    source = TensorSource({"rope_factors_long.weight": torch.ones(8)})
+    with pytest.raises(UnsupportedModelError, match="longrope"):
+        phi3.tensors_from_gguf(source, phi3.config_from_gguf(meta))
