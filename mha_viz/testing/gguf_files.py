@@ -1,7 +1,7 @@
 """GGUF files of random Hugging Face checkpoints, written with the gguf package as llama.cpp's
 convert_hf_to_gguf.py writes each architecture: its tensor names, its metadata keys, and
 what it changes on the way (Gemma's norms stored as 1 + w, Phi-3's fused projections kept
-fused). What llama.cpp's converter would drop (a setting its format has no key for) is
+fused, GPT-NeoX's head-by-head fused Q/K/V reordered into [Q; K; V]). What llama.cpp's converter would drop (a setting its format has no key for) is
 refused here rather than written wrong."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ _ARCHITECTURES = {
     "gemma2": ("gemma2", True, True),
     "gemma3_text": ("gemma3", True, True),
     "phi3": ("phi3", False, False),
+    "gpt_neox": ("gptneox", False, False),
 }
 # Hugging Face's name inside a layer -> llama.cpp's (the layer prefix model.layers.{i}. is
 # blk.{i}.); the sub-layer norms differ in the families that put a norm around each one
@@ -28,6 +29,9 @@ _LAYER_NAMES = {
     "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.gate_up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+    # GPT-NeoX's
+    "attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
+    "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down",
 }
 _NORM_NAMES = {False: {"post_attention_layernorm": "ffn_norm"},
                True: {"post_attention_layernorm": "post_attention_norm",
@@ -41,8 +45,8 @@ DEFAULT_WINDOW_PERIOD = {"gemma2": 2, "gemma3": 6}
 def write_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
                name: str = "mha-viz random model") -> Path:
     """Convert a random Hugging Face checkpoint (config.json, model.safetensors, a byte-level
-    BPE tokenizer.json) of Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (text) or
-    Phi-3 to a GGUF file as llama.cpp does; return path. tensor_type: as write_llama_gguf
+    BPE tokenizer.json) of Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (text),
+    Phi-3 or GPT-NeoX (Pythia) to a GGUF file as llama.cpp does; return path. tensor_type: as write_llama_gguf
     ("F32", "F16", "Q8_0", "Q4_1"); norms and biases stay F32."""
     import gguf
     import numpy as np
@@ -72,7 +76,11 @@ def write_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     writer.add_feed_forward_length(config["intermediate_size"])
     writer.add_head_count(n_head)
     writer.add_head_count_kv(config.get("num_key_value_heads") or n_head)
-    writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
+    if arch == "gptneox":  # LayerNorms, attention and MLP in parallel or not
+        writer.add_layer_norm_eps(float(config["layer_norm_eps"]))
+        writer.add_parallel_residual(bool(config.get("use_parallel_residual", True)))
+    else:
+        writer.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
     writer.add_key_length(d_head)
     writer.add_value_length(d_head)
     _write_rope_and_window(writer, arch, config, d_head)
@@ -82,12 +90,15 @@ def write_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     layer_names = {**_LAYER_NAMES, **_NORM_NAMES[sandwich]}
     for hf_name in sorted(weights, key=_layer_order):
         gguf_name = _gguf_name(hf_name, layer_names)
-        if gguf_name is None or gguf_name == "output.weight" and (
+        if gguf_name == "output.weight" and (
                 norm_shift or config.get("tie_word_embeddings", False)):
             continue  # llama.cpp writes no output.weight for a tied (or Gemma's) LM head
         array = np.ascontiguousarray(weights[hf_name], dtype=np.float32)
         if norm_shift and hf_name.endswith("norm.weight"):
             array = array + np.float32(1.0)  # llama.cpp stores Gemma's RMSNorm weight as 1 + w
+        if ".query_key_value." in hf_name:  # GPT-NeoX's [q_h; k_h; v_h] per head -> [Q; K; V]
+            array = np.ascontiguousarray(array.reshape(n_head, 3, d_head, *array.shape[1:])
+                                         .swapaxes(0, 1).reshape(array.shape))
         data, data_type = _gguf_tensor_data(array, qtype)
         writer.add_tensor(gguf_name, data, raw_dtype=data_type)
     writer.write_header_to_file()
@@ -104,7 +115,10 @@ def _layer_order(hf_name: str):
 
 def _gguf_name(hf_name: str, layer_names: dict) -> str | None:
     whole = {"model.embed_tokens.weight": "token_embd.weight",
-             "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+             "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight",
+             "gpt_neox.embed_in.weight": "token_embd.weight", "embed_out.weight": "output.weight",
+             "gpt_neox.final_layer_norm.weight": "output_norm.weight",
+             "gpt_neox.final_layer_norm.bias": "output_norm.bias"}
     if hf_name in whole:
         return whole[hf_name]
     _, _, index, rest = hf_name.split(".", 3)

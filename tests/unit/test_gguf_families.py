@@ -2,8 +2,8 @@
 gemma3, phi3), written by mha_viz.testing.write_gguf from a random checkpoint of transformers'
 own classes: in F32, our engine on the file equals transformers on the folder it was written
 from (maps within 1e-5, logits within 1e-4); quantised (Q8_0), it equals transformers' own
-reading of the same file. transformers reads no GGUF of architecture gemma: that one is
-compared with its folder only. transformers' GGUF reader leaves settings out of the config it
+reading of the same file. transformers reads no GGUF of architecture gemma or gptneox:
+those are compared with their folders only. transformers' GGUF reader leaves settings out of the config it
 builds (Qwen3's head_dim, Gemma's soft-caps, windows, query_pre_attn_scalar, Phi-3's partial
 rotary), so its reading is given the folder's config: what it reads from the file are the
 weights (names, dequantisation, Gemma's 1 + w norms) and the tokenizer."""
@@ -38,6 +38,9 @@ SHAPES = {
     "gemma2": _family("gemma2", query_pre_attn_scalar=16),
     "gemma3": _family("gemma3", query_pre_attn_scalar=16),
     "phi3": _family("phi3"),
+    # Pythia: parallel attention and MLP, a quarter of each head rotating, Q/K/V fused head
+    # by head (llama.cpp stores them as [Q; K; V])
+    "pythia": _family("pythia"),
 }
 TRANSFORMERS_READS = ["qwen2", "qwen3", "gemma2", "gemma3", "phi3"]
 
