@@ -2,7 +2,8 @@
 GGUF files), built offline with transformers' own config and model classes, so that tests,
 benchmarks and a teacher without network can compare our engine with transformers' on any
 family. checkpoints: GPT-2, BERT, the Llama family and its GGUF, encoder-decoders and the
-digit reader; families: any decoder or masked-LM encoder transformers holds, from its config class.
+digit reader; families: any decoder or masked-LM encoder transformers holds, from its config class;
+gguf_files: a GGUF of each architecture llama.cpp writes (write_gguf), as its converter does.
 
 May import: core, toys.
 """
