@@ -15,10 +15,14 @@ import torch
 from ..core.errors import CorruptCheckpointError, UnsupportedModelError
 from .weights import LazyTensors, TensorInfo
 
-# Quantisation types the gguf package dequantizes in numpy (gguf.quants); others are refused
-# with a message rather than a traceback.
+# Quantisation types the pinned gguf package dequantizes in numpy (gguf.quants: the legacy
+# and K-quants, the i-quants, the ternary TQ1_0 / TQ2_0, MXFP4 and NVFP4); others (Q8_K,
+# Q8_1, Q1_0: gguf has no dequantizer for them) are refused with a message rather than a
+# traceback. tests/unit/test_gguf_quants.py checks this list against gguf.quants itself.
 DEQUANTIZED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K",
-                     "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+                     "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS",
+                     "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4",
+                     "NVFP4")
 # llama.cpp's pre-tokenizer names whose splitting differs from GPT-2's regex in a way
 # transformers' converter does not know: SmolLM splits every digit on its own first.
 _DIGIT_SPLITTING_PRE = ("smollm",)

@@ -193,7 +193,8 @@ def _perturb_rms_norms_and_biases(model, seed):
 
 # tensor_type -> llama.cpp's general.file_type for a file "mostly" of that type
 _GGUF_FILE_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0",
-                    "Q4_1": "MOSTLY_Q4_1"}
+                    "Q4_1": "MOSTLY_Q4_1", "TQ1_0": "MOSTLY_TQ1_0", "TQ2_0": "MOSTLY_TQ2_0",
+                    "MXFP4": "MOSTLY_MXFP4_MOE"}
 
 
 def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
@@ -201,9 +202,10 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     """Convert a Hugging Face Llama folder (config.json, model.safetensors, tokenizer.json of a
     byte-level BPE) to a GGUF file as llama.cpp's convert_hf_to_gguf.py does; return path.
 
-    tensor_type "F32", "F16", "Q8_0" or "Q4_1": the 2-D matrices are stored in that type (a
-    matrix whose rows do not split into whole quantization blocks falls back to F16, as in
-    llama.cpp); the RMSNorm weights always stay F32. attn_q / attn_k rows are permuted within
+    tensor_type "F32", "F16", "Q8_0", "Q4_1" (or the others gguf.quants quantises: the
+    ternary "TQ1_0" and "TQ2_0", "MXFP4"): the 2-D matrices are stored in that type (a
+    matrix whose rows do not split into whole quantization blocks, 256 values for the
+    ternary ones, falls back to F16, as in llama.cpp); the RMSNorm weights always stay F32. attn_q / attn_k rows are permuted within
     each head the way llama.cpp stores them (see _llama_cpp_permute); readers undo it.
     Mistral folders without a sliding window are written as "llama", as llama.cpp does.
     Keep "mistral" out of name: transformers' GGUF loader reads a file named so as Mistral.
@@ -236,8 +238,6 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     d_head = config.get("head_dim") or d_model // n_head
     n_layer = config["num_hidden_layers"]
     weights = load_file(str(folder / "model.safetensors"))
-    tokens, token_types, merges, vocab_size = _gguf_vocab(folder, config["vocab_size"])
-
     qtype = gguf.GGMLQuantizationType[tensor_type]
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(name)
@@ -254,17 +254,7 @@ def write_llama_gguf(folder: str | Path, path: str | Path, tensor_type="F32",
     writer.add_rope_dimension_count(d_head)
     writer.add_key_length(d_head)
     writer.add_value_length(d_head)
-    writer.add_vocab_size(vocab_size)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(token_types)
-    writer.add_token_merges(merges)
-    if config.get("bos_token_id") is not None:
-        writer.add_bos_token_id(int(config["bos_token_id"]))
-    if config.get("eos_token_id") is not None:
-        writer.add_eos_token_id(int(config["eos_token_id"]))
-    writer.add_add_bos_token(False)  # GPT-2's byte-level BPE adds no BOS
+    write_gguf_vocab(writer, folder, config)
 
     def add(gguf_name, hf_name, permute_heads=None):
         array = np.ascontiguousarray(weights[hf_name], dtype=np.float32)
@@ -322,6 +312,23 @@ def _gguf_tensor_data(array, qtype):
     if array.shape[-1] % block_size:
         return array.astype(np.float16), types.F16
     return gguf.quants.quantize(array, qtype), qtype
+
+
+def write_gguf_vocab(writer, folder: Path, config: dict) -> None:
+    """The folder's byte-level BPE (tokenizer.json) and its BOS / EOS ids into the GGUF
+    writer's metadata, as llama.cpp writes a "gpt2" tokenizer."""
+    tokens, token_types, merges, vocab_size = _gguf_vocab(folder, config["vocab_size"])
+    writer.add_vocab_size(vocab_size)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(token_types)
+    writer.add_token_merges(merges)
+    for key, add in (("bos_token_id", writer.add_bos_token_id),
+                     ("eos_token_id", writer.add_eos_token_id)):
+        if isinstance(config.get(key), int):
+            add(config[key])
+    writer.add_add_bos_token(False)  # GPT-2's byte-level BPE adds no BOS
 
 
 def _gguf_vocab(folder: Path, vocab_size: int):

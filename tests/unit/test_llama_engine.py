@@ -129,7 +129,7 @@ def test_garbage_with_a_gguf_name_and_a_file_that_is_no_checkpoint(tmp_path):
 
 
 def test_gguf_with_a_quantisation_we_do_not_dequantize(tmp_path):
-    """A copy of a valid file whose one tensor claims a type outside our list (IQ4_NL)."""
+    """A copy of a valid file whose one tensor claims a type gguf does not dequantize (Q8_1)."""
     import gguf
 
     from mha_viz.testing import make_llama_checkpoint, write_llama_gguf
@@ -137,7 +137,7 @@ def test_gguf_with_a_quantisation_we_do_not_dequantize(tmp_path):
     folder = make_llama_checkpoint(tmp_path / "m", n_layer=1, n_head=4, n_kv_head=2, d_model=64)
     path = write_llama_gguf(folder, tmp_path / "ok.gguf", "F32")
     reader = gguf.GGUFReader(str(path))
-    writer = gguf.GGUFWriter(str(tmp_path / "iq.gguf"), "llama")
+    writer = gguf.GGUFWriter(str(tmp_path / "q81.gguf"), "llama")
     for field in reader.fields.values():
         if field.name.startswith("GGUF.") or field.name == "general.architecture":
             continue
@@ -146,21 +146,21 @@ def test_gguf_with_a_quantisation_we_do_not_dequantize(tmp_path):
             writer.add_array(field.name, value)
         else:
             writer.add_key_value(field.name, value, field.types[0])
-    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.IQ4_NL]
+    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q8_1]
     for tensor in reader.tensors:
         shape = tuple(int(n) for n in reversed(tensor.shape))
         if tensor.name == "blk.0.ffn_up.weight" and shape[-1] % block == 0:
             raw = np.zeros((shape[0], shape[-1] // block * type_size), dtype=np.uint8)
             writer.add_tensor(tensor.name, raw, raw_shape=raw.shape,
-                              raw_dtype=gguf.GGMLQuantizationType.IQ4_NL)
+                              raw_dtype=gguf.GGMLQuantizationType.Q8_1)
         else:
             writer.add_tensor(tensor.name, np.array(tensor.data).reshape(shape))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(UnsupportedModelError, match="IQ4_NL") as info:
-        load_model(tmp_path / "iq.gguf")
+    with pytest.raises(UnsupportedModelError, match="Q8_1") as info:
+        load_model(tmp_path / "q81.gguf")
     assert isinstance(info.value, LoadError)
 
 

@@ -10,19 +10,34 @@ MLP, here GELU-tanh) with Gemma's own details:
   each head's query and key), five sliding-window layers to one global (layer_types), and
   two RoPE bases: the local layers turn with rope_local_base_freq (their own rope
   parameters, unscaled in the released models), the global ones with rope_theta and the
-  checkpoint's scaling (linear, factor 8, in the 4B and larger)."""
+  checkpoint's scaling (linear, factor 8, in the 4B and larger).
+
+GGUF files (architectures gemma, gemma2, gemma3) as llama.cpp writes them: every norm's
+weight stored as 1 + w already (read as it is), no output.weight (the head is tied), the
+soft-caps and the window under their own keys, the window's period (gemma2: 2, gemma3: 6)
+or per-layer list under attention.sliding_window_pattern, Gemma 3's local RoPE base under
+rope.freq_base_swa (10,000 when absent, as llama.cpp fixes it). llama.cpp scales the scores
+by head_dim^-1/2, except in the 27B models (d_model / n_head): the file carries no
+query_pre_attn_scalar."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...core.errors import UnsupportedModelError
 from ...engine.config import StackConfig
-from .llama import projections_from_hf, rope_settings
+from .llama import ends, gguf_config, gguf_head_and_lm, projections_from_hf, rope_settings
 
 NAME = "gemma"
 MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
 # what each adds to Gemma: the sandwich of norms, the window and Gemma 2's scores' scale
 SANDWICH = ("gemma2", "gemma3_text")
-GGUF_ARCHITECTURES = ()
+GGUF_ARCHITECTURES = ("gemma", "gemma2", "gemma3")
+# GGUF architecture -> (our arch, as a folder's model_type; the sliding-window period
+# llama.cpp assumes; the layer count of its 27B model, whose scores llama.cpp scales by
+# (d_model / n_head)^-1/2)
+_GGUF = {"gemma": ("gemma", 0, 0), "gemma2": ("gemma2", 2, 46),
+         "gemma3": ("gemma3_text", 6, 62)}
 PREFIXES = ()
 
 
@@ -129,4 +144,54 @@ def tensors_from_hf(source, config: StackConfig):
         if config.qk_norm:  # Gemma 3's are (1 + w) RMSNorms too
             ours[mine + "attn.q_norm.weight"] = norm(attn + "q_norm.weight")
             ours[mine + "attn.k_norm.weight"] = norm(attn + "k_norm.weight")
+    return config, ours
+
+
+def _gguf_window_layers(meta: dict, arch: str, n_layer: int, period: int) -> tuple:
+    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, (list, tuple)):
+        if len(pattern) != n_layer:
+            raise UnsupportedModelError(f"the sliding-window pattern lists {len(pattern)} "
+                                        f"layers, but the model has {n_layer}")
+        return tuple(i for i, sliding in enumerate(pattern) if sliding)
+    period = int(pattern or period)
+    return tuple(i for i in range(n_layer) if (i + 1) % period)
+
+
+def config_from_gguf(meta: dict):
+    arch = meta["general.architecture"]
+    ours, period, layers_of_27b = _GGUF[arch]
+    base = gguf_config(meta)
+    window = base.sliding_window if period else 0
+    window_layers = _gguf_window_layers(meta, arch, base.n_layer, period) if window else ()
+    scale = (base.d_model / base.n_head) ** -0.5 if base.n_layer == layers_of_27b else 0.0
+    get = lambda name: float(meta.get(f"{arch}.{name}") or 0.0)  # noqa: E731
+    local_theta = float(meta.get(f"{arch}.rope.freq_base_swa") or 10_000.0)
+    return dataclasses.replace(
+        base, arch=ours, activation="gelu_pytorch_tanh", embed_scale=base.d_model ** 0.5,
+        sliding_window=window if window_layers else 0, window_layers=window_layers,
+        local_rope_theta=local_theta if arch == "gemma3" and window_layers else 0.0,
+        attn_softcap=get("attn_logit_softcapping"),
+        final_softcap=get("final_logit_softcapping"), score_scale=scale,
+        post_norms=arch != "gemma", qk_norm="head" if arch == "gemma3" else "",
+        rms_scale_in_float32=True)
+
+
+def tensors_from_gguf(source, config: StackConfig):
+    config = gguf_head_and_lm(source, config)
+    ours = ends(source, config, "token_embd.weight", "output_norm.weight", "output.weight")
+    norms = ({"ln_1": "attn_norm", "ln_attn_out": "post_attention_norm", "ln_2": "ffn_norm",
+              "ln_mlp_out": "post_ffw_norm"} if config.post_norms else
+             {"ln_1": "attn_norm", "ln_2": "ffn_norm"})
+    if config.qk_norm:
+        norms.update({"attn.q_norm": "attn_q_norm", "attn.k_norm": "attn_k_norm"})
+    parts = {"attn.out": "attn_output", "mlp_out": "ffn_down", **norms}
+    for i in range(config.n_layer):
+        mine, theirs = f"blocks.{i}.", f"blk.{i}."
+        # the norms are stored as 1 + w, the (1 + w) RMSNorm's scale as it is
+        for a, b in parts.items():
+            ours[f"{mine}{a}.weight"] = source.get(f"{theirs}{b}.weight")
+        ours[mine + "attn.qkv.weight"] = source.cat(*(f"{theirs}attn_{p}.weight" for p in "qkv"))
+        ours[mine + "mlp_in.weight"] = source.cat(theirs + "ffn_gate.weight",
+                                                  theirs + "ffn_up.weight")
     return config, ours

@@ -2,17 +2,23 @@
 parallel (both read the layer's input, use_parallel_residual), rotary positions on the first
 rotary_pct of each head (rotate-half layout), GELU MLP, biases everywhere, W_Q, W_K, W_V
 fused head by head in query_key_value ([q_h; k_h; v_h] for each head in turn: reordered here
-into our Q, K, V blocks), a separate unembedding (embed_out)."""
+into our Q, K, V blocks), a separate unembedding (embed_out).
+
+GGUF files (architecture gptneox): llama.cpp's converter stores attn_qkv already as [Q; K; V]
+blocks, LayerNorms with biases, use_parallel_residual under its own key."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
 from ...engine.config import StackConfig
+from .llama import ends, gguf_config, gguf_head_and_lm
 
 NAME = "gpt_neox"
 MODEL_TYPES = ("gpt_neox",)
-GGUF_ARCHITECTURES = ()
+GGUF_ARCHITECTURES = ("gptneox",)
 PREFIXES = ("gpt_neox.",)
 
 
@@ -64,4 +70,30 @@ def tensors_from_hf(source, config: StackConfig):
         for a, b in (("mlp_in", "mlp.dense_h_to_4h"), ("mlp_out", "mlp.dense_4h_to_h")):
             ours[f"{mine}{a}.weight"] = source.get(f"{theirs}{b}.weight")
             ours[f"{mine}{a}.bias"] = source.get(f"{theirs}{b}.bias")
+    return config, ours
+
+
+def config_from_gguf(meta: dict) -> StackConfig:
+    key = lambda name: f"gptneox.{name}"  # noqa: E731
+    return gguf_config(
+        meta, arch=NAME, norm="layernorm", activation="gelu", gated_mlp=False,
+        layer_norm_eps=float(meta.get(key("attention.layer_norm_epsilon"), 1e-5)),
+        qkv_bias=True, out_bias=True, mlp_bias=True, qkv_names=("attn_qkv",),
+        parallel_residual=bool(meta.get(key("use_parallel_residual"), True)))
+
+
+def tensors_from_gguf(source, config: StackConfig):
+    config = gguf_head_and_lm(source, config)
+    config = dataclasses.replace(config, qkv_bias="blk.0.attn_qkv.bias" in source,
+                                 out_bias="blk.0.attn_output.bias" in source)
+    ours = ends(source, config, "token_embd.weight", "output_norm.weight", "output.weight")
+    ours["final_ln.bias"] = source.get("output_norm.bias")
+    for i in range(config.n_layer):
+        mine, theirs = f"blocks.{i}.", f"blk.{i}."
+        for a, b in (("ln_1", "attn_norm"), ("ln_2", "ffn_norm"), ("attn.qkv", "attn_qkv"),
+                     ("attn.out", "attn_output"), ("mlp_in", "ffn_up"), ("mlp_out", "ffn_down")):
+            ours[f"{mine}{a}.weight"] = source.get(f"{theirs}{b}.weight")
+            if a.startswith(("ln", "mlp")) or config.qkv_bias and a == "attn.qkv" \
+                    or config.out_bias and a == "attn.out":
+                ours[f"{mine}{a}.bias"] = source.get(f"{theirs}{b}.bias")
     return config, ours

@@ -3,8 +3,10 @@ biases; Qwen3, with an RMSNorm of each head's query and key): pre-RMSNorm, causa
 positions (rotate-half layout, with Llama 3.x's scalings), SwiGLU MLP, grouped-query
 attention, no other biases, LM head tied or separate.
 
-From Hugging Face folders (config.json + safetensors) and from GGUF files (llama.cpp's
-names; its converter reorders the rows of attn_q / attn_k within each head, undone here).
+From Hugging Face folders (config.json + safetensors) and from GGUF files of architecture
+llama, qwen2 and qwen3 (llama.cpp's names; for "llama" only, its converter reorders the rows
+of attn_q / attn_k within each head, undone here). gguf_config reads the metadata every
+llama.cpp decoder writes, for the families that build on it (Gemma, Phi-3).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ...engine.positions import ROPE_KINDS, RopeScaling
 
 NAME = "llama"
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-GGUF_ARCHITECTURES = ("llama",)
+GGUF_ARCHITECTURES = ("llama", "qwen2", "qwen3")
 PREFIXES = ()  # Hugging Face names start with "model." or "lm_head."; kept as they are
 
 
@@ -133,13 +135,19 @@ def config_from_hf(raw: dict) -> StackConfig:
         lm_head="tied" if raw.get("tie_word_embeddings", False) else "separate")
 
 
+def ends(source, config: StackConfig, embed: str, final_norm: str, lm_head: str) -> dict:
+    """Our token embedding, final norm and (when separate) LM head from the checkpoint's
+    names for them."""
+    ours = {"tok_emb.weight": source.get(embed), "final_ln.weight": source.get(final_norm)}
+    if config.lm_head == "separate":
+        ours["lm_head.weight"] = source.get(lm_head)
+    return ours
+
+
 def _layout(config: StackConfig, source, names: dict) -> dict:
     """Our parameters from one naming scheme: names maps our part to the checkpoint's
     format string (with {i} for the layer)."""
-    ours = {"tok_emb.weight": source.get(names["embed"]),
-            "final_ln.weight": source.get(names["final_norm"])}
-    if config.lm_head == "separate":
-        ours["lm_head.weight"] = source.get(names["lm_head"])
+    ours = ends(source, config, names["embed"], names["final_norm"], names["lm_head"])
     for i in range(config.n_layer):
         mine = f"blocks.{i}."
         get = lambda part: names[part].format(i=i)  # noqa: E731
@@ -210,31 +218,47 @@ GGUF_NAMES = {
 }
 
 
-def config_from_gguf(meta: dict) -> StackConfig:
+def gguf_config(meta: dict, **settings) -> StackConfig:
+    """The StackConfig of a llama.cpp decoder from what every architecture's metadata holds
+    under "<architecture>.": sizes, heads, RoPE (plain or linearly scaled), RMSNorm epsilon, a
+    sliding window on every layer; settings override (a family's own). Pre-RMSNorm, SiLU
+    gated MLP, no biases, the LM head tied until tensors_from_gguf finds output.weight."""
     arch = meta["general.architecture"]
     key = lambda name: f"{arch}.{name}"  # noqa: E731
     n_head = int(meta[key("attention.head_count")])
     d_model = int(meta[key("embedding_length")])
     d_head = int(meta.get(key("attention.key_length")) or d_model // n_head)
     rotary_dim = int(meta.get(key("rope.dimension_count")) or d_head)
+    theta = float(meta.get(key("rope.freq_base"), 10000.0))
+    context = int(meta[key("context_length")])
     scaling = meta.get(key("rope.scaling.type"))
-    if scaling not in (None, "none"):
+    if scaling not in (None, "none", "linear"):
         raise UnsupportedModelError(
-            f"rotary scaling '{scaling}' (long-context RoPE) is not supported; only plain RoPE is")
+            f"rotary scaling '{scaling}' (long-context RoPE) is not supported in GGUF files; "
+            f"plain and linear RoPE are")
+    rope = None
+    if scaling == "linear" and float(meta.get(key("rope.scaling.factor")) or 1.0) != 1.0:
+        _, _, rope = rope_settings({"max_position_embeddings": context, "rope_parameters": {
+            "rope_type": "linear", "factor": float(meta[key("rope.scaling.factor")])}})
     vocab = meta.get(key("vocab_size")) or len(meta.get("tokenizer.ggml.tokens") or ())
-    return StackConfig(
-        arch=NAME, n_layer=int(meta[key("block_count")]), n_head=n_head, d_model=d_model,
-        qkv_names=("attn_q", "attn_k", "attn_v"),
-        d_ff=int(meta[key("feed_forward_length")]), vocab_size=int(vocab),
-        max_positions=int(meta[key("context_length")]),
-        layer_norm_eps=float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5)),
-        activation="silu", norm="rmsnorm", pre_norm=True, causal=True, positions="rotary",
-        rope_theta=float(meta.get(key("rope.freq_base"), 10000.0)),
-        rotary_fraction=rotary_dim / d_head, gated_mlp=True,
-        n_kv_head=int(meta.get(key("attention.head_count_kv")) or n_head),
-        d_head=d_head,
-        qkv_bias=False, out_bias=False, mlp_bias=False, final_norm=True,
-        lm_head="tied")  # made "separate" by tensors_from_gguf when output.weight is there
+    window = int(meta.get(key("attention.sliding_window")) or 0)
+    return StackConfig(**{
+        "arch": arch, "n_layer": int(meta[key("block_count")]), "n_head": n_head,
+        "d_model": d_model, "qkv_names": ("attn_q", "attn_k", "attn_v"),
+        "d_ff": int(meta[key("feed_forward_length")]), "vocab_size": int(vocab),
+        "max_positions": context, "sliding_window": window,
+        "layer_norm_eps": float(meta.get(key("attention.layer_norm_rms_epsilon"), 1e-5)),
+        "activation": "silu", "norm": "rmsnorm", "pre_norm": True, "causal": True,
+        "positions": "rotary", "rope_theta": theta, "rope_scaling": rope,
+        "rotary_fraction": rotary_dim / d_head, "gated_mlp": True,
+        "n_kv_head": int(meta.get(key("attention.head_count_kv")) or n_head), "d_head": d_head,
+        "qkv_bias": False, "out_bias": False, "mlp_bias": False, "final_norm": True,
+        "lm_head": "tied", **settings})
+
+
+def config_from_gguf(meta: dict) -> StackConfig:
+    # Qwen2's Q/K/V biases and Qwen3's QK-norm are read from the tensors (tensors_from_gguf)
+    return gguf_config(meta)
 
 
 def unpermute_rows(weight: torch.Tensor, n_head: int) -> torch.Tensor:
@@ -247,9 +271,19 @@ def unpermute_rows(weight: torch.Tensor, n_head: int) -> torch.Tensor:
             .reshape(weight.shape))
 
 
+def gguf_head_and_lm(source, config: StackConfig) -> StackConfig:
+    """config with lm_head "separate" when the file holds output.weight (llama.cpp writes
+    none for a tied head)."""
+    return dataclasses.replace(config, lm_head="separate") if "output.weight" in source \
+        else config
+
+
 def tensors_from_gguf(source, config: StackConfig):
-    if "output.weight" in source:
-        config = dataclasses.replace(config, lm_head="separate")
+    config = dataclasses.replace(
+        gguf_head_and_lm(source, config), qkv_bias="blk.0.attn_q.bias" in source,
+        qk_norm="head" if "blk.0.attn_q_norm.weight" in source else "")
+    if config.arch != "llama":  # llama.cpp permutes the rows of Llama's Q and K only
+        return config, _layout(config, source, GGUF_NAMES)
     for i in range(config.n_layer):
         for part, heads in (("q", config.n_head), ("k", config.n_kv_head)):
             name = GGUF_NAMES[part].format(i=i)
