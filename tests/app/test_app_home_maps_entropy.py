@@ -241,9 +241,11 @@ BAD_TEXTS = {
 
 
 # every page that reads the sidebar's text (the Corpus page reads a corpus instead, the
-# Circuits page its own two prompts: tests/test_app_circuits.py)
+# Circuits page its own two prompts: tests/test_app_circuits.py; the Training page a series
+# of checkpoints: tests/app/test_app_training.py)
 EVERY_PAGE = ["app.py", *(page.path for page in page_files()[1:]
-                          if not page.path.endswith(("_Corpus.py", "_Circuits.py")))]
+                          if not page.path.endswith(("_Corpus.py", "_Circuits.py",
+                                                     "_Training.py")))]
 
 
 @pytest.mark.parametrize("page", EVERY_PAGE)

@@ -170,7 +170,7 @@ def test_the_steps_shown_on_the_page_and_in_a_lesson(inside, t5_toy):
     lesson = inside_page.sections(inside, True, 7, "it", gradients=True)
     assert [key for _, key, _ in lesson] == [
         "overview", "X", "qkv", "layout", "scores", "mask", "softmax", "follow", "flash",
-        "context", "output", "contribution", "gradients", "cost"]
+        "context", "output", "contribution", "gradients", "learning", "cost"]
     assert ("Follow query 7 'it'", "follow", True) in lesson
     cross = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "cross", 0, 0)
     keys = [key for _, key, _ in inside_page.sections(cross, False, 0, "x", gradients=False)]
