@@ -53,11 +53,12 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
                 (links.nth(i).bounding_box() for i in range(links.count())),
                 links.all_inner_texts())]
             titles = [t for _, _, t in sorted(boxes)]
-            assert titles[:9] == [
+            assert titles[:10] == [
                 "Attention maps", "Entropy", "Head similarity", "Pruning impact",
-                "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits"], boxes
+                "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits",
+                "Training"], boxes
             # then the lesson, under the pages
-            assert titles[9].endswith("A lesson: inside one head, one step per screen"), titles
+            assert titles[10].endswith("A lesson: inside one head, one step per screen"), titles
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
         if size == "phone":  # figures stack, keep >= 250 px, and no text overprints
