@@ -40,10 +40,6 @@ class Placement:
     def device_name(self) -> str:
         return str(self.device)
 
-    @property
-    def bytes_per_weight(self) -> int:
-        return torch.finfo(self.dtype).bits // 8
-
 
 def parse_dtype(dtype) -> torch.dtype:
     """"float32" / "bfloat16" / "float16" (or bf16, fp16, a torch.dtype) -> torch.dtype."""

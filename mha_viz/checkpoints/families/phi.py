@@ -37,20 +37,16 @@ def config_from_hf(raw: dict) -> StackConfig:
 
 def tensors_from_hf(source, config: StackConfig):
     ours = {"tok_emb.weight": source.get("embed_tokens.weight"),
-            "final_ln.weight": source.get("final_layernorm.weight"),
-            "final_ln.bias": source.get("final_layernorm.bias"),
+            **source.weight_and_bias("final_ln", "final_layernorm"),
             "lm_head.weight": source.get("lm_head.weight"),
             "logits_bias": source.get("lm_head.bias")}
     for i in range(config.n_layer):
         mine, theirs = f"blocks.{i}.", f"layers.{i}."
         attn = theirs + "self_attn."
-        for part in ("weight", "bias"):
-            ours[f"{mine}attn.qkv.{part}"] = source.cat(
-                *(f"{attn}{p}_proj.{part}" for p in ("q", "k", "v")))
-            ours[f"{mine}attn.out.{part}"] = source.get(f"{attn}dense.{part}")
-            # one norm read by attention and MLP alike: ours has one for each, equal
-            ours[f"{mine}ln_1.{part}"] = source.get(f"{theirs}input_layernorm.{part}")
-            ours[f"{mine}ln_2.{part}"] = source.get(f"{theirs}input_layernorm.{part}")
-            ours[f"{mine}mlp_in.{part}"] = source.get(f"{theirs}mlp.fc1.{part}")
-            ours[f"{mine}mlp_out.{part}"] = source.get(f"{theirs}mlp.fc2.{part}")
+        ours.update(source.qkv(mine, attn + "{}_proj", bias=True))
+        # one norm read by attention and MLP alike: ours has one for each, equal
+        for a, b in (("attn.out", attn + "dense"), ("ln_1", theirs + "input_layernorm"),
+                     ("ln_2", theirs + "input_layernorm"), ("mlp_in", theirs + "mlp.fc1"),
+                     ("mlp_out", theirs + "mlp.fc2")):
+            ours.update(source.weight_and_bias(mine + a, b))
     return config, ours
