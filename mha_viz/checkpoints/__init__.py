@@ -28,22 +28,23 @@ import os
 import re
 import socket
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
 
-from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, ModelTooLargeError,
-                           NotAllowedError, OfflineError, UnsupportedModelError)
+from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, NotAllowedError,
+                           OfflineError, UnsupportedModelError)
 from ..engine.config import StackConfig
 from ..engine.encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
 from ..engine.norms import RMSNorm
-from ..engine.placement import DTYPE_NAMES, Placement, model_memory_limit
+from ..engine.placement import Placement
 from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
-from .weights import LazyTensors, UnreadableTensorError, open_weights
+from .weights import LazyTensors, UnreadableTensorError, check_fits, open_weights
 
 SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
 # name -> (package, file inside it or None for the package's get_model_path(), description)
@@ -350,36 +351,6 @@ def _unreadable(folder: Path, error: Exception) -> CorruptCheckpointError:
         f"is refused for safety. Download it again.")
 
 
-def check_fits(need: int, where: Placement, limit: int | None = None, name: str = "the model"):
-    """Refuse, before a byte of the weights is read, a model whose weights in where.dtype
-    take more than the memory free for them (limit, or placement.model_memory_limit): with
-    both sizes, and the dtype that would fit."""
-    limit = model_memory_limit(where.device) if limit is None else limit
-    if limit is None or need * HEADROOM <= limit:
-        return
-    narrower = [dtype for dtype in (torch.bfloat16,) if dtype.itemsize < where.dtype.itemsize]
-    fitting = [(dtype, need * dtype.itemsize // where.dtype.itemsize) for dtype in narrower
-               if need * dtype.itemsize / where.dtype.itemsize * HEADROOM <= limit]
-    if fitting:
-        dtype, size = DTYPE_NAMES[fitting[0][0]], fitting[0][1]
-        advice = (f"in {dtype} they take {format_bytes(size)} and fit: load it with "
-                  f"dtype='{dtype}' (the app: MHA_VIZ_DTYPE={dtype})")
-    else:
-        advice = ("no dtype mha-viz runs in makes them fit: use a machine (or a GPU) with "
-                  "more memory")
-    raise ModelTooLargeError(
-        f"{name} needs {format_bytes(need)} for its weights in {where.dtype_name}, but "
-        f"{format_bytes(limit)} is free for it on {where.device_name}; {advice}.")
-
-
-def format_bytes(size: int) -> str:
-    return f"{size / 2**30:.2f} GB" if size >= 2**30 else f"{size / 2**20:.1f} MB"
-
-
-# the weights' bytes times this must fit: the interpreter and one forward's activations too
-HEADROOM = 1.1
-
-
 def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[str],
                 where: Placement = Placement()):
     """Our parameters (as a family mapped them) onto a TransformerStack (or an encoder-
@@ -404,14 +375,20 @@ def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[s
     # RMSNorm weights stay float32 in every dtype (engine/norms.py says why)
     wide = {f"{module_name}.weight" for module_name, module in stack.named_modules()
             if isinstance(module, RMSNorm)}
+    # one tensor under two names stays one (ids counted while all are alive: one let go of
+    # may leave its id to the next; a shared one is kept with its source below)
+    names_of = Counter(id(tensor) for tensor in tensors.values())
     state, placed = {}, {}
     for name in list(tensors):
         tensor = tensors.pop(name)
         dtype = (torch.float32 if name in wide else where.dtype) \
             if tensor.is_floating_point() else None
-        if (id(tensor), dtype) not in placed:  # one tensor under two names stays one
-            placed[id(tensor), dtype] = tensor.to(where.device, dtype).contiguous()
-        state[name] = placed[id(tensor), dtype]
+        key = (id(tensor), dtype)
+        if key not in placed:
+            placed[key] = (tensor, tensor.to(where.device, dtype).contiguous())
+        state[name] = placed[key][1]
+        if names_of[id(tensor)] == 1:
+            del placed[key]
     del placed
     unread = stack.load_state_dict(state, strict=False, assign=True).missing_keys
     unread = [name for name in unread if name in expected]  # not the other name of a shared one

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ..core.errors import CorruptCheckpointError
+from ..core.errors import CorruptCheckpointError, ModelTooLargeError
+from ..engine.placement import Placement, model_memory_limit
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -185,3 +186,30 @@ def open_weights(folder: Path) -> LazyTensors:
                     raise CorruptCheckpointError(f"{index} names a shard outside its folder")
             return ShardedTensors([opener(folder / name) for name in files])
     raise FileNotFoundError(folder)
+
+
+def check_fits(need: int, where: Placement, limit: int | None = None, name: str = "the model"):
+    """Refuse, before a byte of the weights is read, a model whose weights in where.dtype
+    take more than the memory free for them (limit, or placement.model_memory_limit): with
+    both sizes, and the dtype that would fit."""
+    limit = model_memory_limit(where.device) if limit is None else limit
+    if limit is None or need * HEADROOM <= limit:
+        return
+    half = need * torch.bfloat16.itemsize // where.dtype.itemsize  # in bfloat16
+    if half < need and half * HEADROOM <= limit:
+        advice = (f"in bfloat16 they take {format_bytes(half)} and fit: load it with "
+                  f"dtype='bfloat16' (the app: MHA_VIZ_DTYPE=bfloat16)")
+    else:
+        advice = ("no dtype mha-viz runs in makes them fit: use a machine (or a GPU) with "
+                  "more memory")
+    raise ModelTooLargeError(
+        f"{name} needs {format_bytes(need)} for its weights in {where.dtype_name}, but "
+        f"{format_bytes(limit)} is free for it on {where.device_name}; {advice}.")
+
+
+def format_bytes(size: int) -> str:
+    return f"{size / 2**30:.2f} GB" if size >= 2**30 else f"{size / 2**20:.1f} MB"
+
+
+# the weights' bytes times this must fit: the interpreter and one forward's activations too
+HEADROOM = 1.1

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from mha_viz import load_model
-from mha_viz.checkpoints import format_bytes, weights
+from mha_viz.checkpoints import weights
+from mha_viz.checkpoints.weights import format_bytes
 from mha_viz.core.errors import CorruptCheckpointError, ModelTooLargeError
 
 
