@@ -17,8 +17,8 @@ from .experts import MixtureOfExperts
 from .interventions import Prefixed
 from .norms import RMSNorm
 from .placement import to_numpy
-from .positions import (relative_position_bucket, relative_positions, rotary_tables,
-                        sinusoidal_table)
+from .positions import (apply_rotary, relative_position_bucket, relative_positions,
+                        rotary_tables, sinusoidal_table)
 
 # Inputs longer than this run attention in blocks of QUERY_CHUNK query rows when no weights
 # are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
@@ -302,6 +302,17 @@ class TransformerStack(nn.Module):
                 self._rotary_cache.clear()
             self._rotary_cache[key] = tables
         return tables
+
+    def keys_and_values(self, h, layer: int, offset: int = 0):
+        """The rotated keys and the values [B, H_kv, T, d_k] that layer `layer` computes from
+        h, the stream entering it at positions offset.. of the text: what later rows read as
+        their past when a run computes only some query rows of the layer."""
+        block = self.blocks[layer]
+        _, k, v = block.attn.project_qkv(block.attention_input(h))
+        rotary = self.rotary(offset + h.shape[1], layer)
+        if rotary is not None:
+            k = apply_rotary(k, rotary[0][offset:], rotary[1][offset:])
+        return k, v
 
     def weights_by_layer(self, h, bias, attention_mask):
         """Every layer on h, yielding (layer, weights [B, H, T, T] numpy) as each is computed:

@@ -115,13 +115,15 @@ def _unchanged_prefix(model, batch: PairBatch) -> int:
 _STREAMS = ("resid_pre", "attn_in", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
 
 
-def _suffix(point: str, value: torch.Tensor, prefix: int) -> torch.Tensor:
-    """A point's value, source or mask [R, ...] from position `prefix` on (positions are
-    dimension 1 of a stream, 2 of a head's q, k, v, z or pattern rows; a mask that spans
-    every position with size 1 there is left whole)."""
+def _suffix(point: str, value: torch.Tensor, prefix: int,
+            count: int | None = None) -> torch.Tensor:
+    """A point's value, source or mask [R, ...] from position `prefix` on (`count` positions,
+    default all the rest; positions are dimension 1 of a stream, 2 of a head's q, k, v, z or
+    pattern rows; a mask that spans every position with size 1 there is left whole)."""
     dim = 1 if point in _STREAMS else 2
-    return value if value.shape[dim] == 1 else value.narrow(dim, prefix,
-                                                            value.shape[dim] - prefix)
+    if value.shape[dim] == 1:
+        return value
+    return value.narrow(dim, prefix, value.shape[dim] - prefix if count is None else count)
 
 
 def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool, capture,
@@ -130,14 +132,18 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
     l the copies patched at l join, started from the base run's stream entering l, beside
     those patched below it; each layer runs once for all of them (few, large matrix
     products instead of a pass per layer's patches). Only positions from `prefix` on are
-    computed: the prefix's keys and values come from the base run."""
+    computed: the prefix's keys and values come from the base run. The last layer computes
+    only the row the metric reads, when it can (_read_row)."""
     net = model.network
     size, length = batch.size, batch.n_tokens
+    last = model.info.n_layer - 1
     bias = causal_rows_bias(prefix, length, device=net.device) if net.config.causal else None
+    read = _read_row(model, batch, point, prefix)
     h = None
     pairs_in, units_in, layers_in = [], [], []
     first = rows[0][0]
-    for layer in range(first, model.info.n_layer):
+    for layer in range(first, last + 1):
+        row_only = layer == last and read is not None
         joining = [i for l, i in rows if l == layer]
         hooks = None
         if joining:
@@ -149,6 +155,8 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
             h = stream if h is None else torch.cat([h, stream])
             mask = _suffix(point, masks[index], prefix)
             source = _suffix(point, sources[index], prefix)
+            if row_only:  # the patch at the read row alone, as the layer computes it
+                mask, source = _suffix(point, mask, read, 1), _suffix(point, source, read, 1)
             if old:
                 mask = torch.cat([mask.new_zeros(old, *mask.shape[1:]), mask])
                 source = torch.cat([source.new_zeros(old, *source.shape[1:]), source])
@@ -159,14 +167,48 @@ def _staggered_run(model, batch: PairBatch, kind: str, point: str, ungroup: bool
         past = None
         if prefix:
             running = torch.cat(pairs_in)
-            past = {layer: tuple(capture.captured[(name, layer)][:size][running, :, :prefix]
-                                 for name in ("rot_k", "v"))}
-        h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks, offset=prefix,
-                              past_kv=past)
+            past = tuple(capture.captured[(name, layer)][:size][running, :, :prefix]
+                         for name in ("rot_k", "v"))
+        if row_only:
+            h = _read_row_of_layer(net, h, layer, read, prefix, past, hooks)
+        else:
+            h, _ = net.run_layers(h, layer, layer + 1, bias, hooks=hooks, offset=prefix,
+                                  past_kv=None if past is None else {layer: past})
     pairs, units, layers = torch.cat(pairs_in), torch.cat(units_in), torch.cat(layers_in)
     rows_batch = batch.rows(pairs)
-    rows_batch.positions = rows_batch.positions - prefix  # h holds positions prefix..
+    # h holds positions prefix.. of the text, or the read position alone
+    rows_batch.positions = rows_batch.positions - (prefix + read if read is not None else prefix)
     values[pairs, layers, units] = metric_of(model, h, rows_batch, kind)
+
+
+# points whose patch at a layer changes none of the keys or values that layer computes
+_AFTER_KEYS = ("z", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+
+
+def _read_row(model, batch: PairBatch, point: str, prefix: int) -> int | None:
+    """The one position every pair's metric reads, counted from `prefix`, when the last layer
+    may compute that row alone (nothing else of it reaches the metric): a causal model, one
+    read position for the batch, and a patched point that changes no key or value of the
+    rows before it. Else None."""
+    if not model.network.config.causal or point not in _AFTER_KEYS:
+        return None
+    positions = batch.positions
+    if not bool((positions == positions[0]).all()):
+        return None
+    return int(positions[0]) - prefix
+
+
+def _read_row_of_layer(net, h, layer: int, read: int, prefix: int, past, hooks):
+    """Layer `layer` at the read row alone -> [R, 1, d]. The keys and values of the rows
+    before it (h holds positions prefix..) are computed from h and read as its past, after
+    the prefix's (past: those of positions 0..prefix-1, or None)."""
+    kv = past
+    if read:
+        before = net.keys_and_values(h[:, :read], layer, offset=prefix)
+        kv = before if kv is None else tuple(torch.cat(two, dim=2) for two in zip(kv, before))
+    row, _ = net.run_layers(h[:, read:read + 1], layer, layer + 1, None, hooks=hooks,
+                            offset=prefix + read, past_kv=None if kv is None else {layer: kv})
+    return row
 
 
 # --- attribution patching -------------------------------------------------------------------
