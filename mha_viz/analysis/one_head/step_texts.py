@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["Step", "head_steps", "layout_step", "projection_text"]
 
 
@@ -64,10 +66,136 @@ def layout_step(inside) -> Step | None:
     if inside.kind:
         return None
     return Step("W_Q", "W_Q, W_K, W_V in the checkpoint, split into heads",
-                f"(batch, heads, seq, d_k) = (1, {inside.n_head}, {inside.n_tokens}, {inside.d_k})",
+                f"(batch, heads, seq, d_k) = (1, {inside.n_head}, {inside.n_tokens}, "
+                f"{inside.d_k})",
                 r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
                 inside.projection_text(), "dimension of d_model", "dimension of d_k")
 
+
+def _layers(layers) -> str:
+    """'layer 2' or 'layers 0, 1 and 3'."""
+    layers = [str(layer) for layer in layers]
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    return f"layers {', '.join(layers[:-1])} and {layers[-1]}"
+
+
+def _rms_range(rows) -> str:
+    rms = np.sqrt((np.asarray(rows, dtype=np.float64) ** 2).mean(-1))
+    return f"{rms.min():.3g} to {rms.max():.3g}"
+
+
+def qk_norm_step(inside) -> Step:
+    """The QK-norm (Qwen3, Gemma 3: each head's; OLMo 2: all heads' at once), between the
+    projections and the rotation, with the sizes of Q's rows before and after it."""
+    t, dk, h = inside.n_tokens, inside.d_k, inside.head
+    sizes = (f" Here the rows of this head's Q have a root mean square of "
+             f"{_rms_range(inside.Q)} before the norm and {_rms_range(inside.Q_normed)} after "
+             f"it.")
+    if inside.qk_norm == "full":
+        kv_width = inside.n_kv_width or inside.n_head * dk
+        kv = inside.kv_head
+        formula = (r"\hat{Q}_{\mathrm{all}} = \operatorname{RMSNorm}_q(Q_{\mathrm{all}}), "
+                   r"\quad \hat{q}^{h} = \hat{Q}_{\mathrm{all}}[:,\, h d_k \ldots (h+1) d_k - 1]"
+                   r"\qquad \hat{K}_{\mathrm{all}} = \operatorname{RMSNorm}_k(K_{\mathrm{all}})")
+        text = (f"QK-norm over the full width (OLMo 2's): before the rotation, all "
+                f"{inside.n_head} heads' queries together, a row of H × d_k = "
+                f"{inside.n_head * dk} numbers per token, go through one RMSNorm, and all "
+                f"key/value heads' keys ({kv_width} per token) through another. What is shown "
+                f"is this head's slice of the normalised full-width Q, its columns "
+                f"{h * dk}–{(h + 1) * dk - 1} (K̂: columns {kv * dk}–{(kv + 1) * dk - 1} of "
+                f"the normalised keys). Each row is divided by the root mean square of the "
+                f"whole row, so this head's Q̂ depends on the other heads' queries too.")
+    else:
+        formula = (r"\hat{q}_i = \frac{q_i}{\operatorname{rms}(q_i)} \odot w_q \qquad "
+                   r"\hat{k}_j = \frac{k_j}{\operatorname{rms}(k_j)} \odot w_k, \qquad "
+                   r"\operatorname{rms}(x) = \sqrt{\tfrac{1}{d_k}\textstyle\sum_a x_a^2 "
+                   r"+ \varepsilon}")
+        text = (f"QK-norm, per head: before the rotation, each head's query and key go "
+                f"through an RMSNorm of their own over the head's width d_k = {dk} (one "
+                f"learned weight w_q of width {dk} shared by every query head, another, w_k, "
+                f"by the keys). It bounds the size of the scores.")
+    return Step("Q_normed", "QK-norm", f"T × d_k = {t} × {dk} (Q and K)", formula,
+                text + sizes + " The steps below read the normalised Q̂ and K̂.",
+                "token", "dimension of d_k")
+
+
+def rope_scaling_text(scaling) -> str:
+    """A layer's RoPE scaling in words, a sentence ("" without one)."""
+    if scaling is None or scaling.kind == "default":
+        return ""
+    factor = f"{scaling.factor:g}"
+    return " This layer's frequencies are " + _scaling_words(scaling, factor) + "."
+
+
+def _scaling_words(scaling, factor: str) -> str:
+    if scaling.kind == "linear":
+        return (f"scaled linearly by a factor {factor} (every frequency divided by "
+                f"{factor}: positions interpolated)")
+    if scaling.kind == "llama3":
+        return (f"scaled as Llama 3 does (factor {factor}, original context "
+                f"{scaling.original_max_positions:,}: wavelengths past "
+                f"{scaling.original_max_positions:,} / {scaling.low_freq_factor:g} tokens "
+                f"divided by {factor}, those under {scaling.original_max_positions:,} / "
+                f"{scaling.high_freq_factor:g} kept, a blend between)")
+    if scaling.kind == "yarn":
+        return (f"scaled by YaRN (factor {factor}, original context "
+                f"{scaling.original_max_positions:,}: each frequency interpolated or kept by "
+                f"how many turns it makes in that context; cos and sin times "
+                f"{scaling.attention_factor:.4g})")
+    return f"scaled by '{scaling.kind}' (factor {factor})"
+
+
+def rope_base_text(inside) -> str:
+    """The layer's scaling and the other layers' bases when they differ, in sentences."""
+    text = rope_scaling_text(inside.rope_scaling)
+    thetas = inside.layer_rope_thetas
+    if len(set(thetas)) < 2:
+        return text
+    local = set(inside.local_layers)
+    groups = []
+    for theta in dict.fromkeys(thetas):
+        layers = [layer for layer, own in enumerate(thetas) if own == theta]
+        kind = (" (local)" if set(layers) <= local else " (global)" if not local & set(layers)
+                else "")
+        groups.append(f"θ = {theta:g} on {_layers(layers)}{kind}")
+    return (text + " Not every layer of this model turns alike: " + ", ".join(groups)
+            + f"; this is layer {inside.layer}.")
+
+
+def window_text(inside) -> str:
+    """What the sliding window hides in this layer, or that it is a global one."""
+    if inside.window:
+        w, t = inside.window, inside.n_tokens
+        hidden = int(np.tril(np.isneginf(inside.mask)).sum())  # -inf on or below the diagonal
+        return (f" Layer {inside.layer} is a local layer with a sliding window of {w} "
+                f"tokens: query i sees only keys i − {w - 1} … i, so keys j ≤ i − {w} are −∞ "
+                f"too and the weights lie in a band below the diagonal. "
+                + (f"Here the window hides {hidden:,} scores the causal mask would have kept."
+                   if hidden else
+                   f"This text's {t} tokens fit in the window, so here it hides nothing."))
+    if inside.local_layers:
+        return (f" Layer {inside.layer} is a global layer: it sees every earlier key. This "
+                f"model's {_layers(inside.local_layers)} are local, with a sliding window of "
+                f"{inside.local_window} tokens.")
+    return ""
+
+
+def softcap_step(inside) -> Step:
+    """The soft-cap of the scores (Gemma 2), with what it did to these."""
+    c, t, s = inside.softcap, inside.n_tokens, len(inside.columns)
+    effect = inside.softcap_effect()
+    return Step(
+        "scores", "soft-cap", f"T × T = {t} × {s}",
+        rf"\tilde{{S}} = c \cdot \tanh(S / c), \qquad c = {c:g}",
+        f"Soft-capping (Gemma 2's attn_logit_softcapping, c = {c:g}): every score goes "
+        f"through c · tanh(s / c), which leaves small scores almost as they are and bends "
+        f"large ones towards ±{c:g}, so no score leaves (−{c:g}, {c:g}). Here the largest "
+        f"raw score a query sees is {effect['largest_raw']:.4g}, capped to "
+        f"{effect['largest_capped']:.4g}; of the {effect['seen']:,} scores the mask keeps, "
+        f"the cap changed {effect['changed']:,} ({effect['changed'] / effect['seen']:.0%}) "
+        f"by more than 1%. The mask and the softmax read the capped scores.",
+        "query token", "key token")
 
 
 def head_steps(inside) -> list[Step]:
@@ -98,13 +226,10 @@ def head_steps(inside) -> list[Step]:
                   if inside.scale != 1.0 else
                   "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
     if inside.softcap:
-        scale_note += (f" Then soft-capped: s → {inside.softcap:g} · tanh(s / "
-                       f"{inside.softcap:g}), so no score leaves ±{inside.softcap:g} (Gemma 2).")
-    window_text = (f" This layer also has a sliding window of {inside.window} tokens: "
-                   f"keys j ≤ i − {inside.window} are −∞ too, so the weights lie in a "
-                   f"band below the diagonal." if inside.window else "")
+        scale_note += " This model soft-caps them next (step 5b)."
     mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
-                 "the diagonal becomes −∞ (its weight will be exactly 0)." + window_text
+                 "the diagonal becomes −∞ (its weight will be exactly 0)."
+                 + window_text(inside)
                  if inside.causal else
                  "Cross-attention is not masked: every target position may read every "
                  "source token." if inside.cross else
@@ -120,8 +245,8 @@ def head_steps(inside) -> list[Step]:
                  f"i · θ^(−2j/{inside.rotary_dim}) proportional to the token's position i "
                  f"(θ = {inside.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
                  f"positions enter the scores, never the values (V is not rotated)."
-                 + (" Before the rotation, each head's query and key went through an "
-                    "RMSNorm of their own (QK-norm): Q and K here are the normalised ones."
+                 + rope_base_text(inside)
+                 + (" What is rotated is Q̂ and K̂, after the QK-norm (step 4b)."
                     if inside.Q_normed is not None else "")
                  + (f" This checkpoint rotates adjacent pairs (2j, 2j + 1) instead; it is "
                     f"the same rotation of reordered dimensions, so mha-viz reordered the "
@@ -172,13 +297,18 @@ def head_steps(inside) -> list[Step]:
              f"V = {kv_from}" + r"\,W_V^{h} + b_V^{h}",
              "Values: what each token passes on when it is attended to.", "token",
              "dimension of d_k"),
+        *([qk_norm_step(inside)] if inside.Q_normed is not None else []),
         *rotary_steps,
-        Step("scores", "Q Kᵀ / √d_k" if inside.scale != 1.0 else "Q Kᵀ",
+        # soft-capped: the scores before the cap are a step, the cap the next
+        Step("scores_before_cap" if inside.softcap else "scores",
+             "Q Kᵀ / √d_k" if inside.scale != 1.0 else "Q Kᵀ",
              f"T × {'S' if inside.cross else 'T'} = {t} × {s}",
              r"S = Q\,K^{\top}" + ("" if inside.scale == 1.0 else r" \cdot " + scale_text),
              f"How well query i matches key j, {scale_note}", "query token", "key token"),
+        *([softcap_step(inside)] if inside.softcap else []),
         *bias_steps,
         Step("masked_scores", "mask", f"T × {'S' if inside.cross else 'T'} = {t} × {s}",
+             r"S' = \tilde{S} + M" if inside.softcap else
              r"S' = S + M" if not bias_steps else r"S' = S'' + M",
              mask_text, "query token", "key token"),
         Step("weights", "softmax", f"T × {'S' if inside.cross else 'T'} = {t} × {s}",

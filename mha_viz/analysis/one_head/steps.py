@@ -10,8 +10,13 @@ d_k = d_model / heads):
                                   under grouped-query attention K and V are those of the
                                   key/value head this query head shares)
     Q_rot, K_rot       [T, d_k]  rotary models: Q and K rotated by each token's position (RoPE)
-    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE)
-    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i)
+    Q_normed, K_normed [T, d_k]  QK-norm models: Q and K after their RMSNorm (per head, or
+                                  this head's slice of the full-width norm), before RoPE
+    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE);
+                                          soft-capped models: c tanh(S / c), and
+                                          scores_before_cap keeps S
+    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i);
+                                          a local layer also hides keys j <= i - window
     weights = softmax(masked)    [T, T]   rows sum to 1: the head's attention map
     context = weights V          [T, d_k]
     W_O^h                        [d_k, d] the rows of W_O^T this head feeds
@@ -92,9 +97,17 @@ class HeadInternals:
     K_normed: np.ndarray | None = None
     window: int = 0  # the layer's sliding window (0: none)
     softcap: float = 0.0  # the scores' soft-cap (0: none)
+    scores_before_cap: np.ndarray | None = None  # [T, T] Q K^T * scale, before the soft-cap
+    qk_norm: str = ""  # "head": each head's Q and K normalised; "full": all heads' at once
+    # the model's layers with a sliding window and its size (empty: no layer has one), so a
+    # layer without one can say it is global
+    local_layers: tuple = ()
+    local_window: int = 0
     Q_rot: np.ndarray | None = None  # [T, d_k] Q after the rotary step (RoPE models)
     K_rot: np.ndarray | None = None
     rope_theta: float = 0.0
+    rope_scaling: object = None  # the layer's engine.positions.RopeScaling (None: none)
+    layer_rope_thetas: tuple = ()  # every layer's RoPE base, for a model whose layers differ
     rotary_dim: int = 0
     # an encoder-decoder's head (inside_seq2seq.py): "encoder", "decoder" or "cross"; the
     # keys' tokens (cross-attention: the source); M, the encoder's output K and V come from
@@ -172,18 +185,37 @@ class HeadInternals:
         return abs(self.scale - self.d_k ** -0.5) < 1e-9
 
     def followed_query(self, query: int, strongest: int = 3) -> "FollowedQuery":
-        """One query's row through steps 5-7: its scores, its scores after the mask (as text:
-        -inf is written), its weights, and the keys it weighs most."""
+        """One query's row through steps 5-7: its scores (soft-capped models: before and
+        after the cap), its scores after the mask (as text: -inf is written), its weights, and
+        the keys it weighs most."""
         if not 0 <= int(query) < self.n_tokens:
             raise InputError(f"query {query} is outside the {self.n_tokens} tokens")
         row = self.weights[int(query)]
         top = np.argsort(-row, kind="stable")[:strongest]
+        before_cap = {} if self.scores_before_cap is None else {
+            "score q·k × scale": np.round(self.scores_before_cap[query], 4)}
         return FollowedQuery(
-            table={"score q·k × scale": np.round(self.scores[query], 4),
+            table={**before_cap,
+                   "after the cap" if before_cap else "score q·k × scale":
+                       np.round(self.scores[query], 4),
                    "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
                                       for v in self.masked_scores[query]],
                    "weight": np.round(row, 4)},
             strongest=[(int(j), float(row[j])) for j in top])
+
+    def softcap_effect(self, tolerance: float = 0.01) -> dict[str, float]:
+        """What the soft-cap did to the scores the mask keeps: how many there are ("seen"),
+        how many it moved by more than tolerance of their size ("changed"), the largest raw
+        score and what the cap made of it. Empty when the layer has no cap."""
+        if self.scores_before_cap is None:
+            return {}
+        seen = np.isfinite(self.mask)
+        raw, capped = self.scores_before_cap[seen], self.scores[seen]
+        changed = np.abs(capped - raw) > tolerance * np.abs(raw)
+        top = int(np.argmax(raw))
+        return {"seen": int(seen.sum()), "changed": int(changed.sum()),
+                "largest_raw": float(raw[top]), "largest_capped": float(capped[top]),
+                "largest_abs_raw": float(np.abs(raw).max())}
 
     def largest_difference(self, attention_map: np.ndarray) -> float:
         """max |weights - attention_map|: how far this walk-through is from the trace's map."""
@@ -201,7 +233,7 @@ class HeadInternals:
                  "weights", "context", "W_O", "contribution", "layer_output"]
         out = {name: getattr(self, name) for name in names}
         for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_normed", "K_normed", "Q_rot",
-                     "K_rot", "memory",
+                     "K_rot", "memory", "scores_before_cap",
                      "position_bias", "buckets", "bias_table", "weights_without_bias"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
@@ -216,8 +248,9 @@ def inside_bytes_per_squared_token(n_head: int) -> int:
     """What inside_one_head holds per squared token: the engine's own attention of its layer
     (scores and weights for every head, [H, T, T] float32 each, as the layers below hold
     while they run) and the head's scores, mask, masked scores and weights ([T, T] each),
-    with a head's worth of slack. benchmarks/held_memory.py measured SmolLM2 (9 heads): 0.93
-    of this at 8,000 tokens, 0.95 at 4,096, 1.0 at 2,048."""
+    with a head's worth of slack, which also holds a soft-capped layer's scores before the
+    cap (one more [T, T]). benchmarks/held_memory.py measured SmolLM2 (9 heads): 0.93 of this
+    at 8,000 tokens, 0.95 at 4,096, 1.0 at 2,048."""
     return 4 * (3 * int(n_head) + 4)
 
 
@@ -261,8 +294,9 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         kv = attn.kv_heads[head]
         # The steps before the softmax, kept for display: the engine's own raw_scores and
         # hidden_keys, the pieces of attention_scores
-        scores = raw_scores(q_used[:, head:head + 1], k_used[:, kv:kv + 1], attn.scale,
-                            attn.softcap)[0, 0]
+        q_head, k_head = q_used[:, head:head + 1], k_used[:, kv:kv + 1]
+        scores = raw_scores(q_head, k_head, attn.scale, attn.softcap)[0, 0]
+        before_cap = raw_scores(q_head, k_head, attn.scale)[0, 0] if attn.softcap else None
         mask = torch.zeros(n, n, device=ids.device) if bias is None \
             else bias.expand(n, n).clone()
         window_mask = hidden_keys(torch.arange(n, device=ids.device), n, False, attn.window)
@@ -279,9 +313,15 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         Q_normed=_np(q_normed[0, head]) if attn.qk_norm else None,
         K_normed=_np(k_normed[0, kv]) if attn.qk_norm else None,
         window=attn.window, softcap=attn.softcap, clip_qkv=attn.clip,
+        scores_before_cap=_np(before_cap), qk_norm=attn.qk_norm,
+        local_layers=tuple(i for i in range(info.n_layer) if net.config.window(i)),
+        local_window=net.config.sliding_window,
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_of(layer)[0] if rotary is not None else 0.0,
+        rope_scaling=net.config.rope_of(layer)[1] if rotary is not None else None,
+        layer_rope_thetas=tuple(net.config.rope_of(i)[0] for i in range(info.n_layer))
+        if rotary is not None else (),
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
         qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
         rotary_interleaved=net.config.rotary_interleaved,
