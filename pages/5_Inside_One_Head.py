@@ -87,12 +87,13 @@ with ui.guard():
     csv_button = partial(inside_page.csv_button, stem=stem, lesson=lesson)
 
     def matrix_step(number: int | str, step: str, array, rows, cols, title: str, what: str,
-                    row_title: str, col_title: str, key: str | None = None) -> None:
+                    row_title: str, col_title: str, key: str | None = None,
+                    span: float | None = None) -> None:
         """A step's heading, its matrix and the matrix as CSV (key: the figure's and the
-        download's, the step's own by default)."""
+        download's, the step's own by default; span: its colour scale's reach)."""
         inside_page.step_header(number, steps[step])
         show_matrix(array, rows, cols, title, key or step, row_title=row_title,
-                    col_title=col_title)
+                    col_title=col_title, span=span)
         csv_button(array, rows, cols, what, key or step)
 
     # Each step of the head draws itself; lesson_mode.show_steps shows them all in order, or,
@@ -156,13 +157,16 @@ with ui.guard():
         matrix_step(5, key, getattr(inside, key), tok, key_tok,
                     f"scores Q Kᵀ × {inside.scale:.4g}"
                     + (" before the cap" if inside.softcap else "") + f": {t} × {s_keys}",
-                    key.replace("_", " "), "query", "key")
+                    key.replace("_", " "), "query", "key", span=inside_page.score_span(inside))
 
     def softcap_step() -> None:  # Gemma 2: the scores through c·tanh(S / c)
         c = inside.softcap
         matrix_step("5b", "scores", inside.scores, tok, key_tok,
                     f"soft-capped scores {c:g}·tanh(S / {c:g}): {t} × {s_keys}",
-                    "capped scores", "query", "key", key="capped")
+                    "capped scores", "query", "key", key="capped",
+                    span=inside_page.score_span(inside))
+        st.caption(f"On step 5's colour scale (±{inside_page.score_span(inside):.3g}): where "
+                   f"the cap bent a score, its cell is paler than it was there.")
 
     def bias_step() -> None:  # T5: the relative position bias, a step of its own
         inside_page.step_header("5b", steps["position_bias"], help_terms=False)

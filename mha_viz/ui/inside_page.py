@@ -112,6 +112,15 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
 # ------------------------------------------------------------------ the overview's texts
 
 
+def score_span(inside: HeadInternals) -> float | None:
+    """One colour scale for the scores before and after a soft-cap (the largest |raw score|),
+    so the cap's bend shows as paler cells; None without a cap."""
+    if inside.scores_before_cap is None:
+        return None
+    raw = inside.scores_before_cap
+    return float(np.abs(raw[np.isfinite(raw)]).max())
+
+
 def rope_number(inside: HeadInternals) -> str:
     """The rotary step's number: 4b, or 4c after a QK-norm (4b)."""
     return "4c" if inside.Q_normed is not None else "4b"
@@ -229,13 +238,15 @@ def in_code(kind: str | None, layer: int, head: int) -> str:
 
 def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
                 diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
-                row_title: str = "", col_title: str = "", share: float = 1.0) -> None:
+                row_title: str = "", col_title: str = "", share: float = 1.0,
+                span: float | None = None) -> None:
     """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
-    without values, plus a one-line summary of the whole array."""
+    without values, plus a one-line summary of the whole array. span: the diverging scale's
+    ±reach (default the drawn part's largest |value|)."""
     small, n_rows, n_cols, fmt = matrix_view(*array.shape, fmt)
     fig = plots.tensor_figure(array[:n_rows, :n_cols], rows[:n_rows], cols[:n_cols], title,
                               show_values=small, diverging=diverging, colorscale=colorscale,
-                              fmt=fmt, row_title=row_title, col_title=col_title)
+                              fmt=fmt, row_title=row_title, col_title=col_title, span=span)
     show_figure(fig, key=key, alt=title, share=share)
     if not small:
         st.caption(summary_caption(array, n_rows, n_cols))

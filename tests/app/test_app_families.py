@@ -61,9 +61,10 @@ def open_page(folder, layer: int, **params):
     return at
 
 
-def chart_titles(at) -> str:
-    return " ".join(json.loads(c.proto.spec)["layout"]["title"]["text"]
-                    for c in at.get("plotly_chart"))
+def chart_scales(at) -> dict[str, float]:
+    """Each chart's title -> the reach of its colour scale."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return {spec["layout"]["title"]["text"]: spec["data"][0].get("zmax") for spec in specs}
 
 
 def test_gemma2_shows_the_scores_before_and_after_the_cap_and_its_windows(folders):
@@ -72,8 +73,10 @@ def test_gemma2_shows_the_scores_before_and_after_the_cap_and_its_windows(folder
     assert "5. Q Kᵀ / √d_k" in shown and "5b. soft-cap" in shown
     assert "the cap changed" in shown and "Layer 0 is a local layer with a sliding window of 5" \
         in shown
-    titles = chart_titles(local)
-    assert "before the cap" in titles and "soft-capped scores 4·tanh(S / 4)" in titles
+    scales = chart_scales(local)
+    before = [zmax for title, zmax in scales.items() if "before the cap" in title]
+    after = [zmax for title, zmax in scales.items() if "soft-capped scores 4·tanh(S / 4)" in title]
+    assert len(before) == len(after) == 1 and before == after and after[0] > 4  # one scale
     shown = " ".join(texts(open_page(folders["gemma2"], 1).markdown))
     assert "Layer 1 is a global layer" in shown and "5b. soft-cap" in shown
 
