@@ -214,8 +214,7 @@ class HeadInternals:
         changed = np.abs(capped - raw) > tolerance * np.abs(raw)
         top = int(np.argmax(raw))
         return {"seen": int(seen.sum()), "changed": int(changed.sum()),
-                "largest_raw": float(raw[top]), "largest_capped": float(capped[top]),
-                "largest_abs_raw": float(np.abs(raw).max())}
+                "largest_raw": float(raw[top]), "largest_capped": float(capped[top])}
 
     def largest_difference(self, attention_map: np.ndarray) -> float:
         """max |weights - attention_map|: how far this walk-through is from the trace's map."""
