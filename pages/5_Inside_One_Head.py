@@ -86,13 +86,14 @@ with ui.guard():
     show_matrix = inside_page.show_matrix
     csv_button = partial(inside_page.csv_button, stem=stem, lesson=lesson)
 
-    def matrix_step(number: int, step: str, array, rows, cols, title: str, what: str,
-                    row_title: str, col_title: str, key: str | None = None) -> None:
+    def matrix_step(number: int | str, step: str, array, rows, cols, title: str, what: str,
+                    row_title: str, col_title: str, key: str | None = None,
+                    span: float | None = None) -> None:
         """A step's heading, its matrix and the matrix as CSV (key: the figure's and the
-        download's, the step's own by default)."""
+        download's, the step's own by default; span: its colour scale's reach)."""
         inside_page.step_header(number, steps[step])
         show_matrix(array, rows, cols, title, key or step, row_title=row_title,
-                    col_title=col_title)
+                    col_title=col_title, span=span)
         csv_button(array, rows, cols, what, key or step)
 
     # Each step of the head draws itself; lesson_mode.show_steps shows them all in order, or,
@@ -138,22 +139,34 @@ with ui.guard():
     def layout_step() -> None:  # how the checkpoint stores them; the einsum of the notation
         inside_page.step_header("4a", layout, help_terms=False)
 
-    def rope_step() -> None:  # RoPE: a step of its own, between the projections and the scores
-        inside_page.step_header("4b", steps["Q_rot"], title="Rotary positions (RoPE)",
-                                help_terms=False)
+    def q_and_k_step(number: str, suffix: str, title: str, what: str, mark: str) -> None:
+        """A step on Q and K between the projections and the scores (the QK-norm, RoPE): its
+        text, then Q's and K's arrays after it (Q_<suffix>, K_<suffix>)."""
+        inside_page.step_header(number, steps[f"Q_{suffix}"], title=title, help_terms=False)
         for letter, place in zip(("Q", "K"), st.columns(2) if lesson else
                                  [st.container(), st.container()]):
-            array = getattr(inside, f"{letter}_rot")
+            array = getattr(inside, f"{letter}_{suffix}")
             with place:
-                show_matrix(array, tok, k_cols, f"{letter} rotated, {letter}': {t} × {dk}",
-                            f"{letter}_rot", row_title="token", col_title="d_k",
+                show_matrix(array, tok, k_cols, f"{letter} {what}, {letter}{mark}: {t} × {dk}",
+                            f"{letter}_{suffix}", row_title="token", col_title="d_k",
                             share=0.5 if lesson else 1.0)
-                csv_button(array, tok, k_cols, f"{letter} rotated", f"{letter}_rot")
+                csv_button(array, tok, k_cols, f"{letter} {what}", f"{letter}_{suffix}")
 
-    def scores_step() -> None:
-        matrix_step(5, "scores", inside.scores, tok, key_tok,
-                    f"scores Q Kᵀ × {inside.scale:.4g}: {t} × {s_keys}", "scores", "query",
-                    "key")
+    def scores_step() -> None:  # soft-capped: these are the scores before the cap
+        key = "scores_before_cap" if inside.softcap else "scores"
+        matrix_step(5, key, getattr(inside, key), tok, key_tok,
+                    f"scores Q Kᵀ × {inside.scale:.4g}"
+                    + (" before the cap" if inside.softcap else "") + f": {t} × {s_keys}",
+                    key.replace("_", " "), "query", "key", span=inside_page.score_span(inside))
+
+    def softcap_step() -> None:  # Gemma 2: the scores through c·tanh(S / c)
+        c = inside.softcap
+        matrix_step("5b", "scores", inside.scores, tok, key_tok,
+                    f"soft-capped scores {c:g}·tanh(S / {c:g}): {t} × {s_keys}",
+                    "capped scores", "query", "key", key="capped",
+                    span=inside_page.score_span(inside))
+        st.caption(f"On step 5's colour scale (±{inside_page.score_span(inside):.3g}): where "
+                   f"the cap bent a score, its cell is paler than it was there.")
 
     def bias_step() -> None:  # T5: the relative position bias, a step of its own
         inside_page.step_header("5b", steps["position_bias"], help_terms=False)
@@ -225,7 +238,11 @@ with ui.guard():
 
     draw = {
         "overview": overview, "memory": memory_step, "X": x_step, "qkv": qkv_step,
-        "layout": layout_step, "rope": rope_step, "scores": scores_step, "bias": bias_step,
+        "layout": layout_step, "scores": scores_step, "softcap": softcap_step,
+        "qknorm": lambda: q_and_k_step("4b", "normed", "QK-norm", "normalised", "\u0302"),  # Q̂
+        "rope": lambda: q_and_k_step(inside_page.rope_number(inside), "rot",
+                                     "Rotary positions (RoPE)", "rotated", "'"),
+        "bias": bias_step,
         "mask": mask_step, "softmax": softmax_step, "follow": follow_step,
         "flash": lambda: inside_page.flash_section(inside, query, labels[query]),
         "context": lambda: matrix_step(8, "context", inside.context, tok, k_cols,
@@ -243,8 +260,10 @@ with ui.guard():
     ui.download_bytes(partial(inside.npz_bytes, labels), f"{stem}_inside.npz",
                       "⬇ Every array of this head (.npz)",
                       key="dl_inside_all",
-                      help="X, W_Q, W_K, W_V, Q, K, V, (Q_rot, K_rot under RoPE), scores, "
-                           "mask, masked_scores, weights, context, W_O, contribution, "
+                      help="X, W_Q, W_K, W_V, Q, K, V, (Q_normed, K_normed under QK-norm; "
+                           "Q_rot, K_rot under RoPE), scores (scores_before_cap when they "
+                           "are soft-capped), mask, masked_scores, weights, context, W_O, "
+                           "contribution, "
                            "layer_output and the biases; "
                            "numpy.load() reads it.")
     st.caption(inside_page.in_code(kind, layer, head))

@@ -86,6 +86,7 @@ def tensor_figure(
     col_title: str = "",
     max_ticks: int = 48,
     height: int | None = None,
+    span: float | None = None,
 ) -> go.Figure:
     """One step's tensor (X, Q, K, V, scores, weights, ...) as a heatmap, cheap at any size.
 
@@ -94,7 +95,8 @@ def tensor_figure(
     "row → column: value" from the axes and a 64 x 768 tensor costs the browser the numbers
     only. show_values writes each value in its cell (use it for small tensors). Non-finite
     entries (-inf scores under a causal mask) are gaps on a grey background.
-    diverging centres a red-blue scale on 0 (signed values); otherwise ``colorscale``
+    diverging centres a red-blue scale on 0 (signed values) reaching ±span (default: the
+    largest |value|; two steps given one span share one scale); otherwise ``colorscale``
     (default Viridis) from the smallest to the largest value.
     """
     m = np.asarray(matrix, dtype=np.float64)
@@ -116,7 +118,8 @@ def tensor_figure(
         trace.update(texttemplate=f"%{{z:{fmt}}}", textfont=dict(size=10), xgap=1, ygap=1)
     finite = z[np.isfinite(z)]
     if diverging:
-        span = float(np.abs(finite).max()) if finite.size else 1.0
+        if span is None:
+            span = float(np.abs(finite).max()) if finite.size else 1.0
         span = span if span > 0 else 1.0
         trace.update(colorscale=colorscale or DIVERGING_SCALE, zmid=0.0, zmin=-span, zmax=span)
     else:

@@ -83,8 +83,14 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
         ("Q, K, V: three projections", "qkv", True),
         *([("How the checkpoint stores them, and the heads' shapes", "layout", True)]
           if lesson and layout else []),
+        *([("QK-norm: " + ("all heads' queries and keys normalised together"
+                            if inside.qk_norm == "full" else "each head's query and key "
+                            "normalised"), "qknorm", True)] if inside.Q_normed is not None
+          else []),
         *([("Rotary positions (RoPE)", "rope", True)] if inside.rotary else []),
         ("Scores: every query against every key", "scores", True),
+        *([("Soft-capping: the scores through tanh", "softcap", True)] if inside.softcap
+          else []),
         *([("T5's relative position bias", "bias", True)]
           if inside.position_bias is not None else []),
         ("The mask", "mask", True),
@@ -106,6 +112,20 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
 # ------------------------------------------------------------------ the overview's texts
 
 
+def score_span(inside: HeadInternals) -> float | None:
+    """One colour scale for the scores before and after a soft-cap (the largest |raw score|),
+    so the cap's bend shows as paler cells; None without a cap."""
+    if inside.scores_before_cap is None:
+        return None
+    raw = inside.scores_before_cap
+    return float(np.abs(raw[np.isfinite(raw)]).max())
+
+
+def rope_number(inside: HeadInternals) -> str:
+    """The rotary step's number: 4b, or 4c after a QK-norm (4b)."""
+    return "4c" if inside.Q_normed is not None else "4b"
+
+
 def overview_heading(inside: HeadInternals, kind: str | None) -> str:
     return (f"Head {plots.head_name(inside.layer, inside.head)}: layer {inside.layer}, head "
             f"{inside.head} of {inside.n_head}" + KIND_NAMES.get(kind or "", ""))
@@ -122,9 +142,13 @@ def pipeline_text(inside: HeadInternals, kind: str | None, n_queries: int) -> st
     t, d, dk, s_keys = n_queries, inside.d_model, inside.d_k, len(inside.columns)
     divide = " / √d_k" if inside.scaled_by_sqrt_d_k else ""
     bias_word = " → **+ relative position bias**" if inside.position_bias is not None else ""
+    if inside.softcap:
+        bias_word = f" → **soft-cap** {inside.softcap:g}·tanh(S / {inside.softcap:g})"
+    norm_word = " → **QK-norm**" if inside.Q_normed is not None else ""
+    norm_word += " → **RoPE** on Q and K" if inside.rotary else ""
     return (f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head (T × d_k = {t} × "
-            f"{dk} each{'; K and V from M, S × d_k' if kind == 'cross' else ''}) → **scores** "
-            f"Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the "
+            f"{dk} each{'; K and V from M, S × d_k' if kind == 'cross' else ''}){norm_word} → "
+            f"**scores** Q Kᵀ{divide} ({t} × {s_keys}){bias_word} → **mask** → **softmax** = the "
             f"weights ({t} × {s_keys}) → "
             f"**weights × V** ({t} × {dk}) → × this head's slice of the output projection "
             f"**W_O** ({dk} × {d}) → its **contribution** ({t} × {d}).")
@@ -139,6 +163,9 @@ def head_formula(inside: HeadInternals, kind: str | None) -> str:
     elif inside.scale != 1.0:  # a checkpoint's own scale (GPT-2 variants)
         scores_tex += rf" \cdot {inside.scale:.4g}"
     bias_tex = " + B^h" if inside.position_bias is not None else ""
+    if inside.softcap:  # Gemma 2
+        cap = f"{inside.softcap:g}"
+        scores_tex = rf"{cap} \tanh\!\left({scores_tex} \,/\, {cap}\right)"
     return (rf"\mathrm{{head}}_h = \operatorname{{softmax}}\!\left({scores_tex}{bias_tex}"
             rf" + M\right) {keys_from} W_V^h \; W_O^h")
 
@@ -150,8 +177,12 @@ def overview_caption(inside: HeadInternals) -> str:
             + ("" if inside.scaled_by_sqrt_d_k else " (T5 does not divide by it: the scale is "
                                                     "folded into its initialisation of W_Q)")
             + ". "
-            + ("Q and K are rotated by position (RoPE, step 4b) before the scores. "
-               if inside.rotary else "")
+            + ("Q and K are normalised (QK-norm, step 4b) before the rotation. "
+               if inside.Q_normed is not None else "")
+            + (f"Q and K are rotated by position (RoPE, step {rope_number(inside)}) before "
+               f"the scores. " if inside.rotary else "")
+            + (f"The scores are soft-capped, {inside.softcap:g}·tanh(S / "
+               f"{inside.softcap:g}), before the mask (step 5b). " if inside.softcap else "")
             + (f"Key/value heads are shared: query heads "
                f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
                f"(key/value head {inside.kv_head}). "
@@ -207,13 +238,15 @@ def in_code(kind: str | None, layer: int, head: int) -> str:
 
 def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
                 diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
-                row_title: str = "", col_title: str = "", share: float = 1.0) -> None:
+                row_title: str = "", col_title: str = "", share: float = 1.0,
+                span: float | None = None) -> None:
     """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
-    without values, plus a one-line summary of the whole array."""
+    without values, plus a one-line summary of the whole array. span: the diverging scale's
+    ±reach (default the drawn part's largest |value|)."""
     small, n_rows, n_cols, fmt = matrix_view(*array.shape, fmt)
     fig = plots.tensor_figure(array[:n_rows, :n_cols], rows[:n_rows], cols[:n_cols], title,
                               show_values=small, diverging=diverging, colorscale=colorscale,
-                              fmt=fmt, row_title=row_title, col_title=col_title)
+                              fmt=fmt, row_title=row_title, col_title=col_title, span=span)
     show_figure(fig, key=key, alt=title, share=share)
     if not small:
         st.caption(summary_caption(array, n_rows, n_cols))

@@ -36,8 +36,8 @@ def _quiet_env(monkeypatch):
 # were written to see drawn. Inside one head's flash, gradients and cost sections were folded
 # from the start and stay folded.
 OPENED = ",".join(["aggregates", "token_pair", "distance", "query_entropy", "class_mass",
-                   "nearest", "role_maps", "role_head", "qkv", "rope", "scores", "bias", "mask",
-                   "softmax", "context", "output"])
+                   "nearest", "role_maps", "role_head", "qkv", "qknorm", "rope", "scores",
+                   "softcap", "bias", "mask", "softmax", "context", "output"])
 
 
 def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:

@@ -3,7 +3,7 @@ other layer, grouped-query heads, norms around each sub-layer) and a random Pyth
 attention and MLP, partial rotary) with no exception; the only message allowed says why
 direct logit attribution is not exact (Gemma 2's norms after each sub-layer and soft-capped
 logits). One app server for both (issue 39); tests/app/test_app_families.py checks more
-families in-process."""
+families in-process. Inside one head shows Gemma 2's soft-cap as a step of its own."""
 
 from __future__ import annotations
 
@@ -51,3 +51,6 @@ def test_every_page_opens_on_the_family(page, app_server, family_folders, case):
         assert unexpected == [], (path, unexpected)
         assert page.locator("h1").count() >= 1, path
         assert page.locator(".js-plotly-plot").count() >= n_charts, path
+        if path == "Inside_One_Head" and case == "gemma2":  # the steps Gemma 2 takes
+            for heading in ("5b. soft-cap", "6. mask"):
+                assert page.get_by_role("heading", name=heading).count() == 1, heading

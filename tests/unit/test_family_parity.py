@@ -216,8 +216,8 @@ def test_gemma2_caps_windows_and_says_what_is_not_exact(family_factory):
     assert trace.attentions[1][:, far].max() > 1e-3
     inside = inside_one_head(model, text, 0, 1)
     assert np.abs(inside.scores).max() <= 4.0 and inside.softcap == 4.0 and inside.window == 5
-    assert "soft-capped" in inside.steps()[[s.key for s in inside.steps()].index(
-        "scores")].explanation
+    assert "Soft-capping" in inside.steps()[[s.key for s in inside.steps()].index(
+        "scores")].explanation  # the scores before the cap: tests/unit/test_inside_families
     with pytest.raises(InputError, match="not exact for this model: each sub-layer's output"):
         direct_logit_attribution(model, text, -1, 5, 6)
 

@@ -172,6 +172,16 @@ def test_tensor_figure_small_prints_values_and_masks_gaps():
     assert fig.layout.xaxis.side in (None, "bottom")  # never under the title
 
 
+def test_tensor_figure_given_a_span_shares_its_scale():
+    """Two steps drawn with one span (the scores before and after a soft-cap) share a scale."""
+    from mha_viz import plots
+
+    m = np.array([[1.0, -2.0], [0.5, 0.25]])
+    heat = plots.tensor_figure(m, ["a", "b"], ["k0", "k1"], "capped", span=5.0).data[0]
+    assert (heat.zmin, heat.zmid, heat.zmax) == (-5.0, 0.0, 5.0)
+    assert plots.tensor_figure(m, ["a", "b"], ["k0", "k1"], "own").data[0].zmax == 2.0
+
+
 def test_columns_at_bottom_moves_a_top_axis():
     from mha_viz import plots
 

@@ -10,8 +10,13 @@ d_k = d_model / heads):
                                   under grouped-query attention K and V are those of the
                                   key/value head this query head shares)
     Q_rot, K_rot       [T, d_k]  rotary models: Q and K rotated by each token's position (RoPE)
-    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE)
-    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i)
+    Q_normed, K_normed [T, d_k]  QK-norm models: Q and K after their RMSNorm (per head, or
+                                  this head's slice of the full-width norm), before RoPE
+    scores = Q K^T * scale       [T, T]   scale = 1 / sqrt(d_k) (rotated Q and K under RoPE);
+                                          soft-capped models: c tanh(S / c), and
+                                          scores_before_cap keeps S
+    masked = scores + mask       [T, T]   GPT-2: -inf above the diagonal (key j > query i);
+                                          a local layer also hides keys j <= i - window
     weights = softmax(masked)    [T, T]   rows sum to 1: the head's attention map
     context = weights V          [T, d_k]
     W_O^h                        [d_k, d] the rows of W_O^T this head feeds
@@ -33,23 +38,12 @@ import torch
 from ...core.errors import InputError
 from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
 from ...engine.positions import apply_rotary
+from .step_texts import Step, head_steps, layout_step, projection_text
 from .weights import head_weight_slices
 
 __all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
            "head_weight_slices", "inside_bytes_per_squared_token",
            "summarise"]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the computation, as the page shows it."""
-    key: str  # attribute of HeadInternals holding the array
-    symbol: str  # "Q", "softmax(...)" ...
-    shape_text: str  # "T × d_k = 12 × 32"
-    formula: str  # LaTeX (KaTeX) for the step
-    explanation: str  # one or two plain sentences
-    rows: str  # what the rows are: "token" | "d_k" | ...
-    cols: str  # what the columns are
 
 
 @dataclass(frozen=True)
@@ -103,9 +97,17 @@ class HeadInternals:
     K_normed: np.ndarray | None = None
     window: int = 0  # the layer's sliding window (0: none)
     softcap: float = 0.0  # the scores' soft-cap (0: none)
+    scores_before_cap: np.ndarray | None = None  # [T, T] Q K^T * scale, before the soft-cap
+    qk_norm: str = ""  # "head": each head's Q and K normalised; "full": all heads' at once
+    # the model's layers with a sliding window and its size (empty: no layer has one), so a
+    # layer without one can say it is global
+    local_layers: tuple = ()
+    local_window: int = 0
     Q_rot: np.ndarray | None = None  # [T, d_k] Q after the rotary step (RoPE models)
     K_rot: np.ndarray | None = None
     rope_theta: float = 0.0
+    rope_scaling: object = None  # the layer's engine.positions.RopeScaling (None: none)
+    layer_rope_thetas: tuple = ()  # every layer's RoPE base, for a model whose layers differ
     rotary_dim: int = 0
     # an encoder-decoder's head (inside_seq2seq.py): "encoder", "decoder" or "cross"; the
     # keys' tokens (cross-attention: the source); M, the encoder's output K and V come from
@@ -154,37 +156,8 @@ class HeadInternals:
 
     def projection_text(self) -> str:
         """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the
-        index notation, in the real sizes."""
-        t, d, dk, h = self.n_tokens, self.d_model, self.d_k, self.n_head
-        total = h * dk + 2 * (self.n_kv_width or h * dk)
-        first, last = self.head * dk, (self.head + 1) * dk - 1
-        if len(self.qkv_names) == 1 and self.qkv_per_head:
-            rows = self.head * 3 * dk
-            stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
-                      f"{self.qkv_names[0]} ({total} × {d}), head by head: each head's "
-                      f"query, key and value rows in turn, so this head's W_Q is its rows "
-                      f"{rows}–{rows + dk - 1}. mha-viz reorders the rows into Q, K and V "
-                      f"blocks when it loads them, so one product gives Q, K and V side by "
-                      f"side, and this head's W_Q is then columns {first}–{last}.")
-        elif len(self.qkv_names) == 1:
-            stored = (f"This checkpoint stores W_Q, W_K and W_V as one matrix, "
-                      f"{self.qkv_names[0]} ({d} × {total}); one product gives Q, K and V "
-                      f"side by side, and this head's W_Q is its columns {first}–{last}.")
-        elif self.qkv_names:
-            stored = (f"This checkpoint keeps three matrices ({', '.join(self.qkv_names)}); "
-                      f"mha-viz puts them side by side into one {d} × {total} matrix when it "
-                      f"loads them, so one product gives Q, K and V, and this head's W_Q is "
-                      f"its columns {first}–{last}.")
-        else:
-            stored = ""
-        return (f"{stored} All heads at once: X ({t} × {d}) times every head's W_Q gives "
-                f"{t} × {h * dk}, reshaped to (1, {t}, {h}, {dk}) and transposed to (batch, "
-                f"heads, seq, d_k) = (1, {h}, {t}, {dk}), the shape the engine holds Q in; "
-                f"merging the heads after attention does the reverse. In index notation "
-                f"Q_ia = Σ_b X_ib W_Q,ba + b_a: np.einsum('ib,ba->ia', X, W_Q) on these "
-                f"numbers gives this Q (largest difference {self.einsum_difference:.1e})."
-                + (f" This model then clamps every entry of Q, K and V to ±{self.clip_qkv:g} "
-                   f"(clip_qkv), and Q here is the clamped one." if self.clip_qkv else ""))
+        index notation, in the real sizes (step_texts.projection_text)."""
+        return projection_text(self)
 
     @property
     def share_of_output(self) -> float:
@@ -197,144 +170,13 @@ class HeadInternals:
         return float(np.linalg.norm(self.contribution)) / norm if norm > 0 else float("nan")
 
     def layout_step(self) -> Step | None:
-        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the index
-        notation run as an einsum (a decoder-only or encoder-only model's head; None for an
-        encoder-decoder's, whose projections are not fused)."""
-        if self.kind:
-            return None
-        return Step("W_Q", "W_Q, W_K, W_V in the checkpoint, split into heads",
-                    f"(batch, heads, seq, d_k) = (1, {self.n_head}, {self.n_tokens}, {self.d_k})",
-                    r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
-                    self.projection_text(), "dimension of d_model", "dimension of d_k")
+        """The checkpoint's layout of W_Q, W_K, W_V as a step (step_texts.layout_step)."""
+        return layout_step(self)
 
     def steps(self) -> list[Step]:
-        """The steps in order, with shapes written in the page's notation."""
-        t, d, dk = self.n_tokens, self.d_model, self.d_k
-        s = len(self.columns)  # keys: t, or the source's tokens for cross-attention
-        symbol = "LN" if self.norm_name == "LayerNorm" else self.norm_name
-        x_note = (f"Pre-norm: the head reads the residual stream after the layer's first "
-                  f"{self.norm_name}, X = {symbol}₁(h)." if self.pre_ln else
-                  "Post-norm (BERT): the head reads the hidden state h entering the layer as it "
-                  "is (the LayerNorm comes after the residual addition).")
-        shared = ""
-        if self.n_kv_head and self.n_kv_head < self.n_head:
-            others = [h for h in self.sharing if h != self.head]
-            shared = (f" This model shares key/value heads: query heads "
-                      f"{', '.join(f'H{h}' for h in self.sharing)} all read key/value head "
-                      f"{self.kv_head}, so their K and V are identical"
-                      + (f" (H{others[0]} has this K too)." if others else "."))
-        where = "the embeddings" if self.layer == 0 else f"layer {self.layer - 1}"
-        if self.cross:
-            x_note = ("Cross-attention: the queries come from the decoder's stream after this "
-                      "layer's self-attention" + (f" (normalised, {symbol})" if self.pre_ln
-                                                  else "") + "; the keys and values come from "
-                      "M, the encoder's output.")
-        scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(self.scale - dk ** -0.5) < 1e-9
-                      else f"{self.scale:.4g}")
-        scale_note = (f"scaled by {self.scale:.4g} so the scores do not grow with d_k = {dk}."
-                      if self.scale != 1.0 else
-                      "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
-        if self.softcap:
-            scale_note += (f" Then soft-capped: s → {self.softcap:g} · tanh(s / "
-                           f"{self.softcap:g}), so no score leaves ±{self.softcap:g} (Gemma 2).")
-        window_text = (f" This layer also has a sliding window of {self.window} tokens: "
-                       f"keys j ≤ i − {self.window} are −∞ too, so the weights lie in a "
-                       f"band below the diagonal." if self.window else "")
-        mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
-                     "the diagonal becomes −∞ (its weight will be exactly 0)." + window_text
-                     if self.causal else
-                     "Cross-attention is not masked: every target position may read every "
-                     "source token." if self.cross else
-                     "Bidirectional: nothing is masked (the mask is all zeros); with "
-                     "padding, padded keys would get −∞.")
-        rotary_steps = []
-        if self.rotary:
-            rotary_steps = [
-                Step("Q_rot", "RoPE", f"T × d_k = {t} × {dk} (Q and K)",
-                     r"q'_i = R_{\theta, i}\, q_i \qquad k'_j = R_{\theta, j}\, k_j",
-                     f"Rotary positions (Su et al. 2021): each pair of dimensions (j, j + "
-                     f"{self.rotary_dim // 2}) of a query and a key is rotated by an angle "
-                     f"i · θ^(−2j/{self.rotary_dim}) proportional to the token's position i "
-                     f"(θ = {self.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
-                     f"positions enter the scores, never the values (V is not rotated)."
-                     + (" Before the rotation, each head's query and key went through an "
-                        "RMSNorm of their own (QK-norm): Q and K here are the normalised ones."
-                        if self.Q_normed is not None else "")
-                     + (f" This checkpoint rotates adjacent pairs (2j, 2j + 1) instead; it is "
-                        f"the same rotation of reordered dimensions, so mha-viz reordered the "
-                        f"first {self.rotary_dim} rows of each head's W_Q and W_K when it "
-                        f"loaded them (row 2j + s is row {self.rotary_dim // 2} s + j here): "
-                        f"the scores are the model's own, Q's and K's rotating dimensions "
-                        f"are listed in the reordered order." if self.rotary_interleaved
-                        else ""),
-                     "token", "dimension of d_k")]
-        memory_steps, kv_from = [], "X"
-        if self.cross:
-            kv_from = "M"
-            memory_steps = [Step(
-                "memory", "M", f"S × d_model = {s} × {d}",
-                r"M \in \mathbb{R}^{S \times d_{model}}",
-                "The encoder's output, one row per source token: the same M for every "
-                "cross-attention layer of the decoder.", "source token", "dimension of d_model")]
-        bias_steps = []
-        if self.position_bias is not None:
-            direction = ("the decoder's buckets count only keys before the query (later keys "
-                         "are masked anyway)" if self.causal else
-                         "half the buckets are for keys after the query, half for keys "
-                         "before")
-            bias_steps = [Step(
-                "position_bias", "relative position bias", f"T × T = {t} × {t}",
-                r"S'' = S + B^{h}_{\mathrm{bucket}(j - i)}",
-                f"T5 has no position embeddings. Each pair (query i, key j) falls into one of "
-                f"{self.relative_buckets} buckets by its distance j − i: {direction}; the "
-                f"first buckets are exact distances, the rest grow logarithmically up to "
-                f"{self.relative_max_distance}, and every farther distance shares the last. "
-                f"This head adds its learned value for the pair's bucket to the score. The "
-                f"table belongs to the stack's first layer and every layer adds the same "
-                f"bias.", "query token", "key token")]
-        return [
-            *memory_steps,
-            Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
-                 f"The input of layer {self.layer}'s attention, one row per token, coming from "
-                 f"{where}. " + x_note, "token", "dimension of d_model"),
-            Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
-                 f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
-                 f"is this head's slice of the query projection.",
-                 "token", "dimension of d_k"),
-            Step("K", "K", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
-                 f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
-                 "Keys: what each token offers to be found by." + shared, "token",
-                 "dimension of d_k"),
-            Step("V", "V", f"{'S' if self.cross else 'T'} × d_k = {s} × {dk}",
-                 f"V = {kv_from}" + r"\,W_V^{h} + b_V^{h}",
-                 "Values: what each token passes on when it is attended to.", "token",
-                 "dimension of d_k"),
-            *rotary_steps,
-            Step("scores", "Q Kᵀ / √d_k" if self.scale != 1.0 else "Q Kᵀ",
-                 f"T × {'S' if self.cross else 'T'} = {t} × {s}",
-                 r"S = Q\,K^{\top}" + ("" if self.scale == 1.0 else r" \cdot " + scale_text),
-                 f"How well query i matches key j, {scale_note}", "query token", "key token"),
-            *bias_steps,
-            Step("masked_scores", "mask", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
-                 r"S' = S + M" if not bias_steps else r"S' = S'' + M",
-                 mask_text, "query token", "key token"),
-            Step("weights", "softmax", f"T × {'S' if self.cross else 'T'} = {t} × {s}",
-                 r"A = \operatorname{softmax}_{\text{row}}(S')",
-                 "Each row becomes a probability distribution over the keys (it sums to 1): "
-                 "this is the attention map the other pages show.", "query token", "key token"),
-            Step("context", "weights × V", f"T × d_k = {t} × {dk}", r"C = A\,V",
-                 "Each token's output from this head: the attention-weighted average of the "
-                 "value vectors.", "token", "dimension of d_k"),
-            Step("W_O", "W_O slice", f"d_k × d_model = {dk} × {d}", r"W_O^{h}",
-                 f"This head's slice of the output projection: the {dk} rows of W_O (d_model × "
-                 f"d_model = {d} × {d}) that multiply this head's part of the concatenated "
-                 f"heads.", "dimension of d_k", "dimension of d_model"),
-            Step("contribution", "contribution", f"T × d_model = {t} × {d}",
-                 r"C\,W_O^{h}",
-                 f"What this head adds to the layer's output. The attention output is the sum "
-                 f"over all {self.n_head} heads of C W_O^h, plus the output bias b_O; it is "
-                 f"then added to the residual stream.", "token", "dimension of d_model"),
-        ]
+        """The steps in order, with shapes written in the page's notation
+        (step_texts.head_steps)."""
+        return head_steps(self)
 
     @property
     def scaled_by_sqrt_d_k(self) -> bool:
@@ -343,18 +185,36 @@ class HeadInternals:
         return abs(self.scale - self.d_k ** -0.5) < 1e-9
 
     def followed_query(self, query: int, strongest: int = 3) -> "FollowedQuery":
-        """One query's row through steps 5-7: its scores, its scores after the mask (as text:
-        -inf is written), its weights, and the keys it weighs most."""
+        """One query's row through steps 5-7: its scores (soft-capped models: before and
+        after the cap), its scores after the mask (as text: -inf is written), its weights, and
+        the keys it weighs most."""
         if not 0 <= int(query) < self.n_tokens:
             raise InputError(f"query {query} is outside the {self.n_tokens} tokens")
         row = self.weights[int(query)]
         top = np.argsort(-row, kind="stable")[:strongest]
+        before_cap = {} if self.scores_before_cap is None else {
+            "score q·k × scale": np.round(self.scores_before_cap[query], 4)}
         return FollowedQuery(
-            table={"score q·k × scale": np.round(self.scores[query], 4),
+            table={**before_cap,
+                   "after the cap" if before_cap else "score q·k × scale":
+                       np.round(self.scores[query], 4),
                    "after the mask": ["−∞" if np.isneginf(v) else f"{v:.4f}"
                                       for v in self.masked_scores[query]],
                    "weight": np.round(row, 4)},
             strongest=[(int(j), float(row[j])) for j in top])
+
+    def softcap_effect(self, tolerance: float = 0.01) -> dict[str, float]:
+        """What the soft-cap did to the scores the mask keeps: how many there are ("seen"),
+        how many it moved by more than tolerance of their size ("changed"), the largest raw
+        score and what the cap made of it. Empty when the layer has no cap."""
+        if self.scores_before_cap is None:
+            return {}
+        seen = np.isfinite(self.mask)
+        raw, capped = self.scores_before_cap[seen], self.scores[seen]
+        changed = np.abs(capped - raw) > tolerance * np.abs(raw)
+        top = int(np.argmax(raw))
+        return {"seen": int(seen.sum()), "changed": int(changed.sum()),
+                "largest_raw": float(raw[top]), "largest_capped": float(capped[top])}
 
     def largest_difference(self, attention_map: np.ndarray) -> float:
         """max |weights - attention_map|: how far this walk-through is from the trace's map."""
@@ -372,7 +232,7 @@ class HeadInternals:
                  "weights", "context", "W_O", "contribution", "layer_output"]
         out = {name: getattr(self, name) for name in names}
         for name in ("b_Q", "b_K", "b_V", "output_bias", "Q_normed", "K_normed", "Q_rot",
-                     "K_rot", "memory",
+                     "K_rot", "memory", "scores_before_cap",
                      "position_bias", "buckets", "bias_table", "weights_without_bias"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
@@ -387,8 +247,9 @@ def inside_bytes_per_squared_token(n_head: int) -> int:
     """What inside_one_head holds per squared token: the engine's own attention of its layer
     (scores and weights for every head, [H, T, T] float32 each, as the layers below hold
     while they run) and the head's scores, mask, masked scores and weights ([T, T] each),
-    with a head's worth of slack. benchmarks/held_memory.py measured SmolLM2 (9 heads): 0.93
-    of this at 8,000 tokens, 0.95 at 4,096, 1.0 at 2,048."""
+    with a head's worth of slack, which also holds a soft-capped layer's scores before the
+    cap (one more [T, T]). benchmarks/held_memory.py measured SmolLM2 (9 heads): 0.93 of this
+    at 8,000 tokens, 0.95 at 4,096, 1.0 at 2,048."""
     return 4 * (3 * int(n_head) + 4)
 
 
@@ -432,8 +293,9 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         kv = attn.kv_heads[head]
         # The steps before the softmax, kept for display: the engine's own raw_scores and
         # hidden_keys, the pieces of attention_scores
-        scores = raw_scores(q_used[:, head:head + 1], k_used[:, kv:kv + 1], attn.scale,
-                            attn.softcap)[0, 0]
+        q_head, k_head = q_used[:, head:head + 1], k_used[:, kv:kv + 1]
+        scores = raw_scores(q_head, k_head, attn.scale, attn.softcap)[0, 0]
+        before_cap = raw_scores(q_head, k_head, attn.scale)[0, 0] if attn.softcap else None
         mask = torch.zeros(n, n, device=ids.device) if bias is None \
             else bias.expand(n, n).clone()
         window_mask = hidden_keys(torch.arange(n, device=ids.device), n, False, attn.window)
@@ -450,9 +312,15 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         Q_normed=_np(q_normed[0, head]) if attn.qk_norm else None,
         K_normed=_np(k_normed[0, kv]) if attn.qk_norm else None,
         window=attn.window, softcap=attn.softcap, clip_qkv=attn.clip,
+        scores_before_cap=_np(before_cap), qk_norm=attn.qk_norm,
+        local_layers=tuple(i for i in range(info.n_layer) if net.config.window(i)),
+        local_window=net.config.sliding_window,
         Q_rot=None if q_rot is None else _np(q_rot[0, head]),
         K_rot=None if k_rot is None else _np(k_rot[0, kv]),
         rope_theta=net.config.rope_of(layer)[0] if rotary is not None else 0.0,
+        rope_scaling=net.config.rope_of(layer)[1] if rotary is not None else None,
+        layer_rope_thetas=tuple(net.config.rope_of(i)[0] for i in range(info.n_layer))
+        if rotary is not None else (),
         rotary_dim=net.config.rotary_dim if rotary is not None else 0,
         qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
         rotary_interleaved=net.config.rotary_interleaved,
