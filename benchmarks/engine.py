@@ -68,6 +68,20 @@ def median_seconds(fn, repeats):
     return statistics.median(times)
 
 
+def interleaved_medians(first, second, repeats):
+    """The median seconds of each of two functions timed in turn (first, second, first, ...),
+    after a warm-up of each: a machine that slows down or speeds up during the run moves
+    both alike, so their ratio holds."""
+    first(), second()
+    times = ([], [])
+    for _ in range(repeats):
+        for fn, kept in zip((first, second), times):
+            start = time.perf_counter()
+            fn()
+            kept.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def reference_model(source):
     """transformers' own model on the same weights: a folder, or (for a bundled GGUF) the
     LlamaForCausalLM transformers builds from that file; eager attention, float32."""

@@ -4,7 +4,7 @@ run takes minutes, not hours): Pythia-160M (GPT-NeoX: 12 heads of 64, parallel a
 and MLP, a quarter of each head rotating), Gemma-2-2B (8 heads of 256 sharing 4 key/value
 heads, soft-caps, a sliding window on every other layer, norms after each sub-layer) and
 Qwen3-0.6B (16 heads of 128 sharing 8, QK-norm), at 128 and 512 tokens. Prints the median
-time of each side and their ratio (ours / reference; issue 39's target: <= 1.0).
+time of each side, timed in turn, and their ratio (ours / reference; issue 39's target: <= 1.0).
 
 Both sides take token ids and hand back every layer's maps as one numpy array [L, H, T, T].
 
@@ -24,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import median_seconds  # noqa: E402  (benchmarks/engine.py, the same timing)
+from engine import interleaved_medians  # noqa: E402  (benchmarks/engine.py's timing)
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.testing import make_decoder_checkpoint  # noqa: E402
@@ -73,8 +73,8 @@ def main() -> None:
 
                 maps = ours.trace_ids(ids).attentions
                 gap = float(np.abs(maps - reference()).max())
-                mine = median_seconds(lambda: ours.trace_ids(ids).attentions, args.repeats)
-                theirs = median_seconds(reference, args.repeats)
+                mine, theirs = interleaved_medians(lambda: ours.trace_ids(ids).attentions,
+                                                   reference, args.repeats)
                 print(f"{name:<13} {n:>6} {mine:>8.3f} {theirs:>15.3f} {mine / theirs:>6.2f}"
                       f"   (max |maps - reference| {gap:.1e})")
 
