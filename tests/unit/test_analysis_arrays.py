@@ -240,6 +240,26 @@ def test_cluster_order_groups_obvious_clusters():
     assert (np.diff(labels) != 0).sum() == 1  # one contiguous block per cluster
 
 
+def test_many_heads_keep_the_linkage_order_and_their_clusters():
+    """Above OPTIMAL_ORDER_MAX_HEADS the leaves are not reordered optimally (that costs
+    minutes for thousands of heads): the order is the linkage's own, clusters still blocks."""
+    from scipy.cluster.hierarchy import leaves_list, linkage
+    from scipy.spatial.distance import pdist
+
+    from mha_viz.analysis.similarity import OPTIMAL_ORDER_MAX_HEADS
+
+    rng = np.random.default_rng(4)
+    n = OPTIMAL_ORDER_MAX_HEADS + 40
+    shuffle = rng.permutation(n)
+    points = np.r_[rng.normal(0, 0.1, (n // 2, 2)), rng.normal(10, 0.1, (n - n // 2, 2))]
+    points = points[shuffle]
+    d = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    order = cluster_order(d)
+    np.testing.assert_array_equal(order, leaves_list(linkage(pdist(points), "average")))
+    labels = (shuffle >= n // 2).astype(int)[order]
+    assert (np.diff(labels) != 0).sum() == 1
+
+
 def test_mds_recovers_planar_layout():
     rng = np.random.default_rng(1)
     points = rng.uniform(0, 5, (12, 2))
