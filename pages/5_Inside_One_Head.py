@@ -161,11 +161,11 @@ with ui.guard():
 
     def softcap_step() -> None:  # Gemma 2: the scores through c·tanh(S / c)
         c = inside.softcap
+        span = inside_page.score_span(inside)
         matrix_step("5b", "scores", inside.scores, tok, key_tok,
                     f"soft-capped scores {c:g}·tanh(S / {c:g}): {t} × {s_keys}",
-                    "capped scores", "query", "key", key="capped",
-                    span=inside_page.score_span(inside))
-        st.caption(f"On step 5's colour scale (±{inside_page.score_span(inside):.3g}): where "
+                    "capped scores", "query", "key", key="capped", span=span)
+        st.caption(f"On step 5's colour scale (±{span:.3g}): where "
                    f"the cap bent a score, its cell is paler than it was there.")
 
     def bias_step() -> None:  # T5: the relative position bias, a step of its own

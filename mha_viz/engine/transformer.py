@@ -308,15 +308,23 @@ class TransformerStack(nn.Module):
             self._rotary_cache[key] = tables
         return tables
 
+    def rotary_rows(self, offset: int, length: int, layer: int = 0):
+        """(cos, sin) of this layer's rotary positions offset..offset + length - 1 (rows of
+        the cached tables of rotary()), else None."""
+        rotary = self.rotary(offset + length, layer)
+        if rotary is not None and offset:
+            rotary = (rotary[0][offset:], rotary[1][offset:])
+        return rotary
+
     def keys_and_values(self, h, layer: int, offset: int = 0):
         """The rotated keys and the values [B, H_kv, T, d_k] that layer `layer` computes from
         h, the stream entering it at positions offset.. of the text: what later rows read as
         their past when a run computes only some query rows of the layer."""
         block = self.blocks[layer]
         _, k, v = block.attn.project_qkv(block.attention_input(h))
-        rotary = self.rotary(offset + h.shape[1], layer)
+        rotary = self.rotary_rows(offset, h.shape[1], layer)
         if rotary is not None:
-            k = apply_rotary(k, rotary[0][offset:], rotary[1][offset:])
+            k = apply_rotary(k, *rotary)
         return k, v
 
     def weights_by_layer(self, h, bias, attention_mask):
@@ -355,9 +363,7 @@ class TransformerStack(nn.Module):
         stop = self.config.n_layer if stop is None else stop
         kept = []
         for layer in range(start, stop):
-            rotary = self.rotary(offset + h.shape[1], layer)
-            if rotary is not None and offset:
-                rotary = (rotary[0][offset:], rotary[1][offset:])
+            rotary = self.rotary_rows(offset, h.shape[1], layer)
             if layer_inputs is not None:
                 layer_inputs.append(h)
             gate = None
