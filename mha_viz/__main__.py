@@ -367,7 +367,7 @@ def patch_command(args) -> int:
         print(f"note: {note}")
     flat = np.nan_to_num(np.abs(result.normalized)).ravel()
     rows, cols = result.normalized.shape[0], result.normalized.shape[-1]
-    print("strongest (normalised, 0 = corrupted, 1 = clean; ± std over pairs):")
+    print("strongest (normalized, 0 = corrupted, 1 = clean; ± std over pairs):")
     for index in np.argsort(flat)[::-1][:10]:
         where = np.unravel_index(index, result.normalized.shape)
         label = (f"{result.row_labels[where[0]]} {result.col_labels[where[-1]]}"

@@ -45,7 +45,7 @@ with ui.guard():
                 outline = ui.synced(st.toggle, "blocks", "Outline sentence-pair blocks", True,
                                     help="A→A, A→B, B→A and B→B: attention within and "
                                          "across the two sentences.")
-    # the trace as shown (hidden tokens removed, rows renormalised), read like any trace
+    # the trace as shown (hidden tokens removed, rows renormalized), read like any trace
     shown = ui.shown_trace(selection, trace, keep)
     shown_key = ui.shown_key(selection, keep)
     kept = analysis.kept_positions(shown)
@@ -212,7 +212,7 @@ with ui.guard():
         query, key_pos = maps_page.pick_token_pair(
             labels, analysis.opening_view(shown, labels, shown.special_mask)[:2])
         maps_page.show_link(shown.weights_between(query, key_pos), labels, query, key_pos,
-                            trace.causal, " (rows renormalised over the shown tokens)"
+                            trace.causal, " (rows renormalized over the shown tokens)"
                             if keep is not None else "", stem)
 
     ui.drawn_when_opened("Aggregates over heads and layers", "aggregates", aggregates)

@@ -29,7 +29,7 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
     n_source = len(seq.source_ids)
     ent = ui.memo(A.entropy, source, key=(selection.key, "cross entropy"),
                   normalized=normalized, smoothing=smoothing)
-    unit = "normalised entropy" if normalized else "nats"
+    unit = "normalized entropy" if normalized else "nats"
     reference = 1.0 if normalized else A.uniform_entropy(n_source)
     st.caption(f"Cross-attention rows run over the {n_source} source tokens: uniform "
                f"attention over the source is ln {n_source} = "
@@ -42,7 +42,7 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
                                    fmt=".2f", zmin=0.0, zmax=reference)
     ui.show_figure(fig, key="entropy", alt="Mean cross-attention entropy per head")
     ui.download_csv(partial(export.layer_head_csv, ent, "cross_attention_" + (
-        "normalised_entropy" if normalized else "entropy_nats")),
+        "normalized_entropy" if normalized else "entropy_nats")),
                     export.safe_filename(selection.file_stem, "cross", "entropy",
                                          suffix=".csv"), "Entropy as CSV", key="dl_entropy")
     st.subheader("Entropy of each target token in one head")
@@ -61,14 +61,16 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
 
 
 def entropy_options():
-    """Raw or normalised entropy, smoothing, and the column for the hide-tokens choice."""
+    """Raw or normalized entropy, smoothing, and the column for the hide-tokens choice."""
     c1, c2, c3 = st.columns(3)
     with c1:
-        scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalised"],
+        # links written before the spelling settled say "normalised"
+        scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalized"],
+                          parse=lambda raw: "normalized" if raw == "normalised" else raw,
                           format_func={"raw": "raw (nats)",
-                                       "normalised": "normalised (÷ maximum)"}.get,
+                                       "normalized": "normalized (÷ maximum)"}.get,
                           horizontal=True,
-                          help="Normalised divides each row by the largest entropy it could "
+                          help="Normalized divides each row by the largest entropy it could "
                                "have, ln(number of keys it sees): ln(i+1) for a causal model's "
                                "row i, ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
                                "single key are left out.")
@@ -76,7 +78,7 @@ def entropy_options():
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
-    return scale == "normalised", SMOOTHING if smooth else 0.0, c3
+    return scale == "normalized", SMOOTHING if smooth else 0.0, c3
 
 
 with ui.guard():
@@ -86,7 +88,7 @@ with ui.guard():
 
     normalized, smoothing, c3 = entropy_options()
     keep = ui.hide_special_toggle(trace, c3)
-    # the trace as shown (hidden tokens removed, rows renormalised), read like any trace
+    # the trace as shown (hidden tokens removed, rows renormalized), read like any trace
     shown = ui.shown_trace(selection, trace, keep)
     kept, labels = A.kept_positions(shown), list(shown.display_tokens)
     ui.hidden_note(trace, keep)
@@ -102,10 +104,10 @@ with ui.guard():
     if scales is None:
         st.info("Cancelled: change an option or reload the page to compute it again.")
         st.stop()
-    ent = scales["normalised" if normalized else "entropy"]
+    ent = scales["normalized" if normalized else "entropy"]
     row_max = A.max_row_entropy(n, causal=trace.causal)  # ln(keys row i sees)
     if normalized:
-        reference, reference_name, unit = 1.0, "uniform attention", "normalised entropy"
+        reference, reference_name, unit = 1.0, "uniform attention", "normalized entropy"
     else:
         # uniform attention over the keys each row sees, averaged like the heads are
         reference, reference_name, unit = (float(A.mean_over_rows(row_max)),
@@ -113,7 +115,7 @@ with ui.guard():
 
     # ---------------------------------------------------------------- layer x head
     st.subheader("Mean entropy of every head")
-    what = "normalised entropy" if normalized else "entropy (nats)"
+    what = "normalized entropy" if normalized else "entropy (nats)"
     uniform_text = ("1.0" if normalized else
                     (f"ln {n} = {reference:.2f} nats" if not trace.causal else
                      f"{reference:.2f} nats, the mean of ln(i+1) over the rows"))
@@ -123,7 +125,7 @@ with ui.guard():
                                    reference_name=reference_name, fmt=".2f", zmin=0.0,
                                    zmax=reference)
     ui.show_figure(fig, key="entropy", alt="Mean entropy per head")
-    ui.download_csv(partial(export.layer_head_csv, ent, "normalised_entropy" if normalized
+    ui.download_csv(partial(export.layer_head_csv, ent, "normalized_entropy" if normalized
                             else "entropy_nats"),
                     export.safe_filename(stem, "entropy", suffix=".csv"), "Entropy as CSV",
                     key="dl_entropy")
@@ -145,7 +147,7 @@ with ui.guard():
     if not normalized and not trace.causal:
         st.caption("Clark et al. (2019) call a BERT-base head *broad* when its entropy is above "
                    "3.8 nats on inputs of about 128 tokens; raw entropy grows with the length "
-                   f"(this input has {n} tokens), so compare lengths with the normalised view.")
+                   f"(this input has {n} tokens), so compare lengths with the normalized view.")
 
     # ------------------------------------------- the rest, each drawn when opened
     def on_every_token(statistic, doing: str):

@@ -220,7 +220,7 @@ with ui.guard():
     if second_order:
         st.caption("The embedding shift is at its minimum (0) with every head on, so its "
                    "gradient there is exactly 0, and no single backward pass estimates it. The "
-                   "second-order estimate ½‖∂e/∂ξ‖² (e = the normalised embedding, ξ the head's "
+                   "second-order estimate ½‖∂e/∂ξ‖² (e = the normalized embedding, ξ the head's "
                    f"gate) needs one forward-mode pass per head, {n_layer * n_head} of them, "
                    "each dearer than a forward pass: **it costs more than the exact ablation "
                    "sweep above, which measures the same thing exactly; use the sweep.** The "
@@ -230,7 +230,7 @@ with ui.guard():
                    "gate ξ at ξ = 1: one backward pass "
                    "estimates every head's importance at once (a first-order estimate of the "
                    "ablation effect).")
-    normalise = ui.synced(st.toggle, "gnorm", "Normalise within each layer", False,
+    normalize = ui.synced(st.toggle, "gnorm", "Normalize within each layer", False,
                           help="Divide each layer's row by its ℓ2 norm, as Michel et al. do "
                                "before comparing heads across layers.")
     # a backward pass keeps every head's attention of the scored text (the whole text, up to
@@ -249,9 +249,9 @@ with ui.guard():
                                   auto=runs_itself["gradient"],
                                   button=f"Compute gradient importance ({grad_cost})")
     if gradient is not None:
-        shown_gradient = heads.normalise_layers(gradient) if normalise else gradient
+        shown_gradient = heads.normalize_layers(gradient) if normalize else gradient
         what = (pruning.gradient_symbol(metric, second_order=second_order)
-                + (" (÷ layer norm)" if normalise else ""))
+                + (" (÷ layer norm)" if normalize else ""))
         fig = plots.layer_head_heatmap(shown_gradient, f"Gradient importance {what}", what,
                                        fmt=".2g", zmin=0.0, log_scale=log_colours)
         plots.columns_at_bottom(fig)

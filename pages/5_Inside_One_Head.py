@@ -239,7 +239,7 @@ with ui.guard():
     draw = {
         "overview": overview, "memory": memory_step, "X": x_step, "qkv": qkv_step,
         "layout": layout_step, "scores": scores_step, "softcap": softcap_step,
-        "qknorm": lambda: q_and_k_step("4b", "normed", "QK-norm", "normalised", "\u0302"),  # Q̂
+        "qknorm": lambda: q_and_k_step("4b", "normed", "QK-norm", "normalized", "\u0302"),  # Q̂
         "rope": lambda: q_and_k_step(inside_page.rope_number(inside), "rot",
                                      "Rotary positions (RoPE)", "rotated", "'"),
         "bias": bias_step,

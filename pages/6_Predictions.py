@@ -94,7 +94,7 @@ def decoder_attribution(pred) -> None:
                  "guess other than the target's token.")
     if not model.network.config.decoder.pre_norm:
         st.info("Direct logit attribution needs a pre-norm decoder (T5): BART and Marian "
-                "renormalise the residual stream after every layer, so it is not a sum of the "
+                "renormalize the residual stream after every layer, so it is not a sum of the "
                 "heads' outputs.")
         return
     attribution = ui.memo(A.direct_logit_attribution_seq2seq, selection.model, selection.text,
@@ -255,7 +255,7 @@ with ui.guard():
         else:
             st.info("Direct logit attribution needs a pre-norm model (GPT-2, the Llama "
                     "family): in a post-norm model like BERT the residual stream is "
-                    "renormalised after every layer, so it is not a sum of the heads' outputs.")
+                    "renormalized after every layer, so it is not a sum of the heads' outputs.")
     with ablation_col:
         effects = ui.run_or_wait(
             ("abl", selection.model_name, text, metric), ablation_effects, model, text,

@@ -44,7 +44,7 @@ with ui.guard():
 
     hide_col, norm_col = st.columns(2)
     keep = ui.hide_special_toggle(trace, hide_col)
-    norm = ui.synced(norm_col.selectbox, "norm", "Normalisation", "ours",
+    norm = ui.synced(norm_col.selectbox, "norm", "Normalization", "ours",
                      options=list(A.NORMALIZATIONS), format_func=NORMS.get,
                      help="Ours averages over the query rows that have the key in question "
                           "(T − 1 rows for previous token; the rows whose token occurred "
@@ -54,7 +54,7 @@ with ui.guard():
                           "maps are the same under both.")
     ui.hidden_note(trace, keep)
     if keep is not None:
-        st.caption("Renormalising cuts both ways: a head that put 99% of its weight on a token "
+        st.caption("Renormalizing cuts both ways: a head that put 99% of its weight on a token "
                    "left out is judged by the 1% that remains, scaled up to 100%. Compare "
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
@@ -119,7 +119,7 @@ with ui.guard():
                f"attends from each token to the token that followed its first occurrence. "
                f"Uniform attention would score "
                f"{probe.uniform_score(norm, drop_special=keep is not None):.3f} here."
-               + (" The prefix/suffix tokens are left out like the text's (rows renormalised)."
+               + (" The prefix/suffix tokens are left out like the text's (rows renormalized)."
                   if drop_probe else ""))
 
     all_scores = dict(scores)
@@ -143,12 +143,12 @@ with ui.guard():
         f"The rule: among previous token{'' if causal else ', next token'}, duplicate token "
         f"and induction (probe or text), the highest score ≥ {A.ROLE_THRESHOLD} names the "
         f"role; else the larger sink mass ≥ {A.ROLE_THRESHOLD} "
-        f"({first_name}{'' if causal else ', [SEP]'}); else the normalised entropy e says "
+        f"({first_name}{'' if causal else ', [SEP]'}); else the normalized entropy e says "
         f"*broad* (e ≥ {A.BROAD_THRESHOLD}), *focused* (e ≤ {A.FOCUSED_THRESHOLD}, score "
         f"1 − e) or *mixed*. Pattern roles come first because a head that does its job where it "
         f"can often rests on the sink elsewhere. Sorted by that order, then by score; click a "
         f"column to sort, a row to show that head below."
-        + (" The thresholds are meant for our normalisation: TransformerLens's is smaller."
+        + (" The thresholds are meant for our normalization: TransformerLens's is smaller."
            if norm == "transformer_lens" else ""))
     if n_dup == 0:
         st.caption("This text repeats no token, so the duplicate-token and text-induction "
@@ -213,7 +213,7 @@ with ui.guard():
         ("[SEP]", "Sink: [SEP]", f"Mass on [SEP]: mean over all {trace.n_tokens} rows, on every "
                                  f"token"),
         ("entropy", "Broad vs focused",
-         f"Normalised entropy: 0 = one key, 1 = uniform; broad ≥ {A.BROAD_THRESHOLD}, "
+         f"Normalized entropy: 0 = one key, 1 = uniform; broad ≥ {A.BROAD_THRESHOLD}, "
          f"focused ≤ {A.FOCUSED_THRESHOLD}"),
     ]
     maps = [m for m in maps if m[0] in all_scores]
@@ -221,7 +221,7 @@ with ui.guard():
     def role_maps() -> None:
         st.caption("Layers down, heads across; hover a cell for its value. Every score runs from "
                    "0 to 1. Under each map: what it measures, the input that gave it (the probe) "
-                   "and the normalisation.")
+                   "and the normalization.")
         per_row = 2 if trace.n_head > 9 else 3
         for start in range(0, len(maps), per_row):
             columns = ui.figure_columns(per_row)
@@ -234,10 +234,10 @@ with ui.guard():
                     plots.columns_at_bottom(fig)
                     ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
                                    share=ui.column_share(1 / per_row))
-                    normalised = "" if key in ("first token", "[SEP]", "entropy") else \
-                        f" **Normalisation:** {norm_name}."
+                    normalized = "" if key in ("first token", "[SEP]", "entropy") else \
+                        f" **Normalization:** {norm_name}."
                     st.caption(f"{ui.md_escape(how)}. **Probe:** {ui.md_escape(probes[key])}."
-                               + normalised)
+                               + normalized)
 
     ui.drawn_when_opened("Every head, role by role", "role_maps", role_maps)
 
@@ -252,7 +252,7 @@ with ui.guard():
         name = plots.head_name(layer, head)
         mine = next(r for r in roles if r.layer == layer and r.head == head)
         short = {"first token": f"sink: {first_name}", "[SEP]": "sink: [SEP]",
-                 "entropy": "normalised entropy"}
+                 "entropy": "normalized entropy"}
         st.markdown(f"**{name}: {ui.md_escape(mine.role)}** ({mine.score:.2f}, "
                     f"{ui.md_escape(mine.probe)}). Every score of this head:")
         st.dataframe({short.get(key, key): [round(float(all_scores[key][layer, head]), 3)]

@@ -174,10 +174,10 @@ with ui.guard():
 
     if "entropy" in stats:
         st.subheader("Entropy")
-        normalised = ui.synced(st.toggle, "cnorm", "Normalised (÷ the entropy of uniform "
+        normalized = ui.synced(st.toggle, "cnorm", "Normalized (÷ the entropy of uniform "
                                                     "attention)", False)
-        name = "entropy_normalised" if normalised else "entropy"
-        heatmap_pair(result, name, "Entropy", "÷ maximum" if normalised else "nats",
+        name = "entropy_normalized" if normalized else "entropy"
+        heatmap_pair(result, name, "Entropy", "÷ maximum" if normalized else "nats",
                      "c_entropy", stem)
     if "mass" in stats:
         st.subheader("Where attention goes")

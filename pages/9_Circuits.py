@@ -125,12 +125,12 @@ def positions_view(model, pairs, kind, direction, auto):
     if result is None:
         return
     differing = prompts.compare_prompts(model, pairs[0].clean, pairs[0].corrupted).differing
-    st.caption("Each cell: the normalised change of the metric when that layer's vector at "
+    st.caption("Each cell: the normalized change of the metric when that layer's vector at "
                "that position is patched (as in the Heads view). Information moves from the "
                "differing token (★) to the last position as the layers climb.")
     fig = plots.position_patching_map(result.effect, result.values, result.col_labels,
                                       f"Patching the {STREAMS[stream]} by layer and position",
-                                      "normalised", differing)
+                                      "normalized", differing)
     ui.show_figure(fig, key="patch_positions", alt="Patching effect by layer and position")
     circuits_page.downloads(result, stream, selection.file_stem)
 
@@ -158,7 +158,7 @@ def attribution_view(model, pairs, kind, direction, auto):
     ui.show_figure(fig, key="attribution", alt="Attribution estimate against exact patching")
     c1, c2 = st.columns(2)
     c1.metric("Correlation r (every head and pair)", f"{error['r']:.3f}")
-    c2.metric("Largest error (normalised)", f"{error['max_abs']:.3f}")
+    c2.metric("Largest error (normalized)", f"{error['max_abs']:.3f}")
     st.table({"worst-estimated head": error["worst"],
               "|estimate − exact|": [f"{g:.3f}" for g in error["worst_gaps"]]})
     circuits_page.downloads(estimate, "attribution", selection.file_stem)
@@ -190,12 +190,12 @@ def path_view(model, pairs, kind, auto):
                    "output, so only the sender's direct path to the receiver changes: one "
                    "run per sender head.")
         return
-    st.caption(f"Each cell: the change of the metric, normalised, when that sender's path "
+    st.caption(f"Each cell: the change of the metric, normalized, when that sender's path "
                f"into {ui.md_escape(result.receivers)} is corrupted (0 = no change from the "
                f"clean run, −1 = all the way to the corrupted run): blue senders feed the "
                f"receiver what the answer needs.")
     fig = plots.patching_heatmap(result.effect, result.values,
-                                 f"Path patching: senders → {result.receivers}", "normalised",
+                                 f"Path patching: senders → {result.receivers}", "normalized",
                                  kv_heads=result.kv_heads,
                                  raw_name=f"patched {result.metric}",
                                  layers_across=circuits_page.layers_across())

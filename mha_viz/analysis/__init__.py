@@ -36,7 +36,7 @@ from .entropy import (entropy, entropy_scales, head_row_entropy, max_row_entropy
                       row_entropy, uniform_entropy, visible_keys)
 from .head_outputs import closest_across, head_outputs_seq2seq, output_similarity, outputs_of_kinds
 from .heads import (attention_change, head_name, head_names, mask_to_names, names_to_mask,
-                    nearest_heads, normalise_layers, opening_view, parse_head_name,
+                    nearest_heads, normalize_layers, opening_view, parse_head_name,
                     positions_in_order, rank_heads)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
@@ -97,7 +97,7 @@ __all__ = [
     "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
     "opening_view", "direct_logit_attribution", "direct_logit_attribution_seq2seq",
     "Attribution", "attribute_run", "attribution_parts", "parse_head_name", "rank_heads",
-    "nearest_heads", "normalise_layers",
+    "nearest_heads", "normalize_layers",
     "activation_patching", "attribution_patching", "path_patching", "PatchingResult",
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",

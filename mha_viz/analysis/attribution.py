@@ -168,7 +168,7 @@ def direct_logit_attribution_seq2seq(model, source: str, target: str | None, pos
     decoder self-attention head's (``heads``) and cross-attention head's (``cross_heads``)
     direct effect on logit(token) - logit(contrast). token: the target's own token there
     unless given; contrast: none (the logit alone) or a token id or single-token string.
-    Needs a pre-norm decoder (T5); BART and Marian renormalise after every layer."""
+    Needs a pre-norm decoder (T5); BART and Marian renormalize after every layer."""
     from ..engine.interventions import Interventions
 
     check_attributable(model)

@@ -79,7 +79,7 @@ class EdgeScores:
 class Circuit:
     edges: list[Edge]
     nodes: list[str]  # every component an edge of the circuit touches
-    faithfulness: float  # mean over pairs of the normalised circuit metric
+    faithfulness: float  # mean over pairs of the normalized circuit metric
     per_pair_faithfulness: np.ndarray
     circuit_metric: np.ndarray  # [P]
     clean: np.ndarray  # [P]

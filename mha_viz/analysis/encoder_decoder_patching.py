@@ -73,7 +73,7 @@ def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str |
     corrupted_ids, _ = model.encode_source(corrupted)
     if corrupted_ids == score.source_ids:
         raise InputError("the clean and corrupted sources are the same: there is nothing to "
-                         "patch (the normalised effect would divide by 0)")
+                         "patch (the normalized effect would divide by 0)")
     base_ids, from_ids = ((corrupted_ids, score.source_ids) if direction == "denoise"
                           else (score.source_ids, corrupted_ids))
     net = model.network
@@ -97,7 +97,7 @@ def activation_patching_seq2seq(model, clean: str, corrupted: str, target: str |
                                     else (base_value, from_value))
     if abs(clean_value - corrupted_value) < 1e-9:
         raise InputError("the metric is the same on both sources: the corruption changes "
-                         "nothing it measures, so no effect can be normalised (pick "
+                         "nothing it measures, so no effect can be normalized (pick "
                          "another position or contrast)")
     notes = [] if same_length else [
         f"The sources have {len(score.source_ids)} and {len(corrupted_ids)} tokens: encoder "

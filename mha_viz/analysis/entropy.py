@@ -8,7 +8,7 @@ A head's entropy is the mean of H_i over query rows. Uniform attention over n ke
 ln n (ln 128 = 4.852 nats), the largest value a row over n keys can have.
 
 Which keys a row "can see" (the keys with nonzero possible weight) matters for the
-normalised entropy and for smoothing: for a causal (GPT-2) map row i sees keys 0..i, i.e.
+normalized entropy and for smoothing: for a causal (GPT-2) map row i sees keys 0..i, i.e.
 i + 1 keys; for a bidirectional (BERT) map every row sees all T keys. With a ``valid_mask``
 only valid keys count. Causality is taken from an explicit ``causal=`` argument if given,
 else from a trace's own ``causal`` flag, else detected from the array being lower triangular
@@ -88,7 +88,7 @@ def _entropy_block(block: np.ndarray, visible_f: np.ndarray | None, spread: np.n
     tiny = np.float32(np.finfo(np.float32).tiny)
     if visible_f is not None:
         # Mass on keys the row cannot see (e.g. padding given weight) is dropped and the
-        # row renormalised over the keys it can see.
+        # row renormalized over the keys it can see.
         block *= visible_f
         sums = block.sum(axis=-1, dtype=np.float64)
         off = (np.abs(sums - 1.0) > 1e-6) & (sums > 0)
@@ -126,7 +126,7 @@ def _finish_rows(out: np.ndarray, counts: np.ndarray, normalized: bool) -> np.nd
     if normalized:
         with np.errstate(divide="ignore", invalid="ignore"):
             denom = np.log(counts.astype(np.float64))
-        denom[counts <= 1] = np.nan  # a single visible key: nothing to normalise, excluded
+        denom[counts <= 1] = np.nan  # a single visible key: nothing to normalize, excluded
         out = out / denom
     return out
 
@@ -135,7 +135,7 @@ class RowEntropy:
     """Row entropies [L, H, T] of one input's maps, an accumulator (mha_viz.maps.streaming):
     update() fills the rows of each block with _entropy_block's arithmetic, merge() takes the
     rows another accumulator of the same input filled (shards of rows, in any order), result()
-    gives them (NaN for rows that see no key; normalised on request). Memory O(L H T) plus the
+    gives them (NaN for rows that see no key; normalized on request). Memory O(L H T) plus the
     block. It works in the blocks it owns, so the driver gives it each block last."""
 
     in_place = True
@@ -150,7 +150,7 @@ class RowEntropy:
                 raise InputError("rows over another sequence's keys (cross-attention) are "
                                  "neither causal nor masked here")
             self.counts = np.full(n_tokens, int(n_keys))
-        # Rows are renormalised over what they see whenever some row does not see every key.
+        # Rows are renormalized over what they see whenever some row does not see every key.
         self.restricted = (self.causal and n_tokens > 1) or (
             self.mask is not None and not self.mask.all())
         self.spread = _spread(self.counts, self.smoothing)
@@ -279,7 +279,7 @@ def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,
     causal: True / False overrides detection; None takes a trace's ``causal`` flag or
         detects a lower-triangular input.
     valid_mask: optional bool [T]; rows of invalid positions are NaN and the weight on
-        invalid keys is dropped (rows renormalised over the valid keys they see).
+        invalid keys is dropped (rows renormalized over the valid keys they see).
     progress: optional callback(done, total) over the query rows read (a block of rows at a
         time); it may raise to stop the computation.
     """
@@ -324,11 +324,11 @@ def entropy_scales(attentions, smoothing: float = 0.0, causal: bool | None = Non
                    progress=None) -> dict[str, np.ndarray]:
     """One input's head entropies on both scales from ONE pass over its rows (each alone
     reads every map; a long input's are rebuilt for it): {"entropy": entropy(x, smoothing=),
-    "normalised": entropy(x, normalized=True, smoothing=)}. x: a trace or maps."""
+    "normalized": entropy(x, normalized=True, smoothing=)}. x: a trace or maps."""
     smoothing = _check_smoothing(smoothing)
     found = _sources_for([attentions], causal)
     source, is_causal, lead = found[0]
     rows = RowEntropy.for_source(source, is_causal, smoothing, None)
     accumulate(source, [rows], RowsDone(progress, _rows_to_read(found)))
     return {name: mean_over_rows(rows.result(normalized).reshape(*lead, source.n_tokens))
-            for name, normalized in (("entropy", False), ("normalised", True))}
+            for name, normalized in (("entropy", False), ("normalized", True))}

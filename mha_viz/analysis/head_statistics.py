@@ -77,7 +77,7 @@ class HeadStatistic:
 
 def _entropy(acc) -> dict[str, np.ndarray]:
     return {"entropy": mean_over_rows(acc["row_entropy"].result(normalized=False)),
-            "entropy_normalised": mean_over_rows(acc["row_entropy"].result(normalized=True))}
+            "entropy_normalized": mean_over_rows(acc["row_entropy"].result(normalized=True))}
 
 
 def _mass(acc) -> dict[str, np.ndarray]:
@@ -86,10 +86,10 @@ def _mass(acc) -> dict[str, np.ndarray]:
 
 def _roles(acc) -> dict[str, np.ndarray]:
     text = acc["text_scores"]
-    normalised = mean_over_rows(acc["row_entropy"].result(normalized=True))
-    scores = roles_of(text.result("ours"), acc["class_mass"].result(), normalised,
+    normalized = mean_over_rows(acc["row_entropy"].result(normalized=True))
+    scores = roles_of(text.result("ours"), acc["class_mass"].result(), normalized,
                       text.sums["previous token"].shape)
-    # the normalised entropy is entropy's own array
+    # the normalized entropy is entropy's own array
     return {"role " + name: value for name, value in scores.items() if name != "entropy"}
 
 

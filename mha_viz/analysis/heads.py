@@ -87,7 +87,7 @@ def nearest_heads(distances, index: int, k: int) -> list[int]:
     return [int(i) for i in np.argsort(row, kind="stable")[:max(0, min(k, len(row) - 1))]]
 
 
-def normalise_layers(values) -> np.ndarray:
+def normalize_layers(values) -> np.ndarray:
     """Each layer's row divided by its l2 norm (Michel et al.'s comparison across layers);
     an all-zero row stays zero."""
     v = np.asarray(values, dtype=np.float64)

@@ -181,7 +181,7 @@ def encode_pairs(model, pairs: list[PromptPair], needs_contrast: bool) -> list[E
                              f"must have the same number of tokens")
         if clean.input_ids == corrupted.input_ids:
             raise InputError(f"{name}: the clean and corrupted prompts are the same tokens, so "
-                             f"nothing can be patched (and the normalised effect, which divides "
+                             f"nothing can be patched (and the normalized effect, which divides "
                              f"by their difference, is undefined)")
         position = pair.position + n_clean if pair.position < 0 else pair.position
         if not 0 <= position < n_clean:

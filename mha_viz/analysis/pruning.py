@@ -16,7 +16,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.nn import functional as F
 
 from ..core.errors import InputError
-from .heads import head_name, normalise_layers, rank_heads
+from .heads import head_name, normalize_layers, rank_heads
 
 ABLATION_MODES = {"zero": "zero (remove the head's output)",
                   "mean": "mean (replace it by its mean over positions)"}
@@ -118,7 +118,7 @@ def _gradient_one(model, text, base, metric=None):
 
 def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None = None,
                              progress=None):
-    """[L, H]: || d e / d xi_lh || where e is the normalised mean-pooled last hidden state,
+    """[L, H]: || d e / d xi_lh || where e is the normalized mean-pooled last hidden state,
     by forward-mode differentiation: one-hot tangents, a layer's heads as one batch, each
     started from the (reused) hidden state entering that layer, below which the tangent is 0."""
     base = _base_mask(model, head_mask)
@@ -189,7 +189,7 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
     The embedding-shift score (BERT without an MLM head) is at its minimum, 0, when nothing
     is masked, so its gradient there is exactly 0. For that score we return the second-order
     Taylor estimate of the score change when the head is removed instead:
-    1 - cos(e(xi - 1_lh), e(xi)) ~= 0.5 || d e / d xi_lh ||^2, with e the normalised
+    1 - cos(e(xi - 1_lh), e(xi)) ~= 0.5 || d e / d xi_lh ||^2, with e the normalized
     embedding (computed by forward-mode differentiation; it costs about one forward per head).
 
     normalize="layer" divides each layer's row by its l2 norm (Michel et al.'s variant).
@@ -212,7 +212,7 @@ def gradient_importance(model, text, normalize: bool | str = False, head_mask=No
                 progress(index + 1, len(texts))
     importance = np.mean(per_text, axis=0)
     if normalize == "layer":
-        importance = normalise_layers(importance)
+        importance = normalize_layers(importance)
     elif normalize not in (False, None):
         raise InputError(f"normalize must be False or 'layer', got {normalize!r}")
     return importance

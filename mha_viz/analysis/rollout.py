@@ -112,7 +112,7 @@ _REDUCERS = {"mean": _mean_heads,
              "min": lambda a: a.min(axis=1).astype(np.float64)}
 
 
-def _renormalise_rows(matrix: np.ndarray) -> np.ndarray:
+def _renormalize_rows(matrix: np.ndarray) -> np.ndarray:
     sums = matrix.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(sums > 0, matrix / np.where(sums > 0, sums, 1.0), 0.0)
@@ -126,7 +126,7 @@ def rollout(attentions, residual_weight: float = 0.5, head_reduce: str = "mean",
     Per layer the heads are reduced to M_l (``head_reduce``: "mean" as in Abnar & Zuidema,
     or "max" / "min", common variants), the residual connection is added as
     M'_l = (1 - r) M_l + r I with r = ``residual_weight`` (0.5 in the paper), rows are
-    renormalised to sum to 1, and R = M'_{L-1} ... M'_1 M'_0.
+    renormalized to sum to 1, and R = M'_{L-1} ... M'_1 M'_0.
     Properties: rows of R sum to 1; a causal model gives a lower-triangular R; identity maps
     give R = I.
 
@@ -147,7 +147,7 @@ def rollout(attentions, residual_weight: float = 0.5, head_reduce: str = "mean",
         current = None
         partial = []
         for layer in layers:
-            step = _renormalise_rows((1.0 - r) * layer + r * identity)
+            step = _renormalize_rows((1.0 - r) * layer + r * identity)
             current = step if current is None else step @ current
             partial.append(current)
         results.append(np.stack(partial) if return_all else current)

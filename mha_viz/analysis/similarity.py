@@ -61,7 +61,7 @@ def _xlogx_sum(p: np.ndarray, exact_zero: bool) -> np.ndarray:
 
 
 def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: float,
-            renormalise: bool, n_threads: int) -> np.ndarray:
+            renormalize: bool, n_threads: int) -> np.ndarray:
     """sum over the given query rows of JS(A_a[i], A_b[i]) for all head pairs. -> [N, N]
 
     Uses JS(p, q) = 0.5 sum p ln p + 0.5 sum q ln q - sum m ln m, with
@@ -104,7 +104,7 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
         if columns.size == 0:
             columns = np.arange(1)
         raw = flat[:, rows[start:stop]]
-        if renormalise:
+        if renormalize:
             raw = raw[:, :, keys].astype(np.float32)
             sums = raw.sum(axis=-1, keepdims=True)
             np.divide(raw, sums, out=raw, where=sums > 0)
@@ -203,13 +203,13 @@ def rows_in_groups(item, rows: np.ndarray, done: RowsDone):
 
 
 def _js_sum_over_groups(item, rows: np.ndarray, keys: np.ndarray, smoothing: float,
-                        renormalise: bool, n_threads: int, done: RowsDone) -> np.ndarray:
+                        renormalize: bool, n_threads: int, done: RowsDone) -> np.ndarray:
     """_js_sum over the compared rows, read a bounded group at a time, the groups' sums
     added."""
     n_maps = int(np.prod(maps_shape(item)[:-2]))
     total = np.zeros((n_maps, n_maps), dtype=np.float64)
     for flat in rows_in_groups(item, rows, done):
-        total += _js_sum(flat, np.arange(flat.shape[1]), keys, smoothing, renormalise,
+        total += _js_sum(flat, np.arange(flat.shape[1]), keys, smoothing, renormalize,
                          n_threads)
     return total
 
@@ -238,7 +238,7 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
         query rows (first and last included), an approximation that makes long inputs cheap:
         the cost is proportional to the number of rows.
     valid_mask: bool [T] (one per input with a list): rows and keys of invalid (padding)
-        positions are ignored; rows are renormalised over the valid keys.
+        positions are ignored; rows are renormalized over the valid keys.
     attentions: [L, H, T, T] (or any [..., T, T]), a trace, or a list of them (lengths may
         differ; the mean over inputs); or a MapsSource of [L, H, T, S] maps whose rows run
         over another sequence's S keys (an encoder-decoder's cross-attention,
@@ -301,7 +301,7 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
     for item, positions, rows, mask in selected:
         # Only the compared rows are read, a bounded group of them at a time.
         js_sum = _js_sum_over_groups(item, rows, positions, smoothing,
-                                     renormalise=mask is not None, n_threads=threads,
+                                     renormalize=mask is not None, n_threads=threads,
                                      done=done)
         results.append(js_sum / len(rows))
     return _finish(np.mean(results, axis=0) if len(results) > 1 else results[0], kind)

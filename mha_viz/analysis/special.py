@@ -18,7 +18,7 @@ __all__ = ["drop_positions", "special_keep_mask", "shown_trace", "kept_positions
 
 
 def drop_positions(attentions, keep_mask) -> tuple[np.ndarray, np.ndarray]:
-    """Restrict maps to the kept positions and renormalise rows.
+    """Restrict maps to the kept positions and renormalize rows.
 
     attentions: [..., T, T] (or a trace). keep_mask: bool [T], True = keep.
     Returns (restricted [..., K, K], kept indices [K] into the original positions).
@@ -75,7 +75,7 @@ def special_keep_mask(trace, drop_first: bool = False) -> np.ndarray:
 
 
 class KeptPositionsMaps(OnDemandMaps):
-    """A trace's maps restricted to some positions, rows renormalised (drop_positions'
+    """A trace's maps restricted to some positions, rows renormalized (drop_positions'
     arithmetic), read from the trace's own rows when asked for: a block of rows of the view
     is that block of the trace's rows, restricted. Nothing is held but the kept positions,
     so a long input's view costs what its trace costs."""
@@ -107,7 +107,7 @@ class KeptPositionsMaps(OnDemandMaps):
 
 def shown_trace(trace, keep_mask):
     """The trace as it looks with the positions where keep_mask is False hidden: a trace over
-    the kept positions whose every row is renormalised over the kept keys (drop_positions'
+    the kept positions whose every row is renormalized over the kept keys (drop_positions'
     arithmetic; a row with no kept mass stays 0). keep_mask None gives the trace itself.
 
     Held maps are restricted at once (one array, [L, H, K, K]); on-demand maps stay on

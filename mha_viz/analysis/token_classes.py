@@ -181,10 +181,10 @@ def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
 
 
 def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, object]:
-    """Every head's entropy, raw and normalised, and token_class_mass, from ONE pass over a
+    """Every head's entropy, raw and normalized, and token_class_mass, from ONE pass over a
     long input's on-demand maps (each statistic alone would compute every map again): every
     number of the Entropy page, which itself reads its folded sections only when opened.
-    -> {"entropy": [L, H] nats, "normalised": [L, H], "mass": {class: [L, H]}, "distance":
+    -> {"entropy": [L, H] nats, "normalized": [L, H], "mass": {class: [L, H]}, "distance":
     [L, H] tokens}, equal to entropy(trace, smoothing=...), entropy(trace, normalized=True,
     smoothing=...), token_class_mass(trace) and mean_attention_distance(trace). progress:
     callback(done, total) over query rows (may raise to stop)."""
@@ -200,7 +200,7 @@ def entropy_and_mass(trace, smoothing: float = 0.0, progress=None) -> dict[str, 
     accumulate(source, [mass, distance, rows],
                RowsDone(progress, source.n_layer * source.n_tokens))
     return {"entropy": mean_over_rows(rows.result(False)),
-            "normalised": mean_over_rows(rows.result(True)), "mass": mass.result(),
+            "normalized": mean_over_rows(rows.result(True)), "mass": mass.result(),
             "distance": distance.result()}
 
 

@@ -323,7 +323,18 @@ def read_config(folder: Path) -> StackConfig:
         raise CorruptCheckpointError(
             f"config.json in '{folder}' lacks or garbles a field the {model_type} stack needs: "
             f"{error}") from error
-    return check_config(config, "config.json")
+    return check_config(_of_family(config, family), "config.json")
+
+
+def _of_family(config, family):
+    """The config named after the family module that read it (both stacks of an
+    encoder-decoder too)."""
+    if isinstance(config, EncoderDecoderConfig):
+        return dataclasses.replace(
+            config, family=family.NAME,
+            encoder=dataclasses.replace(config.encoder, family=family.NAME),
+            decoder=dataclasses.replace(config.decoder, family=family.NAME))
+    return dataclasses.replace(config, family=family.NAME)
 
 
 # --- weights -----------------------------------------------------------------------------
@@ -358,7 +369,8 @@ def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[s
     where.device one at a time (and let go of in `tensors`, which this empties)."""
     if missing:
         raise CorruptCheckpointError(
-            f"the weights lack {len(missing)} tensor(s) a {config.arch} model with this config "
+            f"the weights lack {len(missing)} tensor(s) a {config.model_type} model with this "
+            f"config "
             f"needs, e.g. {', '.join(missing[:3])}. Is the config from the same checkpoint?")
     with torch.device("meta"):
         stack = build_network(config)
@@ -405,7 +417,7 @@ def load_folder(folder: Path, where: Placement = Placement(), limit: int | None 
 def load_folder_stack(folder: Path, where: Placement = Placement(),
                       limit: int | None = None) -> TransformerStack:
     config = read_config(folder)  # first, so an unsupported model fails before a big read
-    family = families.for_model_type(config.arch)  # a folder's arch is its model_type
+    family = families.for_model_type(config.model_type)
     tensors = read_weights(folder)
     check_fits(tensors.bytes_as(where.dtype), where, limit, f"'{folder.name}'")
     source = TensorSource(tensors, family.PREFIXES, hold_dtype=where.dtype)
@@ -433,7 +445,8 @@ def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = No
             f"'{path.name}' is a GGUF of architecture '{gguf.architecture}'; mha-viz reads "
             f"GGUF files of {', '.join(families.supported_gguf_architectures())}.")
     try:
-        config = check_config(family.config_from_gguf(gguf.metadata), f"'{path.name}'")
+        config = check_config(_of_family(family.config_from_gguf(gguf.metadata), family),
+                              f"'{path.name}'")
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptCheckpointError(
             f"the metadata of '{path.name}' lacks or garbles a field: {error}") from error

@@ -62,7 +62,7 @@ class CheckpointSeries:
     name: str
     checkpoints: tuple[Checkpoint, ...]  # in order of step
     source: str  # in words, for a page's caption
-    arch: str = ""  # the family, when read ("" for a hub series before any is loaded)
+    model_type: str = ""  # when read ("" for a hub series before any is loaded)
     n_layer: int = 0
     n_head: int = 0
     training_log: Path | None = None  # a trainer_state.json with the training loss
@@ -114,7 +114,7 @@ def _shape_of(folder: Path) -> tuple[str, int, int]:
 
     config = read_config(folder)
     decoder = getattr(config, "decoder", config)  # an encoder-decoder's decoder stack
-    return str(config.arch), int(decoder.n_layer), int(decoder.n_head)
+    return str(config.model_type), int(decoder.n_layer), int(decoder.n_head)
 
 
 def _local(path: Path, local_dirs: list[Path] | None) -> Path:
@@ -163,17 +163,17 @@ def series_from_folders(folders, name: str = "", source: str = "",
         twice = sorted({s for s in steps if steps.count(s) > 1})
         raise SeriesError(f"two checkpoints claim step {twice[0]}: a series has one "
                           f"checkpoint per step")
-    arch, n_layer, n_head = distinct[0]
+    model_type, n_layer, n_head = distinct[0]
     common = os.path.commonpath([str(f) for f in folders])
     log = Path(common) / STATE_FILE
     return CheckpointSeries(name or Path(common).name, tuple(checkpoints),
-                            source or f"{len(checkpoints)} checkpoint folders", arch, n_layer,
+                            source or f"{len(checkpoints)} checkpoint folders", model_type, n_layer,
                             n_head, log if log.is_file() else None, Path(common))
 
 
 def _shape_words(shape: tuple[str, int, int]) -> str:
-    arch, n_layer, n_head = shape
-    return f"a {arch} of {n_layer} layers x {n_head} heads"
+    model_type, n_layer, n_head = shape
+    return f"a {model_type} of {n_layer} layers x {n_head} heads"
 
 
 def series_from_folder(folder, local_dirs: list[Path] | None = None,

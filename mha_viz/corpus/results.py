@@ -113,8 +113,9 @@ class CorpusResult:
         with np.load(path_or_file, allow_pickle=False) as data:
             info = json.loads(str(data["info"]))
             moments = {}
-            for name in info.get("statistics", []):
-                key = _key(name)
+            for saved in info.get("statistics", []):
+                name = _current_name(saved)
+                key = _key(saved)
                 count, mean, std = (data[f"{key}_count"], data[f"{key}_mean"],
                                     data[f"{key}_std"])
                 m2 = (data[f"{key}_m2"] if f"{key}_m2" in data.files
@@ -184,6 +185,12 @@ class CorpusResult:
                 lines.append(f"{layer},{head},{mean[layer, head]:.6g},{std[layer, head]:.6g},"
                              f"{int(count[layer, head])}")
         return ("\n".join(lines) + "\n").encode()
+
+
+def _current_name(saved: str) -> str:
+    """A statistic's name as this version calls it: files saved before the spelling settled
+    name "entropy_normalised"."""
+    return saved.replace("normalised", "normalized")
 
 
 def _key(name: str) -> str:

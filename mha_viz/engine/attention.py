@@ -316,10 +316,10 @@ class MultiHeadAttention(nn.Module):
         q, k, v = (split_heads(q, self.n_head), split_heads(k, self.n_kv_head),
                    split_heads(v, self.n_kv_head))
         if normed:
-            q, k = self.normalise_qk(q, k)
+            q, k = self.normalize_qk(q, k)
         return q, k, v
 
-    def normalise_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def normalize_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The QK-norm of split queries and keys [B, H or H_kv, T, d_k] (as they are without
         one); what project_qkv applies (Inside one head shows Q before and after)."""
         if self.qk_norm == "head":
@@ -366,7 +366,7 @@ class MultiHeadAttention(nn.Module):
         if self.qk_norm == "full":  # it mixes the heads, which each read their own stream here
             raise ValueError("a full-width QK-norm mixes every head's query, so the heads "
                              "cannot each read a stream of their own")
-        out[0], out[1] = self.normalise_qk(out[0], out[1])
+        out[0], out[1] = self.normalize_qk(out[0], out[1])
         return tuple(out)
 
     def with_past(self, k: torch.Tensor, v: torch.Tensor, past) -> tuple[torch.Tensor, ...]:

@@ -1,5 +1,5 @@
 """StackConfig: an architecture described by what varies between families, never by its
-name: normalisation (LayerNorm or RMSNorm, before or after each sub-layer), positions
+name: normalization (LayerNorm or RMSNorm, before or after each sub-layer), positions
 (learned absolute, rotary with theta, fraction and scaling, sinusoidal, relative), the MLP
 (plain or gated), key/value heads (= heads: MHA; 1: MQA; in between: GQA), the head width,
 which projections carry biases, token-type embeddings, the LM head, causal or bidirectional
@@ -49,8 +49,9 @@ LM_HEADS = ("tied", "separate", "mlm", "none")
 
 @dataclass(frozen=True)
 class StackConfig:
-    arch: str  # the family's name, for people to read ("gpt2", "bert", "llama"); nothing
-    #            in the engine branches on it
+    model_type: str  # the checkpoint's own name for its architecture (config.json's
+    #                  model_type: "gpt2", "llama", "qwen2", "gemma2"), for people to read;
+    #                  nothing in the engine branches on it
     n_layer: int
     n_head: int
     d_model: int
@@ -60,7 +61,7 @@ class StackConfig:
     layer_norm_eps: float
     activation: str
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
-    pre_norm: bool = True  # normalise each sub-layer's input (GPT-2, Llama) or its sum (BERT)
+    pre_norm: bool = True  # normalize each sub-layer's input (GPT-2, Llama) or its sum (BERT)
     causal: bool = True
     positions: str = "learned"  # one of POSITIONS (above: learned, rotary, sinusoidal, relative)
     rope_theta: float = 10000.0
@@ -104,7 +105,7 @@ class StackConfig:
     window_layers: tuple = ()
     attn_softcap: float = 0.0
     score_scale: float = 0.0  # the scores' factor; 0: 1 / sqrt(d_head) (Gemma 2: its own)
-    # Gemma 2's sandwich: each sub-layer's output normalised before it joins the stream
+    # Gemma 2's sandwich: each sub-layer's output normalized before it joins the stream
     post_norms: bool = False
     # in bfloat16/float16, an RMSNorm scales in float32 and rounds once (Gemma) rather than
     # rounding first and scaling in the weights' dtype (Llama, T5): engine/norms.py
@@ -123,6 +124,9 @@ class StackConfig:
     # which a router picks experts_per_token for each token (0: one plain or gated MLP)
     n_experts: int = 0
     experts_per_token: int = 0
+    # the family module that read the checkpoint ("llama" for a qwen2 one), for people: set
+    # by checkpoints when it reads a config; nothing branches on it
+    family: str = ""
 
     def __post_init__(self):
         # a family gives 0 for "as usual"; resolved once here, so one name holds the value
@@ -150,7 +154,7 @@ class StackConfig:
         """Why the logits are not a sum of each component's direct term ("" when they are):
         direct logit attribution splits them so, and is exact only then."""
         if self.post_norms:
-            return ("each sub-layer's output is normalised before it joins the stream, so a "
+            return ("each sub-layer's output is normalized before it joins the stream, so a "
                     "head's share of it depends on every other head")
         if self.final_softcap:
             return "the logits are soft-capped (tanh), which is not linear"
@@ -188,7 +192,7 @@ class StackConfig:
         if self.n_head >= 1 and self.n_kv_head >= 1 and self.n_head % self.n_kv_head:
             found.append(f"{self.n_head} query heads cannot share {self.n_kv_head} key/value heads")
         if self.norm not in NORMS:
-            found.append(f"normalisation '{self.norm}' is not one of {', '.join(NORMS)}")
+            found.append(f"normalization '{self.norm}' is not one of {', '.join(NORMS)}")
         if self.positions not in POSITIONS:
             found.append(f"positions '{self.positions}' are not one of {', '.join(POSITIONS)}")
         if self.lm_head not in LM_HEADS:

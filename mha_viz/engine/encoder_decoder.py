@@ -45,7 +45,7 @@ class ImageInput:
 class EncoderDecoderConfig:
     """Two stacks and what ties them: the token ids the decoder starts from and stops at,
     the padding id, and whether the two stacks share one token embedding."""
-    arch: str
+    model_type: str
     encoder: StackConfig
     decoder: StackConfig
     decoder_start_token_id: int
@@ -54,6 +54,7 @@ class EncoderDecoderConfig:
     shared_embeddings: bool = True
     extra: dict = field(default_factory=dict, compare=False)  # for people: the family's words
     image: ImageInput | None = None  # the encoder reads image patches, not tokens
+    family: str = ""  # as StackConfig.family
 
     # What the rest of mha_viz reads of a config, from the decoder (where predictions are).
     @property

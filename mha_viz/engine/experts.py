@@ -1,7 +1,7 @@
 """A mixture-of-experts MLP (Shazeer et al. 2017, "Outrageously Large Neural Networks"; as
 Mixtral uses it, Jiang et al. 2024): a router scores each token for every expert, the k
 experts with the highest softmax probability each run their own gated MLP on it, and their
-outputs are summed, weighted by those k probabilities renormalised to sum to 1. Attention is
+outputs are summed, weighted by those k probabilities renormalized to sum to 1. Attention is
 untouched: a token's MLP output, which the next layers' heads read, is the only thing the
 routing changes."""
 
@@ -24,7 +24,7 @@ class MixtureOfExperts(nn.Module):
 
     def routing(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [N, d] -> (weights [N, k], experts [N, k]): each token's k experts, by the
-        router's softmax probability, and their probabilities renormalised to sum to 1."""
+        router's softmax probability, and their probabilities renormalized to sum to 1."""
         probabilities = torch.softmax(self.router(x).float(), dim=-1)
         weights, experts = torch.topk(probabilities, self.top_k, dim=-1)
         return weights / weights.sum(dim=-1, keepdim=True), experts

@@ -1,8 +1,8 @@
 """RMSNorm as the families compute it in bfloat16 and float16 (in float32 every order gives
 the same numbers).
 
-Both normalise in float32. Llama, Mistral, Qwen, Phi-3, OLMo 2 and T5 then round the
-normalised stream to the weights' dtype and multiply by the weight in that dtype; Gemma
+Both normalize in float32. Llama, Mistral, Qwen, Phi-3, OLMo 2 and T5 then round the
+normalized stream to the weights' dtype and multiply by the weight in that dtype; Gemma
 multiplies by its (1 + w) in float32 and rounds once, as torch.nn.RMSNorm does. One rounding
 apart, the two differ by up to a unit in the last place of every element, enough to move a
 bfloat16 model's maps by more than the rest of its arithmetic does.

@@ -64,7 +64,7 @@ class Block(nn.Module):
                                        softcap=config.attn_softcap, qk_norm=config.qk_norm,
                                        norm_eps=config.layer_norm_eps, clip=config.clip_qkv,
                                        rms_scale_in_float32=config.rms_scale_in_float32)
-        # OLMo 2 normalises only the sub-layers' outputs: its inputs pass unchanged
+        # OLMo 2 normalizes only the sub-layers' outputs: its inputs pass unchanged
         self.ln_1 = make_norm(config) if config.input_norms else nn.Identity()
         self.ln_2 = make_norm(config) if config.input_norms else nn.Identity()
         self.post_norms = config.post_norms
@@ -102,7 +102,7 @@ class Block(nn.Module):
         return self.mlp_out(self.act(self.mlp_in(x)))
 
     def attention_input(self, h: torch.Tensor) -> torch.Tensor:
-        """What the heads read: the normalised residual stream (pre-norm) or h itself."""
+        """What the heads read: the normalized residual stream (pre-norm) or h itself."""
         return self.ln_1(h) if self.pre_ln else h
 
     def after_self_attention(self, h, bias=None, rotary=None):
@@ -114,7 +114,7 @@ class Block(nn.Module):
         return h + attended if self.pre_ln else self.ln_1(h + attended)
 
     def cross_input(self, h):
-        """What the cross-attention heads read of the stream: normalised (pre-norm) or h."""
+        """What the cross-attention heads read of the stream: normalized (pre-norm) or h."""
         return self.ln_cross(h) if self.pre_ln else h
 
     def attend_to_memory(self, h, memory: "CrossInput", hooks=None):

@@ -7,7 +7,7 @@ every head at once):
 
 - LayerInputMaps keeps the hidden state entering each layer (L x T x d floats: 566 MB for
   SmolLM2 at 8,192 tokens) and the model; a layer's queries and keys are its own
-  normalisation, QKV projection and rotation of that state, recomputed in one GEMM (the most
+  normalization, QKV projection and rotation of that state, recomputed in one GEMM (the most
   recent layers' are cached).
 - QueryKeyMaps keeps each layer's queries and keys after rotation (what a saved trace of a
   long input holds: the file needs no model to be read).

@@ -21,7 +21,7 @@ DEFAULT_MAX_TRACE_BYTES = 1 << 30
 # At most this many heads (layers x heads) in a file: more than any model this app runs
 # (GPT-2 XL has 1,200, Llama-2-13B 1,600); the analyses' work grows with their square.
 MAX_TRACE_HEADS = 2048
-# How far a row of a map may sum from 1 (float16 rounding, renormalised rows).
+# How far a row of a map may sum from 1 (float16 rounding, renormalized rows).
 ROW_SUM_TOLERANCE = 1e-3
 # The per-token arrays a trace file holds: which numpy dtype kinds, and what they are.
 _ARRAYS = {"tokens": ("U", "strings"), "display_tokens": ("U", "strings"),
@@ -60,7 +60,7 @@ class AttentionTrace:
     truncated: bool = False  # the text was longer than the model's context
     n_tokens_before_truncation: int = 0  # token count the full text would have had
     model_name: str = ""
-    arch: str = ""
+    model_type: str = ""
     text: str = ""
     text_pair: str | None = None
     extra: dict = field(default_factory=dict)
@@ -231,7 +231,7 @@ class AttentionTrace:
             "truncated": self.truncated,
             "n_tokens_before_truncation": self.n_tokens_before_truncation,
             "model_name": self.model_name,
-            "arch": self.arch,
+            "model_type": self.model_type,
             "text": self.text,
             "text_pair": self.text_pair,
             "extra": self.extra,
@@ -309,7 +309,8 @@ class AttentionTrace:
                 truncated=bool(metadata["truncated"]),
                 n_tokens_before_truncation=int(metadata["n_tokens_before_truncation"]),
                 model_name=visible(metadata.get("model_name", "")),
-                arch=visible(metadata.get("arch", "")),
+                # files saved before model_type was named so call it "arch"
+                model_type=visible(metadata.get("model_type", metadata.get("arch", ""))),
                 text=str(metadata.get("text", "")),
                 text_pair=metadata.get("text_pair"),
                 extra=metadata.get("extra", {}),

@@ -50,7 +50,7 @@ class Model(TextInput, Scoring, Predicting):
 
     def __repr__(self) -> str:
         i = self.info
-        return (f"Model({i.name!r}: {i.arch}, {i.n_layer} layers x {i.n_head} heads, "
+        return (f"Model({i.name!r}: {i.model_type}, {i.n_layer} layers x {i.n_head} heads, "
                 f"d_model {i.d_model})")
 
     # --- tracing -------------------------------------------------------------------------
@@ -194,7 +194,8 @@ class Model(TextInput, Scoring, Predicting):
             segment_ids=np.array(enc.token_type_ids, dtype=np.int64),
             causal=self.info.causal, truncated=enc.truncated,
             n_tokens_before_truncation=enc.n_tokens_before_truncation,
-            model_name=self.info.name, arch=self.info.arch, text=text, text_pair=text_pair,
+            model_name=self.info.name, model_type=self.info.model_type, text=text,
+            text_pair=text_pair,
             kv_heads=list(self.info.kv_heads))
 
     def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
@@ -253,7 +254,7 @@ class Model(TextInput, Scoring, Predicting):
             return to_numpy(self.network.lm_logits(last_hidden)[0])
 
     def embed(self, text: str) -> np.ndarray:
-        """Mean-pooled, L2-normalised last hidden state: the sentence-transformers embedding
+        """Mean-pooled, L2-normalized last hidden state: the sentence-transformers embedding
         of a MiniLM-style checkpoint."""
         pooled = torch.from_numpy(self.last_hidden_state(text)).mean(0)
         return F.normalize(pooled, dim=0).numpy()
@@ -289,8 +290,9 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
     if vocab > config.vocab_size:
         raise CorruptCheckpointError(
             f"the tokenizer has {vocab} tokens but the model's embedding only {config.vocab_size}")
-    info = ModelInfo(name=resolved.name, arch=config.arch, n_layer=config.n_layer,
-                     n_head=config.n_head, d_model=config.d_model, d_head=config.d_head,
+    info = ModelInfo(name=resolved.name, model_type=config.model_type, family=config.family,
+                     n_layer=config.n_layer, n_head=config.n_head, d_model=config.d_model,
+                     d_head=config.d_head,
                      max_positions=config.max_positions, vocab_size=config.vocab_size,
                      source=resolved.source, score_kind=score_kind, causal=config.causal,
                      n_kv_head=config.n_kv_head, kv_heads=tuple(config.kv_heads),
@@ -311,7 +313,8 @@ def _encoder_decoder_model(resolved, network: EncoderDecoderStack, tokenizer,
             raise CorruptCheckpointError(f"the tokenizer has {vocab} tokens but the model's "
                                          f"{side} embedding only {stack.vocab_size}")
     info = ModelInfo(
-        name=resolved.name, arch=config.arch, n_layer=decoder.n_layer, n_head=decoder.n_head,
+        name=resolved.name, model_type=config.model_type, family=config.family,
+        n_layer=decoder.n_layer, n_head=decoder.n_head,
         d_model=decoder.d_model, d_head=decoder.d_head, max_positions=decoder.max_positions,
         vocab_size=decoder.vocab_size, source=resolved.source, score_kind="target_loss",
         causal=True, n_kv_head=decoder.n_kv_head, kv_heads=tuple(decoder.kv_heads),

@@ -35,7 +35,7 @@ SCORE_EXPLANATIONS = {
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
-    arch: str  # the family: "gpt2", "bert", "llama", "mistral", "qwen2"
+    model_type: str  # config.json's model_type: "gpt2", "bert", "llama", "qwen2", "gemma2"
     n_layer: int
     n_head: int
     d_model: int
@@ -53,6 +53,7 @@ class ModelInfo:
     encoder_decoder: bool = False
     n_encoder_layer: int = 0
     n_encoder_head: int = 0
+    family: str = ""  # the family that read it ("llama" for qwen2): checkpoints/families
     # what the weights are held in and where they run (engine/placement.py)
     dtype: str = "float32"
     device: str = "cpu"

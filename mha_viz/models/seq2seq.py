@@ -57,7 +57,7 @@ class EncoderDecoderTrace:
     source_truncated: bool = False
     generated: bool = False
     max_new_tokens: int = 0  # the bound on a generated target (0: the target was given)
-    arch: str = ""
+    model_type: str = ""
     # as the tokenizer names the tokens, and which are special (</s>, <pad>, ...)
     source_pieces: list[str] = field(default_factory=list)
     target_pieces: list[str] = field(default_factory=list)
@@ -128,7 +128,7 @@ class EncoderDecoderTrace:
             special_mask=np.asarray((self.source_special if encoder else self.target_special)
                                     or [False] * n), segment_ids=np.zeros(n, dtype=np.int64),
             causal=not encoder, truncated=self.source_truncated and encoder,
-            model_name=self.model_name, arch=self.arch,
+            model_name=self.model_name, model_type=self.model_type,
             text=self.source_text if encoder else self.target_shown,
             extra={"attention_kind": kind})
 
@@ -160,7 +160,7 @@ class EncoderDecoderModel(Tokenizing):
 
     def __repr__(self) -> str:
         i = self.info
-        return (f"EncoderDecoderModel({i.name!r}: {i.arch}, encoder {i.n_encoder_layer} x "
+        return (f"EncoderDecoderModel({i.name!r}: {i.model_type}, encoder {i.n_encoder_layer} x "
                 f"{i.n_encoder_head}, decoder {i.n_layer} x {i.n_head} heads)")
 
     # --- tokenizing ----------------------------------------------------------------------
@@ -303,7 +303,7 @@ class EncoderDecoderModel(Tokenizing):
             encoder_attentions=encoder_maps, decoder_attentions=stacked(decoder),
             cross_attentions=stacked(cross), model_name=self.info.name,
             source_truncated=cut, generated=target_text is None,
-            max_new_tokens=max_new_tokens, arch=self.info.arch,
+            max_new_tokens=max_new_tokens, model_type=self.info.model_type,
             source_pieces=self.source_pieces(source_ids, source_text),
             target_pieces=self.pieces(decoder_ids),
             source_special=[i in self._special_ids for i in source_ids]

@@ -22,9 +22,9 @@ def _span(values: np.ndarray) -> float:
 
 def patching_heatmap(shown: np.ndarray, raw: np.ndarray, title: str, colorbar_title: str,
                      kv_heads: Sequence[int] = (), raw_name: str = "patched metric",
-                     shown_name: str = "normalised", fmt: str = ".3f",
+                     shown_name: str = "normalized", fmt: str = ".3f",
                      clickable: bool = False, layers_across: bool | None = None) -> go.Figure:
-    """[L, H] patching effects (``shown``, e.g. normalised) per layer and head, on a
+    """[L, H] patching effects (``shown``, e.g. normalized) per layer and head, on a
     diverging scale centred on 0; hover gives both ``shown`` and the ``raw`` metric.
     kv_heads[h] is the key/value head query head h reads: groups sharing one are marked by
     lines between them and named on the axis. layers_across puts the layers along x (a deep,
@@ -119,7 +119,7 @@ def position_patching_map(shown: np.ndarray, raw: np.ndarray, tokens: Sequence[s
     span = _span(shown)
     trace = go.Heatmap(
         z=shown, x=np.arange(n_tokens), y=np.arange(n_layer), text=text, customdata=raw,
-        hovertemplate=(f"%{{text}}<br>normalised effect: %{{z:{fmt}}}<br>patched metric: "
+        hovertemplate=(f"%{{text}}<br>normalized effect: %{{z:{fmt}}}<br>patched metric: "
                        f"%{{customdata:.4g}}<extra></extra>"),
         colorscale=DIVERGING_SCALE, zmid=0.0, zmin=-span, zmax=span, hoverongaps=False,
         colorbar=dict(title=dict(text=_esc(colorbar_title)), thickness=14), xgap=1, ygap=1)
@@ -137,7 +137,7 @@ def position_patching_map(shown: np.ndarray, raw: np.ndarray, tokens: Sequence[s
 def attribution_scatter(estimate: np.ndarray, exact: np.ndarray, r: float,
                         worst: Sequence[str] = (), title: str | None = None) -> go.Figure:
     """Each head's attribution-patching estimate against its exact patching effect (both
-    normalised), with the diagonal where they agree; the worst heads are named."""
+    normalized), with the diagonal where they agree; the worst heads are named."""
     a = np.asarray(estimate, dtype=float)
     b = np.asarray(exact, dtype=float)
     if a.shape != b.shape or a.ndim != 2:
@@ -166,8 +166,8 @@ def attribution_scatter(estimate: np.ndarray, exact: np.ndarray, r: float,
         fig, _title(title or "Attribution patching (estimate) against exact patching",
                     f"{r_text}; points on the dashed line are estimated exactly"),
         height=460, showlegend=False,
-        xaxis=dict(title=dict(text="exact patching (normalised)"), zeroline=True),
-        yaxis=dict(title=dict(text="attribution estimate (normalised)"), zeroline=True))
+        xaxis=dict(title=dict(text="exact patching (normalized)"), zeroline=True),
+        yaxis=dict(title=dict(text="attribution estimate (normalized)"), zeroline=True))
 
 
 # --- the circuit graph ------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def class_mass_csv(mass: Mapping[str, np.ndarray]) -> bytes:
 
 def patching_csv(result) -> bytes:
     """A PatchingResult ([rows, columns] components: layer x head, layer x position) in long
-    form: one row per component with its patched metric (mean over pairs), normalised
+    form: one row per component with its patched metric (mean over pairs), normalized
     effect, spread over pairs and 95% interval."""
     values = np.asarray(result.values, dtype=float)
     if values.ndim != 2:

@@ -42,7 +42,7 @@ What lives here:
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
-  renormalised, read like any trace, long or short), ``shown_key(selection, keep)`` (its
+  renormalized, read like any trace, long or short), ``shown_key(selection, keep)`` (its
   memo key), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
 - ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
   named function, not a lambda: it is identified by its qualified name).

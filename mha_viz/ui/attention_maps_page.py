@@ -149,14 +149,14 @@ def aggregate_text(kind: str, layer: int, n_layer: int, hidden: bool) -> tuple[s
     else:
         name = f"rollout to L{layer}"
         explanation = ("Attention rollout (Abnar & Zuidema 2020): per layer, take the head "
-                       "mean plus the residual connection (0.5·A + 0.5·I, rows renormalised) "
+                       "mean plus the residual connection (0.5·A + 0.5·I, rows renormalized) "
                        "and multiply the layers together. Row i estimates how much of token "
                        "i at "
                        f"the output of layer {layer} comes from each input token. Pick the "
                        f"last layer (L{n_layer - 1}) for the full rollout.")
     if hidden:
         explanation += (" Computed on every token; then the hidden tokens were removed and "
-                        "rows renormalised.")
+                        "rows renormalized.")
     return name, explanation
 
 

@@ -125,23 +125,23 @@ def shown_effect(result: patching.PatchingResult, choice) -> ShownEffect:
     """The head map of ``choice``: "mean" (the effect over pairs), "std" (its spread) or a
     pair's index."""
     if choice == "mean":
-        return ShownEffect(result.effect, result.values, "mean normalised effect", "normalised")
+        return ShownEffect(result.effect, result.values, "mean normalized effect", "normalized")
     if choice == "std":
-        return ShownEffect(result.std, result.values, "std of the normalised effect", "std")
+        return ShownEffect(result.std, result.values, "std of the normalized effect", "std")
     return ShownEffect(result.per_pair_effect[choice], result.per_pair[choice],
-                       f"normalised effect on pair {choice}", "normalised")
+                       f"normalized effect on pair {choice}", "normalized")
 
 
 def heads_caption(result: patching.PatchingResult) -> str:
     """What a cell of the head map is, in the result's direction."""
     if result.direction == "denoise":
         return (f"Each cell: the corrupted run with that head's output (before W_O) restored "
-                f"from the clean run, normalised: 0 = the corrupted run's metric "
+                f"from the clean run, normalized: 0 = the corrupted run's metric "
                 f"({result.corrupted:.3f}), 1 = the clean run's ({result.clean:.3f}). Red "
                 f"heads bring the clean answer back by themselves. Click a head to trace "
                 f"the paths into it.")
     return (f"Each cell: the clean run with that head's output (before W_O) taken from "
-            f"the corrupted run, as the change it makes, normalised: 0 = no change from "
+            f"the corrupted run, as the change it makes, normalized: 0 = no change from "
             f"the clean run's metric ({result.clean:.3f}), −1 = all the way to the "
             f"corrupted run's ({result.corrupted:.3f}). Blue heads are necessary. "
             f"Click a head to trace the paths into it.")
@@ -168,7 +168,7 @@ def path_receivers(receiver: str, part: str):
 def strongest_table(ranked) -> dict[str, list[str]]:
     """patching.strongest_components' (name, effect, patched metric) rows as table columns."""
     return {"head": [name for name, _, _ in ranked],
-            "normalised effect": [f"{effect:+.3f}" for _, effect, _ in ranked],
+            "normalized effect": [f"{effect:+.3f}" for _, effect, _ in ranked],
             "patched metric": [f"{value:.3f}" for _, _, value in ranked]}
 
 

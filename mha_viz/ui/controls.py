@@ -144,7 +144,7 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
                                           if info.n_kv_head != info.n_head else "")
         layers = (f"encoder {info.n_encoder_layer} + decoder {info.n_layer} layers"
                   if seq2seq else f"{info.n_layer} layers")
-        bar.caption(f"{info.arch.upper()} · {layers} × {heads} · "
+        bar.caption(f"{info.model_type.upper()} · {layers} × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
     else:
@@ -206,7 +206,7 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
     if encoder_decoders is None:
         encoder_decoders = shows_saved_traces
     if seq2seq and not encoder_decoders:
-        st.info(f"{model.info.arch.upper()} is an encoder-decoder model. This page runs the "
+        st.info(f"{model.info.model_type.upper()} is an encoder-decoder model. This page runs the "
                 f"model itself, which it does for encoder-only and decoder-only models so far; "
                 f"the Attention maps, Entropy, Head similarity, Pruning impact, Inside one head "
                 f"and Predictions pages read its encoder, decoder and cross-attention.")
@@ -318,7 +318,7 @@ def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
     choice = synced(where.selectbox, "hide", "Special tokens", "none", options=options,
                     format_func=labels.get,
                     help="Hidden tokens are removed from rows and columns and every row is "
-                         "renormalised to sum to 1 over the tokens still shown.")
+                         "renormalized to sum to 1 over the tokens still shown.")
     if choice == "none":
         return None
     from ..analysis import special_keep_mask
@@ -339,7 +339,7 @@ def hide_special_toggle(trace: AttentionTrace, where=None) -> np.ndarray | None:
 def shown_trace(selection: Selection, trace: AttentionTrace, keep: np.ndarray | None
                 ) -> AttentionTrace:
     """The trace as shown after hiding tokens (analysis.shown_trace: the kept positions, rows
-    renormalised; cached per input and choice), read like any trace; keep None returns the
+    renormalized; cached per input and choice), read like any trace; keep None returns the
     trace itself. analysis.kept_positions(shown) says where its tokens sit in the text."""
     if keep is None:
         return trace

@@ -83,9 +83,9 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
         ("Q, K, V: three projections", "qkv", True),
         *([("How the checkpoint stores them, and the heads' shapes", "layout", True)]
           if lesson and layout else []),
-        *([("QK-norm: " + ("all heads' queries and keys normalised together"
+        *([("QK-norm: " + ("all heads' queries and keys normalized together"
                             if inside.qk_norm == "full" else "each head's query and key "
-                            "normalised"), "qknorm", True)] if inside.Q_normed is not None
+                            "normalized"), "qknorm", True)] if inside.Q_normed is not None
           else []),
         *([("Rotary positions (RoPE)", "rope", True)] if inside.rotary else []),
         ("Scores: every query against every key", "scores", True),
@@ -177,7 +177,7 @@ def overview_caption(inside: HeadInternals) -> str:
             + ("" if inside.scaled_by_sqrt_d_k else " (T5 does not divide by it: the scale is "
                                                     "folded into its initialisation of W_Q)")
             + ". "
-            + ("Q and K are normalised (QK-norm, step 4b) before the rotation. "
+            + ("Q and K are normalized (QK-norm, step 4b) before the rotation. "
                if inside.Q_normed is not None else "")
             + (f"Q and K are rotated by position (RoPE, step {rope_number(inside)}) before "
                f"the scores. " if inside.rotary else "")
@@ -216,7 +216,7 @@ def all_heads_text(inside: HeadInternals) -> str:
             f"contributions together. "
             + ("A pre-norm model then adds it to the residual stream: h ← h + attention output."
                if inside.pre_ln else
-               "A post-norm model (BERT) then adds it to the residual stream and normalises: "
+               "A post-norm model (BERT) then adds it to the residual stream and normalizes: "
                "h ← LN(h + attention output).")
             + " Because of that residual path a token keeps much of its own information "
               "whatever its heads attend to; attention rollout (Abnar & Zuidema 2020, on the "

@@ -358,7 +358,7 @@ def model_card(model: Model) -> None:
                    + ". Every query head still has its own attention map.")
     st.markdown(
         f"- **Attention:** {md_escape(kind)}\n"
-        f"- **Architecture ({md_escape(info.arch)}):** {md_escape(info.description)}\n"
+        f"- **Architecture ({md_escape(info.model_type)}):** {md_escape(info.description)}\n"
         f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
         f"- **Attention parameters in all layers:** "
         f"{attention_layers * info.attention_params_per_layer:,}{sharing}\n"
@@ -484,6 +484,6 @@ def hidden_note(trace: AttentionTrace, keep: np.ndarray | None) -> None:
         return
     hidden = [f"{i} {trace.display_tokens[i]}" for i in np.flatnonzero(~keep)]
     shown = ", ".join(hidden[:6]) + (" …" if len(hidden) > 6 else "")
-    st.info(f"Hidden {len(hidden)} token(s) ({md_escape(shown)}). Every row is renormalised "
+    st.info(f"Hidden {len(hidden)} token(s) ({md_escape(shown)}). Every row is renormalized "
             f"to sum to 1 over the tokens still shown, so the weights are not the model's raw "
             f"weights.")

@@ -67,7 +67,7 @@ def test_opens_on_the_indirect_object_pair_with_every_head_patched(smollm2):
     assert list(table["head"]) == names
     assert names[0] == "L23.H3"  # the strongest name mover of docs/ioi.md
     for row, flat in enumerate(order):
-        assert table["normalised effect"].iloc[row] == f"{expected.normalized.ravel()[flat]:+.3f}"
+        assert table["normalized effect"].iloc[row] == f"{expected.normalized.ravel()[flat]:+.3f}"
         assert table["patched metric"].iloc[row] == f"{expected.values.ravel()[flat]:.3f}"
     assert [b.label for b in at.get("download_button")]  # CSV and npz
 
@@ -76,7 +76,7 @@ def test_positions_view_reads_the_library(smollm2):
     at = clean_run({"c_view": "positions", "c_stream": "attn_out", "c_dir": "noise"})
     expected = activation_patching(smollm2, PAIR, None, "logit_diff", "attn_out", "noise")
     figure = charts(at)[0]
-    # noising: the change from the clean run, normalised (0 = none, -1 = to the corrupted)
+    # noising: the change from the clean run, normalized (0 = none, -1 = to the corrupted)
     np.testing.assert_allclose(array(figure["data"][0]["z"]),
                                expected.normalized - 1, atol=1e-9)
     assert "★9: ␣John" in figure["layout"]["xaxis"]["ticktext"]

@@ -43,4 +43,4 @@ def test_the_show_box_holds_pair_numbers_shown_as_labels():
     # noising: the change from the clean run (0 = none, -1 = to the corrupted run)
     np.testing.assert_allclose(array(figure["data"][0]["z"]), (expected.normalized - 1).T,
                                atol=1e-4)
-    assert figure["layout"]["title"]["text"].startswith("Noising: normalised effect on pair 1")
+    assert figure["layout"]["title"]["text"].startswith("Noising: normalized effect on pair 1")

@@ -67,7 +67,7 @@ def test_cross_attention_entropy_over_the_source():
     from mha_viz.maps.streaming import MapsSource
 
     query, session = params("cross")
-    query["scale"] = "normalised"
+    query["scale"] = "normalized"
     at = run_page("pages/2_Entropy.py", query, session)
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     specs = [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
@@ -75,7 +75,7 @@ def test_cross_attention_entropy_over_the_source():
     shown = array(specs[0]["data"][0]["z"]).astype(float)
     maps = load_model("t5-toy").trace(SOURCE, target=TARGET).cross_attentions
     formula = -(maps.astype(np.float64) * np.log(np.maximum(maps, 1e-45))).sum(-1)
-    expected = (formula / np.log(maps.shape[-1])).mean(-1)  # normalised by ln S
+    expected = (formula / np.log(maps.shape[-1])).mean(-1)  # normalized by ln S
     np.testing.assert_allclose(shown, expected, atol=1e-5)
     assert MapsSource(maps, False).n_keys == maps.shape[-1]
 
@@ -327,7 +327,7 @@ def test_the_digit_reader_on_every_page():
 def test_circuits_patches_every_head_of_every_kind():
     """The sidebar's source is clean, the example's corrupted source (one word swapped) is
     the page's default; the metric is the first target token the corruption changes, and
-    the three maps equal the library's normalised effects."""
+    the three maps equal the library's normalized effects."""
     from mha_viz import TargetMetric, load_model
     from mha_viz.analysis import activation_patching_seq2seq, first_divergence
 

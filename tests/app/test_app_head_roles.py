@@ -52,7 +52,7 @@ def test_page_smollm2(_raise_in_pages):
     assert any("L18.H6: induction" in m for m in texts(at.markdown))
 
 
-def test_page_minilm_special_tokens_and_normalisation(_raise_in_pages):
+def test_page_minilm_special_tokens_and_normalization(_raise_in_pages):
     at = run_page(PAGE, {"model": "minilm"})
     clean(at)
     specs = charts(at)
@@ -69,8 +69,8 @@ def test_page_minilm_special_tokens_and_normalisation(_raise_in_pages):
     assert np.abs(dropped - previous).max() > 0.1  # leaving [CLS]/[SEP] out matters
     captions = " ".join(texts(at.caption))
     assert "repeated random tokens, seq_len 20, seed 7, 2 sequences" in captions
-    assert "Normalisation: TransformerLens" in captions.replace("*", "")
-    assert any("renormalised" in t for t in texts(at.info))
+    assert "Normalization: TransformerLens" in captions.replace("*", "")
+    assert any("renormalized" in t for t in texts(at.info))
     assert at.dataframe[0].value["probe"].str.contains("without").any()
 
 

@@ -118,7 +118,7 @@ def test_bert_checkpoint_sentence_pair_pages_render(page, bert_folder):
         assert "Outline sentence-pair blocks" in [t.label for t in at.toggle]
         heat = [c for c in charts(at) if "who attends" in c["layout"]["title"]["text"]][0]
         assert {s["name"] for s in heat["layout"]["shapes"]} >= {"A→A", "A→B", "B→A", "B→B"}
-        assert any("renormalised" in t for t in texts(at.info))
+        assert any("renormalized" in t for t in texts(at.info))
 
 
 # What a reader first sees: the figures at the top, and the rest of the page as folded
@@ -533,7 +533,7 @@ def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
 
 
 
-def test_hiding_tokens_on_a_long_input_shows_the_renormalised_weights(monkeypatch):
+def test_hiding_tokens_on_a_long_input_shows_the_renormalized_weights(monkeypatch):
     """A long input (maps on demand) with [CLS] and [SEP] hidden: the window the page draws
     holds the model's own weights restricted to the other tokens, each row divided by its
     mass on them (the formula, from a whole trace of the same text)."""

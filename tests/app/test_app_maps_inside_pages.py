@@ -111,7 +111,7 @@ def test_the_aggregates_texts(gpt2_trace):
     assert name == "rollout to L0" and "Pick the last layer (L1) for the full rollout." in text
     name, text = maps_page.aggregate_text("mean", 1, n_layer, hidden=True)
     assert name == "L1 head mean"
-    assert text.endswith("then the hidden tokens were removed and rows renormalised.")
+    assert text.endswith("then the hidden tokens were removed and rows renormalized.")
 
 
 def test_the_strongest_heads_of_a_link_are_its_largest_weights(gpt2_trace):

@@ -111,7 +111,7 @@ def test_sentence_pair_and_hidden_special_tokens(page, app_server, screenshots):
              + quote("The cat slept on the warm mat by the kitchen door.") + "&hide=special")
     open_page(page, app_server, "Attention_Maps", 4, query)
     assert_no_exception(page, app_server)
-    assert "renormalised" in page.locator('[data-testid="stAlert"]').first.inner_text()
+    assert "renormalized" in page.locator('[data-testid="stAlert"]').first.inner_text()
     shoot(page, screenshots, "minilm_pair_Attention_Maps")
     open_page(page, app_server, "Entropy", 5, query)
     assert_no_exception(page, app_server)

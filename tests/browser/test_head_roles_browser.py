@@ -66,7 +66,7 @@ def test_head_roles_page_for_smollm2(sized_tab, app_server, screenshots, size):
 
 def test_head_roles_page_for_minilm_without_special_tokens(sized_tab, app_server, screenshots):
     """A bidirectional model: next-token and [SEP] maps too, values printed in the cells;
-    [CLS] and [SEP] left out, TransformerLens's normalisation."""
+    [CLS] and [SEP] left out, TransformerLens's normalization."""
     tab = sized_tab(1400, 1000)
     open_page(tab, app_server, "Head_Roles", 10,
               "?model=minilm&hide=special&norm=transformer_lens")

@@ -34,7 +34,7 @@ def test_a_job_survives_a_widget_change_and_a_page_switch(page, app_server, scre
     start_curve(page, app_server, text)
     before = steps_done(page)
     # a widget change stops the script run; the job goes on and the rerun shows it again
-    page.get_by_text("Normalise within each layer").click()
+    page.get_by_text("Normalize within each layer").click()
     page.wait_for_function("() => location.search.includes('gnorm=1')")
     after_toggle = steps_done(page)
     assert after_toggle >= before

@@ -82,7 +82,7 @@ def test_normalized_entropy_of_uniform_causal_map_is_one_per_row():
     assert np.isnan(rows[..., 0]).all()  # a single visible key: excluded
     np.testing.assert_allclose(rows[..., 1:], 1.0, rtol=1e-5)
     np.testing.assert_allclose(entropy(a, normalized=True), 1.0, rtol=1e-5)
-    # unnormalised: row i is ln(i + 1)
+    # unnormalized: row i is ln(i + 1)
     np.testing.assert_allclose(row_entropy(a)[0, 0], np.log(np.arange(1, n + 1)), rtol=1e-5,
                                atol=1e-7)
     np.testing.assert_allclose(max_row_entropy(n, causal=True), np.log(np.arange(1, n + 1)))
@@ -129,7 +129,7 @@ def test_valid_mask_ignores_padding_rows_and_keys():
     np.testing.assert_allclose(entropy(a), 2 / 3 * math.log(n_valid), rtol=1e-5)
     np.testing.assert_allclose(entropy(a, valid_mask=mask), math.log(n_valid), rtol=1e-5)
     np.testing.assert_allclose(entropy(a, valid_mask=mask, normalized=True), 1.0, rtol=1e-5)
-    # weight given to a padding key is dropped and the row renormalised over real keys
+    # weight given to a padding key is dropped and the row renormalized over real keys
     b = a.copy()
     b[..., :n_valid, :] = np.r_[np.full(n_valid, 0.5 / n_valid), 0.5, 0.0]
     np.testing.assert_allclose(entropy(b, valid_mask=mask), math.log(n_valid), rtol=1e-5)
@@ -341,7 +341,7 @@ def test_head_mean_and_max():
     np.testing.assert_allclose(head_mean(a).sum(-1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(head_max(a), a.max(1), rtol=1e-6)
     r_max = rollout(a, head_reduce="max")
-    np.testing.assert_allclose(r_max.sum(-1), 1.0, rtol=1e-10)  # rows renormalised
+    np.testing.assert_allclose(r_max.sum(-1), 1.0, rtol=1e-10)  # rows renormalized
     with pytest.raises(InputError):
         rollout(a, head_reduce="median")
     with pytest.raises(InputError):
@@ -350,7 +350,7 @@ def test_head_mean_and_max():
 
 # --- dropping positions ------------------------------------------------------------------------
 
-def test_drop_positions_renormalises_rows():
+def test_drop_positions_renormalizes_rows():
     a = np.array([[0.5, 0.25, 0.25, 0.0],
                   [0.2, 0.2, 0.2, 0.4],
                   [1.0, 0.0, 0.0, 0.0],
@@ -372,7 +372,7 @@ def test_head_helpers_the_pages_use():
     import pytest
 
     from mha_viz import InputError
-    from mha_viz.analysis import nearest_heads, normalise_layers, parse_head_name, rank_heads
+    from mha_viz.analysis import nearest_heads, normalize_layers, parse_head_name, rank_heads
 
     assert parse_head_name(" l3.h7 ") == (3, 7)
     for bad in ("L3", "3.7", "La.H1", "H1.L3"):
@@ -383,12 +383,12 @@ def test_head_helpers_the_pages_use():
     assert rank_heads(values, descending=False) == [(0, 0), (1, 1), (1, 0)]
     d = np.array([[0, 3, 1], [3, 0, 2], [1, 2, 0]], dtype=float)
     assert nearest_heads(d, 0, 5) == [2, 1] and nearest_heads(d, 1, 1) == [2]
-    out = normalise_layers(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    out = normalize_layers(np.array([[3.0, 4.0], [0.0, 0.0]]))
     assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])
 
 
-def test_dropping_positions_renormalises_a_row_with_a_tiny_kept_mass():
-    """A float32 row that kept 1e-40 of its mass: renormalised to sum to 1, no overflow."""
+def test_dropping_positions_renormalizes_a_row_with_a_tiny_kept_mass():
+    """A float32 row that kept 1e-40 of its mass: renormalized to sum to 1, no overflow."""
     import warnings
 
     from mha_viz.analysis import drop_positions
@@ -414,6 +414,6 @@ def test_one_heads_row_entropy_from_a_trace_whole_or_rebuilt(gpt2_model):
     for maps in (whole, lazy, whole.attentions):
         np.testing.assert_allclose(head_row_entropy(maps, 1, 2), expected, atol=1e-5)
     visible = np.arange(1, len(rows) + 1)  # causal: row i sees i + 1 keys
-    normalised = head_row_entropy(lazy, 1, 2, normalized=True)
-    np.testing.assert_allclose(normalised[1:], expected[1:] / np.log(visible[1:]), atol=1e-5)
-    assert np.isnan(normalised[0])
+    normalized = head_row_entropy(lazy, 1, 2, normalized=True)
+    np.testing.assert_allclose(normalized[1:], expected[1:] / np.log(visible[1:]), atol=1e-5)
+    assert np.isnan(normalized[0])

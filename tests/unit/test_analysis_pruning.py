@@ -85,11 +85,11 @@ def test_embedding_shift_importance_is_the_second_order_taylor_estimate(minilm):
     assert np.corrcoef(importance.ravel(), effects.ravel())[0, 1] > 0.8
 
 
-def test_layer_normalisation(gpt2_model):
+def test_layer_normalization(gpt2_model):
     raw = gradient_importance(gpt2_model, TEXT)
-    normalised = gradient_importance(gpt2_model, TEXT, normalize="layer")
-    np.testing.assert_allclose(np.linalg.norm(normalised, axis=1), 1, rtol=1e-6)
-    np.testing.assert_allclose(normalised * np.linalg.norm(raw, axis=1, keepdims=True), raw,
+    normalized = gradient_importance(gpt2_model, TEXT, normalize="layer")
+    np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1, rtol=1e-6)
+    np.testing.assert_allclose(normalized * np.linalg.norm(raw, axis=1, keepdims=True), raw,
                                rtol=1e-5)
     with pytest.raises(InputError):
         gradient_importance(gpt2_model, TEXT, normalize="global")

@@ -125,7 +125,7 @@ class FakeModel:
     """Two layers x three heads; head 1.2 is an exact induction head, the rest uniform."""
 
     def __init__(self, arch="gpt2", vocab_size=500, max_positions=256):
-        self.info = SimpleNamespace(arch=arch, vocab_size=vocab_size,
+        self.info = SimpleNamespace(model_type=arch, causal=arch != "bert", vocab_size=vocab_size,
                                     max_positions=max_positions, n_layer=2, n_head=3)
         self.tokenizer = FakeTokenizer(arch)
         self.calls = []
@@ -134,7 +134,7 @@ class FakeModel:
         assert isinstance(ids, list) and all(type(i) is int for i in ids)
         self.calls.append(ids)
         n = len(ids)
-        causal = self.info.arch != "bert"
+        causal = self.info.causal
         a = np.broadcast_to(uniform(n, causal), (2, 3, n, n)).copy()
         a[1, 2] = induction_map(ids)
         return make_trace([f"t{i}" for i in ids], a, token_ids=ids, causal=causal)

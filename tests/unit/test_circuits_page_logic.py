@@ -101,17 +101,17 @@ def test_each_show_choice_is_what_the_pairs_patched_alone_give(patched):
         shown = circuits_page.shown_effect(together, number)
         np.testing.assert_allclose(shown.values, each[number] - base, atol=1e-4)
         np.testing.assert_allclose(shown.raw, alone[number].values, atol=1e-4)
-        assert (shown.what, shown.unit) == (f"normalised effect on pair {number}", "normalised")
+        assert (shown.what, shown.unit) == (f"normalized effect on pair {number}", "normalized")
     mean = circuits_page.shown_effect(together, "mean")
     np.testing.assert_allclose(mean.values, each.mean(0) - base, atol=1e-4)
     np.testing.assert_allclose(mean.raw, np.mean([r.values for r in alone], 0), atol=1e-4)
-    assert (mean.what, mean.unit) == ("mean normalised effect", "normalised")
+    assert (mean.what, mean.unit) == ("mean normalized effect", "normalized")
     spread = circuits_page.shown_effect(together, "std")
     np.testing.assert_allclose(spread.values, each.std(0, ddof=1), atol=1e-4)
-    assert (spread.what, spread.unit) == ("std of the normalised effect", "std")
+    assert (spread.what, spread.unit) == ("std of the normalized effect", "std")
     title = circuits_page.heads_title(direction, mean.what)
     assert title == ("Denoising" if direction == "denoise" else "Noising") + \
-        ": mean normalised effect"
+        ": mean normalized effect"
 
 
 def test_the_heads_caption_names_both_runs(patched):
@@ -133,7 +133,7 @@ def test_the_strongest_heads_table_is_the_largest_effects(patched):
     order = np.argsort(np.abs(effect).ravel())[::-1][:3]
     n_head = effect.shape[1]
     assert table["head"] == [f"L{i // n_head}.H{i % n_head}" for i in order]
-    assert table["normalised effect"] == [f"{effect.ravel()[i]:+.3f}" for i in order]
+    assert table["normalized effect"] == [f"{effect.ravel()[i]:+.3f}" for i in order]
     assert table["patched metric"] == [f"{together.values.ravel()[i]:.3f}" for i in order]
 
 

@@ -261,3 +261,15 @@ def test_an_encoder_decoders_corpus_is_read_through_its_encoder(tmp_path):
         corpus.run(model, segments, stats=["ablation"])
     with pytest.raises(InputError, match="reads an image of digits, not text"):
         corpus.segment(load_model("reader-toy"), ["40721"], seg_len=8, min_len=2)
+
+
+def test_results_saved_with_the_old_spelling_still_open(tmp_path):
+    # the layout a file saved before "normalized" settled has, written out here by hand
+    mean = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.savez(tmp_path / "old.npz", n_segments=np.asarray(3), n_tokens=np.asarray(30),
+             entropy_normalised_count=np.full((2, 4), 3.0), entropy_normalised_mean=mean,
+             entropy_normalised_std=np.zeros((2, 4)),
+             info=np.asarray(json.dumps({"statistics": ["entropy_normalised"]})))
+    loaded = corpus.CorpusResult.load(tmp_path / "old.npz")
+    assert loaded.names == ["entropy_normalized"]
+    np.testing.assert_allclose(loaded.mean("entropy_normalized"), mean)

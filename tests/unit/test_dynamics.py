@@ -50,7 +50,7 @@ def dynamics(neox_series):
 def test_a_folder_of_step_folders_is_a_series(neox_series):
     series = checkpoint_series(neox_series)
     assert series.steps == list(STEPS)
-    assert (series.arch, series.n_layer, series.n_head) == ("gpt_neox", 2, 4)
+    assert (series.model_type, series.n_layer, series.n_head) == ("gpt_neox", 2, 4)
     listed = checkpoint_series([neox_series / "step3000", neox_series / "step0"])
     assert listed.steps == [0, 3000]
 

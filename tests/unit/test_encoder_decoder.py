@@ -169,7 +169,7 @@ def test_bad_inputs_get_clear_errors(checkpoints):
 
 
 def test_entropy_over_the_source_equals_the_formula(checkpoints):
-    """Cross-attention rows run over S source keys (S != T here): raw, normalised by ln S,
+    """Cross-attention rows run over S source keys (S != T here): raw, normalized by ln S,
     and smoothed entropies from the streamed accumulator equal the formula."""
     from mha_viz import analysis as A
 

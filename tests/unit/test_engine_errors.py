@@ -46,7 +46,7 @@ def test_over_long_text_is_truncated_and_says_so(request, fixture):
     assert trace.truncated
     assert trace.n_tokens == model.info.max_positions
     assert trace.n_tokens_before_truncation > model.info.max_positions
-    if model.info.arch == "bert":  # the closing [SEP] survives truncation
+    if model.info.model_type == "bert":  # the closing [SEP] survives truncation
         assert trace.tokens[-1] == "[SEP]"
     short = model.trace("the cat sat")
     assert not short.truncated and short.n_tokens_before_truncation == short.n_tokens
@@ -236,12 +236,12 @@ def test_allow_list_blocks_other_folders(tmp_path, gpt2_folder):
     with pytest.raises(NotAllowedError, match="not a checkpoint this server offers"):
         load_model(gpt2_folder, local_dirs=allowed)
     shutil.copytree(gpt2_folder, tmp_path / "allowed" / "m")
-    assert load_model(tmp_path / "allowed" / "m", local_dirs=allowed).info.arch == "gpt2"
+    assert load_model(tmp_path / "allowed" / "m", local_dirs=allowed).info.model_type == "gpt2"
     # ".." cannot climb out of the allowed folder
     with pytest.raises(NotAllowedError):
         load_model(tmp_path / "allowed" / ".." / "elsewhere", local_dirs=allowed)
     # without local_dirs (a notebook, the command line) any folder is read
-    assert load_model(gpt2_folder).info.arch == "gpt2"
+    assert load_model(gpt2_folder).info.model_type == "gpt2"
 
 
 def test_every_refused_or_missing_path_gets_the_same_message(tmp_path, gpt2_folder):
@@ -321,7 +321,7 @@ from mha_viz import load_model
 folders = [{str(gpt2_folder)!r}, {str(bert_folder)!r}] * 3
 with ThreadPoolExecutor(6) as pool:
     models = list(pool.map(load_model, folders))
-print(sorted(m.info.arch for m in models))
+print(sorted(m.info.model_type for m in models))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300)

@@ -88,7 +88,7 @@ def test_trace_npz_round_trip():
     trace = AttentionTrace(tokens=["[CLS]", "hi", "[SEP]"], token_ids=[101, 7592, 102],
                            attentions=att, display_tokens=["[CLS]", "hi", "[SEP]"],
                            special_mask=[True, False, True], segment_ids=[0, 0, 0],
-                           causal=False, model_name="m", arch="bert", text="hi")
+                           causal=False, model_name="m", model_type="bert", text="hi")
     back = AttentionTrace.load(io.BytesIO(export.trace_npz(trace)))
     np.testing.assert_array_equal(back.attentions, att)
     assert back.tokens == trace.tokens and back.text == "hi"

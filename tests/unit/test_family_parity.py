@@ -37,7 +37,7 @@ FAMILIES = {
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, hidden_size=64,
         head_dim=16, intermediate_size=128, max_position_embeddings=256, rope_theta=100.0)),
     # Gemma 2: scores scaled by query_pre_attn_scalar and soft-capped, logits soft-capped, a
-    # sliding window on every other layer, each sub-layer's output normalised (caps small
+    # sliding window on every other layer, each sub-layer's output normalized (caps small
     # enough that tanh bends the scores and logits of these random weights)
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
@@ -46,7 +46,7 @@ FAMILIES = {
         sliding_window=5)),
     # Gemma 3: QK-norm with (1 + w) weights, local layers with their own RoPE base (100) and
     # a global one with another (1000) and a linear scaling, the scores scaled by
-    # query_pre_attn_scalar, each sub-layer's output normalised
+    # query_pre_attn_scalar, each sub-layer's output normalized
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
         head_dim=16, intermediate_size=128, max_position_embeddings=256,
@@ -180,9 +180,9 @@ def test_pythia_qkv_is_read_head_by_head(family_factory):
     assert "head by head" in text and f"rows {2 * 3 * dk}–{2 * 3 * dk + dk - 1}" in text
 
 
-def test_qwen3_normalises_each_heads_query_and_key(family_factory):
-    """Inside one head shows Q as X W_Q (before the QK-norm) and the normalised Q the rotation
-    reads; the normalised rows are RMSNorm(Q) with the checkpoint's q_norm weight."""
+def test_qwen3_normalizes_each_heads_query_and_key(family_factory):
+    """Inside one head shows Q as X W_Q (before the QK-norm) and the normalized Q the rotation
+    reads; the normalized rows are RMSNorm(Q) with the checkpoint's q_norm weight."""
     from mha_viz.analysis.one_head.steps import inside_one_head
 
     folder = family_factory("qwen3")

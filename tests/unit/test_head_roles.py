@@ -1,4 +1,4 @@
-"""Head roles: special-token exclusion, the TransformerLens normalisation, the shifted-duplicate
+"""Head roles: special-token exclusion, the TransformerLens normalization, the shifted-duplicate
 induction score, the probe object and the strongest-role rule (mha_viz.analysis.roles) on
 small hand-computed maps (the page: tests/app/test_app_head_roles.py)."""
 
@@ -95,7 +95,7 @@ def test_duplicate_and_shifted_scores_leave_special_tokens_out():
     assert A.duplicate_token_scores(trace)[0, 0] == pytest.approx((0.4 + 0.9) / 2)
     assert A.duplicate_token_scores(trace, normalization="transformer_lens")[0, 0] == \
         pytest.approx(1.3 / 7)
-    # row x keeps only its 0.4 on the first x -> 1.0 after renormalising
+    # row x keeps only its 0.4 on the first x -> 1.0 after renormalizing
     assert A.duplicate_token_scores(trace, drop_special=True)[0, 0] == pytest.approx(1.0)
     assert A.duplicate_token_scores(trace, drop_special=True,
                                     normalization="transformer_lens")[0, 0] == pytest.approx(1 / 4)
@@ -115,10 +115,10 @@ def test_duplicate_and_shifted_scores_leave_special_tokens_out():
     assert A.role_support(trace_b, drop_special=True)["duplicate token"] == 1
 
 
-# --------------------------------------------------------------------------- normalisation
+# --------------------------------------------------------------------------- normalization
 
 
-def test_transformer_lens_normalisation_matches_its_head_detector_exactly():
+def test_transformer_lens_normalization_matches_its_head_detector_exactly():
     rng = np.random.default_rng(3)
     n = 12
     ids = rng.integers(0, 4, size=n)  # many repeats, some back to back
@@ -171,7 +171,7 @@ def test_shifted_duplicate_is_the_probe_score_on_a_repeated_sequence():
     expected = [tl_score(a[0, h].astype(np.float64), tl_patterns(ids)["induction"])
                 for h in range(3)]
     np.testing.assert_allclose(tl_probe[0], expected, rtol=1e-6)
-    # leaving out the BOS: rows renormalised, the offset moves by one
+    # leaving out the BOS: rows renormalized, the offset moves by one
     keep = np.ones(n, bool)
     keep[0] = False
     restricted, _ = A.drop_positions(a, keep)
@@ -304,7 +304,7 @@ def test_strongest_role_rule():
     # 2. no pattern role: the larger sink
     assert (by["L0.H1"].role, by["L0.H1"].score) == ("sink: first token", 0.7)
     assert (by["L0.H2"].role, by["L0.H2"].score) == ("sink: [SEP]", 0.6)
-    # 3. neither: the normalised entropy
+    # 3. neither: the normalized entropy
     assert (by["L1.H1"].role, by["L1.H1"].score) == ("broad", 0.85)
     focused = A.strongest_roles({"entropy": np.array([[0.1, 0.5, np.nan]])}, order="head")
     assert [(r.role, round(r.score, 6)) for r in focused[:2]] == [("focused", 0.9),

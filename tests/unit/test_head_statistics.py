@@ -37,7 +37,7 @@ def test_a_segments_arrays_equal_the_analyses_on_its_trace(gpt2_model):
     trace = gpt2_model.trace("The cat sat on the mat. The cat sat on the mat.")
     out = corpus.segment_statistics(trace, ["entropy", "mass", "roles"])
     np.testing.assert_allclose(out["entropy"], entropy(trace), rtol=1e-6)
-    np.testing.assert_allclose(out["entropy_normalised"], entropy(trace, normalized=True),
+    np.testing.assert_allclose(out["entropy_normalized"], entropy(trace, normalized=True),
                                rtol=1e-6)
     for name, value in token_class_mass(trace).items():
         np.testing.assert_allclose(out["mass " + name], value, rtol=1e-6)

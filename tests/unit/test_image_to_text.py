@@ -145,6 +145,6 @@ def test_the_training_script_saves_a_checkpoint_load_model_reads(tmp_path):
     assert result["steps"] == 30 and 0 <= result["accuracy"] <= 1
     assert logged[0].startswith("step 0: loss") and logged[-1].startswith("step 29")
     model = load_model(str(tmp_path))
-    assert isinstance(model, ImageToTextModel) and model.info.arch == "bart"
+    assert isinstance(model, ImageToTextModel) and model.info.model_type == "bart"
     trace = model.trace(TEXT, target=TEXT)
     assert trace.cross_attentions.shape[-1] == WIDTH // PATCH_WIDTH

@@ -138,7 +138,7 @@ def test_qk_norm_is_a_step_of_its_own(built, case, width):
     dk, kv = inside.d_k, inside.kv_head
     for letter, index, ours in (("q", head, inside.Q_normed), ("k", kv, inside.K_normed)):
         theirs = seen[letter][0]
-        # Gemma 3 normalises [B, H, T, d_k]; OLMo 2 the projection itself, [B, T, H d_k]
+        # Gemma 3 normalizes [B, H, T, d_k]; OLMo 2 the projection itself, [B, T, H d_k]
         theirs = (theirs[index] if theirs.dim() == 3
                   else theirs[:, index * dk:(index + 1) * dk])
         np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-5)
@@ -148,7 +148,7 @@ def test_qk_norm_is_a_step_of_its_own(built, case, width):
     text = step(inside, "Q_normed").explanation
     assert f"QK-norm, {width}" in text or f"QK-norm over the {width}" in text
     if case == "olmo2":
-        assert (f"this head's slice of the normalised full-width Q, its columns {head * dk}–"
+        assert (f"this head's slice of the normalized full-width Q, its columns {head * dk}–"
                 f"{(head + 1) * dk - 1}") in text
 
 

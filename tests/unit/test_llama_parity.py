@@ -152,7 +152,8 @@ def test_llama_family_parity(llama_factory, case):
     folder = llama_factory(case)
     model = load_model(folder)
     n_head, n_kv_head = shape["n_head"], shape["n_kv_head"]
-    assert model.info.arch == shape.get("model_type", "llama")
+    assert model.info.model_type == shape.get("model_type", "llama")
+    assert model.info.family == "llama"  # the family module that read it
     assert (model.info.n_layer, model.info.n_head, model.info.n_kv_head) == (
         shape["n_layer"], n_head, n_kv_head)
     assert model.info.d_head == shape.get("d_head", shape["d_model"] // n_head)
@@ -268,7 +269,7 @@ def test_gguf_parity(llama_factory, gguf_factory, tensor_type):
     path = gguf_factory("gqa", tensor_type)
     model = load_model(path)
     shape = SHAPES["gqa"]
-    assert model.info.arch == "llama" and model.info.causal
+    assert model.info.model_type == "llama" and model.info.causal
     assert (model.info.n_head, model.info.n_kv_head) == (shape["n_head"], shape["n_kv_head"])
     gguf_ref, gguf_tokenizer = reference_gguf(path)
     for text in TEXTS:

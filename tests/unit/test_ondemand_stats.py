@@ -129,9 +129,9 @@ def test_role_scores_stream(pairs, family):
         assert A.role_support(full, **support) == A.role_support(lazy, **support)
     # Precomputed mass and entropy are used as they are (as corpus statistics give them).
     mass = A.token_class_mass(full)
-    normalised = A.entropy(full, normalized=True)
-    same(A.role_scores(full, mass=mass, entropy_normalised=normalised),
-         A.role_scores(lazy, mass=mass, entropy_normalised=normalised))
+    normalized = A.entropy(full, normalized=True)
+    same(A.role_scores(full, mass=mass, entropy_normalized=normalized),
+         A.role_scores(lazy, mass=mass, entropy_normalized=normalized))
     # The text repeats: the duplicate and induction scores rest on many rows.
     assert A.role_support(lazy)["duplicate token"] > full.n_tokens // 2
 
@@ -231,7 +231,7 @@ def test_entropy_and_mass_in_one_pass(pairs, family, smoothing):
                               progress=lambda done, total: calls.append((done, total)))
     assert calls[-1] == (lazy.n_layer * lazy.n_tokens,) * 2
     same(A.entropy(full, smoothing=smoothing), both["entropy"])
-    same(A.entropy(full, normalized=True, smoothing=smoothing), both["normalised"])
+    same(A.entropy(full, normalized=True, smoothing=smoothing), both["normalized"])
     same(A.token_class_mass(full), both["mass"])
     again = A.entropy_and_mass(full, smoothing=smoothing)  # a full trace: the ordinary way
-    same(both["normalised"], again["normalised"])
+    same(both["normalized"], again["normalized"])

@@ -18,7 +18,7 @@ from mha_viz.server import export
 def test_patching_heatmap_centres_on_zero_and_marks_key_value_groups():
     shown = np.array([[0.5, -0.25, 0.0, 0.1], [np.nan, 1.0, -2.0, 0.3]])
     raw = shown * 10
-    fig = plots.patching_heatmap(shown, raw, "t", "normalised", kv_heads=(0, 0, 1, 1),
+    fig = plots.patching_heatmap(shown, raw, "t", "normalized", kv_heads=(0, 0, 1, 1),
                                  clickable=True)
     heat, cells = fig.data
     assert heat.zmid == 0 and heat.zmin == -2.0 and heat.zmax == 2.0

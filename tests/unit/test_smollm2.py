@@ -86,7 +86,7 @@ def perplexity(token_ids, logits):
 
 def test_smollm2_shape(smollm2):
     info = smollm2.info
-    assert info.arch == "llama" and info.causal
+    assert info.model_type == "llama" and info.causal
     assert (info.n_layer, info.n_head, info.n_kv_head, info.d_model) == (30, 9, 3, 576)
     assert list(smollm2.trace("Hello there").kv_heads) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 

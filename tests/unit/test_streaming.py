@@ -37,7 +37,7 @@ def small_blocks(monkeypatch):
 
 
 def formula_entropy(maps: np.ndarray, causal: bool, normalized: bool) -> np.ndarray:
-    """Mean over rows of -sum_j A_ij ln A_ij (float64), / ln(keys row i sees) if normalised
+    """Mean over rows of -sum_j A_ij ln A_ij (float64), / ln(keys row i sees) if normalized
     (rows seeing one key left out)."""
     a = maps.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -81,10 +81,10 @@ def test_entropy_and_mass_equal_the_formulas_whole_and_on_demand(traces, family)
     for source in (whole, lazy, maps):  # both scales from one pass, as the Entropy page reads
         scales = A.entropy_scales(source, causal=whole.causal)
         close(scales["entropy"], formula_entropy(maps, whole.causal, False))
-        close(scales["normalised"], formula_entropy(maps, whole.causal, True))
+        close(scales["normalized"], formula_entropy(maps, whole.causal, True))
     both = A.entropy_and_mass(lazy)
     close(both["entropy"], formula_entropy(maps, whole.causal, False))
-    close(both["normalised"], formula_entropy(maps, whole.causal, True))
+    close(both["normalized"], formula_entropy(maps, whole.causal, True))
     close(both["mass"], mass)
     # a list of traces, held whole and on demand: the mean over inputs
     close(A.entropy([whole, lazy]), formula_entropy(maps, whole.causal, False))
@@ -182,13 +182,13 @@ def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, fami
     assert len({len(s) for s in segments.ids}) > 1  # padding in the batch
     found = corpus.run(model, segments, stats=("entropy", "mass", "roles", "similarity"),
                        similarity_rows=5)
-    expected = {"entropy": [], "entropy_normalised": [], "mass first token": [],
+    expected = {"entropy": [], "entropy_normalized": [], "mass first token": [],
                 "mass previous": [], "role previous token": [], "js_distance": []}
     for ids in segments.ids:
         trace = model.trace_ids(ids)
         maps, n = trace.attentions, trace.n_tokens
         expected["entropy"].append(formula_entropy(maps, trace.causal, False))
-        expected["entropy_normalised"].append(formula_entropy(maps, trace.causal, True))
+        expected["entropy_normalized"].append(formula_entropy(maps, trace.causal, True))
         expected["mass first token"].append(maps[..., :, 0].astype(np.float64).sum(-1) / n)
         expected["mass previous"].append(np.diagonal(maps, -1, -2, -1).sum(-1) / n)
         expected["role previous token"].append(np.diagonal(maps, -1, -2, -1).mean(-1))
@@ -232,10 +232,10 @@ def test_2048_tokens_on_demand_equal_the_formulas(long_2048, family, monkeypatch
     for source in (whole, lazy, maps):  # both scales from one pass, as the Entropy page reads
         scales = A.entropy_scales(source, causal=whole.causal)
         close(scales["entropy"], formula_entropy(maps, whole.causal, False))
-        close(scales["normalised"], formula_entropy(maps, whole.causal, True))
+        close(scales["normalized"], formula_entropy(maps, whole.causal, True))
     both = A.entropy_and_mass(lazy)
     close(both["entropy"], formula_entropy(maps, whole.causal, False))
-    close(both["normalised"], formula_entropy(maps, whole.causal, True))
+    close(both["normalized"], formula_entropy(maps, whole.causal, True))
     close(both["mass"], formula_mass(maps, whole))
     roles = A.role_scores(lazy)
     close(roles["previous token"], np.diagonal(maps, -1, -2, -1).mean(-1))
@@ -274,7 +274,7 @@ def test_lists_of_traces_of_different_lengths_equal_the_mean_of_the_formulas(lon
 def test_8192_tokens_on_demand_equal_the_formulas(checkpoint_factory, tmp_path_factory,
                                                   family, monkeypatch):
     """8,192 tokens rebuilt on demand (one layer: the full maps the formulas read are 256 MB
-    a head): entropy, normalised entropy, the first-token and previous-token mass."""
+    a head): entropy, normalized entropy, the first-token and previous-token mass."""
     from mha_viz import load_model
     from mha_viz.testing import make_llama_checkpoint
 
@@ -291,16 +291,16 @@ def test_8192_tokens_on_demand_equal_the_formulas(checkpoint_factory, tmp_path_f
     both = A.entropy_and_mass(lazy)
     maps = model.trace(TEXT * 12, max_tokens=n, maps="full").attentions  # [1, 2, n, n]
     causal = lazy.causal
-    expected = {"entropy": [], "normalised": [], "first": [], "previous": []}
+    expected = {"entropy": [], "normalized": [], "first": [], "previous": []}
     for head in range(maps.shape[1]):  # a head at a time: float64 copies of one head
         one = maps[:, head:head + 1]
         expected["entropy"].append(formula_entropy(one, causal, False))
-        expected["normalised"].append(formula_entropy(one, causal, True))
+        expected["normalized"].append(formula_entropy(one, causal, True))
         expected["first"].append(one[..., :, 0].astype(np.float64).sum(-1) / n)
         expected["previous"].append(np.diagonal(one, -1, -2, -1).astype(np.float64)
                                     .sum(-1) / n)
     stacked = {k: np.concatenate(v, axis=1) for k, v in expected.items()}
     close(both["entropy"], stacked["entropy"])
-    close(both["normalised"], stacked["normalised"])
+    close(both["normalized"], stacked["normalized"])
     close(both["mass"]["first token"], stacked["first"])
     close(both["mass"]["previous"], stacked["previous"])

@@ -93,7 +93,7 @@ def head_gradients(model, text: str, layer: int, head: int, loss: str = "next_to
         finally:
             for w in weights:
                 w.requires_grad_(False)
-    with torch.no_grad():  # what the heads read: the normalised stream in a pre-norm model
+    with torch.no_grad():  # what the heads read: the normalized stream in a pre-norm model
         x = net.blocks[layer].attention_input(got[("attn_in", layer)])[0]  # [T, d]
     z = got[("z", layer)][0, head].detach()  # [T, d_k]
     d_q_head = d_q[0, head]  # [T, d_k]

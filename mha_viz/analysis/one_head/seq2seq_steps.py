@@ -2,7 +2,7 @@
 self-attention head, or a cross-attention head, with T5's relative position bias as a step of
 its own.
 
-    cross-attention: X = the decoder's stream after its self-attention (normalised, pre-norm)
+    cross-attention: X = the decoder's stream after its self-attention (normalized, pre-norm)
                      M = the encoder's output, [S, d]
                      Q = X W_Q^h [T, d_k];  K = M W_K^h, V = M W_V^h [S, d_k]
                      scores Q K^T [T, S] (no mask, no position bias) -> softmax -> A V -> W_O^h

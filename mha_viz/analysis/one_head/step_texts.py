@@ -102,9 +102,9 @@ def qk_norm_step(inside) -> Step:
                 f"{inside.n_head} heads' queries together, a row of H × d_k = "
                 f"{inside.n_head * dk} numbers per token, go through one RMSNorm, and all "
                 f"key/value heads' keys ({kv_width} per token) through another. What is shown "
-                f"is this head's slice of the normalised full-width Q, its columns "
+                f"is this head's slice of the normalized full-width Q, its columns "
                 f"{h * dk}–{(h + 1) * dk - 1} (K̂: columns {kv * dk}–{(kv + 1) * dk - 1} of "
-                f"the normalised keys). Each row is divided by the root mean square of the "
+                f"the normalized keys). Each row is divided by the root mean square of the "
                 f"whole row, so this head's Q̂ depends on the other heads' queries too.")
     else:
         formula = (r"\hat{q}_i = \frac{q_i}{\operatorname{rms}(q_i)} \odot w_q \qquad "
@@ -116,7 +116,7 @@ def qk_norm_step(inside) -> Step:
                 f"learned weight w_q of width {dk} shared by every query head, another, w_k, "
                 f"by the keys). It bounds the size of the scores.")
     return Step("Q_normed", "QK-norm", f"T × d_k = {t} × {dk} (Q and K)", formula,
-                text + sizes + " The steps below read the normalised Q̂ and K̂.",
+                text + sizes + " The steps below read the normalized Q̂ and K̂.",
                 "token", "dimension of d_k")
 
 
@@ -217,7 +217,7 @@ def head_steps(inside) -> list[Step]:
     where = "the embeddings" if inside.layer == 0 else f"layer {inside.layer - 1}"
     if inside.cross:
         x_note = ("Cross-attention: the queries come from the decoder's stream after this "
-                  "layer's self-attention" + (f" (normalised, {symbol})" if inside.pre_ln
+                  "layer's self-attention" + (f" (normalized, {symbol})" if inside.pre_ln
                                               else "") + "; the keys and values come from "
                   "M, the encoder's output.")
     scale_text = (r"\frac{1}{\sqrt{d_k}}" if abs(inside.scale - dk ** -0.5) < 1e-9

@@ -98,7 +98,7 @@ class HeadInternals:
     window: int = 0  # the layer's sliding window (0: none)
     softcap: float = 0.0  # the scores' soft-cap (0: none)
     scores_before_cap: np.ndarray | None = None  # [T, T] Q K^T * scale, before the soft-cap
-    qk_norm: str = ""  # "head": each head's Q and K normalised; "full": all heads' at once
+    qk_norm: str = ""  # "head": each head's Q and K normalized; "full": all heads' at once
     # the model's layers with a sliding window and its size (empty: no layer has one), so a
     # layer without one can say it is global
     local_layers: tuple = ()
@@ -281,7 +281,7 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         x = block.attention_input(hidden)
         # Q [1, H, T, d_k]; K, V [1, H_kv, T, d_k]: X W as the page shows it, then QK-norm
         q, k, v = attn.project_qkv(x, normed=False)
-        q_normed, k_normed = attn.normalise_qk(q, k)
+        q_normed, k_normed = attn.normalize_qk(q, k)
         q_rot = k_rot = None
         if rotary is not None:
             q_rot, k_rot = apply_rotary(q_normed, *rotary), apply_rotary(k_normed, *rotary)

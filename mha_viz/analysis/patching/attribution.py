@@ -82,7 +82,7 @@ def _sum_per_unit(delta: torch.Tensor, axis: str) -> torch.Tensor:
 
 def estimate_error(estimate: PatchingResult, exact: PatchingResult) -> dict:
     """How far the first-order estimate is from exact patching: correlation r over every
-    component and pair, the largest absolute error (normalised), and the worst components."""
+    component and pair, the largest absolute error (normalized), and the worst components."""
     a = np.nan_to_num(estimate.per_pair_normalized).ravel()
     b = np.nan_to_num(exact.per_pair_normalized).ravel()
     r = float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else float("nan")

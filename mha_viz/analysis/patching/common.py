@@ -63,17 +63,17 @@ MAX_FORWARDS = 250_000  # patched runs of one call, in whole-forward equivalents
 CAPTURE_BYTES = 256 << 20  # what one chunk of pairs may hold of cached activations
 BATCH_BYTES = 192 << 20  # what one batch of patched copies may take in flight
 MAX_BATCH = 512
-DEGENERATE = 1e-6  # |clean - corrupted| below this: the normalised effect is undefined
+DEGENERATE = 1e-6  # |clean - corrupted| below this: the normalized effect is undefined
 
 
 @dataclass
 class PatchingResult:
-    """Patched metric values for every component, with what they are normalised against.
+    """Patched metric values for every component, with what they are normalized against.
 
     values: the mean over pairs of the patched metric, shaped by the component: [L, H]
     (heads), [L, H, T] (head_position), [L, T] (positions), [L, H_kv] (shared_k/v).
     normalized: the mean over pairs of (value - corrupted) / (clean - corrupted), each pair
-    normalised by its own clean and corrupted metric: 0 is the corrupted run's metric, 1 the
+    normalized by its own clean and corrupted metric: 0 is the corrupted run's metric, 1 the
     clean run's, in both directions. std and ci95_low/high: their spread over pairs."""
     component: str
     direction: str
@@ -87,7 +87,7 @@ class PatchingResult:
     per_pair_normalized: np.ndarray  # [P, ...]
     clean_per_pair: np.ndarray  # [P]
     corrupted_per_pair: np.ndarray  # [P]
-    std: np.ndarray  # of the normalised values over pairs (0 for one pair)
+    std: np.ndarray  # of the normalized values over pairs (0 for one pair)
     ci95_low: np.ndarray
     ci95_high: np.ndarray
     row_labels: list[str]
@@ -104,13 +104,13 @@ class PatchingResult:
 
     @property
     def base(self) -> float:
-        """The normalised metric of the run being patched: 0 (corrupted) when denoising, 1
+        """The normalized metric of the run being patched: 0 (corrupted) when denoising, 1
         (clean) when noising and in path patching's clean run."""
         return 0.0 if self.direction == "denoise" else 1.0
 
     @property
     def effect(self) -> np.ndarray:
-        """What each patch changed, normalised: normalized − base. 0 = the patch changed
+        """What each patch changed, normalized: normalized − base. 0 = the patch changed
         nothing; +1 moved the metric the whole way from corrupted to clean, −1 the reverse."""
         return self.normalized - self.base
 
@@ -130,7 +130,7 @@ class PatchingResult:
 
 
 def strongest_components(result: PatchingResult, k: int = 8) -> list[tuple[str, float, float]]:
-    """The k components of a [rows, columns] result with the largest |effect| (the normalised
+    """The k components of a [rows, columns] result with the largest |effect| (the normalized
     change the patch made, PatchingResult.effect), as (name, effect, patched metric); a head
     is named "L3.H1", a position "L3 @ 5"."""
     normalized = np.asarray(result.effect, dtype=float)
@@ -399,7 +399,7 @@ def _labels(model, axis: str, tokens: list[str]) -> tuple[list[str], list[str]]:
 def _summarise(prepared: PreparedPairs, component: str, direction: str, method: str,
                per_pair: np.ndarray, clean: np.ndarray, corrupted: np.ndarray, axis: str,
                receivers: str = "") -> PatchingResult:
-    """Means, each pair normalised by its own clean and corrupted metric, and the spread."""
+    """Means, each pair normalized by its own clean and corrupted metric, and the spread."""
     from scipy import stats
 
     model = prepared.model
@@ -409,7 +409,7 @@ def _summarise(prepared: PreparedPairs, component: str, direction: str, method: 
     if degenerate.any():
         where = ", ".join(str(i) for i in np.flatnonzero(degenerate)[:8])
         notes.append(f"the clean and corrupted metric are equal (within {DEGENERATE:g}) for "
-                     f"pair(s) {where}: their normalised effect is undefined and left out")
+                     f"pair(s) {where}: their normalized effect is undefined and left out")
     shape = (-1,) + (1,) * (per_pair.ndim - 1)
     safe_gap = np.where(degenerate, np.nan, gap).reshape(shape)
     normalized = (per_pair - corrupted.reshape(shape)) / safe_gap
@@ -425,7 +425,7 @@ def _summarise(prepared: PreparedPairs, component: str, direction: str, method: 
             half = np.zeros(per_pair.shape[1:])
     rows, cols = _labels(model, axis, prepared.tokens)
     if counted == 0:
-        notes.append("no pair has a defined normalised effect: read the raw values")
+        notes.append("no pair has a defined normalized effect: read the raw values")
     return PatchingResult(
         component=component, direction=direction, method=method,
         metric=prepared.description, values=per_pair.mean(0), normalized=mean_norm,

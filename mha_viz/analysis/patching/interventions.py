@@ -81,7 +81,7 @@ def heads_replaced(heads, value="mean", component: str = "z") -> list[Interventi
 class InterventionRun:
     """The metric of each pair's run with every entry applied, beside its unintervened clean
     and corrupted metric. normalized: (value - corrupted) / (clean - corrupted) per pair (NaN
-    where the two are equal); mean, std, ci95: of the normalised values over pairs."""
+    where the two are equal); mean, std, ci95: of the normalized values over pairs."""
     values: np.ndarray  # [P]
     clean: np.ndarray  # [P]
     corrupted: np.ndarray  # [P]
@@ -315,7 +315,7 @@ def run_with_interventions(model, prompts, interventions, metric=None, corrupted
     gap = clean_a - corr_a
     defined = np.abs(gap) >= DEGENERATE
     notes = [] if defined.all() else [
-        "pairs whose clean and corrupted metric are equal have no normalised value (NaN)"]
+        "pairs whose clean and corrupted metric are equal have no normalized value (NaN)"]
     normalized = np.where(defined, (values_a - corr_a) / np.where(defined, gap, 1.0), np.nan)
     return InterventionRun(values_a, clean_a, corr_a, normalized, run, prepared.description,
                            [caches[i] for i in order] if names else None, notes)

@@ -42,7 +42,7 @@ def path_patching(model, clean, corrupted=None, metric=None, receivers="logits",
     and the paths through MLPs). receivers = [(layer, head, "q"|"k"|"v"), ...]: those inputs
     are read from that run and patched into a fresh base run, whose metric is the value.
     direction "noise" (Wang et al.'s): the clean run, senders corrupted; "denoise": the
-    reverse. -> values [L, H], normalised as activation patching's."""
+    reverse. -> values [L, H], normalized as activation patching's."""
     _check_direction(direction)
     targets = _check_receivers(model, receivers)
     prepared = prepare_pairs(model, clean, corrupted, metric)

@@ -11,7 +11,7 @@ shifted-duplicate induction score):
 - ``exclude``: bool [T], True = leave that position out (one mask per input, or one for
   all); ``drop_special=True`` leaves out the trace's special tokens (trace.special_mask:
   [CLS], [SEP], <|endoftext|>, ...). Left-out positions are removed as queries and as keys
-  and every remaining row is renormalised to sum to 1 (special.drop_positions); "previous"
+  and every remaining row is renormalized to sum to 1 (special.drop_positions); "previous"
   and "next" then mean the previous / next position that is kept. A row whose whole mass
   was on left-out keys stays all 0 (it counts 0 towards the score).
 - every input, maps held whole or rebuilt on demand, is read a block of query rows at a
@@ -23,7 +23,7 @@ shifted-duplicate induction score):
   sum(A * P) / sum(A), P the 0/1 detection pattern, sum(A) = T since rows sum to 1). Each
   function's docstring gives the exact relation. (TransformerLens's own ``exclude_bos``
   is another operation: it zeroes column 0 and divides by the mass left, without
-  renormalising rows or removing the BOS row.)
+  renormalizing rows or removing the BOS row.)
 
 The package: scores (on a text), probe (repeated random tokens), naming (every score at
 once, and each head's strongest role).

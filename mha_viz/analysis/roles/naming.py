@@ -21,14 +21,14 @@ PATTERN_ROLES = ("previous token", "next token", "duplicate token", "induction (
                  "induction (text)")
 SINK_ROLES = ("first token", "[SEP]")
 ROLE_THRESHOLD = 0.5  # a pattern or sink score at least this names the role
-BROAD_THRESHOLD = 0.8  # normalised entropy at least this: "broad"
-FOCUSED_THRESHOLD = 0.3  # normalised entropy at most this: "focused"
+BROAD_THRESHOLD = 0.8  # normalized entropy at least this: "broad"
+FOCUSED_THRESHOLD = 0.3  # normalized entropy at most this: "focused"
 TEXT_PROBE = "the text"
 
 
 def role_scores(trace, *, exclude=None, drop_special: bool = False,
                 normalization: str = "ours", mass: dict | None = None,
-                entropy_normalised: np.ndarray | None = None,
+                entropy_normalized: np.ndarray | None = None,
                 progress=None) -> dict[str, np.ndarray]:
     """Every role score of one trace on its own text. -> {key: [L, H]}
 
@@ -36,11 +36,11 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     duplicate score): with ``exclude`` / ``drop_special`` and ``normalization`` as in those
     functions. "first token", "[SEP]": the attention mass on them (token_class_mass, the
     mean over all T rows), always on every token, whatever is left out (a sink is what
-    leaving out would hide). "entropy": the normalised entropy (entropy(normalized=True),
+    leaving out would hide). "entropy": the normalized entropy (entropy(normalized=True),
     0 = one key, 1 = uniform) on the maps after leaving out. The probe's induction score
     ("induction (probe)") comes from induction_probe.
 
-    mass / entropy_normalised: token_class_mass(trace) and the normalised entropy, when the
+    mass / entropy_normalized: token_class_mass(trace) and the normalized entropy, when the
     caller has them already (corpus statistics compute each once per segment); the entropy
     is only reused when nothing is left out.
 
@@ -52,18 +52,18 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     if is_many(trace) or not hasattr(trace, "token_ids"):
         raise InputError("role_scores takes one AttentionTrace")
     prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special)
-    renew_entropy = entropy_normalised is None or exclude is not None or drop_special
+    renew_entropy = entropy_normalized is None or exclude is not None or drop_special
     # every score from one pass over the blocks of rows
     found = _streamed_scores(prepared, TEXT_SCORE_KEYS, normalization,
                              mass=mass is None, entropy_rows=renew_entropy,
                              done=RowsDone(progress, trace.n_layer * trace.n_tokens))
     return roles_of(found, found["mass"] if mass is None else mass,
-                    found["entropy"] if renew_entropy else entropy_normalised, prepared.lead)
+                    found["entropy"] if renew_entropy else entropy_normalized, prepared.lead)
 
 
-def roles_of(text: dict, mass: dict, entropy_normalised: np.ndarray, lead: tuple) -> dict:
+def roles_of(text: dict, mass: dict, entropy_normalized: np.ndarray, lead: tuple) -> dict:
     """role_scores' dict from its parts: TextScores' result (a pattern no row has counts
-    0), token_class_mass and the normalised entropy."""
+    0), token_class_mass and the normalized entropy."""
     def pattern(key):
         return _mean_or_zero([s for s in [text[key]] if s is not None], lead)
     return {
@@ -73,7 +73,7 @@ def roles_of(text: dict, mass: dict, entropy_normalised: np.ndarray, lead: tuple
         "induction (text)": pattern("induction (text)"),
         "first token": mass["first token"],
         "[SEP]": mass["[SEP]"],
-        "entropy": entropy_normalised,
+        "entropy": entropy_normalized,
     }
 
 
@@ -140,13 +140,13 @@ def strongest_roles(scores, probes=None, *, threshold: float = ROLE_THRESHOLD,
        (both induction scores name the role "induction"; the probe column says which);
     2. else the sinks (mass on the first token / [CLS], on [SEP]): if any >= ``threshold``,
        the larger ("sink: first token", "sink: [SEP]");
-    3. else by the normalised entropy e: "broad" when e >= ``broad_threshold`` (0.8, score e),
+    3. else by the normalized entropy e: "broad" when e >= ``broad_threshold`` (0.8, score e),
        "focused" when e <= ``focused_threshold`` (0.3, score 1 - e: focused on something
        none of the roles names), otherwise "mixed" (score e).
     Pattern roles come before sinks because a head that does its job where it can often
     rests on the sink elsewhere (an induction head on a text without repeats). ``also``
     lists the other pattern and sink scores >= threshold. The thresholds are meant for the
-    "ours" normalisation: "transformer_lens" scores are smaller (divided by all rows).
+    "ours" normalization: "transformer_lens" scores are smaller (divided by all rows).
     order: "strength" sorts by tier (pattern, sink, broad / focused, mixed), then by score,
         highest first; "head" keeps layer-major order (L0.H0, L0.H1, ...).
     first_token_name: "[CLS]" for BERT, "first token" otherwise (used in the role text).

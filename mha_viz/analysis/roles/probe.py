@@ -24,7 +24,7 @@ def repeated_random_tokens(model, seq_len: int = 50, n_seqs: int = 10, seed: int
     seed = _check_int(seed, "seed", 0)
     info, tokenizer = model.info, model.tokenizer
     # A bidirectional model reads [CLS] R R [SEP]; a causal one BOS R R.
-    causal = bool(getattr(info, "causal", str(getattr(info, "arch", "")).lower() != "bert"))
+    causal = bool(info.causal)
     vocab_size = int(info.vocab_size)
     prefix, suffix = [], []
     frame = getattr(model, "probe_frame", None)  # a model that says what frames its input
@@ -76,7 +76,7 @@ class InductionProbe:
 
     scores(normalization, drop_special) -> [L, H]: the mean over the sequences of
     induction_pattern_scores (drop_special leaves out the prefix BOS / [CLS] and the suffix
-    [SEP], rows renormalised). ``trace`` is the first sequence's trace (to look at one
+    [SEP], rows renormalized). ``trace`` is the first sequence's trace (to look at one
     head's map on the probe), ``ids`` every sequence's token ids.
     """
 
@@ -133,7 +133,7 @@ class InductionProbe:
 def induction_probe(model, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
                     prepend_bos: bool = True, progress=None) -> InductionProbe:
     """Run the repeated-random-tokens probe (see induction_scores) and keep its scores in
-    both normalisations, with and without the prefix / suffix tokens, and the first
+    both normalizations, with and without the prefix / suffix tokens, and the first
     sequence's trace. progress(done, total), if given, is called after each sequence."""
     sequences, offset = repeated_random_tokens(model, seq_len, n_seqs, seed, prepend_bos)
     seq_len, n_seqs, seed = int(seq_len), int(n_seqs), int(seed)
@@ -171,10 +171,10 @@ def induction_scores(model, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     With ``prepend_bos``: a causal model (GPT-2) gets a BOS first (tokenizer.bos_token_id,
     else eos_token_id: <|endoftext|> for GPT-2), a BERT model gets [CLS] R R [SEP]. The input
     must fit the context (2 * seq_len + 2 <= model.info.max_positions), else InputError.
-    drop_special: leave the BOS / [CLS] / [SEP] out of the maps (rows renormalised).
+    drop_special: leave the BOS / [CLS] / [SEP] out of the maps (rows renormalized).
     normalization: see induction_pattern_scores.
 
-    model: anything with .info (arch, vocab_size, max_positions), .tokenizer and
+    model: anything with .info (causal, vocab_size, max_positions), .tokenizer and
         .trace_ids(list[int]) -> AttentionTrace.
     """
     _check_normalization(normalization)

@@ -56,7 +56,7 @@ def _source_and_lead(item) -> tuple[object, tuple]:
 def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = False,
               ids_needed: bool = False, what: str = "this score") -> list[_Prepared]:
     """One _Prepared per input; the left-out positions are removed from each block of rows
-    as it is read (rows renormalised, as drop_positions does to whole maps)."""
+    as it is read (rows renormalized, as drop_positions does to whole maps)."""
     as_inputs(attentions)  # checks them: traces or maps [..., T, T] of one layer/head shape
     items = list(attentions) if is_many(attentions) else [attentions]
     ids_list = per_input(attentions, token_ids)
@@ -258,7 +258,7 @@ def _streamed_scores(prepared: _Prepared, wanted, normalization: str, mass: bool
                      entropy_rows: bool = False, done: RowsDone | None = None) -> dict:
     """The text scores `wanted` of one input in one pass over its blocks of rows (results
     [N, H], as its source folds them); with mass, also token_class_mass (on every token,
-    under "mass"); with entropy_rows, the normalised entropy of the maps after leaving out
+    under "mass"); with entropy_rows, the normalized entropy of the maps after leaving out
     (under "entropy")."""
     source = prepared.source
     fold = (source.n_layer, source.n_head)
@@ -364,7 +364,7 @@ def induction_pattern_scores(attentions, seq_len: int, offset: int = 0, *, exclu
         divided by all T rows of the input: TransformerLens's detect_head(...,
         "induction_head") score on this input when R's tokens are distinct and differ from
         the prefix and suffix. An exact induction head scores s / T (about 1/2).
-    exclude: bool [T] of positions to leave out (rows renormalised, see the module
+    exclude: bool [T] of positions to leave out (rows renormalized, see the module
         docstring); only positions outside R R (the prefix, the suffix) may be left out.
     """
     seq_len = _check_int(seq_len, "seq_len", 2)

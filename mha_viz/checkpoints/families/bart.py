@@ -39,12 +39,12 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
         positions="sinusoidal" if marian else "learned", position_offset=0 if marian else 2,
         embedding_norm=not marian,
         embed_scale=math.sqrt(d_model) if raw.get("scale_embedding", marian) else 1.0)
-    encoder = StackConfig(arch=raw.get("model_type", NAME),
+    encoder = StackConfig(model_type=raw.get("model_type", NAME),
                           n_layer=int(raw["encoder_layers"]),
                           n_head=int(raw["encoder_attention_heads"]),
                           d_ff=int(raw["encoder_ffn_dim"]), vocab_size=vocab, causal=False,
                           lm_head="none", **common)
-    decoder = StackConfig(arch=raw.get("model_type", NAME),
+    decoder = StackConfig(model_type=raw.get("model_type", NAME),
                           n_layer=int(raw["decoder_layers"]),
                           n_head=int(raw["decoder_attention_heads"]),
                           d_ff=int(raw["decoder_ffn_dim"]), vocab_size=decoder_vocab,
@@ -53,7 +53,7 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
     pad = raw.get("pad_token_id", 1)
     start = raw.get("decoder_start_token_id")
     return EncoderDecoderConfig(
-        arch=raw.get("model_type", NAME), encoder=encoder, decoder=decoder,
+        model_type=raw.get("model_type", NAME), encoder=encoder, decoder=decoder,
         decoder_start_token_id=int((first_id(pad) if marian else 2) if start is None else start),
         eos_token_id=first_id(raw.get("eos_token_id", 2)), pad_token_id=first_id(pad),
         shared_embeddings=shared)

@@ -22,7 +22,8 @@ def config_from_hf(raw: dict) -> StackConfig:
             f"BERT with position_embedding_type '{raw['position_embedding_type']}' is not "
             f"supported; only absolute positions are.")
     return StackConfig(
-        arch=NAME, n_layer=int(raw["num_hidden_layers"]), n_head=int(raw["num_attention_heads"]),
+        model_type=NAME, n_layer=int(raw["num_hidden_layers"]),
+        n_head=int(raw["num_attention_heads"]),
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),

@@ -18,7 +18,7 @@ PREFIXES = ("distilbert.",)
 
 def config_from_hf(raw: dict) -> StackConfig:
     return StackConfig(
-        arch=NAME, n_layer=int(raw["n_layers"]), n_head=int(raw["n_heads"]),
+        model_type=NAME, n_layer=int(raw["n_layers"]), n_head=int(raw["n_heads"]),
         d_model=int(raw["dim"]), d_ff=int(raw["hidden_dim"]), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["max_position_embeddings"]), layer_norm_eps=1e-12,
         activation=raw.get("activation", "gelu"), norm="layernorm", pre_norm=False,

@@ -33,7 +33,7 @@ MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
 # what each adds to Gemma: the sandwich of norms, the window and Gemma 2's scores' scale
 SANDWICH = ("gemma2", "gemma3_text")
 GGUF_ARCHITECTURES = ("gemma", "gemma2", "gemma3")
-# GGUF architecture -> (our arch, as a folder's model_type; the sliding-window period
+# GGUF architecture -> (the model_type a folder would name; the sliding-window period
 # llama.cpp assumes; the layer count of its 27B model, whose scores llama.cpp scales by
 # (d_model / n_head)^-1/2)
 _GGUF = {"gemma": ("gemma", 0, 0), "gemma2": ("gemma2", 2, 46),
@@ -100,7 +100,7 @@ def config_from_hf(raw: dict) -> StackConfig:
     theta, scaling, local_theta, local_scaling = _ropes(raw)
     scalar = raw.get("query_pre_attn_scalar") if sandwich else None
     return StackConfig(
-        arch=model_type, n_layer=n_layer, n_head=n_head, d_model=d_model,
+        model_type=model_type, n_layer=n_layer, n_head=n_head, d_model=d_model,
         d_ff=int(raw["intermediate_size"]), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
@@ -168,7 +168,7 @@ def config_from_gguf(meta: dict):
     get = lambda name: float(meta.get(f"{arch}.{name}") or 0.0)  # noqa: E731
     local_theta = float(meta.get(f"{arch}.rope.freq_base_swa") or 10_000.0)
     return dataclasses.replace(
-        base, arch=ours, activation="gelu_pytorch_tanh", embed_scale=base.d_model ** 0.5,
+        base, model_type=ours, activation="gelu_pytorch_tanh", embed_scale=base.d_model ** 0.5,
         sliding_window=window if window_layers else 0, window_layers=window_layers,
         local_rope_theta=local_theta if arch == "gemma3" and window_layers else 0.0,
         attn_softcap=get("attn_logit_softcapping"),

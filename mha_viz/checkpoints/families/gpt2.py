@@ -14,7 +14,7 @@ PREFIXES = ("transformer.",)
 def config_from_hf(raw: dict) -> StackConfig:
     d_model = int(raw["n_embd"])
     return StackConfig(
-        arch=NAME, n_layer=int(raw["n_layer"]), n_head=int(raw["n_head"]), d_model=d_model,
+        model_type=NAME, n_layer=int(raw["n_layer"]), n_head=int(raw["n_head"]), d_model=d_model,
         d_ff=int(raw.get("n_inner") or 4 * d_model), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["n_positions"]),
         layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-5)),

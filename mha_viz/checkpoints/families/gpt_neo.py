@@ -36,7 +36,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         raise UnsupportedModelError(f"local attention layers are listed without a positive "
                                     f"window_size (got {window})")
     return StackConfig(
-        arch=NAME, n_layer=n_layer, n_head=int(raw["num_heads"]), d_model=d_model,
+        model_type=NAME, n_layer=n_layer, n_head=int(raw["num_heads"]), d_model=d_model,
         d_ff=int(raw.get("intermediate_size") or 4 * d_model), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-5)),

@@ -28,7 +28,8 @@ def config_from_hf(raw: dict) -> StackConfig:
     fraction = params.get("partial_rotary_factor", raw.get("rotary_pct", 0.25))
     bias = bool(raw.get("attention_bias", True))
     return StackConfig(
-        arch=NAME, n_layer=int(raw["num_hidden_layers"]), n_head=int(raw["num_attention_heads"]),
+        model_type=NAME, n_layer=int(raw["num_hidden_layers"]),
+        n_head=int(raw["num_attention_heads"]),
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("layer_norm_eps", 1e-5)),
@@ -76,7 +77,7 @@ def tensors_from_hf(source, config: StackConfig):
 def config_from_gguf(meta: dict) -> StackConfig:
     key = lambda name: f"gptneox.{name}"  # noqa: E731
     return gguf_config(
-        meta, arch=NAME, norm="layernorm", activation="gelu", gated_mlp=False,
+        meta, model_type=NAME, norm="layernorm", activation="gelu", gated_mlp=False,
         layer_norm_eps=float(meta.get(key("attention.layer_norm_epsilon"), 1e-5)),
         qkv_bias=True, out_bias=True, mlp_bias=True, qkv_names=("attn_qkv",),
         parallel_residual=bool(meta.get(key("use_parallel_residual"), True)))

@@ -31,7 +31,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         raise UnsupportedModelError("GPT-J without rotary_dim is not supported (every "
                                     "released GPT-J gives it)")
     return StackConfig(
-        arch=NAME, n_layer=int(raw["n_layer"]), n_head=n_head, d_model=d_model,
+        model_type=NAME, n_layer=int(raw["n_layer"]), n_head=n_head, d_model=d_model,
         d_ff=int(raw.get("n_inner") or 4 * d_model), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw.get("n_positions", 2048)),
         layer_norm_eps=float(raw.get("layer_norm_epsilon", 1e-5)),

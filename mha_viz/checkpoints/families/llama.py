@@ -119,7 +119,7 @@ def config_from_hf(raw: dict) -> StackConfig:
     window, window_layers = _window(raw, n_layer)
     qkv_bias = model_type == "qwen2" or bool(raw.get("attention_bias", False))
     return StackConfig(
-        arch=model_type, n_layer=n_layer, n_head=n_head,
+        model_type=model_type, n_layer=n_layer, n_head=n_head,
         qkv_names=("q_proj", "k_proj", "v_proj"),
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
@@ -243,7 +243,7 @@ def gguf_config(meta: dict, **settings) -> StackConfig:
     vocab = meta.get(key("vocab_size")) or len(meta.get("tokenizer.ggml.tokens") or ())
     window = int(meta.get(key("attention.sliding_window")) or 0)
     return StackConfig(**{
-        "arch": arch, "n_layer": int(meta[key("block_count")]), "n_head": n_head,
+        "model_type": arch, "n_layer": int(meta[key("block_count")]), "n_head": n_head,
         "d_model": d_model, "qkv_names": ("attn_q", "attn_k", "attn_v"),
         "d_ff": int(meta[key("feed_forward_length")]), "vocab_size": int(vocab),
         "max_positions": context, "sliding_window": window,
@@ -282,7 +282,7 @@ def tensors_from_gguf(source, config: StackConfig):
     config = dataclasses.replace(
         gguf_head_and_lm(source, config), qkv_bias="blk.0.attn_q.bias" in source,
         qk_norm="head" if "blk.0.attn_q_norm.weight" in source else "")
-    if config.arch != "llama":  # llama.cpp permutes the rows of Llama's Q and K only
+    if config.model_type != "llama":  # llama.cpp permutes the rows of Llama's Q and K only
         return config, _layout(config, source, GGUF_NAMES)
     for i in range(config.n_layer):
         for part, heads in (("q", config.n_head), ("k", config.n_kv_head)):

@@ -30,7 +30,8 @@ def config_from_hf(raw: dict) -> StackConfig:
     pre_norm = bool(raw.get("do_layer_norm_before", True))
     bias = bool(raw.get("enable_bias", True))
     return StackConfig(
-        arch=NAME, n_layer=int(raw["num_hidden_layers"]), n_head=int(raw["num_attention_heads"]),
+        model_type=NAME, n_layer=int(raw["num_hidden_layers"]),
+        n_head=int(raw["num_attention_heads"]),
         d_model=d_model, d_ff=int(raw["ffn_dim"]), vocab_size=int(raw["vocab_size"]),
         max_positions=int(raw["max_position_embeddings"]), layer_norm_eps=1e-5,
         activation=raw.get("activation_function", "relu"), norm="layernorm", pre_norm=pre_norm,

@@ -24,7 +24,7 @@ def config_from_hf(raw: dict) -> StackConfig:
         {"partial_rotary_factor": 0.5, **raw})
     n_head = int(raw["num_attention_heads"])
     return StackConfig(
-        arch=NAME, n_layer=int(raw["num_hidden_layers"]), n_head=n_head,
+        model_type=NAME, n_layer=int(raw["num_hidden_layers"]), n_head=n_head,
         d_model=int(raw["hidden_size"]), d_ff=int(raw["intermediate_size"]),
         vocab_size=int(raw["vocab_size"]), max_positions=int(raw["max_position_embeddings"]),
         layer_norm_eps=float(raw.get("layer_norm_eps", 1e-5)),

@@ -23,7 +23,7 @@ HEAD_NAMES = {"lm_head.dense.": "cls.predictions.transform.dense.",
 def config_from_hf(raw: dict) -> StackConfig:
     offset = int(raw.get("pad_token_id", 1)) + 1
     config = bert.config_from_hf(raw)
-    return dataclasses.replace(config, arch=NAME, position_offset=offset,
+    return dataclasses.replace(config, model_type=NAME, position_offset=offset,
                                max_positions=config.max_positions - offset)
 
 

@@ -47,18 +47,18 @@ def config_from_hf(raw: dict) -> EncoderDecoderConfig:
         relative_buckets=int(raw.get("relative_attention_num_buckets", 32)),
         relative_max_distance=int(raw.get("relative_attention_max_distance", 128)))
     n_layer = int(raw["num_layers"])
-    encoder = StackConfig(arch=NAME, n_layer=n_layer, causal=False, lm_head="none", **common)
+    encoder = StackConfig(model_type=NAME, n_layer=n_layer, causal=False, lm_head="none", **common)
     # v1.0 ties the LM head to the embedding and rescales; v1.1 saves tie_word_embeddings
     # false and its own lm_head (tensors_from_hf takes the embedding when none is saved);
     # transformers 5 writes the rescale as scale_decoder_outputs
     tied = raw.get("scale_decoder_outputs", raw.get("tie_word_embeddings", True)) is not False
-    decoder = StackConfig(arch=NAME, n_layer=int(raw.get("num_decoder_layers") or n_layer),
+    decoder = StackConfig(model_type=NAME, n_layer=int(raw.get("num_decoder_layers") or n_layer),
                           causal=True, cross_attention=True, lm_head="tied",
                           unembed_scale=d_model ** -0.5 if tied else 1.0, **common)
     pad = raw.get("pad_token_id", 0)
     start = raw.get("decoder_start_token_id")
     return EncoderDecoderConfig(
-        arch=NAME, encoder=encoder, decoder=decoder,
+        model_type=NAME, encoder=encoder, decoder=decoder,
         decoder_start_token_id=int(pad if start is None else start),
         eos_token_id=first_id(raw.get("eos_token_id", 1)), pad_token_id=first_id(pad),
         extra={"mlp": ("gated " if gated else "") + activation})
