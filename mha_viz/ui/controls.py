@@ -17,6 +17,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
 from ..models.seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
 from .compute import Selection, get_model, memo, results_store
+from . import navigation
 from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
@@ -83,6 +84,7 @@ def app_pages(home: Callable[[], None]) -> list:
     pages = [st.Page(home, title="Home", default=True)]
     for page in page_files()[1:]:
         pages.append(st.Page(page.path, title=page.label))
+    navigation.install()
     return pages
 
 

@@ -9,7 +9,9 @@ import logging
 from typing import Any, Callable, Sequence
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
+from . import navigation
 from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str
 
 log = logging.getLogger("mha_viz.ui")
@@ -18,6 +20,9 @@ _STATE = "_mv_state_"  # persisted values (plain session_state keys, survive pag
 _WIDGET = "_mv_w_"  # widget keys (Streamlit forgets these when the page changes)
 _INCOMING = "_mv_incoming"  # query parameters from a URL not written by us, not yet used
 _SEEN = "_mv_seen"  # the query parameters as we last wrote them
+# synced names drawn as boxes one types into: they commit when they lose focus
+_TYPED_WIDGETS = ("text_area", "text_input", "number_input")
+_TYPED_NAMES: set[str] = set()
 
 
 def _url_params() -> dict[str, str]:
@@ -26,11 +31,19 @@ def _url_params() -> dict[str, str]:
 
 def take_incoming_params() -> None:
     """Called once per run: query parameters we did not write ourselves (a copied link, a
-    reload, an edited URL) are applied to the widgets as they are drawn."""
+    reload, an edited URL) are applied to the widgets as they are drawn, and so are values
+    typed just before a page link was clicked (navigation.py), which are newer than both."""
     params = _url_params()
     if params and params != st.session_state.get(_SEEN):
         st.session_state[_INCOMING] = params
     st.session_state[_SEEN] = params
+    ctx = get_script_run_ctx()
+    carried = navigation.take_carried(ctx.session_id) if ctx is not None else {}
+    for key, value in carried.items():
+        name = key[len(_WIDGET):]
+        if key.startswith(_WIDGET) and name in _TYPED_NAMES:
+            st.session_state[_STATE + name] = clean_str(value) if isinstance(value, str) else value
+            (st.session_state.get(_INCOMING) or {}).pop(name, None)
 
 
 def _copy_widget_to_state(name: str) -> None:  # a callback: cannot fail
@@ -63,6 +76,8 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
     value/index/default: the remembered value is the widget's value.
     """
     state_key, widget_key = _STATE + name, _WIDGET + name
+    if getattr(widget, "__name__", "") in _TYPED_WIDGETS:
+        _TYPED_NAMES.add(name)
     parse = parse or _default_parser(default)
     to_url = to_url or _default_serializer(default)
 
