@@ -28,16 +28,19 @@ TOLERANCE = 1e-4  # relative to the row's largest score
 @pytest.fixture(scope="module")
 def families(patch_models, bert_folder, tmp_path_factory):
     """case -> (our model, transformers' eager model): GPT-2, Llama (GQA), Gemma 2 and
-    Pythia from the intervention tests' fixture, Qwen3, BERT and T5 built here."""
-    from transformers import BertModel, Qwen3ForCausalLM, T5ForConditionalGeneration
+    Pythia from the intervention tests' fixture, Qwen3, OLMo (clip_qkv), BERT and T5 built
+    here."""
+    import transformers
+    from transformers import BertModel, T5ForConditionalGeneration
 
     out = {name: (model, hf) for name, (model, hf, _) in patch_models.items()}
     out["pythia"] = out.pop("neox")
-    config_class, model_class, config = FAMILIES["qwen3"]
-    folder = make_decoder_checkpoint(tmp_path_factory.mktemp("why_qwen3"), config_class,
-                                     model_class, **config)
-    out["qwen3"] = (load_model(folder), Qwen3ForCausalLM.from_pretrained(
-        folder, attn_implementation="eager").eval())
+    for case in ("qwen3", "olmo"):
+        config_class, model_class, config = FAMILIES[case]
+        folder = make_decoder_checkpoint(tmp_path_factory.mktemp(f"why_{case}"), config_class,
+                                         model_class, **config)
+        out[case] = (load_model(folder), getattr(transformers, model_class).from_pretrained(
+            folder, attn_implementation="eager").eval())
     out["bert"] = (load_model(bert_folder), BertModel.from_pretrained(
         bert_folder, attn_implementation="eager").eval())
     folder = make_seq2seq_checkpoint(tmp_path_factory.mktemp("why_t5"), "t5", n_layer=2)
@@ -86,8 +89,10 @@ def run_reference(case, hf, ids, hooks=()):
 CASES = ["gpt2", "bert", "llama", "gemma2", "qwen3", "pythia", "t5"]
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES + ["olmo"])
 def test_terms_sum_to_transformers_scores(families, case):
+    """OLMo besides: its clamp of Q and K bites on these weights (an entry it holds at
+    +-clip is the bias part's)."""
     model, hf = families[case]
     ids = input_ids(model, case)
     store = []

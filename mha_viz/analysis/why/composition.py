@@ -109,7 +109,7 @@ def text_composition(model, text, layer: int, head: int,
     stream = stream_parts(model, ids, types, layer)
     attn = stream.block.attn
     with torch.inference_mode():
-        q, k, v = (projected(stream, head, part) for part in KINDS)  # [n, T, d_k]
+        q, k, v = projected(stream, head, "qkv")  # [n, T, d_k] each
         scale = attn.scale
         by_query = scale * torch.einsum("sik,jk->sij", q, k.sum(0))
         by_key = scale * torch.einsum("ik,sjk->sij", q.sum(0), k)
@@ -123,8 +123,10 @@ def text_composition(model, text, layer: int, head: int,
                 split = torch.cat([split, stream.position_bias[head][None]])
             masses[kind] = (weights * _centred(split, seen).abs()).sum((1, 2))
         w_out = attn.out.weight.to(WORK).view(attn.d_model, attn.n_head, attn.d_head)[:, head]
-        written = torch.einsum("ij,sjk,dk->sid", weights, v, w_out)  # [n, T, d]
-        masses["v"] = written.norm(dim=-1).sum(-1)
+        read = torch.einsum("ij,sjk->sik", weights, v)  # [n, T, d_k]: before W_O^h
+        # ||read W_O^h^T|| through the d_k x d_k Gram matrix of W_O^h
+        masses["v"] = torch.einsum("sik,kl,sil->si", read, w_out.T @ w_out, read).clamp(
+            min=0).sqrt().sum(-1)
         if stream.position_bias is not None:
             masses["v"] = torch.cat([masses["v"], masses["v"].new_zeros(1)])
     if stream.position_bias is not None:

@@ -28,34 +28,49 @@ from .stream import WORK, StreamParts, check_head, encoded_ids, stream_parts
 POSITION_BIAS = "position_bias"
 
 
-def projected(stream: StreamParts, head: int, part: str, rows=None) -> torch.Tensor:
-    """One head's queries ("q"), keys ("k") or values ("v") split by source, [n, r, d_k] at
-    the positions `rows` (an index tensor; None: every position), every step frozen (see
-    the module docstring). The parts sum to what the engine scores (values: multiplies)."""
+def projected(stream: StreamParts, head: int, parts: str = "qkv", rows=None
+              ) -> list[torch.Tensor]:
+    """One head's queries ("q"), keys ("k") and values ("v") split by source, [n, r, d_k]
+    each at the positions `rows` (an index tensor; None: every position), every step frozen
+    (see the module docstring), in the order `parts` names them; one product for all. The
+    parts sum to what the engine scores (values: multiplies)."""
     attn = stream.block.attn
     w_q, w_k, w_v, b_q, b_k, b_v = attn.qkv_weights()
-    index = head if part == "q" else attn.kv_heads[head]
-    weight, bias = {"q": (w_q, b_q), "k": (w_k, b_k), "v": (w_v, b_v)}[part]
+    kv = attn.kv_heads[head]
+    chosen = {"q": (w_q[head], None if b_q is None else b_q[head], head),
+              "k": (w_k[kv], None if b_k is None else b_k[kv], kv),
+              "v": (w_v[kv], None if b_v is None else b_v[kv], kv)}
+    chosen = [chosen[part] for part in parts]
     x = stream.parts if rows is None else stream.parts[:, rows]
-    out = x @ weight[index].to(WORK).T
-    if bias is not None:
-        out[-1] += bias[index].to(WORK)  # the "bias" part is the last
-    if attn.clip:  # a clamped entry no longer depends on any source
-        total = out.sum(0)
-        held = total.abs() > attn.clip
-        out[:, held] = 0.0
-        out[-1][held] = torch.sign(total[held]) * attn.clip
-    if part == "v":
-        return out
+    joined = x @ torch.cat([weight for weight, _, _ in chosen]).to(WORK).T
+    out = []
+    for part, piece, (_, bias, index) in zip(parts, joined.split(attn.d_head, dim=-1), chosen):
+        piece = piece.contiguous()
+        if bias is not None:
+            piece[-1] += bias.to(WORK)  # the "bias" part is the last
+        if attn.clip:  # a clamped entry no longer depends on any source
+            total = piece.sum(0)
+            held = total.abs() > attn.clip
+            piece[:, held] = 0.0
+            piece[-1][held] = torch.sign(total[held]) * attn.clip
+        if part != "v":
+            piece = _qk_steps(stream, piece, part, index, rows)
+        out.append(piece)
+    return out
+
+
+def _qk_steps(stream: StreamParts, piece: torch.Tensor, part: str, index: int, rows):
+    """Queries or keys split by source through the QK-norm (its scale frozen) and RoPE."""
+    attn = stream.block.attn
     if attn.qk_norm:
         scale, norm_weight = _qk_norm_frozen(stream, part, index)
-        out /= (scale if rows is None else scale[rows])[:, None]
-        out *= norm_weight
+        piece /= (scale if rows is None else scale[rows])[:, None]
+        piece *= norm_weight
     rotary = stream.stack.rotary(stream.n_tokens, stream.layer)
     if rotary is not None:
         cos, sin = rotary if rows is None else (rotary[0][rows], rotary[1][rows])
-        out = apply_rotary(out, cos, sin)
-    return out
+        piece = apply_rotary(piece, cos, sin)
+    return piece
 
 
 def _qk_norm_frozen(stream: StreamParts, part: str, index: int):
@@ -233,8 +248,8 @@ def score_attribution(model, text_or_ids, layer: int, head: int, query: int, key
     attn = stream.block.attn
     rows = torch.tensor([query])
     with torch.inference_mode():
-        q = projected(stream, head, "q", rows)[:, 0]  # [n, d_k]
-        k = projected(stream, head, "k")  # [n, T, d_k]
+        q = projected(stream, head, "q", rows)[0][:, 0]  # [n, d_k]
+        k = projected(stream, head, "k")[0]  # [n, T, d_k]
         terms = attn.scale * torch.einsum("sd,tjd->stj", q, k)
         names, terms = with_position_bias(stream.names, terms[:, :, None], stream, head, rows)
         terms = terms[:, :, 0].cpu().numpy()

@@ -130,9 +130,10 @@ def frozen_norm(norm: nn.Module, parts: torch.Tensor, bias: torch.Tensor, x: tor
 
 
 def head_results(attn, z: torch.Tensor) -> torch.Tensor:
-    """Each head's output through its slice of W_O: z [H, T, d_k] -> [H, T, d] (WORK)."""
-    w_out = attn.out.weight.to(WORK).view(attn.d_model, attn.n_head, attn.d_head)
-    return torch.einsum("htk,dhk->htd", z.to(WORK), w_out)
+    """Each head's output through its slice of W_O: z [H, T, d_k] -> [H, T, d] (WORK),
+    multiplied in the weights' dtype as the engine multiplies them."""
+    w_out = attn.out.weight.view(attn.d_model, attn.n_head, attn.d_head)
+    return torch.einsum("htk,dhk->htd", z.to(w_out.dtype), w_out).to(WORK)
 
 
 def embedding_parts(stack, ids: torch.Tensor, types: torch.Tensor):
@@ -165,7 +166,10 @@ def stream_parts(model, ids: list[int], types: list[int], layer: int) -> StreamP
     config = stack.config
     device = stack.device
     n = len(ids)
-    n_sources = 4 + layer * (config.n_head + 1)
+    id_tensor = torch.tensor(ids, dtype=torch.long, device=device)
+    type_tensor = torch.tensor(types, dtype=torch.long, device=device)
+    embeddings = embedding_parts(stack, id_tensor, type_tensor)
+    n_sources = len(embeddings) + layer * (config.n_head + 1) + 1  # the bias part last
     need = parts_bytes(n_sources, n, config.d_model)
     if need > ONE_INPUT_SHARE * budget_bytes():
         raise InputError(f"splitting layer {layer}'s input into its {n_sources} sources over "
@@ -173,28 +177,27 @@ def stream_parts(model, ids: list[int], types: list[int], layer: int) -> StreamP
                          f"keeps for one input: use a shorter text or an earlier layer")
     hooks = Interventions(capture=[(p, m) for m in range(layer) for p in BELOW_POINTS]
                           + [(p, layer) for p in AT_POINTS])
-    id_tensor = torch.tensor(ids, dtype=torch.long, device=device)
-    type_tensor = torch.tensor(types, dtype=torch.long, device=device)
     with torch.inference_mode():
         h = stack.embed(id_tensor[None], type_tensor[None] if config.type_vocab_size else None)
         stack.run_layers(h, 0, layer + 1, stack.attention_bias(n), hooks=hooks)
         got = {key: value[0] for key, value in hooks.captured.items()}
-        names, rows = [], torch.zeros(n_sources, n, config.d_model, dtype=WORK, device=device)
-        bias = torch.zeros(n, config.d_model, dtype=WORK, device=device)
-        for name, vector in embedding_parts(stack, id_tensor, type_tensor):
-            rows[len(names)] = vector
+        parts = torch.empty(n_sources, n, config.d_model, dtype=WORK, device=device)
+        bias = parts[-1]  # a view: the frozen norms update it in place
+        bias.zero_()
+        names = []
+        for name, vector in embeddings:
+            parts[len(names)] = vector
             names.append(name)
         if config.embedding_norm:
-            filled = rows[:len(names)]
+            filled = parts[:len(names)]
             frozen_norm(stack.emb_ln, filled, bias, filled.sum(0))
         for m in range(layer):
-            _add_layer(stack.blocks[m], got, m, rows, bias, names)
+            _add_layer(stack.blocks[m], got, m, parts, bias, names)
         block = stack.blocks[layer]
         x = block.attention_input(got[("resid_pre", layer)][None])[0].to(WORK)
-        parts = torch.cat([rows[:len(names)], bias[None]])
         names.append(BIAS)
         if block.pre_ln:
-            frozen_norm(block.ln_1, parts[:-1], parts[-1], got[("resid_pre", layer)].to(WORK))
+            frozen_norm(block.ln_1, parts[:-1], bias, got[("resid_pre", layer)].to(WORK))
         relative = stack.position_bias(n)
     captured = {name: got[(name, layer)] for name in AT_POINTS}
     return StreamParts(names, parts, x, layer, stack, captured,
