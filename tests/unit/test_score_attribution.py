@@ -383,3 +383,15 @@ def test_bad_requests_get_a_message(families):
         found.key_side(5)
     with pytest.raises(InputError, match="no contrast"):
         found.strongest(1, contrasted=True)
+
+
+def test_a_model_that_cannot_be_split_says_why(tmp_path):
+    """An encoder reading an image has no token embedding to split its scores into."""
+    from mha_viz.analysis import composition_scores
+    from mha_viz.testing import make_image_to_text_checkpoint
+
+    model = load_model(make_image_to_text_checkpoint(tmp_path / "reader"))
+    for call in (lambda: score_attribution(model, "abc", 0, 0, 0),
+                 lambda: composition_scores(model, "abc", 1, 0)):
+        with pytest.raises(InputError, match="reads an image.*token embedding"):
+            call()
