@@ -165,7 +165,8 @@ def test_text_composition_follows_its_definition(patch_models):
     normed = tensor["transformer.h.1.ln_1.weight"] * (
         sources - sources.mean(-1, keepdims=True)) / sigma
     normed[-1] += tensor["transformer.h.1.ln_1.bias"]
-    qkv_w, qkv_b = tensor["transformer.h.1.attn.c_attn.weight"], tensor["transformer.h.1.attn.c_attn.bias"]
+    qkv_w = tensor["transformer.h.1.attn.c_attn.weight"]
+    qkv_b = tensor["transformer.h.1.attn.c_attn.bias"]
     q, k, v = (normed @ qkv_w[:, cols(head, o)] for o in (0, d, 2 * d))
     for part, o in ((q, 0), (k, d), (v, 2 * d)):
         part[-1] += qkv_b[cols(head, o)]
@@ -272,3 +273,18 @@ def test_k_composition_rises_with_the_induction_score(induction_run):
     assert window[-1] - window[0] > 0.15, window
     assert (np.diff(window) > -0.01).all(), window
     assert found.k[-1, 0].argmax() == previous_head
+
+
+def test_composition_over_training_reads_a_text_once_tokenized(induction_run):
+    """A text is tokenized as transformers' tokenizer of the first checkpoint does; at each
+    step every layer-0 head has a share, together less than 1 (the embeddings and the bias
+    take the rest)."""
+    from transformers import AutoTokenizer
+
+    series = induction_run[0]
+    folders = [c.folder() for c in series.checkpoints[-2:]]
+    text = "Return the value of the named attribute."
+    found = composition_over_training(folders, 1, 0, ids=text)
+    assert found.ids == AutoTokenizer.from_pretrained(str(folders[0]))(text)["input_ids"]
+    assert found.steps.tolist() == series.steps[-2:] and text in found.input
+    assert (found.k[:, 0].sum(-1) < 1).all() and (found.k[:, 0] > 0).all()

@@ -28,9 +28,10 @@ The weight of the norm each head reads through is folded into W_Q, W_K, W_V (Tra
 fold_ln), a QK-norm's weight into W_Q and W_K, a norm on the attention's output (Gemma 2)
 into W_O; biases, norms' scales and rotary positions are left out: the weights alone. Under
 grouped-query attention a head's W_K and W_V are those of the key/value head it reads. Every
-Frobenius norm is computed through d_k x d_k Gram matrices (||P M R||_F^2 = tr(M^T P^T P M
-R R^T) = ||U^T M V||_F^2 with U U^T = P^T P, V V^T = R R^T), never a d x d product. The baseline is the mean score of random Gaussian matrices
-of the same shapes: what composition by chance gives.
+Frobenius norm is computed through d_k x d_k matrices (||P M R||_F = ||U^T M V||_F with
+U U^T = P^T P, V V^T = R R^T), never a d x d product. The baseline is the mean score of
+random Gaussian matrices of the same shapes: what composition by chance gives. An
+encoder-decoder's scores are its encoder's.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from ...models.series import checkpoint_series, load_checkpoint
 from ..dynamics import probe_length
 from ..roles import probe_description, repeated_random_tokens
 from .composition import KINDS, text_composition
+from .stream import encoded_ids
 
 
 @dataclass
@@ -46,10 +47,10 @@ def composition_over_training(series, layer: int, head: int, ids=None,
                               progress=None) -> CompositionOverTraining:
     """Head (layer, head)'s Q-, K- and V-composition with every earlier head at each
     checkpoint of a series (a CheckpointSeries or what checkpoint_series takes), one
-    checkpoint loaded at a time, on token ids (default: the first sequence of the
-    repeated-random-tokens probe, BOS R R, seq_len as training_dynamics takes it, drawn from
-    the first checkpoint's tokenizer with `seed`, where an induction head does its work).
-    progress(done, total), if given, is called after each checkpoint."""
+    checkpoint loaded at a time, on token ids or a text (tokenized once, by the first
+    checkpoint; default: the first sequence of the repeated-random-tokens probe, BOS R R,
+    seq_len as training_dynamics takes it, drawn with `seed`, where an induction head does
+    its work). progress(done, total), if given, is called after each checkpoint."""
     series = checkpoint_series(series, local_dirs)
     steps, maps = [], {kind: [] for kind in KINDS}
     described = "the given token ids"
@@ -62,6 +63,9 @@ def composition_over_training(series, layer: int, head: int, ids=None,
             length = probe_length(model.info.max_positions, seq_len)
             ids = repeated_random_tokens(model, length, 1, seed)[0][0]
             described = f"the probe's first sequence ({probe_description(length, 1, seed)})"
+        elif isinstance(ids, str):
+            described = f"the text {ids[:40]!r}" + ("..." if len(ids) > 40 else "")
+            ids = encoded_ids(model, ids)[0]
         found = text_composition(model, ids, layer, head)
         del model  # one model held at a time
         steps.append(checkpoint.step)
