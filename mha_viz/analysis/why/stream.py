@@ -65,6 +65,10 @@ def stack_of(model):
     decoder's would take the cross-attention heads and the encoder's output as sources,
     which is not built)."""
     network = model.network
+    if network.device.type == "mps":
+        raise InputError("score attribution and composition add their parts in float64, "
+                         "which Apple's MPS devices do not compute: load the model on the "
+                         "CPU (or a CUDA GPU) for them")
     if hasattr(network, "blocks"):
         return network
     if getattr(network.config, "image", None) is not None:
