@@ -6,10 +6,12 @@ token types) plus, for every earlier layer, each head's output (its context thro
 slice of W_O), the MLP's output and the biases. Every norm between them and the heads
 (the embedding norm, a post-norm model's LayerNorms after each sub-layer, Gemma 2's norms
 on each sub-layer's output, the pre-attention norm) is frozen at its value on this input:
-x -> w * centre(x) / sigma + b with sigma read from the engine's own activations, which is
-linear. So every part goes through the same frozen steps and the parts still sum exactly
-to what the heads read. One forward with the engine's named points (engine.interventions)
-gives every activation needed; nothing is run again per source.
+x -> w * centre(x) / sigma + b with sigma read from the engine's own activations (from the
+sum of the parts where the engine keeps no activation: the embeddings before their norm, the
+heads' sum before Gemma 2's norm of it), which is linear. So every part goes through the
+same frozen steps and the parts still sum exactly to what the heads read. One forward with
+the engine's named points (engine.interventions) gives every activation needed; nothing is
+run again per source.
 
 A layer's MLP output is one part (the MLP itself is not linear); the biases of every layer
 and the norms' offsets (LayerNorm's beta) are one part, "bias".
