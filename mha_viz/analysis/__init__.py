@@ -1,7 +1,8 @@
 """Layer 4, analysis: numbers from traces and models. Statistics over maps (entropy, distance,
 similarity, roles, rollout), interventions that run the model (pruning, attribution,
-patching, circuits), the prompt sets they run on (prompts) and one head's steps for the
-classroom (one_head/). Each quantity is defined in docs/analyses.md.
+patching, circuits), the prompt sets they run on (prompts), one head's steps for the
+classroom (one_head/) and why a head attends where it does (why/: its scores split by
+source, composition between heads). Each quantity is defined in docs/analyses.md.
 
 May import: core, engine, maps, models.
 
@@ -54,6 +55,9 @@ from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
+from .why import (CompositionOverTraining, CompositionScores, ScoreAttribution,
+                  composition_over_training, composition_scores, score_attribution,
+                  text_composition, weight_composition)
 from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
                             token_class_masks, token_class_mass, window_mass)
 
@@ -102,4 +106,7 @@ __all__ = [
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
     "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
+    "score_attribution", "ScoreAttribution", "composition_scores", "CompositionScores",
+    "text_composition", "weight_composition", "composition_over_training",
+    "CompositionOverTraining",
 ]

@@ -1,0 +1,15 @@
+"""Why a head attends where it does: its scores split into the sources that made them
+(scores.py: score attribution, on the layer's input split by source in stream.py) and how
+much of a head's scores and output pass through each earlier head (composition.py: on a
+text, and in the weights as Elhage et al. 2021 define it; training.py: at every checkpoint
+of a training run).
+"""
+
+from .composition import (CompositionScores, composition_scores, random_baseline,
+                          text_composition, weight_composition)
+from .scores import ScoreAttribution, score_attribution
+from .training import CompositionOverTraining, composition_over_training
+
+__all__ = ["CompositionOverTraining", "CompositionScores", "ScoreAttribution",
+           "composition_over_training", "composition_scores", "random_baseline",
+           "score_attribution", "text_composition", "weight_composition"]

@@ -1,0 +1,78 @@
+"""Composition across training: one head's composition on one input at every checkpoint of
+a series (docs/analyses.md, "Heads across training" and "Why a head attends"), the curve
+beside the induction score: Olsson et al. 2022 watch the induction head form by
+K-composition with a previous-token head, and this measures that composition at each step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.errors import InputError, LoadError
+from ...models.series import checkpoint_series, load_checkpoint
+from ..dynamics import probe_length
+from ..roles import probe_description, repeated_random_tokens
+from .composition import KINDS, text_composition
+from .stream import encoded_ids
+
+
+@dataclass
+class CompositionOverTraining:
+    """steps [S]; q, k, v [S, L, H]: each earlier head's share of head (layer, head)'s
+    scores (Q, K) and output (V) on `ids` at each checkpoint (text_composition); input: in
+    words."""
+    steps: np.ndarray
+    layer: int
+    head: int
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    ids: list[int]
+    input: str
+
+    def share(self, kind: str, layer: int, head: int) -> np.ndarray:
+        """[S] the share of head (layer, head) in the composition `kind` at every step."""
+        if kind not in KINDS:
+            raise InputError(f"composition is one of {', '.join(KINDS)}, got {kind!r}")
+        values = getattr(self, kind)
+        if not (0 <= int(layer) < self.layer and 0 <= int(head) < values.shape[2]):
+            raise InputError(f"head L{layer}.H{head} is not before layer {self.layer}")
+        return values[:, int(layer), int(head)]
+
+
+def composition_over_training(series, layer: int, head: int, ids=None,
+                              seq_len: int | None = None, seed: int = 0, local_dirs=None,
+                              progress=None) -> CompositionOverTraining:
+    """Head (layer, head)'s Q-, K- and V-composition with every earlier head at each
+    checkpoint of a series (a CheckpointSeries or what checkpoint_series takes), one
+    checkpoint loaded at a time, on token ids or a text (tokenized once, by the first
+    checkpoint; default: the first sequence of the repeated-random-tokens probe, BOS R R,
+    seq_len as training_dynamics takes it, drawn with `seed`, where an induction head does
+    its work). progress(done, total), if given, is called after each checkpoint."""
+    series = checkpoint_series(series, local_dirs)
+    steps, maps = [], {kind: [] for kind in KINDS}
+    described = "the given token ids"
+    for done, checkpoint in enumerate(series.checkpoints, start=1):
+        try:
+            model = load_checkpoint(checkpoint)
+        except LoadError as error:
+            raise type(error)(f"step {checkpoint.step} ({checkpoint.name}): {error}") from None
+        if ids is None:
+            length = probe_length(model.info.max_positions, seq_len)
+            ids = repeated_random_tokens(model, length, 1, seed)[0][0]
+            described = f"the probe's first sequence ({probe_description(length, 1, seed)})"
+        elif isinstance(ids, str):
+            described = f"the text {ids[:40]!r}" + ("..." if len(ids) > 40 else "")
+            ids = encoded_ids(model, ids)[0]
+        found = text_composition(model, ids, layer, head)
+        del model  # one model held at a time
+        steps.append(checkpoint.step)
+        for kind in KINDS:
+            maps[kind].append(found.of(kind))
+        if progress is not None:
+            progress(done, len(series))
+    return CompositionOverTraining(np.asarray(steps, dtype=np.int64), int(layer), int(head),
+                                   *(np.stack(maps[kind]) for kind in KINDS),
+                                   ids=[int(i) for i in ids], input=described)

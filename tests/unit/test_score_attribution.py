@@ -1,0 +1,397 @@
+"""Score attribution (issue 48) against transformers' own models, eager attention, on random
+checkpoints built by their config classes: GPT-2, BERT (post-norm), Llama with grouped-query
+attention, Gemma 2 (soft-capped scores, norms after each sub-layer), Qwen3 (QK-norm),
+Pythia (attention and MLP in parallel, a quarter of each head rotating) and T5's encoder
+(relative position bias). The terms sum to the scores transformers' softmax reads (its
+input, read by wrapping the softmax here; Gemma 2's before its tanh); and one term, query
+source L0.H1 x key source "embed", equals the score recomputed here in numpy from those two
+sources' vectors alone (transformers' own weights and activations, read with forward hooks)
+through the frozen norms, W_Q, W_K, the QK-norm and RoPE."""
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+from hf_reference import capture_input, capture_output, hooked
+from test_family_parity import FAMILIES
+
+from mha_viz import InputError, load_model
+from mha_viz.analysis import score_attribution
+from mha_viz.testing import make_decoder_checkpoint, make_seq2seq_checkpoint
+
+TEXT = "the cat sat on the mat and the dog ran to the tree"
+SOURCE_HEAD = 1  # the query-side source of the entry checked in numpy: L0.H1
+TOLERANCE = 1e-4  # relative to the row's largest score
+
+
+@pytest.fixture(scope="module")
+def families(patch_models, bert_folder, tmp_path_factory):
+    """case -> (our model, transformers' eager model): GPT-2, Llama (GQA), Gemma 2 and
+    Pythia from the intervention tests' fixture, Qwen3, OLMo (clip_qkv), BERT and T5 built
+    here."""
+    import transformers
+    from transformers import BertModel, T5ForConditionalGeneration
+
+    out = {name: (model, hf) for name, (model, hf, _) in patch_models.items()}
+    out["pythia"] = out.pop("neox")
+    for case in ("qwen3", "olmo"):
+        config_class, model_class, config = FAMILIES[case]
+        folder = make_decoder_checkpoint(tmp_path_factory.mktemp(f"why_{case}"), config_class,
+                                         model_class, **config)
+        out[case] = (load_model(folder), getattr(transformers, model_class).from_pretrained(
+            folder, attn_implementation="eager").eval())
+    out["bert"] = (load_model(bert_folder), BertModel.from_pretrained(
+        bert_folder, attn_implementation="eager").eval())
+    folder = make_seq2seq_checkpoint(tmp_path_factory.mktemp("why_t5"), "t5", n_layer=2)
+    out["t5"] = (load_model(folder), T5ForConditionalGeneration.from_pretrained(
+        folder, attn_implementation="eager").eval())
+    return out
+
+
+def input_ids(model, case) -> list[int]:
+    return model.encode_source(TEXT)[0] if case == "t5" else model.encode(TEXT).input_ids
+
+
+@contextlib.contextmanager
+def scores_read(store: list):
+    """Every 4-D input of transformers' softmax while the block runs (one per layer, in
+    order: the scores plus the mask), and Gemma 2's scores before its soft-cap (what its
+    4-D tanh reads, times the cap, in store's second list)."""
+    softmax, tanh = torch.nn.functional.softmax, torch.tanh
+    store[:] = [[], []]
+
+    def read_softmax(x, *args, **kwargs):
+        if x.dim() == 4:
+            store[0].append(x.detach().double().clone())
+        return softmax(x, *args, **kwargs)
+
+    def read_tanh(x, *args, **kwargs):
+        if x.dim() == 4:
+            store[1].append(x.detach().double().clone())
+        return tanh(x, *args, **kwargs)
+
+    torch.nn.functional.softmax, torch.tanh = read_softmax, read_tanh
+    try:
+        yield
+    finally:
+        torch.nn.functional.softmax, torch.tanh = softmax, tanh
+
+
+def run_reference(case, hf, ids, hooks=()):
+    with torch.no_grad(), hooked(list(hooks)):
+        if case == "t5":
+            hf.encoder(input_ids=torch.tensor([ids]))
+        else:
+            hf(torch.tensor([ids]))
+
+
+CASES = ["gpt2", "bert", "llama", "gemma2", "qwen3", "pythia", "t5"]
+
+
+@pytest.mark.parametrize("case", CASES + ["olmo"])
+def test_terms_sum_to_transformers_scores(families, case):
+    """OLMo besides: its clamp of Q and K bites on these weights (an entry it holds at
+    +-clip is the bias part's)."""
+    model, hf = families[case]
+    ids = input_ids(model, case)
+    store = []
+    with scores_read(store):
+        run_reference(case, hf, ids)
+    softmax_inputs, before_cap = store
+    n_layer = len(hf.encoder.block) if case == "t5" else hf.config.num_hidden_layers
+    capped = bool(before_cap)
+    cap = getattr(hf.config, "attn_logit_softcapping", None)
+    n = len(ids)
+    for layer in range(n_layer):
+        for head in range(Reference(case, hf).n_head):
+            for query in (n // 2, n - 1):
+                found = score_attribution(model, ids, layer, head, query)
+                summed = found.terms.sum((0, 1))
+                if capped:  # tanh reads s / cap: the scores before the cap
+                    reference = before_cap[layer][0, head, query].numpy() * cap
+                    seen = np.ones(n, dtype=bool)
+                    np.testing.assert_allclose(found.capped_scores,
+                                               cap * np.tanh(reference / cap), atol=1e-4)
+                else:  # the softmax reads scores + mask: compare the keys the mask keeps
+                    row = softmax_inputs[layer][0, head, query].numpy()
+                    seen = row > -1e20
+                    reference = row
+                    np.testing.assert_array_equal(found.masked, ~seen)
+                error = np.abs(summed[seen] - reference[seen]).max()
+                assert error <= TOLERANCE * np.abs(reference[seen]).max(), (layer, head, query)
+                assert found.terms.shape == (len(found.query_sources),
+                                             len(found.key_sources), n)
+
+
+# --- one term, in numpy ------------------------------------------------------------------
+
+
+def numpy_of(tensor) -> np.ndarray:
+    return tensor.detach().double().numpy()
+
+
+def rms_frozen(x, stream, weight, eps):
+    """An RMSNorm applied to x with the scale of `stream` (the norm's own input)."""
+    return weight * x / np.sqrt((stream ** 2).mean(-1, keepdims=True) + eps)
+
+
+def ln_frozen(x, stream, weight, eps):
+    """A LayerNorm's linear part on x with the scale of `stream` (its beta is the bias
+    source's)."""
+    return weight * (x - x.mean(-1, keepdims=True)) / np.sqrt(stream.var(-1, keepdims=True)
+                                                              + eps)
+
+
+def rotate(x, position, theta, rotary_dim):
+    """RoPE on the first rotary_dim dimensions of x [d_k] (pairs j, j + r/2)."""
+    half = rotary_dim // 2
+    angles = position / theta ** (np.arange(half) * 2 / rotary_dim)
+    cos, sin = np.cos(angles), np.sin(angles)
+    out = x.copy()
+    a, b = x[:half], x[half:rotary_dim]
+    out[:half], out[half:rotary_dim] = a * cos - b * sin, b * cos + a * sin
+    return out
+
+
+class Reference:
+    """Where transformers keeps what the entry needs, per family (the names of its own
+    modules), and the entry computed from them."""
+
+    def __init__(self, case, hf):
+        self.case, self.hf, self.config = case, hf, hf.config
+        if case == "gpt2":
+            self.layers = hf.transformer.h
+        elif case == "bert":
+            self.layers = hf.encoder.layer
+        elif case == "pythia":
+            self.layers = hf.gpt_neox.layers
+        elif case == "t5":
+            self.layers = hf.encoder.block
+        else:
+            self.layers = hf.model.layers
+
+    def attention(self, layer):
+        block = self.layers[layer]
+        return {"gpt2": lambda: block.attn, "bert": lambda: block.attention.self,
+                "pythia": lambda: block.attention,
+                "t5": lambda: block.layer[0].SelfAttention}.get(self.case,
+                                                               lambda: block.self_attn)()
+
+    def out_proj(self, layer):
+        attention = self.attention(layer)
+        return {"gpt2": lambda: attention.c_proj,
+                "bert": lambda: self.layers[layer].attention.output.dense,
+                "pythia": lambda: attention.dense, "t5": lambda: attention.o}.get(
+            self.case, lambda: attention.o_proj)()
+
+    def pre_norm(self, layer):
+        block = self.layers[layer]
+        return {"gpt2": lambda: block.ln_1, "bert": lambda: None,
+                "t5": lambda: block.layer[0].layer_norm}.get(self.case,
+                                                             lambda: block.input_layernorm)()
+
+    @property
+    def n_head(self):
+        return self.config.num_heads if self.case == "t5" else self.config.num_attention_heads
+
+    @property
+    def d_k(self):
+        if self.case == "t5":
+            return self.config.d_kv
+        return getattr(self.config, "head_dim", None) or self.config.hidden_size // self.n_head
+
+    def embeddings(self, ids):
+        hf = self.hf
+        table = {"gpt2": lambda: hf.transformer.wte, "bert": lambda: hf.embeddings.word_embeddings,
+                 "pythia": lambda: hf.gpt_neox.embed_in, "t5": lambda: hf.shared}.get(
+            self.case, lambda: hf.model.embed_tokens)()
+        scale = self.config.hidden_size ** 0.5 if self.case == "gemma2" else 1.0
+        return numpy_of(table.weight)[ids] * scale
+
+    def w_o(self, layer, head):
+        """[d, d_k]: head's slice of W_O (its output is z_h @ w_o.T)."""
+        weight = numpy_of(self.out_proj(layer).weight)
+        cols = slice(head * self.d_k, (head + 1) * self.d_k)
+        return weight[cols].T if self.case == "gpt2" else weight[:, cols]
+
+    def w_qk(self, layer, part, head):
+        """[d_k, d] W_Q of a query head or W_K of a key/value head (x @ w.T)."""
+        attention, d_k = self.attention(layer), self.d_k
+        rows = slice(head * d_k, (head + 1) * d_k)
+        if self.case == "gpt2":
+            offset = {"q": 0, "k": self.config.n_embd}[part]
+            return numpy_of(attention.c_attn.weight)[:, offset + rows.start:offset + rows.stop].T
+        if self.case == "pythia":
+            offset = head * 3 * d_k + {"q": 0, "k": d_k}[part]
+            return numpy_of(attention.query_key_value.weight)[offset:offset + d_k]
+        module = {"bert": {"q": "query", "k": "key"}, "t5": {"q": "q", "k": "k"}}.get(
+            self.case, {"q": "q_proj", "k": "k_proj"})[part]
+        return numpy_of(getattr(attention, module).weight)[rows]
+
+    def kv_head(self, head):
+        n_kv = getattr(self.config, "num_key_value_heads", None) or self.n_head
+        return head // (self.n_head // n_kv)
+
+    def rotary(self):
+        """(theta, rotary_dim) or None."""
+        if self.case in ("gpt2", "bert", "t5"):
+            return None
+        parameters = self.config.rope_parameters
+        fraction = parameters.get("partial_rotary_factor", 1.0)
+        return parameters["rope_theta"], int(self.d_k * fraction)
+
+    def scale(self):
+        if self.case == "t5":
+            return 1.0
+        if self.case == "gemma2":
+            return self.config.query_pre_attn_scalar ** -0.5
+        return self.d_k ** -0.5
+
+    def modules_read(self):
+        """name -> module whose input (or output, name ending "_out") the entry reads."""
+        found = {"z": self.out_proj(0)}
+        if self.pre_norm(1) is not None:
+            found["norm_in"] = self.pre_norm(1)
+        if self.case == "gemma2":
+            found["attention_out"] = self.out_proj(0)
+        if self.case == "qwen3":
+            found["q_norm_in"] = self.attention(1).q_norm
+            found["k_norm_in"] = self.attention(1).k_norm
+        if self.case == "bert":
+            found["embedding_ln_in"] = self.hf.embeddings.LayerNorm
+            found["ln_1_in"] = self.layers[0].attention.output.LayerNorm
+            found["ln_2_in"] = self.layers[0].output.LayerNorm
+        return found
+
+    def entry(self, ids, head, query, key) -> float:
+        """The term query source L0.H{SOURCE_HEAD} x key source "embed" of layer 1's head
+        `head`, from query `query` to key `key`, in numpy."""
+        store = {}
+        hooks = [capture_output(module, store, name) if name.endswith("_out")
+                 else capture_input(module, store, name)
+                 for name, module in self.modules_read().items()]
+        run_reference(self.case, self.hf, ids, hooks)
+        got = {name: numpy_of(value)[0] for name, value in store.items()}
+        d_k = self.d_k
+        z = got["z"][:, SOURCE_HEAD * d_k:(SOURCE_HEAD + 1) * d_k]
+        head_part = z @ self.w_o(0, SOURCE_HEAD).T  # [T, d]: L0.H1's output, every token
+        embed = self.embeddings(ids)  # [T, d]
+        eps = getattr(self.config, "layer_norm_eps", None) or getattr(
+            self.config, "rms_norm_eps", None) or getattr(self.config, "layer_norm_epsilon")
+        if self.case == "gemma2":  # the heads' sum is normalised before it joins the stream
+            weight = 1 + numpy_of(self.layers[0].post_attention_layernorm.weight)
+            head_part = rms_frozen(head_part, got["attention_out"], weight, eps)
+        if self.case == "bert":  # post-norm: the stream itself passes every LayerNorm
+            hf = self.hf
+            embed = ln_frozen(embed, got["embedding_ln_in"],
+                              numpy_of(hf.embeddings.LayerNorm.weight), eps)
+            for name, norm in (("ln_1_in", self.layers[0].attention.output.LayerNorm),
+                               ("ln_2_in", self.layers[0].output.LayerNorm)):
+                embed, head_part = (ln_frozen(x, got[name], numpy_of(norm.weight), eps)
+                                    for x in (embed, head_part))
+        norm = self.pre_norm(1)
+        if norm is not None:
+            weight = numpy_of(norm.weight) + (1.0 if self.case == "gemma2" else 0.0)
+            frozen = ln_frozen if self.case in ("gpt2", "pythia") else rms_frozen
+            embed, head_part = (frozen(x, got["norm_in"], weight, eps)
+                                for x in (embed, head_part))
+        kv = self.kv_head(head)
+        q = self.w_qk(1, "q", head) @ head_part[query]
+        k = self.w_qk(1, "k", kv) @ embed[key]
+        if self.case == "qwen3":  # each head's query and key normalised, the scale frozen
+            attention = self.attention(1)
+            q = rms_frozen(q, got["q_norm_in"][query, head], numpy_of(attention.q_norm.weight),
+                           eps)
+            k = rms_frozen(k, got["k_norm_in"][key, kv], numpy_of(attention.k_norm.weight), eps)
+        rotary = self.rotary()
+        if rotary is not None:
+            q, k = rotate(q, query, *rotary), rotate(k, key, *rotary)
+        return float(self.scale() * q @ k)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_term_is_its_two_sources_alone(families, case):
+    model, hf = families[case]
+    ids = input_ids(model, case)
+    reference = Reference(case, hf)
+    head = reference.n_head - 1  # under GQA, a head reading the last key/value head
+    query, key = len(ids) - 1, len(ids) // 2
+    found = score_attribution(model, ids, 1, head, query)
+    term = found.terms[found.query_sources.index(f"L0.H{SOURCE_HEAD}"),
+                       found.key_sources.index("embed"), key]
+    expected = reference.entry(ids, head, query, key)
+    assert abs(term - expected) <= 1e-5 * abs(expected) + 1e-9, (term, expected)
+    assert abs(expected) > 1e-5  # a term that would show a mistake
+
+
+# --- what the result says ----------------------------------------------------------------
+
+
+def test_sources_soft_cap_and_mask_are_named(families):
+    t5 = score_attribution(families["t5"][0], TEXT, 1, 0, 2)
+    assert t5.query_sources[-2:] == ["bias", "position_bias"]
+    bias_cell = t5.terms[-1, -1]
+    assert np.abs(t5.terms[-1, :-1]).max() == 0 and np.abs(bias_cell).max() > 0
+    gpt2 = score_attribution(families["gpt2"][0], TEXT, 1, 2, 4)
+    assert gpt2.query_sources[:2] == ["embed", "pos_embed"] and "L0.mlp" in gpt2.query_sources
+    assert gpt2.masked.tolist() == [j > 4 for j in range(len(gpt2.keys))]
+    bert = score_attribution(families["bert"][0], TEXT, 1, 0, 3)
+    assert "type_embed" in bert.key_sources and not bert.masked.any()
+    gemma = score_attribution(families["gemma2"][0], TEXT, 2, 0, 9)
+    assert gemma.softcap == 4.0
+    assert np.abs(gemma.capped_scores).max() < 4.0 < np.abs(gemma.scores).max()
+    assert gemma.masked.tolist() == [not 9 - 5 < j <= 9 for j in range(len(gemma.keys))]
+
+
+def test_contrast_and_strongest_sources(families):
+    model = families["llama"][0]
+    query = 8  # keys after it are masked: the mean contrast leaves them out
+    found = score_attribution(model, TEXT, 2, 5, query, contrast=3)
+    by_hand = found.terms - found.terms[:, :, 3:4]
+    np.testing.assert_allclose(found.contrast_terms, by_hand, atol=1e-12)
+    np.testing.assert_allclose(found.contrast_terms.sum((0, 1)),
+                               found.scores - found.scores[3], atol=1e-4)
+    mean = score_attribution(model, TEXT, 2, 5, query, keys=[2, 6], contrast="mean")
+    visible = found.terms[:, :, ~found.masked].mean(-1)
+    np.testing.assert_allclose(mean.contrast_terms[:, :, 1], found.terms[:, :, 6] - visible,
+                               atol=1e-12)
+    np.testing.assert_allclose(mean.terms, found.terms[:, :, [2, 6]], atol=1e-12)
+    assert mean.keys.tolist() == [2, 6]
+    top = found.strongest(6, k=3)
+    matrix = found.terms[:, :, 6]
+    largest = np.unravel_index(np.abs(matrix).argmax(), matrix.shape)
+    assert top[0] == (found.query_sources[largest[0]], found.key_sources[largest[1]],
+                      matrix[largest])
+    assert abs(top[0][2]) >= abs(top[1][2]) >= abs(top[2][2])
+    side = found.strongest_sources(6, "key", k=2, contrasted=True)
+    key_side = found.contrast_terms[:, :, 6].sum(0)
+    strongest = int(np.abs(key_side).argmax())
+    assert side[0] == (found.key_sources[strongest], key_side[strongest])
+
+
+def test_bad_requests_get_a_message(families):
+    model = families["gpt2"][0]
+    with pytest.raises(InputError, match="layer must be"):
+        score_attribution(model, TEXT, 9, 0, 1)
+    with pytest.raises(InputError, match="query must be"):
+        score_attribution(model, TEXT, 1, 0, 99)
+    with pytest.raises(InputError, match="contrast must be"):
+        score_attribution(model, TEXT, 1, 0, 3, contrast="median")
+    found = score_attribution(model, TEXT, 1, 0, 3, keys=[1, 2])
+    with pytest.raises(InputError, match="not among the keys"):
+        found.key_side(5)
+    with pytest.raises(InputError, match="no contrast"):
+        found.strongest(1, contrasted=True)
+
+
+def test_a_model_that_cannot_be_split_says_why(tmp_path):
+    """An encoder reading an image has no token embedding to split its scores into."""
+    from mha_viz.analysis import composition_scores
+    from mha_viz.testing import make_image_to_text_checkpoint
+
+    model = load_model(make_image_to_text_checkpoint(tmp_path / "reader"))
+    for call in (lambda: score_attribution(model, "abc", 0, 0, 0),
+                 lambda: composition_scores(model, "abc", 1, 0)):
+        with pytest.raises(InputError, match="reads an image.*token embedding"):
+            call()
