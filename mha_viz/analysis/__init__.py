@@ -54,6 +54,8 @@ from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
+from .value_weighted import (ContextMixing, context_mixing, value_norms, value_weighted_maps,
+                             why_no_mixing)
 from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
                             token_class_masks, token_class_mass, window_mass)
 
@@ -102,4 +104,5 @@ __all__ = [
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
     "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
+    "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
 ]
