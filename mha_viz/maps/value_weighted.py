@@ -34,10 +34,20 @@ def check_weights(weights) -> str:
 def output_factors(attn) -> torch.Tensor:
     """[H, d_k, d_k] float32 R_h with ||z W_O^h|| = ||z R_h^T|| for every z (R_h of the QR
     factorization of head h's slice of W_O, [d, d_k]): a head's output norm from its d_k
-    numbers instead of d, computed in float64 from the weights whatever their dtype."""
-    weight = attn.out.weight.detach().to("cpu", torch.float64)  # [d, H * d_k]
-    per_head = weight.view(weight.shape[0], attn.n_head, attn.d_head).permute(1, 0, 2)
-    return torch.linalg.qr(per_head, mode="r").R.to(attn.out.weight.device, torch.float32)
+    numbers instead of d, computed in float64 from the weights whatever their dtype. Kept on
+    the module while its weight is unchanged (the factorization costs more than a layer's
+    forward on a short text)."""
+    weight = attn.out.weight
+    key = (weight.data_ptr(), weight._version, weight.device, weight.dtype)
+    kept = attn.__dict__.get("_output_factors")
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    with torch.inference_mode(False):  # ordinary tensors, kept across calls
+        wide = weight.detach().to("cpu", torch.float64)  # [d, H * d_k]
+        per_head = wide.view(wide.shape[0], attn.n_head, attn.d_head).permute(1, 0, 2)
+        factors = torch.linalg.qr(per_head, mode="r").R.to(weight.device, torch.float32)
+    attn.__dict__["_output_factors"] = (key, factors)
+    return factors
 
 
 def value_output_norms(attn, v: torch.Tensor) -> torch.Tensor:

@@ -203,6 +203,17 @@ def test_half_precision_computes_the_norms_in_float32(gpt2_folder):
     np.testing.assert_allclose(half, exact, rtol=0.1, atol=0.02 * exact.max())
 
 
+def test_a_changed_output_projection_changes_the_norms(gpt2_folder):
+    """The factors of W_O are kept between calls, and follow the weight when it changes."""
+    model = load_model(gpt2_folder)
+    before = value_weighted_maps(model, TEXT)
+    with torch.no_grad():
+        model.network.blocks[1].attn.out.weight.mul_(2.0)
+    after = value_weighted_maps(model, TEXT)
+    np.testing.assert_allclose(after[1], 2 * before[1], rtol=1e-5)
+    np.testing.assert_array_equal(after[0], before[0])
+
+
 def test_bad_requests_get_a_message(references, patch_models):
     model, _, _ = references["gpt2"]
     with pytest.raises(InputError, match="weights must be"):
