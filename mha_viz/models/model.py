@@ -29,6 +29,7 @@ from ..maps.trace import AUTO_FULL_MAPS_BYTES, AttentionTrace
 from ..maps.value_weighted import ValueNorms, check_weights, weigh_maps
 from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
 from .forward_run import ForwardRun
+from .generation import Generating, Generation
 from .image_to_text import ImageToTextModel
 from .model_info import SCORE_NAMES, ModelInfo, describe
 from .predictions import Predicting, Predictions
@@ -36,12 +37,13 @@ from .scoring import (METRIC_KINDS, MLM_MASK_FRACTION, ResolvedMetric, ScoreInpu
                       TargetMetric)
 from .seq2seq import EncoderDecoderModel
 
-__all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "MAX_TEXT_CHARS", "METRIC_KINDS",
+__all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "Generation", "MAX_TEXT_CHARS",
+           "METRIC_KINDS",
            "MLM_MASK_FRACTION", "Model", "ModelInfo", "Predictions", "ResolvedMetric",
            "SCORE_NAMES", "ScoreInputs", "TargetMetric", "clean_text", "describe", "load_model"]
 
 
-class Model(TextInput, Scoring, Predicting):
+class Model(TextInput, Scoring, Predicting, Generating):
     """A checkpoint loaded into our own engine, with its tokenizer."""
 
     def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
