@@ -19,6 +19,7 @@ import torch
 
 from ..core.errors import InputError
 from ..engine.interventions import Hooks
+from ..engine.placement import to_numpy
 from .ondemand import OnDemandMaps
 
 WEIGHTS = ("attention", "value")  # what a map's rows are: the softmax, or what heads move
@@ -95,6 +96,24 @@ def weigh_rows(rows: np.ndarray, norms: np.ndarray, normalized: bool = True) -> 
         sums = rows.sum(axis=-1, keepdims=True, dtype=np.float64)
         np.divide(rows, np.where(sums > 0, sums, 1.0), out=rows, casting="unsafe")
     return rows
+
+
+def weights_by_layer(network, h, bias, mask, weights: str = "attention"):
+    """network.weights_by_layer(h, bias, mask) (a padded batch, one layer at a time: yields
+    (layer, [B, H, W, W])), each sequence's rows value-weighted when weights is "value" (a
+    padded key's weight is 0, so every sequence's rows are its own)."""
+    if check_weights(weights) == "attention":
+        yield from network.weights_by_layer(h, bias, mask)
+        return
+    norms = ValueNorms(network)
+    with torch.inference_mode():
+        for layer in range(network.config.n_layer):
+            h, kept = network.run_layers(h, layer, layer + 1, bias, attention_mask=mask,
+                                         keep_attentions=True, hooks=norms)
+            found, values = to_numpy(kept[0]), to_numpy(norms.norms.pop(layer))
+            for sequence in range(found.shape[0]):
+                weigh_rows(found[sequence], values[sequence])
+            yield layer, found
 
 
 def weigh_maps(maps, norms: np.ndarray, normalized: bool = True):

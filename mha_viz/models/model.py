@@ -26,7 +26,7 @@ from ..engine.transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 from ..maps import trace as traces
 from ..maps.ondemand import LayerInputMaps
 from ..maps.trace import AUTO_FULL_MAPS_BYTES, AttentionTrace
-from ..maps.value_weighted import ValueNorms, check_weights, weigh_maps
+from ..maps.value_weighted import ValueNorms, check_weights, weigh_maps, weights_by_layer
 from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
 from .forward_run import ForwardRun
 from .generation import Generating, Generation
@@ -205,19 +205,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
                             device=net.device)
         with torch.inference_mode():
             h, bias = net.embed(input_ids), net.attention_bias(width, mask)
-        if check_weights(weights) == "attention":
-            yield from net.weights_by_layer(h, bias, mask)
-            return
-        valued = ValueNorms(net)
-        with torch.inference_mode():
-            for layer in range(self.info.n_layer):
-                h, kept = net.run_layers(h, layer, layer + 1, bias, attention_mask=mask,
-                                         keep_attentions=True, hooks=valued)
-                found = to_numpy(kept[0])
-                norms = to_numpy(valued.norms.pop(layer))
-                for row in range(len(batch)):
-                    weigh_maps(found[row][None], norms[row][None])
-                yield layer, found
+        yield from weights_by_layer(net, h, bias, mask, weights)
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair,
                     weights: str = "attention") -> AttentionTrace:

@@ -28,6 +28,7 @@ from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.placement import to_numpy
 from ..maps import trace as traces
 from ..maps.trace import AttentionTrace
+from ..maps.value_weighted import weights_by_layer
 from .tokens import Tokenizing
 
 DEFAULT_NEW_TOKENS = 32
@@ -408,10 +409,11 @@ class StackView:
         ids = [int(i) for i in ids]
         return self.model.pieces(ids), self.model.display_tokens(ids)
 
-    def attention_by_layer(self, batch: list[list[int]]):
+    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention"):
         """The encoder's self-attention of a batch of sources, one layer at a time, as
         Model.attention_by_layer gives a decoder-only model's (corpus mode reads an
-        encoder-decoder's sources this way): yields (layer, weights [B, H, W, W])."""
+        encoder-decoder's sources this way): yields (layer, weights [B, H, W, W]);
+        weights="value": value-weighted (maps.value_weighted)."""
         if self.kind != "encoder":
             raise InputError("over a corpus, an encoder-decoder's encoder is read (the texts "
                              "are sources); the decoder would need a target for each text")
@@ -425,7 +427,7 @@ class StackView:
         encoder = self.model.network.encoder
         with torch.inference_mode():
             h, bias = encoder.embed(input_ids), encoder.attention_bias(width, mask)
-        yield from encoder.weights_by_layer(h, bias, mask)
+        yield from weights_by_layer(encoder, h, bias, mask, weights)
 
     def corpus_model(self) -> "StackView":
         return self

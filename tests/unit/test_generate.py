@@ -132,3 +132,20 @@ def test_bad_requests_get_a_message(gpt2_model, bert_model):
         gpt2_model.generate(list(range(5, 133)))
     with pytest.raises(InputError, match="more than the model's context"):
         gpt2_model.generate(" ".join(["the cat sat on the mat"] * 40))
+
+
+def test_the_command_line_writes_and_saves_the_trace(gpt2_folder, bert_folder, tmp_path,
+                                                     capsys):
+    from mha_viz.__main__ import main
+    from mha_viz.maps.trace import AttentionTrace
+
+    out = tmp_path / "written.npz"
+    assert main(["generate", "--model", str(gpt2_folder), "--text", TEXT,
+                 "--max-new-tokens", "6", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    trace = AttentionTrace.load(out)
+    prompt = trace.extra["prompt_length"]
+    assert trace.n_tokens == prompt + 6 and printed.out.startswith(TEXT)
+    assert "6 token(s)" in printed.err and "the tokens asked for were written" in printed.err
+    assert main(["generate", "--model", str(bert_folder), "--text", TEXT]) == 2
+    assert "no next token" in capsys.readouterr().err
