@@ -8,12 +8,15 @@ against a loop over every (query, key) vector of the layer's output."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from mha_viz import InputError, load_model
-from mha_viz.analysis import (context_mixing, entropy, token_class_mass, value_norms,
+from mha_viz.analysis import (context_mixing, entropy, head_distances,
+                              mean_attention_distance, role_scores, token_class_mass, value_norms,
                               value_weighted_maps)
 from mha_viz.maps.trace import AttentionTrace
 
@@ -161,6 +164,21 @@ def test_statistics_read_the_value_weighted_maps(references):
                                    rtol=1e-5, atol=1e-6)
     # and the attention weights give other numbers
     assert np.abs(entropy(model.trace(TEXT)) - expected_entropy).max() > 0.01
+    # distance, head similarity and the role scores: the trace (whole, or rebuilt on demand)
+    # gives what the loop's maps give, read as an array or as a trace holding them
+    loop = maps.astype(np.float32)
+    for held in ("full", "on_demand"):
+        trace = model.trace(TEXT, weights="value", maps=held)
+        np.testing.assert_allclose(mean_attention_distance(trace),
+                                   mean_attention_distance(loop), rtol=1e-5)
+        np.testing.assert_allclose(head_distances(trace), head_distances(loop), atol=1e-5)
+        held_loop = replace(trace, attentions=loop)
+        for name, scores in role_scores(trace).items():
+            np.testing.assert_allclose(scores, role_scores(held_loop)[name], atol=1e-5,
+                                       err_msg=name)
+    assert model.run(TEXT, weights="value").trace.value_weighted
+    np.testing.assert_allclose(model.run(TEXT, weights="value").trace.attentions, loop,
+                               atol=1e-6)
 
 
 def test_a_saved_value_weighted_trace_opens_as_it_was(references):
