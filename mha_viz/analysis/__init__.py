@@ -1,5 +1,6 @@
 """Layer 4, analysis: numbers from traces and models. Statistics over maps (entropy, distance,
-similarity, roles, rollout), interventions that run the model (pruning, attribution,
+similarity, roles, rollout), what heads move (value_weighted: value-weighted maps and the
+residual's share), interventions that run the model (pruning, attribution,
 patching, circuits), the prompt sets they run on (prompts) and one head's steps for the
 classroom (one_head/). Each quantity is defined in docs/analyses.md.
 
