@@ -209,10 +209,12 @@ class EncoderDecoderModel(Tokenizing):
     # --- running -------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def generate(self, source_ids: list[int], max_new_tokens: int | None = None
-                 ) -> list[int]:
-        """The model's greedy continuation of the decoder start token: up to max_new_tokens
+    def generate(self, source_ids, max_new_tokens: int | None = None) -> list[int]:
+        """The model's greedy continuation of the decoder start token for a source (its ids,
+        or its text, as a causal Model.generate takes a prompt): up to max_new_tokens
         tokens, ending at the end-of-sequence token when the model writes it."""
+        if isinstance(source_ids, str):
+            source_ids = self.encode_source(source_ids)[0]
         n = _check_new_tokens(max_new_tokens,
                               self.network.config.decoder.max_positions)
         device = self.network.device
