@@ -216,12 +216,13 @@ class _Writer:
                     probs = torch.softmax(logits / temperature, dim=-1)
                     token = int(torch.multinomial(probs, 1, generator=generator))
                 new.append(token)
-                if progress is not None and progress(len(new), limit, token) is False:
-                    return new, "cancelled"
+                stopped = progress is not None and progress(len(new), limit, token) is False
                 if token == eos:
                     return new, "end_of_text"
                 if len(new) == limit:
                     return new, "length"
+                if stopped:
+                    return new, "cancelled"
                 last = self._run([token])
 
     def finish(self, ids: list[int]):

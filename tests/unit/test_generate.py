@@ -108,6 +108,9 @@ def test_progress_cancel_and_the_context(gpt2_model):
                              done < 3)
     assert seen == [(1, 10), (2, 10), (3, 10)] and written.stop_reason == "cancelled"
     assert len(written.new_ids) == 3 and written.trace.n_tokens == len(written.ids)
+    # told False at the last token asked for: every token was written, nothing cancelled
+    last = model.generate(TEXT, max_new_tokens=2, progress=lambda done, total, _: done < total)
+    assert last.stop_reason == "length" and len(last.new_ids) == 2
     stop = threading.Event()
     stop.set()
     assert model.generate(TEXT, cancel=stop).new_ids == []
