@@ -6,6 +6,8 @@
     trace.attentions                        # float32 [layers, heads, T, T]
     long = model.trace(book, maps="on_demand")   # maps computed when asked for
     long.head_map(3, 7)                     # [T, T]
+    moved = model.trace(text, weights="value")   # rows: what each head moves (normalized)
+    model.generate("Once upon a time", max_new_tokens=20).text   # causal models
     t5 = load_model("path/to/t5")           # an encoder-decoder (T5, BART, Marian)
     t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
     series = checkpoint_series("induction-toy")   # a training run's checkpoints, by step
@@ -16,7 +18,7 @@ from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpoi
                           UnsupportedModelError)
 from .maps.ondemand import MapsTooLargeError
 from .maps.trace import AttentionTrace
-from .models.model import Model, ModelInfo, Predictions, TargetMetric, load_model
+from .models.model import Generation, Model, ModelInfo, Predictions, TargetMetric, load_model
 from .models.seq2seq import EncoderDecoderModel, EncoderDecoderTrace
 from .models.series import CheckpointSeries, SeriesError, checkpoint_series
 
@@ -25,5 +27,5 @@ __all__ = [
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
     "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError", "checkpoint_series",
-    "CheckpointSeries", "SeriesError",
+    "CheckpointSeries", "SeriesError", "Generation",
 ]

@@ -1,10 +1,13 @@
 """Command line:
 
-    python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--out trace.npz]
+    python -m mha_viz trace --model minilm --text "..." [--maps on_demand] [--weights value]
+        [--out trace.npz]
+    python -m mha_viz generate --model smollm2 --text "..." [--max-new-tokens 20]
+        [--temperature 0.7 --seed 1] [--out trace.npz]   (prompt + continuation's trace)
     python -m mha_viz corpus --model NAME (--input FILE_OR_FOLDER [--column C] | --demo)
         [--limit N | --sample N --seed S] [--seg-len 128] [--engine local|ray] [--workers N]
         [--address auto|HOST:PORT] [--checkpoint DIR] [--stats entropy,mass,...]
-        [--max-segments N] --out r.npz          (writes r.npz and r.parquet)
+        [--max-segments N] [--weights value] --out r.npz   (writes r.npz and r.parquet)
     python -m mha_viz patch --model smollm2 (--pairs pairs.jsonl | --ioi N [--seed S])
         [--component head] [--direction denoise] [--method exact|attribution|path]
         [--metric logit_diff] --out patch.npz
@@ -32,7 +35,9 @@ def layer_summary(trace) -> list[str]:
     ent = entropy(trace)  # a long input's trace is read a block of rows at a time
     lines = [f"{trace.model_name}: {trace.n_layer} layers x {trace.n_head} heads, "
              f"{trace.n_tokens} tokens" + (f" (truncated from {trace.n_tokens_before_truncation})"
-                                           if trace.truncated else "")]
+                                           if trace.truncated else "")
+             + (" (value-weighted maps: what each head moves)" if trace.value_weighted
+                else "")]
     first_mass = token_class_mass(trace)["first token"]  # [L, H]
     for layer in range(trace.n_layer):
         sharpest = int(ent[layer].argmin())
@@ -41,6 +46,14 @@ def layer_summary(trace) -> list[str]:
             f"(uniform {np.log(trace.n_tokens):.2f}); most focused head L{layer}.H{sharpest} "
             f"({ent[layer, sharpest]:.2f}); mass on first token {first_mass[layer].mean():.2f}")
     return lines
+
+
+def add_weights(command) -> None:
+    """--weights, as Model.trace takes it."""
+    command.add_argument("--weights", default="attention", choices=["attention", "value"],
+                         help="the maps' rows: the attention weights, or what each head moves "
+                              "from each key (value-weighted, normalized; Kobayashi et al. "
+                              "2020)")
 
 
 def add_placement(command) -> None:
@@ -66,7 +79,21 @@ def main(argv: list[str] | None = None) -> int:
     trace_cmd.add_argument("--maps", default="auto", choices=["auto", "full", "on_demand"],
                            help="hold every map, or keep what rebuilds them (long inputs); "
                                 "auto: whole up to 1 GiB of maps")
+    add_weights(trace_cmd)
     trace_cmd.add_argument("--out", default=None, help="save the trace as .npz")
+    generate_cmd = commands.add_parser("generate", help="a causal model continues a text "
+                                                        "(greedy, or sampled with --temperature)")
+    add_placement(generate_cmd)
+    generate_cmd.add_argument("--model", default="smollm2")
+    generate_cmd.add_argument("--text", required=True, help="the prompt")
+    generate_cmd.add_argument("--max-new-tokens", type=int, default=20)
+    generate_cmd.add_argument("--temperature", type=float, default=0.0,
+                              help="0: the most likely token each time; above: sampled")
+    generate_cmd.add_argument("--seed", type=int, default=None,
+                              help="the sampling seed (default: a fresh one, printed)")
+    add_weights(generate_cmd)
+    generate_cmd.add_argument("--out", default=None,
+                              help="save the trace of prompt and continuation as .npz")
     corpus_cmd = commands.add_parser("corpus", help="head statistics over a corpus (mean and "
                                                     "spread over segments) into an .npz and a "
                                                     "Parquet table")
@@ -98,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                             help="a folder that keeps finished shards: an interrupted run "
                                  "started again with it resumes")
     corpus_cmd.add_argument("--batch-size", type=int, default=None)
+    add_weights(corpus_cmd)
     corpus_cmd.add_argument("--stats", default=",".join(head_statistics.DEFAULT),
                             help="comma-separated, some of " + ", ".join(
                                 f"{name} ({s.label})" for name, s in
@@ -156,13 +184,15 @@ def main(argv: list[str] | None = None) -> int:
         return corpus_command(args)
     if args.command == "patch":
         return patch_command(args)
+    if args.command == "generate":
+        return generate_command(args)
 
     from .models.model import load_model
 
     try:
         model = load_model(args.model, dtype=args.dtype, device=args.device)
         trace = model.trace(args.text, text_pair=args.text_pair, max_tokens=args.max_tokens,
-                            maps=args.maps)
+                            maps=args.maps, weights=args.weights)
     except MhaVizError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -172,6 +202,48 @@ def main(argv: list[str] | None = None) -> int:
         trace.save(args.out)
         print(f"saved {args.out}")
     return 0
+
+
+def generate_command(args) -> int:
+    """The prompt, then each token as it is written; why writing stopped; the trace."""
+    from .models.model import load_model
+
+    written: list[int] = []
+    shown = {"text": ""}
+
+    def progress(done: int, total: int, token: int) -> None:
+        if not written:
+            print(args.text, end="", flush=True)
+        written.append(token)  # decoded with the prompt, so a leading space shows
+        text = model.tokenizer.decode(prompt + written)[len(before):]
+        print(text[len(shown["text"]):], end="", flush=True)
+        shown["text"] = text
+
+    try:
+        model = load_model(args.model, dtype=args.dtype, device=args.device)
+        prompt = model.encode(args.text).input_ids
+        before = model.tokenizer.decode(prompt)
+        result = model.generate(args.text, args.max_new_tokens, args.temperature, args.seed,
+                                progress=progress, trace=bool(args.out), weights=args.weights)
+    except MhaVizError as error:
+        print(("\n" if written else "") + f"error: {error}", file=sys.stderr)
+        return 2
+    print()
+    seed = f", seed {result.seed}" if result.seed is not None else ""
+    print(f"{len(result.new_ids)} token(s) in {result.seconds:.2f} s "
+          f"({result.tokens_per_second:.1f} tokens/s{seed}); stopped: "
+          f"{STOPPED[result.stop_reason]}", file=sys.stderr)
+    if args.out:
+        result.trace.save(args.out)
+        print(f"saved {args.out} ({result.trace.n_tokens} tokens: the prompt's "
+              f"{result.prompt_length} and the continuation)")
+    return 0
+
+
+STOPPED = {"length": "the tokens asked for were written",
+           "end_of_text": "the model wrote its end-of-text token",
+           "context": "the text reached the model's context",
+           "cancelled": "cancelled"}
 
 
 def prepare_command(args) -> int:
@@ -244,7 +316,8 @@ def corpus_command(args) -> int:
             model, texts, args.seg_len, [s for s in args.stats.split(",") if s],
             engine=engine, workers=args.workers, address=args.address,
             checkpoint=args.checkpoint, input_name=name, max_segments=args.max_segments,
-            texts_total=total, batch_size=args.batch_size, progress=progress)
+            texts_total=total, batch_size=args.batch_size, progress=progress,
+            weights=args.weights)
     except MhaVizError as error:
         print(("\n" if bar_shown else "") + f"error: {error}", file=sys.stderr)
         return 2

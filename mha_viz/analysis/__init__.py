@@ -1,5 +1,6 @@
 """Layer 4, analysis: numbers from traces and models. Statistics over maps (entropy, distance,
-similarity, roles, rollout), interventions that run the model (pruning, attribution,
+similarity, roles, rollout), what heads move (value_weighted: value-weighted maps and the
+residual's share), interventions that run the model (pruning, attribution,
 patching, circuits), the prompt sets they run on (prompts), one head's steps for the
 classroom (one_head/) and why a head attends where it does (why/: its scores split by
 source, composition between heads). Each quantity is defined in docs/analyses.md.
@@ -55,11 +56,13 @@ from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
+from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
+                            token_class_masks, token_class_mass, window_mass)
+from .value_weighted import (ContextMixing, context_mixing, value_norms, value_weighted_maps,
+                             why_no_mixing)
 from .why import (CompositionOverTraining, CompositionScores, ScoreAttribution,
                   composition_over_training, composition_scores, score_attribution,
                   text_composition, weight_composition)
-from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
-                            token_class_masks, token_class_mass, window_mass)
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
@@ -109,4 +112,5 @@ __all__ = [
     "score_attribution", "ScoreAttribution", "composition_scores", "CompositionScores",
     "text_composition", "weight_composition", "composition_over_training",
     "CompositionOverTraining",
+    "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
 ]

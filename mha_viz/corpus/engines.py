@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 from ..core.errors import InputError
+from ..maps.value_weighted import check_weights
 from .results import CorpusResult
 from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
@@ -60,11 +61,14 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
                max_segments: int | None = None, min_len: int = MIN_SEGMENT_TOKENS,
                texts_total: int | None = None, batch_size: int | None = None,
                similarity_rows: int | None = SIMILARITY_ROWS, threads: int | None = None,
-               progress: Callable[[Progress], None] | None = None) -> CorpusResult:
+               progress: Callable[[Progress], None] | None = None,
+               weights: str = "attention") -> CorpusResult:
     """Every statistic over the segments of a stream of texts (see the module docstring).
     input_name: what the checkpoint records of the input (a file's name; with the shards'
-    own digests it tells a resumed run from a run on another input)."""
+    own digests it tells a resumed run from a run on another input). weights="value": the
+    statistics of maps read the value-weighted maps."""
     stats = _check_stats(stats, corpus_model(model))
+    check_weights(weights)
     if "pruning" in stats:
         raise InputError("the pruning curve is over the whole corpus at once, not streamed: "
                          "run it on a sample with corpus.run")
@@ -89,6 +93,8 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
             model=model.info.name, stats=list(stats), seg_len=int(seg_len),
             min_len=int(min_len), shard_segments=int(shard_segments),
             max_segments=max_segments, similarity_rows=similarity_rows, input=input_name,
+            # recorded when not the weights: a folder of an earlier run still resumes
+            **({} if weights == "attention" else {"weights": weights}),
             units="row groups" if groups is not None else "segments"))
     started = time.perf_counter()
     state = {"result": CorpusResult({}, 0, 0), "shards": 0, "resumed": 0, "tokens_run": 0}
@@ -121,7 +127,8 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
             else:
                 finished(shard, kept, resumed=True)
 
-    settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows)
+    settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows,
+                    weights=weights)
     if engine == "local":
         from .measuring import run_shard
 
@@ -142,7 +149,7 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
                        n_texts=counts.n_texts, n_dropped=counts.n_dropped,
                        texts_read=counts.texts_read, engine=engine, workers=workers,
                        shards=state["shards"], resumed_shards=state["resumed"],
-                       similarity_rows=similarity_rows,
+                       similarity_rows=similarity_rows, weights=weights,
                        seconds=round(time.perf_counter() - started, 3))
     return result
 

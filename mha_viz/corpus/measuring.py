@@ -15,10 +15,11 @@ from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _
 
 
 def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
-                      similarity_rows: int | None) -> list[dict[str, np.ndarray]]:
+                      similarity_rows: int | None, weights: str = "attention"
+                      ) -> list[dict[str, np.ndarray]]:
     """One padded forward for a batch of segments, run a layer at a time: each layer's
-    maps go to every segment's accumulators while they are fresh, and are dropped; -> each
-    segment's statistics."""
+    maps (the weights, or value-weighted: weights="value") go to every segment's
+    accumulators while they are fresh, and are dropped; -> each segment's statistics."""
     from ..maps.streaming import RowBlock
 
     info = model.info
@@ -29,10 +30,10 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
         segments.append(SegmentStatistics(from_maps, tokens, display, ids, info.n_layer,
                                           info.n_head, info.causal, similarity_rows))
     if from_maps:
-        for layer, weights in model.attention_by_layer(batch):
+        for layer, maps in model.attention_by_layer(batch, weights):
             for row, (ids, segment) in enumerate(zip(batch, segments)):
                 n = len(ids)
-                segment.update(RowBlock(layer, 0, n, weights[row, :, :n, :n]))
+                segment.update(RowBlock(layer, 0, n, maps[row, :, :n, :n]))
     return [{**(segment.result() if from_maps else {}), **_importance(model, ids, stats)}
             for ids, segment in zip(batch, segments)]
 
@@ -46,8 +47,10 @@ def default_batch_size(model, seg_len: int) -> int:
 
 def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = STATS,
               batch_size: int | None = None, progress: Callable | None = None,
-              similarity_rows: int | None = SIMILARITY_ROWS) -> CorpusResult:
-    """The statistics of these segments (a model, or a name load_model understands)."""
+              similarity_rows: int | None = SIMILARITY_ROWS, weights: str = "attention"
+              ) -> CorpusResult:
+    """The statistics of these segments (a model, or a name load_model understands), read
+    from the attention weights or, weights="value", from the value-weighted maps."""
     if isinstance(model, str):
         from ..models.model import load_model
 
@@ -66,7 +69,7 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
     for start in range(0, len(order), batch_size):
         batch = [segments[i] for i in order[start:start + batch_size]]
         for ids, values in zip(batch, _batch_statistics(model, batch, per_segment,
-                                                        similarity_rows)):
+                                                        similarity_rows, weights)):
             result = result.merge(CorpusResult({k: Moments.of(v) for k, v in values.items()},
                                                1, len(ids)))
         if progress is not None:

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..core.errors import InputError
+from ..maps.value_weighted import check_weights
 from .measuring import run_shard
 from .results import CorpusResult
 from .segments import Segments, corpus_model
@@ -20,23 +21,25 @@ PRUNING_SEGMENTS = 32  # the pruning curve re-estimates importance at every step
 
 def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str] = STATS,
         batch_size: int | None = None, workers: int = 1, progress: Callable | None = None,
-        similarity_rows: int | None = SIMILARITY_ROWS, address: str | None = None
-        ) -> CorpusResult:
+        similarity_rows: int | None = SIMILARITY_ROWS, address: str | None = None,
+        weights: str = "attention") -> CorpusResult:
     """Statistics over every segment: mean and spread per head. workers > 1 runs shards on
     that many Ray actors of a local Ray instance, and address (auto, HOST:PORT) on that
     cluster's (each loads the model by its name). progress(done, total) is called as
-    segments finish; if it raises (a cancelled job), the run stops."""
+    segments finish; if it raises (a cancelled job), the run stops. weights="value": the
+    statistics of maps read the value-weighted maps (Model.trace's weights)."""
     model = corpus_model(model)
     stats = _check_stats(stats, model)
+    check_weights(weights)
     ids = segments.ids if isinstance(segments, Segments) else [list(s) for s in segments]
     if not ids:
         raise InputError("the corpus has no segments")
     started = time.perf_counter()
     if workers <= 1 and address is None:
-        result = run_shard(model, ids, stats, batch_size, progress, similarity_rows)
+        result = run_shard(model, ids, stats, batch_size, progress, similarity_rows, weights)
     else:
         result = _run_on_ray(model, ids, stats, batch_size, max(1, int(workers)), progress,
-                             similarity_rows, address)
+                             similarity_rows, address, weights)
     if "pruning" in stats:  # iterative over the corpus: one curve, on a sample of segments
         from ..analysis.pruning import pruning_curve
 
@@ -46,7 +49,7 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
                              pruning_curve_score=np.asarray(curve.scores))
         result.info["pruning_segments"] = len(sample)
     result.info.update(model=model.info.name, stats=list(stats), seconds=round(
-        time.perf_counter() - started, 3), similarity_rows=similarity_rows)
+        time.perf_counter() - started, 3), similarity_rows=similarity_rows, weights=weights)
     if isinstance(segments, Segments):
         result.info.update(seg_len=segments.seg_len, n_texts=segments.n_texts,
                            n_dropped=segments.n_dropped)
@@ -54,7 +57,7 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
 
 
 def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_rows,
-                address=None) -> CorpusResult:
+                address=None, weights="attention") -> CorpusResult:
     """Shards of the segments on ``workers`` Ray actors: of a local instance, or of the
     cluster at address."""
     from .ray_engine import run_on_ray
@@ -68,16 +71,18 @@ def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_row
         if progress is not None:
             progress(state["result"].n_segments, len(ids))
 
-    settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows)
+    settings = dict(stats=stats, batch_size=batch_size, similarity_rows=similarity_rows,
+                    weights=weights)
     run_on_ray(model.info.name, shards_of(ids, size), settings, workers, address, None,
                finished, placement=(model.info.dtype, model.info.device))
     return state["result"]
 
 
 def cache_key(model, segments: Segments, stats: Sequence[str],
-              similarity_rows: int | None = SIMILARITY_ROWS) -> tuple:
+              similarity_rows: int | None = SIMILARITY_ROWS, weights: str = "attention"
+              ) -> tuple:
     """What identifies a run: the model (and the stack it reads), the segments' ids and the
     settings."""
     reader = corpus_model(model)
     return ("corpus", model.info.name, getattr(reader, "kind", None), segments.digest(),
-            tuple(stats), similarity_rows)
+            tuple(stats), similarity_rows, weights)

@@ -371,7 +371,10 @@ class MultiHeadAttention(nn.Module):
 
     def with_past(self, k: torch.Tensor, v: torch.Tensor, past) -> tuple[torch.Tensor, ...]:
         """Keys and values of the earlier positions, then these: one key/value per query head
-        on both sides when either side has them so."""
+        on both sides when either side has them so. past: a (keys, values) pair, or a
+        kv_cache.LayerCache, which keeps these too (writing text a token at a time)."""
+        if hasattr(past, "extend"):
+            return past.extend(k, v)
         past_k, past_v = past
         if past_k.shape[1] != k.shape[1]:
             if past_k.shape[1] < k.shape[1]:
@@ -411,9 +414,9 @@ class MultiHeadAttention(nn.Module):
         head's output through its slice of W_O, [B, T, H, d], computed only when asked).
         x may then be per-head input streams [B, 3, H, T, d] (see project_qkv_per_head).
         past: the keys (rotated) and values of the positions before x's, [B, H_kv or H, S,
-        d_k]: x is then positions S.. of the text, which read those keys as well as their
-        own (a causal run reusing an unchanged prefix; rotary tables and bias are the
-        caller's, for these rows).
+        d_k], or a kv_cache.LayerCache holding them: x is then positions S.. of the text,
+        which read those keys as well as their own (a causal run reusing an unchanged
+        prefix; rotary tables and bias are the caller's, for these rows).
         memory [B, S, d]: cross-attention (queries from x, keys and values from memory, an
         encoder's output; separate projections); the weights are then [B, H, T, S].
         """

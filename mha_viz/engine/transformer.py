@@ -222,19 +222,22 @@ class TransformerStack(nn.Module):
 
     # --- the forward, in pieces ---------------------------------------------------------
 
-    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None):
-        """[B, T] ids (or float [B, T, d], already embedded) -> the input of layer 0."""
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+              offset: int = 0):
+        """[B, T] ids (or float [B, T, d], already embedded) at positions offset.. of the
+        text -> the input of layer 0."""
         config = self.config
         input_ids = input_ids.to(self.device)  # ids from a caller on the CPU, weights on a GPU
         vectors = input_ids.is_floating_point()
         h = input_ids if vectors else self.tok_emb(input_ids)
         if config.embed_scale != 1.0 and not vectors:  # scales token embeddings only
             h = h * config.embed_scale
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        length = input_ids.shape[1]
+        positions = torch.arange(offset, offset + length, device=input_ids.device)
         if config.positions == "learned":
             h = h + self.pos_emb(positions + config.position_offset)
         elif config.positions == "sinusoidal":
-            h = h + self.sinusoids(input_ids.shape[1])
+            h = h + self.sinusoids(offset + length)[offset:]
         if self.config.type_vocab_size:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
@@ -290,23 +293,26 @@ class TransformerStack(nn.Module):
 
     def rotary(self, length: int, layer: int = 0):
         """(cos, sin) [T, rotary_dim] of this layer's rotary positions (StackConfig.rope_of),
-        else None. Kept per length and base: every layer with the same RoPE, and every call
-        on the same text, shares them."""
+        else None. Kept per base, for the longest length asked so far (a position's row does
+        not depend on the table's length): every layer with the same RoPE, every call on the
+        same text and every token written after it share them."""
         if self.config.positions != "rotary":
             return None
         theta, scaling = self.config.rope_of(layer)
-        key = (length, theta, scaling)
+        key = (theta, scaling)
         tables = self._rotary_cache.get(key)
-        if tables is None:
+        if tables is None or tables[0].shape[0] < length:
             # Ordinary tensors even when the first caller runs under inference_mode: gradient
-            # analyses reuse them, and autograd cannot save inference tensors.
+            # analyses reuse them, and autograd cannot save inference tensors. Rounded up to
+            # a power of two: text written a token at a time computes them a few times only.
+            size = 1 << max(0, int(length) - 1).bit_length()
             with torch.inference_mode(False):
-                tables = rotary_tables(length, self.config.rotary_dim, theta, self.device,
+                tables = rotary_tables(size, self.config.rotary_dim, theta, self.device,
                                        scaling=scaling)
-            if len(self._rotary_cache) > 8:
-                self._rotary_cache.clear()
             self._rotary_cache[key] = tables
-        return tables
+        if tables[0].shape[0] == length:
+            return tables
+        return tables[0][:length], tables[1][:length]
 
     def rotary_rows(self, offset: int, length: int, layer: int = 0):
         """(cos, sin) of this layer's rotary positions offset..offset + length - 1 (rows of

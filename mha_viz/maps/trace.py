@@ -14,6 +14,7 @@ import numpy as np
 from ..core.errors import TraceFileError
 from ..core.text import visible
 from .ondemand import OnDemandMaps, QueryKeyMaps
+from .value_weighted import ValueWeightedMaps
 
 FORMAT_VERSION = 1
 # Traces are read from uploads too: refuse anything bigger before decompressing it.
@@ -101,6 +102,12 @@ class AttentionTrace:
             self._full, self.maps_source = None, value
         else:
             self._full, self.maps_source = np.asarray(value, dtype=np.float32), None
+
+    @property
+    def value_weighted(self) -> bool:
+        """True when the rows are value-weighted (Model.trace(..., weights="value"): what each
+        head moves from each key, normalized), not the softmax's weights."""
+        return self.extra.get("weights") == "value"
 
     @property
     def on_demand(self) -> bool:
@@ -296,6 +303,8 @@ class AttentionTrace:
             elif "queries" in data:
                 attentions = check_queries_keys(data, bool(metadata["causal"]),
                                                 metadata.get("kv_heads"))
+                if "value_norms" in data:  # a value-weighted trace of a long input
+                    attentions = check_value_norms(attentions, data["value_norms"])
             else:
                 raise TraceFileError("the trace holds neither maps nor queries and keys")
             trace = cls(
@@ -426,6 +435,18 @@ def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
             raise TraceFileError(f"{name} must be [L] non-negative numbers, one per layer")
         settings.append(array)
     return QueryKeyMaps(queries, keys, scales, causal, kv_heads, *settings)
+
+
+def check_value_norms(maps: QueryKeyMaps, norms: np.ndarray) -> ValueWeightedMaps:
+    """A saved value-weighted trace's per-key value norms [L, H, T] (finite, >= 0) over the
+    maps its queries and keys rebuild."""
+    if norms.dtype.kind != "f" or norms.shape != (maps.n_layer, maps.n_head, maps.n_tokens):
+        raise TraceFileError(f"value_norms must be [L, H, T] = "
+                             f"{[maps.n_layer, maps.n_head, maps.n_tokens]} numbers, got "
+                             f"{list(norms.shape)} ({norms.dtype})")
+    if not np.isfinite(norms).all() or (norms < 0).any():
+        raise TraceFileError("value_norms must be finite and non-negative")
+    return ValueWeightedMaps(maps, norms)
 
 
 # trace.attentions: the maps held, or all of an on-demand trace's maps computed when they fit

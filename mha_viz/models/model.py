@@ -26,8 +26,10 @@ from ..engine.transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 from ..maps import trace as traces
 from ..maps.ondemand import LayerInputMaps
 from ..maps.trace import AUTO_FULL_MAPS_BYTES, AttentionTrace
+from ..maps.value_weighted import ValueNorms, check_weights, weigh_maps, weights_by_layer
 from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
 from .forward_run import ForwardRun
+from .generation import Generating, Generation
 from .image_to_text import ImageToTextModel
 from .model_info import SCORE_NAMES, ModelInfo, describe
 from .predictions import Predicting, Predictions
@@ -35,12 +37,13 @@ from .scoring import (METRIC_KINDS, MLM_MASK_FRACTION, ResolvedMetric, ScoreInpu
                       TargetMetric)
 from .seq2seq import EncoderDecoderModel
 
-__all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "MAX_TEXT_CHARS", "METRIC_KINDS",
+__all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "Generation", "MAX_TEXT_CHARS",
+           "METRIC_KINDS",
            "MLM_MASK_FRACTION", "Model", "ModelInfo", "Predictions", "ResolvedMetric",
            "SCORE_NAMES", "ScoreInputs", "TargetMetric", "clean_text", "describe", "load_model"]
 
 
-class Model(TextInput, Scoring, Predicting):
+class Model(TextInput, Scoring, Predicting, Generating):
     """A checkpoint loaded into our own engine, with its tokenizer."""
 
     def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
@@ -82,15 +85,19 @@ class Model(TextInput, Scoring, Predicting):
         return 4 * self.info.n_layer * n_tokens * self.info.d_model
 
     def _forward(self, ids: list[int], types: list[int] | None, mask=None,
-                 ablation: str = "zero", maps: str = "full", hooks=None):
+                 ablation: str = "zero", maps: str = "full", hooks=None,
+                 weights: str = "attention"):
         """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
-        -> (maps: float32 [L, H, T, T] | LayerInputMaps | None, embedded,
+        -> (maps: float32 [L, H, T, T] | OnDemandMaps | None, embedded,
         final residual, last hidden). Attention runs a block of query rows at a time
         (no [H, T, T] scores); full maps are written block by block into one buffer, so the
         array handed out is that buffer itself (no per-layer copies). Without maps, short
-        inputs (up to CHUNKED_FROM tokens) take the plain path."""
+        inputs (up to CHUNKED_FROM tokens) take the plain path. weights="value": the maps
+        are value-weighted (maps.value_weighted: the norms read at the "v" point)."""
         n = len(ids)
         net = self.network
+        valued = ValueNorms(net, hooks) if check_weights(weights) == "value" else None
+        hooks = hooks if valued is None else valued
         with torch.inference_mode():
             input_ids = torch.tensor([ids], dtype=torch.long, device=net.device)
             token_types = None if types is None else torch.tensor([types], dtype=torch.long,
@@ -114,20 +121,23 @@ class Model(TextInput, Scoring, Predicting):
                 final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
                                           ablation, hooks=hooks)
                 found = None
+            if valued is not None and found is not None:
+                found = weigh_maps(found, valued.array())
             return found, embedded, final, net.finish(final)
 
     def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
-                     ablation: str = "zero", maps="full"):
+                     ablation: str = "zero", maps="full", weights: str = "attention"):
         """(maps, last hidden [T, d] numpy) of one forward."""
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a trace takes one head mask of shape [layers, heads]")
         found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
-                                                 self.maps_kind(len(ids), maps))
+                                                 self.maps_kind(len(ids), maps), None, weights)
         return found, to_numpy(last_hidden[0])
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
-              head_mask=None, ablation: str = "zero", maps="auto") -> AttentionTrace:
+              head_mask=None, ablation: str = "zero", maps="auto",
+              weights: str = "attention") -> AttentionTrace:
         """Every head's attention map for the text (and sentence B, for BERT).
 
         head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
@@ -135,21 +145,38 @@ class Model(TextInput, Scoring, Predicting):
         map is still what its softmax computed.
         maps: "full" holds every map; "on_demand" holds what rebuilds them and computes a
         head's or a layer's map when asked (trace.head_map, trace.layer_maps, trace.rows);
-        "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES."""
+        "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES.
+        weights: "attention" (the softmax's weights) or "value": every row is what the head
+        moves from each key, alpha_ij ||f_h(x_j)||, normalized to sum 1 (Kobayashi et al.
+        2020; mha_viz.maps.value_weighted), read by every statistic as the weights are."""
         enc = self.encode(text, text_pair, max_tokens)
         kind = self.maps_kind(len(enc.input_ids), maps)
         if kind == "none":
             raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
         attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
-                                          kind)
-        trace = self._make_trace(enc, attentions, text, text_pair)
+                                          kind, weights)
+        trace = self._make_trace(enc, attentions, text, text_pair, weights)
         if head_mask is not None:
             trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
             trace.extra["ablation"] = ablation
         return trace
 
-    def trace_ids(self, ids, token_type_ids=None, maps="auto") -> AttentionTrace:
-        """Trace pre-tokenized input (no special tokens are added)."""
+    def run_hooked(self, text, hooks, text_pair: str | None = None,
+                   max_tokens: int | None = None, maps="none"):
+        """(encoding, maps): one forward of a text (or pre-tokenized ids) with hooks (an
+        engine.interventions.Hooks) reading or replacing the engine's named points; maps as
+        trace() takes them ("none" by default: None), the softmax's weights."""
+        if isinstance(text, str):
+            enc = self.encode(text, text_pair, max_tokens)
+        else:
+            enc = self.encoding_of_ids(self._check_ids(text))
+        kind = self.maps_kind(len(enc.input_ids), maps)
+        found, *_ = self._forward(enc.input_ids, enc.token_type_ids, maps=kind, hooks=hooks)
+        return enc, found
+
+    def trace_ids(self, ids, token_type_ids=None, maps="auto",
+                  weights: str = "attention") -> AttentionTrace:
+        """Trace pre-tokenized input (no special tokens are added); weights: as trace()."""
         ids = self._check_ids(ids)
         types = [0] * len(ids) if token_type_ids is None else [int(t) for t in token_type_ids]
         if len(types) != len(ids):
@@ -158,16 +185,17 @@ class Model(TextInput, Scoring, Predicting):
         if any(not 0 <= t < kinds for t in types):
             raise InputError(f"token_type_ids must be 0..{kinds - 1} for this model")
         enc = Encoding(ids, types, [i in self._special_ids for i in ids], False, len(ids))
-        attentions, _ = self._run_capture(ids, types, maps=maps)
-        return self._make_trace(enc, attentions, "", None)
+        attentions, _ = self._run_capture(ids, types, maps=maps, weights=weights)
+        return self._make_trace(enc, attentions, "", None, weights)
 
-    def attention_by_layer(self, batch: list[list[int]]):
+    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention"):
         """Run a batch of pre-tokenized segments (padded, the padding masked, so each
         segment's maps are those it gets alone) one layer at a time, yielding (layer,
         weights [B, H, W, W] float32) as each layer's attention is computed: segment b's own
         maps are weights[b, :, :n_b, :n_b]. Nothing is kept from one layer to the next but
         the hidden state, so a statistic reads the maps while they are fresh and the batch
-        never holds [B, L, H, W, W]."""
+        never holds [B, L, H, W, W]. weights="value": value-weighted, as trace() gives them
+        (a padded key's weight is 0, so each segment's rows are its own)."""
         width = max(len(ids) for ids in batch)
         pad = self.tokenizer.pad_token_id or 0
         net = self.network
@@ -177,12 +205,13 @@ class Model(TextInput, Scoring, Predicting):
                             device=net.device)
         with torch.inference_mode():
             h, bias = net.embed(input_ids), net.attention_bias(width, mask)
-        yield from net.weights_by_layer(h, bias, mask)
+        yield from weights_by_layer(net, h, bias, mask, weights)
 
-    def _make_trace(self, enc: Encoding, attentions, text, text_pair) -> AttentionTrace:
+    def _make_trace(self, enc: Encoding, attentions, text, text_pair,
+                    weights: str = "attention") -> AttentionTrace:
         with self._tokenizer_lock:
             tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
-        extra = {}
+        extra = {} if weights == "attention" else {"weights": weights}
         if enc.n_chars_given is not None:  # only the first MAX_TEXT_CHARS were read
             extra["n_chars_given"] = enc.n_chars_given
             text = text[:MAX_TEXT_CHARS]
@@ -199,10 +228,11 @@ class Model(TextInput, Scoring, Predicting):
             kv_heads=list(self.info.kv_heads))
 
     def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
-            head_mask=None, maps="auto") -> ForwardRun:
+            head_mask=None, maps="auto", weights: str = "attention") -> ForwardRun:
         """One forward pass that keeps what the trace, the predictions, the target metrics and
-        direct logit attribution need, so each of them costs no further forward. maps: as
-        trace() takes it; False (or "none") skips the maps (run.trace is then None)."""
+        direct logit attribution need, so each of them costs no further forward. maps,
+        weights: as trace() takes them; maps False (or "none") skips the maps (run.trace is
+        then None)."""
         enc = self.encode(text, text_pair, max_tokens)
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
@@ -213,13 +243,13 @@ class Model(TextInput, Scoring, Predicting):
             info.d_model + info.n_head * info.d_head))
         kept = Interventions(capture=["z", "mlp_out"])  # what attribution reads
         found, embedded, final, last_hidden = self._forward(
-            enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept)
+            enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept, weights)
         records = [{"context": kept.captured[("z", layer)],
                     "mlp_out": kept.captured[("mlp_out", layer)]}
                    for layer in range(self.info.n_layer)]
         trace = None
         if found is not None:
-            trace = self._make_trace(enc, found, text, text_pair)
+            trace = self._make_trace(enc, found, text, text_pair, weights)
             if head_mask is not None:
                 trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
                 trace.extra["ablation"] = "zero"

@@ -28,6 +28,7 @@ from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.placement import to_numpy
 from ..maps import trace as traces
 from ..maps.trace import AttentionTrace
+from ..maps.value_weighted import weights_by_layer
 from .tokens import Tokenizing
 
 DEFAULT_NEW_TOKENS = 32
@@ -208,10 +209,12 @@ class EncoderDecoderModel(Tokenizing):
     # --- running -------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def generate(self, source_ids: list[int], max_new_tokens: int | None = None
-                 ) -> list[int]:
-        """The model's greedy continuation of the decoder start token: up to max_new_tokens
+    def generate(self, source_ids, max_new_tokens: int | None = None) -> list[int]:
+        """The model's greedy continuation of the decoder start token for a source (its ids,
+        or its text, as a causal Model.generate takes a prompt): up to max_new_tokens
         tokens, ending at the end-of-sequence token when the model writes it."""
+        if isinstance(source_ids, str):
+            source_ids = self.encode_source(source_ids)[0]
         n = _check_new_tokens(max_new_tokens,
                               self.network.config.decoder.max_positions)
         device = self.network.device
@@ -408,10 +411,11 @@ class StackView:
         ids = [int(i) for i in ids]
         return self.model.pieces(ids), self.model.display_tokens(ids)
 
-    def attention_by_layer(self, batch: list[list[int]]):
+    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention"):
         """The encoder's self-attention of a batch of sources, one layer at a time, as
         Model.attention_by_layer gives a decoder-only model's (corpus mode reads an
-        encoder-decoder's sources this way): yields (layer, weights [B, H, W, W])."""
+        encoder-decoder's sources this way): yields (layer, weights [B, H, W, W]);
+        weights="value": value-weighted (maps.value_weighted)."""
         if self.kind != "encoder":
             raise InputError("over a corpus, an encoder-decoder's encoder is read (the texts "
                              "are sources); the decoder would need a target for each text")
@@ -425,7 +429,7 @@ class StackView:
         encoder = self.model.network.encoder
         with torch.inference_mode():
             h, bias = encoder.embed(input_ids), encoder.attention_bias(width, mask)
-        yield from encoder.weights_by_layer(h, bias, mask)
+        yield from weights_by_layer(encoder, h, bias, mask, weights)
 
     def corpus_model(self) -> "StackView":
         return self

@@ -34,10 +34,11 @@ def llama_model(tmp_path_factory):
                                             n_head=4, n_kv_head=2, d_model=64))
 
 
-def loop_reference(model, segments, stats=corpus.STATS):
+def loop_reference(model, segments, stats=corpus.STATS, **trace_options):
     """Each segment traced alone (model.trace_ids), its statistics by the analysis
     functions, then plain numpy means and standard deviations over segments."""
-    values = [corpus.segment_statistics(model.trace_ids(ids), stats) for ids in segments.ids]
+    values = [corpus.segment_statistics(model.trace_ids(ids, **trace_options), stats)
+              for ids in segments.ids]
     return {name: (np.nanmean([v[name] for v in values], axis=0),
                    np.nanstd([v[name] for v in values], axis=0)) for name in values[0]}
 
@@ -60,6 +61,25 @@ def test_batched_and_unbatched_runs_equal_a_loop_over_segments(family, gpt2_mode
     assert_matches(corpus.run(model, segments, batch_size=5), reference)
     # the statistics themselves: the aggregates are not all zero
     assert np.nanmax(reference["entropy"][1]) > 0 and np.nanmax(reference["js_distance"][0]) > 0
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_a_run_reads_the_value_weighted_maps_with_one_argument(family, bert_model, llama_model):
+    """weights="value": every statistic of maps over the corpus equals the loop over
+    segments traced alone with weights="value" (value-weighted traces, checked against
+    transformers in test_value_weighted.py), in padded batches too; and differs from the
+    weights' statistics."""
+    model = {"bert": bert_model, "llama": llama_model}[family]
+    segments = corpus.segment(model, TEXTS, seg_len=12, min_len=4)
+    reference = loop_reference(model, segments, weights="value")
+    for batch_size in (1, 5):
+        result = corpus.run(model, segments, batch_size=batch_size, weights="value")
+        assert_matches(result, reference)
+        assert result.info["weights"] == "value"
+    weights = corpus.run(model, segments, batch_size=5)
+    assert np.nanmax(np.abs(weights.mean("entropy") - reference["entropy"][0])) > 0.01
+    with pytest.raises(InputError, match="weights must be"):
+        corpus.run(model, segments, weights="values")
 
 
 def test_shards_merge_to_the_same_answer_however_split(bert_model):

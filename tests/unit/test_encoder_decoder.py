@@ -85,6 +85,7 @@ def test_greedy_target_equals_transformers_generate(checkpoints, case):
     assert trace.generated and trace.target_text is None and trace.max_new_tokens == 6
     assert trace.labels == expected
     assert trace.cross_attentions.shape[2] == len(expected)
+    assert model.generate(SOURCE, 6) == expected  # a text, as a causal model's generate takes
 
 
 @pytest.mark.parametrize("buckets,distance", [(32, 128), (8, 20), (6, 7)])

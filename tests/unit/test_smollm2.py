@@ -181,3 +181,36 @@ def test_smollm2_head_patching_equals_hooks(smollm2, reference):
         with hooked([replace_input(where.out_proj(layer), swap)]):
             expected = hf_metric(ref, corrupted_ids, mary, john)
         assert abs(result.values[layer, head] - expected) < 2e-3, (layer, head)
+
+
+def test_smollm2_greedy_generation_equals_transformers_generate(smollm2, reference):
+    """20 greedy tokens with the key/value cache, against transformers' generate on the
+    same file (do_sample False); the trace of prompt and continuation is a fresh trace's."""
+    ref, _ = reference
+    text = "The animal didn't cross the street because"
+    ids = smollm2.encode(text).input_ids
+    with torch.no_grad():
+        expected = ref.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False,
+                                eos_token_id=smollm2.tokenizer.eos_token_id,
+                                pad_token_id=smollm2.tokenizer.eos_token_id)[0, len(ids):]
+    written = smollm2.generate(text, max_new_tokens=20)
+    assert written.new_ids == expected.tolist()
+    fresh = smollm2.trace_ids(written.ids)
+    assert np.abs(written.trace.attentions - fresh.attentions).max() < ATTN_TOL
+
+
+def test_smollm2_value_weighted_maps_equal_a_loop(smollm2, reference):
+    """The real model's value-weighted maps against the numpy loop of test_value_weighted
+    (alpha and each attention module's input from transformers' Llama on the GGUF); the
+    first token (the sink) takes a smaller share of what heads move than of the weights."""
+    from test_value_weighted import check_close, hf_run, llama_parts, loop_value_weighted
+
+    from mha_viz.analysis import value_weighted_maps
+
+    ref, _ = reference
+    text = "When Mary and John went to the store, John gave a drink to"
+    alpha, x, layers = hf_run(ref, llama_parts, smollm2.encode(text).input_ids)
+    expected = loop_value_weighted(alpha, x, layers)
+    check_close(value_weighted_maps(smollm2, text), expected)
+    moved = expected / expected.sum(-1, keepdims=True)
+    assert moved[..., 0].mean() < alpha[..., 0].mean() - 0.1
