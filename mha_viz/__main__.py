@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                               "checkpoint-2000/) or a hub id with step revisions (online)")
     dynamics_texts = dynamics_cmd.add_mutually_exclusive_group()
     dynamics_texts.add_argument("--text", action="append", default=None,
-                                help="a text to measure on (repeatable); default: 8 paragraphs "
+                                help="a text to measure on (repeatable); default: the run's "
+                                     "held-out texts (held_out_texts.json), else 8 paragraphs "
                                      "of the demo corpus (Python's documentation)")
     dynamics_texts.add_argument("--input", default=None,
                                 help="a file of texts (.txt, .csv, .jsonl, ...)")
@@ -344,15 +345,19 @@ def corpus_command(args) -> int:
     return 0
 
 
-def dynamics_texts(text: list[str] | None, path: str | None, limit: int) -> list[str]:
-    """The texts a dynamics run measures on: given, read from a file, or the demo corpus's
-    first paragraphs."""
+def dynamics_texts(text: list[str] | None, path: str | None, limit: int,
+                   series=None) -> list[str] | None:
+    """The texts a dynamics run measures on: given, read from a file, None for a series that
+    keeps held-out texts of its training distribution (training_dynamics reads them), or
+    the demo corpus's first paragraphs."""
     from . import corpus
 
     if text:
         return text
     if path:
         return list(corpus.open_texts(path, limit=limit))
+    if series is not None and series.held_out is not None:
+        return None
     return corpus.demo_texts(limit)
 
 
@@ -371,9 +376,10 @@ def dynamics_command(args) -> int:
         steps = None if args.steps is None else [
             int(s) for s in args.steps.split(",") if s.strip()]
         series = checkpoint_series(args.series, steps=steps)
-        texts = dynamics_texts(args.text, args.input, args.limit)
+        texts = dynamics_texts(args.text, args.input, args.limit, series)
         print(f"{series.name}: {len(series)} checkpoints, steps {series.steps[0]:,} to "
-              f"{series.steps[-1]:,}; {len(texts)} text(s)", file=sys.stderr)
+              f"{series.steps[-1]:,}; " + ("its held-out texts" if texts is None else
+                                           f"{len(texts)} text(s)"), file=sys.stderr)
         result = training_dynamics(series, texts, seq_len=args.seq_len, n_seqs=args.n_seqs,
                                    seed=args.seed, progress=progress)
     except ValueError as error:  # --steps that are not numbers

@@ -10,10 +10,11 @@ from mha_viz.ui import training_page as tp
 ui.page_setup(
     "Training: watch attention learn",
     "Every other page shows one frozen model. Here a model is shown **as it trained**: one "
-    "checkpoint per step, each measured on the same inputs. In a two-layer model a "
-    "**previous-token head** forms in layer 0 first; then, suddenly, an **induction head** in "
-    "layer 1 that reads it, and the loss on repeated text drops: the phase change of Olsson "
-    "et al. (2022), *In-context Learning and Induction Heads*.",
+    "checkpoint per step, each measured on the same inputs. In a two-layer model, suddenly, "
+    "a **previous-token head** forms in layer 0 and an **induction head** in layer 1 that "
+    "reads it; the loss on repeated text drops, and later tokens of a text become easier to "
+    "predict than early ones: the phase change of Olsson et al. (2022), *In-context Learning "
+    "and Induction Heads*.",
 )
 
 with ui.guard():
@@ -37,20 +38,20 @@ with ui.guard():
     index = steps.index(step)
 
     # ----------------------------------------------------------- the loss and the ICL score
-    curves = {"loss on the texts": dynamics.curves["text_loss"],
-              "loss on the probe's first copy of R": dynamics.curves["probe_loss_first"],
-              "loss on the probe's repeated copy of R": dynamics.curves["probe_loss_repeated"]}
-    ui.show_figure(plots.training_curves(steps, curves, phase, step,
+    ui.show_figure(plots.training_curves(steps, tp.loss_curves(dynamics), phase, step,
                                          training=series.training_loss()), key="train_loss")
     st.caption((f"Marked: the phase change, where the loss on the probe's repeated copy falls "
                 f"fastest (per log-step), at step {phase:,}. " if phase else "")
-               + f"Probe: {ui.md_escape(info['probe'])} (BOS R R); texts: the first "
-                 f"{info['n_texts']} paragraphs of the demo corpus (Python's documentation).")
+               + f"Probe: {ui.md_escape(info['probe'])} (BOS R R): its first copy of R is "
+                 f"random tokens, which no model can predict (at best its loss stays near a "
+                 f"uniform guess's, and it may rise as the model fits its training text); the "
+                 f"repeated copy can be copied from the first. Texts: "
+                 f"{ui.md_escape(info.get('texts', ''))}.")
     ui.show_figure(plots.training_curves(
-        steps, {f"ICL score: loss at token {info['icl_late']} − loss at token "
-                f"{info['icl_early']}": dynamics.curves["icl_score"]}, phase, step,
+        steps, {tp.icl_label(dynamics): dynamics.curves["icl_score"]}, phase, step,
         title="In-context learning score", y_title="nats (lower: later tokens gain more)"),
         key="train_icl")
+    st.caption(ui.md_escape(tp.icl_caption(dynamics)))
 
     # ----------------------------------------------------------- each head's score over steps
     score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(tp.SCORES),

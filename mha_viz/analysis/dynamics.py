@@ -6,10 +6,12 @@ Per checkpoint, on the repeated-random-tokens probe (BOS R R, the ids of
 roles.repeated_random_tokens): every head's induction score (roles.induction_pattern_scores,
 the mean over the probe's sequences, as roles.induction_scores gives it), previous-token and
 duplicate-token scores (roles.previous_token_scores, roles.duplicate_token_scores on the same
-traces), and the loss on the first copy of R and on the repeated copy. On the texts given:
-every head's entropy and mass on the first token (the sink) (entropy_and_mass, the mean over
-the texts), the mean next-token loss, and the in-context learning score of Olsson et al.
-(2022): the loss at a late token minus the loss at an early one, averaged over the texts.
+traces), and the loss on the first copy of R and on the repeated copy. On the texts (by
+default the run's own held-out texts of its training distribution, which the series keeps in
+held_out_texts.json): every head's entropy and mass on the first token (the sink)
+(entropy_and_mass, the mean over the texts), the mean next-token loss, and the in-context
+learning score of Olsson et al. (2022): the loss at a late token minus the loss at an early
+one, averaged over the texts (icl_positions says which tokens).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ CURVES = {"text_loss": "loss on the texts (nats/token)",
           "icl_score": "in-context learning score (nats)",
           "probe_loss_first": "loss on the probe's first copy (nats/token)",
           "probe_loss_repeated": "loss on the probe's repeated copy (nats/token)"}
-ICL_EARLY, ICL_LATE = 10, 100  # token positions (0-based) whose losses the ICL score compares
+# Olsson et al. 2022 compare the loss of token 500 with that of token 50 (0-based positions,
+# the loss of predicting that token), in contexts of 8,192 tokens
+ICL_EARLY, ICL_LATE = 50, 500
 PROBE_SEQ_LEN, PROBE_SEQS = 50, 8
 FORMAT = "mha-viz training dynamics 1"
 
@@ -123,17 +127,27 @@ def next_token_losses(model, ids) -> np.ndarray:
         return -logprobs[:-1].gather(1, ids[0, 1:, None])[:, 0].numpy().astype(np.float64)
 
 
-def icl_positions(max_positions: int, early: int = ICL_EARLY, late: int = ICL_LATE
+def icl_positions(context: int, early: int | None = None, late: int | None = None
                   ) -> tuple[int, int]:
-    """The ICL score's token positions, pulled inside a short context (late at most the
-    last position; then, if early is not before it, early a tenth of it)."""
-    late, early = min(int(late), int(max_positions) - 1), int(early)
+    """The ICL score's two token positions in texts of `context` tokens. late: as given or
+    Olsson et al.'s 500, at most the context's last position (so in a context of 64 tokens,
+    63); early: as given or a tenth of late, rounded (their ratio: 50 for 500, 6 for 63),
+    and a tenth of late when a given one is not before it."""
+    late = min(ICL_LATE if late is None else int(late), int(context) - 1)
+    early = max(1, round(late * ICL_EARLY / ICL_LATE)) if early is None else int(early)
     if early >= late:
         early = max(1, late // 10)
     if not 1 <= early < late:
-        raise InputError(f"the ICL score compares an early token with a later one: got "
-                         f"positions {early} and {late}")
+        raise InputError(f"the in-context learning score compares an early token with a later "
+                         f"one: got positions {early} and {late} (texts of {context} tokens)")
     return early, late
+
+
+def texts_context(model, texts: list[str]) -> int:
+    """The tokens of the shortest text (within the model's context): the ICL score's
+    positions are pulled inside it, so every text counts."""
+    limit = int(model.info.max_positions)
+    return min(len(model.encode(t, None, limit).input_ids) for t in texts)
 
 
 def probe_length(max_positions: int, seq_len: int | None = None) -> int:
@@ -144,10 +158,11 @@ def probe_length(max_positions: int, seq_len: int | None = None) -> int:
 
 
 def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
-                          n_seqs: int = PROBE_SEQS, seed: int = 0, early: int = ICL_EARLY,
-                          late: int = ICL_LATE) -> tuple[dict, dict]:
+                          n_seqs: int = PROBE_SEQS, seed: int = 0, early: int | None = None,
+                          late: int | None = None) -> tuple[dict, dict]:
     """One checkpoint's ({head array: [L, H]}, {curve: float}) (see the module docstring).
-    The texts are truncated to the model's context; seq_len None: probe_length's."""
+    The texts are truncated to the model's context; seq_len None: probe_length's; the ICL
+    positions: icl_positions within the shortest text (texts_context)."""
     info = model.info
     seq_len = probe_length(info.max_positions, seq_len)
     if not info.causal or not info.has_lm_head:
@@ -158,13 +173,14 @@ def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
     induction = np.mean([induction_pattern_scores(t.attentions, seq_len, offset=offset)
                          for t in traces], axis=0)
     losses = np.array([next_token_losses(model, ids) for ids in sequences])
-    # loss[:, j] predicts token j + 1: the first copy's tokens after its first, the repeated
-    # copy's likewise (its first token follows nothing it could copy)
-    first = losses[:, offset + 1:offset + seq_len].mean()
-    repeated = losses[:, offset + seq_len + 1:offset + 2 * seq_len].mean()
+    # loss[:, j] predicts token j + 1: the first copy's tokens after its first (positions
+    # offset + 1 .. offset + seq_len - 1), the repeated copy's likewise (its first token
+    # follows nothing it could copy)
+    first = losses[:, offset:offset + seq_len - 1].mean()
+    repeated = losses[:, offset + seq_len:offset + 2 * seq_len - 1].mean()
     heads = {"induction": induction, "previous_token": previous_token_scores(traces),
              "duplicate_token": duplicate_token_scores(traces)}
-    early, late = icl_positions(info.max_positions, early, late)
+    early, late = icl_positions(texts_context(model, texts), early, late)
     entropies, sinks, text_losses, icl = [], [], [], []
     for text in texts:
         trace = model.trace(text, max_tokens=int(info.max_positions))
@@ -173,28 +189,37 @@ def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
         sinks.append(measured["mass"]["first token"])
         loss = next_token_losses(model, trace.token_ids)
         text_losses.append(loss)
-        if loss.size >= late:  # loss[j - 1] is token j's
-            icl.append(loss[late - 1] - loss[early - 1])
+        icl.append(loss[late - 1] - loss[early - 1])  # loss[j - 1] is token j's
     heads["entropy"] = np.mean(entropies, axis=0)
     heads["sink_mass"] = np.mean(sinks, axis=0)
     curves = {"text_loss": float(np.concatenate(text_losses).mean()),
-              "icl_score": float(np.mean(icl)) if icl else float("nan"),
+              "icl_score": float(np.mean(icl)),
               "probe_loss_first": float(first), "probe_loss_repeated": float(repeated)}
     return heads, curves
 
 
-def training_dynamics(series, texts, seq_len: int | None = None, n_seqs: int = PROBE_SEQS,
-                      seed: int = 0, early: int = ICL_EARLY, late: int = ICL_LATE,
-                      local_dirs=None, progress=None) -> TrainingDynamics:
+def training_dynamics(series, texts=None, seq_len: int | None = None,
+                      n_seqs: int = PROBE_SEQS, seed: int = 0, early: int | None = None,
+                      late: int | None = None, local_dirs=None, progress=None,
+                      texts_about: str | None = None) -> TrainingDynamics:
     """Every checkpoint's statistics (checkpoint_statistics), one checkpoint loaded at a time.
 
     series: a CheckpointSeries, or what checkpoints.series.checkpoint_series takes (a bundled
         series, a folder of step folders, a list of folders, a hub id with step revisions).
-    texts: a text or a list of them (entropy, sink mass, loss, ICL score; the ICL score
-        reads those of at least `late` + 1 tokens and is NaN when none is).
+    texts: a text or a list of them (entropy, sink mass, loss, ICL score); None: the run's
+        held-out texts of its training distribution (its held_out_texts.json), which the
+        ICL score of Olsson et al. reads; texts_about says in words what given texts are.
+    early, late: the ICL score's positions (None: icl_positions's, scaled to the context).
     seq_len: the probe's length of R (None: 50, or what the context holds).
     progress(done, total), if given, is called after each checkpoint (it may raise to stop)."""
     series = checkpoint_series(series, local_dirs)
+    own_held_out = texts is None
+    if own_held_out:
+        held_out = series.held_out_texts()
+        if held_out is None:
+            raise InputError(f"'{series.name}' keeps no held-out texts of its training "
+                             f"distribution (held_out_texts.json): give the texts to measure on")
+        texts, texts_about = held_out
     texts = [texts] if isinstance(texts, str) else [str(t) for t in texts]
     if not texts or not all(t.strip() for t in texts):
         raise InputError("training dynamics need at least one non-empty text")
@@ -204,12 +229,14 @@ def training_dynamics(series, texts, seq_len: int | None = None, n_seqs: int = P
             model = load_checkpoint(checkpoint)
         except LoadError as error:
             raise type(error)(f"step {checkpoint.step} ({checkpoint.name}): {error}") from None
+        if shape is None:  # the first checkpoint fixes what every one is measured on
+            context = texts_context(model, texts)
+            early, late = icl_positions(context, early, late)
+            seq_len = probe_length(model.info.max_positions, seq_len)
         one_heads, one_curves = checkpoint_statistics(model, texts, seq_len, n_seqs, seed,
                                                       early, late)
         if shape is None:
             shape = one_heads["induction"].shape
-            early_late = icl_positions(model.info.max_positions, early, late)
-            seq_len = probe_length(model.info.max_positions, seq_len)
         elif one_heads["induction"].shape != shape:
             raise InputError(f"step {checkpoint.step} has {one_heads['induction'].shape} "
                              f"layers x heads, the first checkpoint {shape}: a series is one "
@@ -224,7 +251,9 @@ def training_dynamics(series, texts, seq_len: int | None = None, n_seqs: int = P
     info = {"series": series.name, "source": series.source,
             "probe": probe_description(seq_len, n_seqs, seed), "seq_len": int(seq_len),
             "n_seqs": int(n_seqs), "seed": int(seed), "n_texts": len(texts),
-            "icl_early": early_late[0], "icl_late": early_late[1]}
+            "texts": texts_about or f"{len(texts)} text{'s' if len(texts) != 1 else ''} given",
+            "held_out": own_held_out,
+            "icl_early": early, "icl_late": late, "icl_context": context}
     return TrainingDynamics(np.asarray(series.steps, dtype=np.int64),
                             {k: np.stack(v) for k, v in heads.items()},
                             {k: np.asarray(v, dtype=np.float64) for k, v in curves.items()},

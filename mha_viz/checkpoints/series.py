@@ -7,6 +7,10 @@ A checkpoint's step is read from its folder's name (or revision's), else from th
 trainer_state.json the Hugging Face Trainer writes into it (global_step). Only where each
 checkpoint is and what it is are read here (config.json): nothing is loaded, so a series
 holds no model; the analysis layer loads one checkpoint at a time.
+
+Beside the checkpoints a run may keep held_out_texts.json, {"about": words, "texts": [...]}:
+texts of its training distribution it never trained on (the bundled runs do), on which the
+training dynamics measure the loss and the in-context learning score.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from ..core.errors import CheckpointNotFoundError, LoadError, OfflineError
 # name -> (folder inside the mha_viz package, description)
 BUNDLED_SERIES = {
     "induction-toy": ("bundled/induction-toy", "a two-layer attention-only transformer "
-                      "(GPT-NeoX format) reading characters of Python's documentation, "
-                      "trained by mha-viz in the open (mha_viz/toys/induction.py)"),
+                      "(GPT-NeoX format) trained by mha-viz in the open on repeated passages "
+                      "of characters, half from Python's documentation, half random "
+                      "(mha_viz/toys/induction.py)"),
     "induction-toy-mlp": ("bundled/induction-toy-mlp", "the same two-layer transformer with "
                           "MLPs, trained by mha-viz on the same text and seed "
                           "(mha_viz/toys/induction.py)"),
@@ -32,6 +37,8 @@ BUNDLED_SERIES = {
 STEP_NAME = re.compile(r"^(?:step|checkpoint|global_step|iter|ckpt|revision)?[-_]?(\d+)$",
                        re.IGNORECASE)
 STATE_FILE = "trainer_state.json"
+HELD_OUT_FILE = "held_out_texts.json"
+HELD_OUT_MAX_BYTES = 4 << 20  # a visitor's folder is read: no larger file is opened
 NAMES_HINT = ("folders named by their step (step1000/, checkpoint-2000/, global_step300/), or "
               "each holding the trainer_state.json the Hugging Face Trainer writes")
 
@@ -67,6 +74,7 @@ class CheckpointSeries:
     n_head: int = 0
     training_log: Path | None = None  # a trainer_state.json with the training loss
     root: Path | None = None  # the folder holding the checkpoints (a local series)
+    held_out: Path | None = None  # a held_out_texts.json (see the module docstring)
 
     @property
     def steps(self) -> list[int]:
@@ -81,6 +89,28 @@ class CheckpointSeries:
         if self.training_log is None:
             return [], []
         return read_training_loss(self.training_log)
+
+    def held_out_texts(self) -> tuple[list[str], str] | None:
+        """(texts, what they are in words) of the run's held_out_texts.json, None when it
+        has none; a file that is not one gets a SeriesError saying so."""
+        return None if self.held_out is None else read_held_out(self.held_out)
+
+
+def read_held_out(path: Path) -> tuple[list[str], str]:
+    bad = f"'{path.name}' must hold {{\"about\": text, \"texts\": [non-empty texts]}}"
+    try:
+        too_large = path.stat().st_size > HELD_OUT_MAX_BYTES
+        found = None if too_large else json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise SeriesError(f"{bad}: it cannot be read as JSON") from None
+    if too_large:
+        raise SeriesError(f"'{path.name}' is over {HELD_OUT_MAX_BYTES >> 20} MB")
+    texts = found.get("texts") if isinstance(found, dict) else None
+    about = found.get("about", "") if isinstance(found, dict) else None
+    if not isinstance(texts, list) or not texts or not isinstance(about, str) or not all(
+            isinstance(t, str) and t.strip() for t in texts):
+        raise SeriesError(bad)
+    return texts, about or f"{len(texts)} held-out texts of the run"
 
 
 def read_training_loss(path: Path) -> tuple[list[int], list[float]]:
@@ -165,10 +195,11 @@ def series_from_folders(folders, name: str = "", source: str = "",
                           f"checkpoint per step")
     model_type, n_layer, n_head = distinct[0]
     common = os.path.commonpath([str(f) for f in folders])
-    log = Path(common) / STATE_FILE
+    log, held_out = Path(common) / STATE_FILE, Path(common) / HELD_OUT_FILE
     return CheckpointSeries(name or Path(common).name, tuple(checkpoints),
                             source or f"{len(checkpoints)} checkpoint folders", model_type, n_layer,
-                            n_head, log if log.is_file() else None, Path(common))
+                            n_head, log if log.is_file() else None, Path(common),
+                            held_out if held_out.is_file() else None)
 
 
 def _shape_words(shape: tuple[str, int, int]) -> str:

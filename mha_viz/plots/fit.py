@@ -32,6 +32,7 @@ FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
 BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
 SHORT_LABEL = 8  # characters of a tick label on a narrow screen (maps keep 250 px at 400)
+PHONE_PLOT_PX = 250  # on a narrow screen a grid of few columns widens its cells to this
 PRESENT_FONT = 18
 _MARKUP = r"<[^>]+>|&[a-z#0-9]+;"  # a tag or an escaped character: one glyph at most
 _TAGS = re.compile(_MARKUP)
@@ -234,7 +235,14 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             cell = max(cell, 0.5)
             # On a projector a map takes the width (its height is held to one screen): cells
             # wider than tall, so a layer x head map is not a strip and numbers are legible.
-            cell_w = max(cell, min(across, PRESENT_CELL_MAX_W)) if screen.present else cell
+            # On a phone a grid of few columns (2 layers x 4 heads: 136 px) widens to
+            # PHONE_PLOT_PX, as every plot there.
+            if screen.present:
+                cell_w = max(cell, min(across, PRESENT_CELL_MAX_W))
+            elif width < NARROW_PX:
+                cell_w = max(cell, min(across, PHONE_PLOT_PX / n_cols))
+            else:
+                cell_w = cell
             if cell_w > cell:  # a builder's square cells (scaleanchor) would undo it
                 layout.xaxis.scaleanchor = layout.yaxis.scaleanchor = None
             layout.height = int(cell * n_rows + top + bottom)

@@ -1,5 +1,9 @@
 """Heads across training: curves against the training step (log-scaled), with the phase
-change marked, and every head's score over steps with the strongest heads named."""
+change marked, and every head's score over steps with the strongest heads named.
+
+The step axis always spans the whole run, whatever step is marked, and is labelled at 1 and 3
+times the powers of ten only: Plotly's own log axis writes its minor labels (2, 5) at 3/4
+of the font size, under 14 px on a projector, and they crowd a phone's width."""
 
 from __future__ import annotations
 
@@ -15,6 +19,11 @@ from ._style import HEAD_COLOURS, _base_layout, _esc, _title
 PHASE_COLOUR = "#d62728"
 
 
+def _lines(label: str) -> str:
+    """A curve's label, escaped, its lines ("\\n") broken in the legend."""
+    return "<br>".join(_esc(line) for line in str(label).split("\n"))
+
+
 def _log_steps(steps) -> tuple[np.ndarray, bool]:
     x = np.asarray(steps, dtype=float)
     if x.ndim != 1 or x.size == 0:
@@ -22,14 +31,38 @@ def _log_steps(steps) -> tuple[np.ndarray, bool]:
     return x, bool(x.min() > 0)  # a log axis cannot show step 0
 
 
-def _mark(fig: go.Figure, step: float | None, label: str, where: float | None = None) -> None:
-    """A dashed vertical line at a step (the phase change, the step under the slider)."""
+def _step_axis(x: np.ndarray, log_x: bool) -> dict:
+    """The x axis: the run's whole range, with padding, and labelled ticks (see above)."""
+    title = dict(text="training step" + (" (log scale)" if log_x else ""))
+    if not log_x:
+        pad = 0.02 * max(float(x.max() - x.min()), 1.0)
+        return dict(title=title, type="linear", range=[float(x.min()) - pad,
+                                                       float(x.max()) + pad])
+    low, high = float(np.log10(x.min())), float(np.log10(x.max()))
+    pad = 0.03 * max(high - low, 0.5)
+    ticks = [m * 10 ** k for k in range(int(np.floor(low)), int(np.ceil(high)) + 1)
+             for m in (1, 3) if low - pad <= np.log10(m * 10 ** k) <= high + pad]
+    return dict(title=title, type="log", range=[low - pad, high + pad], tickvals=ticks,
+                ticktext=[f"{t:,}" for t in ticks])
+
+
+def _mark(fig: go.Figure, step: float | None, label: str, x: np.ndarray, log_x: bool,
+          phase: bool = True) -> None:
+    """A vertical line at a step: dashed red for the phase change, its label above the plot;
+    dotted grey for the step under the slider, its label inside the top, on the side with
+    more room. The labels are annotations of their own: one that add_vline places reads its
+    x on a log axis as a power of ten (step 10 sent the axis to 10^10)."""
     if step is None:
         return
-    fig.add_vline(x=float(step), line=dict(color=PHASE_COLOUR if where is None else "#555",
-                                           dash="dash" if where is None else "dot", width=2),
-                  annotation_text=_esc(label), annotation_position="top left"
-                  if where is None else "top right")
+    position = (lambda v: float(np.log10(v))) if log_x else float
+    fig.add_vline(x=float(step), line=dict(color=PHASE_COLOUR if phase else "#555",
+                                           dash="dash" if phase else "dot", width=2))
+    middle = (position(x.min()) + position(x.max())) / 2
+    fig.add_annotation(x=position(step), xref="x", y=1.0, yref="paper",
+                       yanchor="bottom" if phase else "top", showarrow=False,
+                       xanchor="center" if phase else
+                       ("left" if position(step) <= middle else "right"),
+                       text=_esc(label), font=dict(color=PHASE_COLOUR if phase else "#555"))
 
 
 def training_curves(steps: Sequence[int], curves: Mapping[str, np.ndarray],
@@ -37,8 +70,8 @@ def training_curves(steps: Sequence[int], curves: Mapping[str, np.ndarray],
                     training: tuple[Sequence[int], Sequence[float]] | None = None,
                     title: str = "Loss over training", y_title: str = "nats / token"
                     ) -> go.Figure:
-    """Each curve (label -> [S] values at the checkpoints' steps) against the step on a log
-    axis; training: the run's own (steps, loss) log drawn thin beneath; phase_step marks the
+    """Each curve (label -> [S] values at the checkpoints' steps; a label's "\\n" breaks its
+    line in the legend) against the step on a log axis; training: the run's own (steps, loss) log drawn thin beneath; phase_step marks the
     phase change, current_step the step under the slider."""
     x, log_x = _log_steps(steps)
     fig = go.Figure()
@@ -53,15 +86,15 @@ def training_curves(steps: Sequence[int], curves: Mapping[str, np.ndarray],
         if y.shape != x.shape:
             raise InputError(f"{label}: {y.shape[0]} values for {x.shape[0]} steps")
         fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines+markers", name=_esc(label),
+            x=x, y=y, mode="lines+markers", name=_lines(label),
             line=dict(color=HEAD_COLOURS[k % len(HEAD_COLOURS)], width=2),
-            hovertemplate=f"{_esc(label)}<br>step %{{x:,}}: %{{y:.3f}}<extra></extra>"))
-    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "")
-    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", where=1.0)
+            hovertemplate=f"{_lines(label)}<br>step %{{x:,}}: %{{y:.3f}}<extra></extra>"))
+    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "",
+          x, log_x)
+    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", x, log_x,
+          phase=False)
     return _base_layout(
-        fig, _title(title), height=400,
-        xaxis=dict(title=dict(text="training step" + (" (log scale)" if log_x else "")),
-                   type="log" if log_x else "linear"),
+        fig, _title(title), height=400, xaxis=_step_axis(x, log_x),
         yaxis=dict(title=dict(text=_esc(y_title))), hovermode="closest",
         legend=dict(orientation="h", y=-0.25))
 
@@ -95,11 +128,11 @@ def head_scores_over_steps(steps: Sequence[int], scores: np.ndarray, score_name:
             line=dict(color=HEAD_COLOURS[k % len(HEAD_COLOURS)], width=3),
             hovertemplate=f"{head_name(layer, head)}<br>step %{{x:,}}: %{{y:.3f}}"
                           f"<extra></extra>"))
-    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "")
-    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", where=1.0)
+    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "",
+          x, log_x)
+    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", x, log_x,
+          phase=False)
     return _base_layout(
         fig, _title(title or f"{score_name} of every head over training"), height=400,
-        xaxis=dict(title=dict(text="training step" + (" (log scale)" if log_x else "")),
-                   type="log" if log_x else "linear"),
-        yaxis=dict(title=dict(text=name)), hovermode="closest",
+        xaxis=_step_axis(x, log_x), yaxis=dict(title=dict(text=name)), hovermode="closest",
         legend=dict(orientation="h", y=-0.25))

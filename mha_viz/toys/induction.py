@@ -1,17 +1,26 @@
 """The small transformers the project trains in the open to watch induction heads form (the
 bundled series "induction-toy", attention-only, and "induction-toy-mlp", with MLPs): two
-layers of four heads read characters of Python's documentation (the text mha-viz ships in
-bundled/python-docs.txt.gz), and 30 checkpoints spaced log-uniformly over training are kept,
-so the phase change of Olsson et al. (2022) can be watched: a previous-token head in layer 0,
-then an induction head in layer 1 and a sudden fall of the loss on repeated text.
+layers of four heads read characters, and 30 checkpoints spaced log-uniformly over training
+are kept, so the phase change of Olsson et al. (2022) can be watched: a previous-token head
+in layer 0 and an induction head in layer 1 form, the loss on repeated text falls sharply,
+and the in-context learning score on the run's own kind of text falls with it.
 
 The data: windows of 63 characters after a BOS, each a passage of 10 to 31 characters
-repeated until the window is full (the text repeating itself, which is what an induction
-head predicts). Within 63 characters plain documentation rarely repeats: in this project's
-trial runs, with plain text in every window no induction head formed within 1,500 steps,
-and with half the windows plain the best induction score was still under 0.1 at step
-2,000. The price: the model comes to expect every text to repeat, so after the phase change
-its loss on plain text rises again and its in-context learning score there is positive.
+repeated until the window is full (what an induction head predicts). Half the passages are
+a piece of Python's documentation (the text mha-viz ships in bundled/python-docs.txt.gz),
+half distinct characters drawn at random from the vocabulary. Within 63 characters plain
+documentation rarely repeats: in this project's trial runs, with plain text in every window
+no induction head formed within 1,500 steps, and with half the windows plain the best
+induction score was still under 0.1 at step 2,000. With documentation alone in the
+passages, the model learned to copy documentation (its in-context learning score fell from
+step 345 to 922) long before it could copy random characters (the probe's induction head
+formed from step 922 to 1,663): copying text can lean on its spelling. With random passages
+beside it, both come at one moment, as in Olsson et al.'s models.
+
+Every tenth distinct paragraph of the documentation is held out of training (every copy of
+it): held_out_texts draws windows the same way from those paragraphs (and fresh random
+passages) with seed + 1, and train() writes them to held_out_texts.json beside the
+checkpoints, where the training dynamics read their loss and in-context learning score.
 
 Training uses transformers' GPTNeoXForCausalLM (training only: the app runs every checkpoint
 in mha-viz's own engine), rotary positions on every dimension of a head. The format has no
@@ -48,7 +57,10 @@ CHECKPOINTS = 30
 FIRST_CHECKPOINT = 10
 RATE = 3e-3
 BATCH = 16
-REPEATED = 1.0  # the share of training windows in which a passage repeats
+RANDOM_SHARE = 0.5  # the share of passages drawn as random characters, not documentation
+HELD_OUT_EVERY = 10  # every tenth paragraph of the documentation is held out of training
+HELD_OUT_COUNT = 256  # held-out windows written beside the checkpoints
+HELD_OUT_FILE = "held_out_texts.json"  # checkpoints.series reads it by this name
 LOG_EVERY = 10  # the training loss is kept as the mean over this many steps
 
 
@@ -99,19 +111,59 @@ def step_folder_name(step: int) -> str:
     return f"step{step}"  # Pythia's revisions are named so
 
 
-def training_rows(ids, batch: int, generator):
-    """[batch, CONTEXT - 1] windows of the text's ids: in a share REPEATED of them (all, in
-    the bundled runs) a passage of 10 to 31 characters repeated until the window is full,
-    the others plain text."""
+def split_text(text: str) -> tuple[str, str]:
+    """(training text, held-out text): every HELD_OUT_EVERY-th distinct paragraph (line) is
+    held out, every copy of it (the documentation repeats some paragraphs word for word)."""
+    lines = text.split("\n")
+    distinct = list(dict.fromkeys(lines))
+    held = set(distinct[HELD_OUT_EVERY - 1::HELD_OUT_EVERY])
+    return ("\n".join(line for line in lines if line not in held),
+            "\n".join(line for line in distinct if line in held))
+
+
+def windows(text: str, characters: list[str], count: int, generator) -> list[str]:
+    """`count` windows of CONTEXT - 1 characters, each a passage of 10 to 31 characters
+    repeated until the window is full: a piece of `text`, or (a share RANDOM_SHARE) distinct
+    characters of the vocabulary (BOS and UNK left out) drawn at random."""
     import torch
 
     width = CONTEXT - 1
-    starts = torch.randint(0, len(ids) - width, (batch,), generator=generator).tolist()
-    repeat = (torch.rand(batch, generator=generator) < REPEATED).tolist()
-    lengths = torch.randint(10, 32, (batch,), generator=generator).tolist()
-    rows = [ids[s:s + n].repeat(width // n + 1)[:width] if r else ids[s:s + width]
-            for s, r, n in zip(starts, repeat, lengths)]
-    return torch.stack(rows)
+    starts = torch.randint(0, len(text) - width, (count,), generator=generator).tolist()
+    lengths = torch.randint(10, 32, (count,), generator=generator).tolist()
+    drawn = (torch.rand(count, generator=generator) < RANDOM_SHARE).tolist()
+    out = []
+    for start, n, is_random in zip(starts, lengths, drawn):
+        if is_random:
+            order = torch.randperm(len(characters) - 2, generator=generator)[:n] + 2
+            passage = "".join(characters[i] for i in order.tolist())
+        else:
+            passage = text[start:start + n]
+        out.append((passage * (width // n + 1))[:width])
+    return out
+
+
+def held_out_texts(count: int = HELD_OUT_COUNT, seed: int = 0) -> list[str]:
+    """Windows of the training distribution that a run of this seed never trained on: drawn
+    as training draws them (windows) with seed + 1, their documentation from the held-out
+    paragraphs (split_text)."""
+    import torch
+
+    text = training_text()
+    _, held_out = split_text(text)
+    generator = torch.Generator().manual_seed(seed + 1)
+    return windows(held_out, vocabulary(text), count, generator)
+
+
+def write_held_out(folder: Path, seed: int, count: int = HELD_OUT_COUNT) -> Path:
+    """held_out_texts as checkpoints.series reads them: {"about": words, "texts": [...]}."""
+    about = (f"{count} held-out windows of this run's training distribution (a passage of "
+             f"10 to 31 characters repeated to fill {CONTEXT - 1}: half from paragraphs of "
+             f"Python's documentation left out of training, half random characters; seed "
+             f"{seed + 1})")
+    path = Path(folder) / HELD_OUT_FILE
+    path.write_text(json.dumps({"about": about, "texts": held_out_texts(count, seed)},
+                               ensure_ascii=False, indent=0), encoding="utf-8")
+    return path
 
 
 def build_model(vocab_size: int, mlp: bool):
@@ -142,9 +194,10 @@ def build_model(vocab_size: int, mlp: bool):
 def train(folder: str | Path, mlp: bool = False, steps: int = STEPS, seed: int = 0,
           checkpoints: int = CHECKPOINTS, batch: int = BATCH, rate: float = RATE,
           log=print) -> dict:
-    """Train on random windows of the shipped text (each a BOS and 63 characters) and save
-    a checkpoint at each of checkpoint_steps(steps, checkpoints) into folder/step<N>/, with
-    trainer_state.json (the training loss) in folder -> {"steps": [...], "final_loss": ...}.
+    """Train on windows (each a BOS and 63 characters) of the training paragraphs of the
+    shipped text and save a checkpoint at each of checkpoint_steps(steps, checkpoints) into
+    folder/step<N>/, with trainer_state.json (the training loss) and held_out_texts.json
+    (write_held_out) in folder -> {"steps": [...], "final_loss": ...}.
     Runs on one torch thread (restored after): a re-run adds up every sum in the same order,
     so it gives the same weights; and on a shared machine two threads ran it 8 times slower
     (each waits for the other's turn on the cores)."""
@@ -160,7 +213,7 @@ def train(folder: str | Path, mlp: bool = False, steps: int = STEPS, seed: int =
         text = training_text()
         characters = vocabulary(text)
         index = {c: i for i, c in enumerate(characters)}
-        ids = torch.tensor([index.get(c, 1) for c in text], dtype=torch.long)
+        trained_on, _ = split_text(text)
         model = build_model(len(characters), mlp)
         model.train()
         generator = torch.Generator().manual_seed(seed)
@@ -168,8 +221,8 @@ def train(folder: str | Path, mlp: bool = False, steps: int = STEPS, seed: int =
         history, window = [], []
 
         def batch_loss(step: int):
-            rows = training_rows(ids, batch, generator)
-            inputs = torch.cat([torch.zeros(batch, 1, dtype=torch.long), rows], dim=1)
+            rows = windows(trained_on, characters, batch, generator)
+            inputs = torch.tensor([[0] + [index.get(c, 1) for c in row] for row in rows])
             return model(input_ids=inputs, labels=inputs).loss
 
         def after_step(done: int, loss: float) -> None:
@@ -185,6 +238,7 @@ def train(folder: str | Path, mlp: bool = False, steps: int = STEPS, seed: int =
         state = {"global_step": steps, "seed": seed, "attention_only": not mlp,
                  "log_history": history}
         (folder / "trainer_state.json").write_text(json.dumps(state, indent=1))
+        write_held_out(folder, seed)
         return {"steps": sorted(keep), "final_loss": history[-1]["loss"]}
     finally:
         torch.set_num_threads(threads)

@@ -21,7 +21,9 @@ FOLDER_CHOICE = "folder"
 SERIES_LABELS = {"induction-toy": "Bundled: 2-layer attention-only (induction-toy)",
                  "induction-toy-mlp": "Bundled: 2-layer with MLPs (induction-toy-mlp)",
                  FOLDER_CHOICE: "A folder of checkpoints…"}
-N_TEXTS = 8  # paragraphs of the demo corpus for entropy, sink mass, loss and the ICL score
+N_TEXTS = 8  # paragraphs of the demo corpus, for a run that keeps no held-out texts
+DEMO_ABOUT = (f"the first {N_TEXTS} paragraphs of the demo corpus (Python's documentation), "
+              f"not known to be like this run's training text")
 PLAY_SECONDS = 0.5  # each step's frame while playing
 SCORES = {"induction": "Induction score", "previous_token": "Previous-token score",
           "duplicate_token": "Duplicate-token score", "entropy": "Entropy (nats)",
@@ -65,13 +67,19 @@ def default_texts() -> list[str]:
 def dynamics_of(series):
     """The series' TrainingDynamics, computed once (a job: progress, Cancel) and shared; a
     bundled run's are shipped beside it (PREPARED, what the same call gave: a slow test
-    recomputes them), so a class does not wait for 30 checkpoints."""
+    checks them against transformers' own model), so a class does not wait for 30
+    checkpoints. The texts: the run's held-out texts of its training distribution when it
+    keeps them (held_out_texts.json), else the demo corpus's first paragraphs."""
     key = ("training dynamics", series.name, tuple(c.location for c in series.checkpoints),
            tuple(series.steps))
     if series.name in BUNDLED_SERIES and series.root is not None and \
             (series.root / PREPARED).is_file():
         return memo(A.TrainingDynamics.load, series.root / PREPARED, key=key)
+    if series.held_out is not None:
+        return computed(key, A.training_dynamics, series,
+                        label=f"Measuring {len(series)} checkpoints, one at a time")
     return computed(key, A.training_dynamics, series, memo(default_texts, key=("demo", N_TEXTS)),
+                    texts_about=DEMO_ABOUT,
                     label=f"Measuring {len(series)} checkpoints, one at a time")
 
 
@@ -90,6 +98,43 @@ def _probe_trace(checkpoint, seq_len: int, n_seqs: int, seed: int):
     model = load_checkpoint(checkpoint)
     ids, _ = A.repeated_random_tokens(model, seq_len, n_seqs, seed)
     return model.trace_ids(ids[0])
+
+
+def loss_curves(dynamics) -> dict[str, np.ndarray]:
+    """The first figure's curves by label. A curve that may rise over training says why in
+    its label: random tokens cannot be predicted, and text unlike the training data can get
+    harder as the model fits its own."""
+    held_out = bool(dynamics.info.get("held_out"))
+    text = ("training loss on held-out text of its training distribution" if held_out else
+            "loss on the texts\n(not known to be like its training text: such text may get "
+            "harder)")
+    return {text: dynamics.curves["text_loss"],
+            "probe's repeated copy of R\n(predictable from the first copy)":
+                dynamics.curves["probe_loss_repeated"],
+            "probe's first copy of R\n(random tokens: nothing can predict them, it may rise)":
+                dynamics.curves["probe_loss_first"]}
+
+
+def icl_label(dynamics) -> str:
+    info = dynamics.info
+    return f"ICL score: loss at token {info['icl_late']} − loss at token {info['icl_early']}"
+
+
+def icl_caption(dynamics) -> str:
+    """What the ICL score compares, on which texts, and how its positions were scaled."""
+    info = dynamics.info
+    early, late, context = info["icl_early"], info["icl_late"], info.get("icl_context")
+    scaled = (f"Olsson et al. (2022) compare token 500 with token 50 of 8,192-token "
+              f"contexts; here token {late} with token {early}"
+              + (f", scaled to the {context}-token texts (the same ratio)" if context and
+                 late < 500 else "") + ". ")
+    if info.get("held_out"):
+        return (f"{scaled}On the held-out texts above, of the run's own training "
+                f"distribution, as Olsson et al. measure it: it falls when the model starts to "
+                f"use what came before, at the phase change.")
+    texts = info.get("texts") or f"{info.get('n_texts', 0)} texts"
+    return (f"{scaled}On {texts}: these are not known to be like the run's training text, so "
+            f"it need not fall.")
 
 
 def phase_step(dynamics) -> int | None:

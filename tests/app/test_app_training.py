@@ -1,17 +1,23 @@
-"""The Training page (issue 42) through AppTest: a series of random GPT-2 checkpoints opens
-with its curves and maps, the step slider changes the maps, and a folder that is empty, mixed
-(two architectures) or misnamed gets a message, not a traceback."""
+"""The Training page (issues 42 and 49) through AppTest: a series of random GPT-2 checkpoints
+opens with its curves and maps, the step slider changes the maps, and a folder that is empty,
+mixed (two architectures) or misnamed gets a message, not a traceback. On the bundled run
+(whose shipped numbers tests/unit/test_induction_toy.py checks against transformers' model):
+the in-context learning score it draws falls, most at the phase change it marks, and no
+curve it draws rises over training unless its label says why."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shutil
 
+import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
+from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402
 
 from mha_viz.testing import make_decoder_checkpoint, make_gpt2_checkpoint  # noqa: E402
 
@@ -77,5 +83,64 @@ def test_the_bundled_run_opens_on_its_phase_change():
     assert not at.error, texts(at.error)
     assert len(at.get("plotly_chart")) == 5
     captions = " ".join(texts(at.caption))
-    assert "at step 1,122" in captions, captions  # the phase change, marked
-    assert any(t.startswith("L1.H0 on the probe at step 3,000") for t in titles(at))
+    assert "at step 757" in captions, captions  # the phase change, marked
+    assert "held-out windows of this run's training distribution" in captions, captions
+    assert "token 63 with token 6" in captions, captions  # Olsson's 500 and 50, scaled
+    assert any(re.match(r"L1\.H\d on the probe at step 3,000", t) for t in titles(at))
+
+
+# why a curve may rise, as its label must say: random tokens cannot be predicted; text unlike
+# the training data can get harder as the model fits its own
+REASONS = ("nothing can predict", "not known to be like its training text")
+
+
+def values(array) -> np.ndarray:
+    """A trace's x or y as the chart's JSON holds it: a list, or a typed array in base 64."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array, dtype=float)
+
+
+def rising_without_a_reason(figure: dict) -> list[str]:
+    return [trace["name"] for trace in figure["data"]
+            if values(trace["y"])[-1] > values(trace["y"])[0]
+            and not any(reason in trace["name"] for reason in REASONS)]
+
+
+def test_the_bundled_runs_curves_fall_or_say_why_they_rise():
+    """The loss figure: the training loss on held-out text of its training distribution and
+    the probe's repeated copy fall; the probe's first copy (random tokens) says why it may
+    rise. The ICL score falls, lower at the last checkpoint than at the first, and falls most
+    between the checkpoints around the phase change the page marks."""
+    at = run_page(PAGE, {})
+    loss, icl = charts(at)[:2]
+    assert loss["layout"]["title"]["text"].startswith("Loss over training")
+    names = [t["name"] for t in loss["data"]]
+    assert any(n.startswith("training loss on held-out text") for n in names), names
+    assert any(n.startswith("probe's repeated copy") for n in names), names
+    assert not rising_without_a_reason(loss), rising_without_a_reason(loss)
+    assert not rising_without_a_reason(icl), rising_without_a_reason(icl)
+    (score,) = icl["data"]
+    steps, icl_values = values(score["x"]), values(score["y"])
+    assert score["name"].startswith("ICL score: loss at token 63 − loss at token 6")
+    assert icl_values[-1] < icl_values[0] - 2.0, icl_values
+    phase = [s["x0"] for s in icl["layout"]["shapes"] if s["line"].get("dash") == "dash"]
+    assert phase == [757], phase
+    steepest = int(np.argmax(icl_values[:-1] - icl_values[1:])) + 1  # by its largest fall
+    marked = int(np.flatnonzero(steps == phase[0])[0])
+    assert marked - 1 <= steepest <= marked + 1, (steps[steepest], phase)
+
+
+def test_the_step_axis_spans_the_run_whatever_the_slider_shows():
+    """Issue 51 item 7: at step 10 the log axis ran to 10^10 (the step label's x was read as
+    a power of ten), squeezing every curve into its left third."""
+    at = run_page(PAGE, {"tstep": "10"})
+    assert not at.exception, texts(at.exception)
+    for figure in charts(at)[:3]:
+        axis = figure["layout"]["xaxis"]
+        assert "range" in axis and "tickvals" in axis, axis  # else Plotly's autorange
+        low, high = axis["range"]
+        assert np.log10(8) < low < 1 and np.log10(3000) < high < np.log10(4000), axis["range"]
+        assert all(10 <= v <= 3000 for v in axis["tickvals"]), axis["tickvals"]
+        marks = [a for a in figure["layout"]["annotations"] if a["text"] == "step 10"]
+        assert len(marks) == 1 and marks[0]["x"] == pytest.approx(1.0), marks

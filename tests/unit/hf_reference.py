@@ -217,3 +217,19 @@ def logits_with_heads_replaced(hf, where, ids, replaced):
     with torch.no_grad(), hooked([replace_input(where.out_proj(layer), swap(heads))
                                   for layer, heads in by_layer.items()]):
         return hf(torch.tensor([ids])).logits[0, -1]
+
+
+def repeated_random_probe(tokenizer, vocab_size: int, seq_len: int, n_seqs: int,
+                          seed: int) -> list[list[int]]:
+    """The induction probe's inputs as docs/analyses.md defines them (written here, not taken
+    from mha_viz): BOS, then seq_len distinct ids drawn without replacement from the
+    vocabulary less the special ids (numpy default_rng(seed)), then the same ids again."""
+    import numpy as np
+
+    candidates = np.setdiff1d(np.arange(vocab_size), tokenizer.all_special_ids)
+    rng = np.random.default_rng(seed)
+    probe = []
+    for _ in range(n_seqs):
+        drawn = rng.choice(candidates, size=seq_len, replace=False).tolist()
+        probe.append([tokenizer.bos_token_id] + drawn + drawn)
+    return probe

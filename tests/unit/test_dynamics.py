@@ -1,8 +1,8 @@
 """Issue 42: a series of checkpoints as one object, and every checkpoint's statistics
-streamed into [step, layer, head] arrays. The references are the existing statistics computed
-on each checkpoint loaded alone (induction_scores, previous/duplicate-token scores, entropy,
-token_class_mass) and a per-token loss computed here from transformers' own GPT-NeoX on the
-same weights."""
+streamed into [step, layer, head] arrays. Issue 49: the in-context learning score at Olsson et
+al.'s positions scaled to the texts, on the run's own held-out texts by default. The
+reference is transformers' own GPT-NeoX on the same weights: its attentions and logits, with
+every score's formula (docs/analyses.md) written in this file."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from hf_reference import repeated_random_probe
 
-from mha_viz import InputError, load_model
+from mha_viz import InputError
 from mha_viz.__main__ import main as cli
-from mha_viz.analysis import (duplicate_token_scores, entropy, induction_scores,
-                              previous_token_scores, repeated_random_tokens, token_class_mass)
 from mha_viz.analysis.dynamics import TrainingDynamics, training_dynamics
 from mha_viz.checkpoints.series import SeriesError, checkpoint_series, step_of
 from mha_viz.testing.checkpoints import make_gpt2_checkpoint
@@ -30,15 +29,21 @@ TEXTS = ["The cat sat on the mat and the dog sat on the log, and then the cat sa
          "Attention heads read earlier tokens; an induction head finds the token after the "
          "previous occurrence of the current one and copies it."]
 PROBE = dict(seq_len=20, n_seqs=3, seed=1)
+HELD_OUT = ["one two three four five six seven eight nine ten one two three four five six",
+            "red green blue red green blue red green blue red green blue red green blue",
+            "a b c d e f g a b c d e f g a b c d e f g a b c d e f g"]
 
 
 @pytest.fixture(scope="module")
 def neox_series(tmp_path_factory):
-    """Three random GPT-NeoX checkpoints (different seeds), their steps in folder names."""
+    """Three random GPT-NeoX checkpoints (different seeds), their steps in folder names, and
+    held-out texts of the run beside them."""
     root = tmp_path_factory.mktemp("neox-run")
     for seed, step in enumerate(STEPS):
         make_decoder_checkpoint(root / f"step{step}", "GPTNeoXConfig", "GPTNeoXForCausalLM",
                                 seed=seed, **NEOX)
+    (root / "held_out_texts.json").write_text(json.dumps({"about": "three held-out texts",
+                                                          "texts": HELD_OUT}))
     return root
 
 
@@ -47,63 +52,123 @@ def dynamics(neox_series):
     return training_dynamics(neox_series, TEXTS, early=5, late=40, **PROBE)
 
 
+def transformers_reference(folder, texts, seq_len=20, n_seqs=3, seed=1):
+    """From GPTNeoXForCausalLM (eager): each text's and each probe sequence's token losses
+    ([j - 1] is token j's) and attentions [L, H, T, T], the probe drawn as docs/analyses.md
+    says (BOS, then seq_len distinct non-special ids, twice; numpy default_rng(seed))."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+
+    def run(ids):
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True)
+        loss = torch.nn.functional.cross_entropy(out.logits[0, :-1], torch.tensor(ids[1:]),
+                                                 reduction="none").double().numpy()
+        return loss, torch.cat(out.attentions).double().numpy()
+
+    probe = repeated_random_probe(tokenizer, model.config.vocab_size, seq_len, n_seqs, seed)
+    return [run(tokenizer(t)["input_ids"]) for t in texts], [run(ids) for ids in probe]
+
+
 def test_a_folder_of_step_folders_is_a_series(neox_series):
     series = checkpoint_series(neox_series)
     assert series.steps == list(STEPS)
     assert (series.model_type, series.n_layer, series.n_head) == ("gpt_neox", 2, 4)
     listed = checkpoint_series([neox_series / "step3000", neox_series / "step0"])
     assert listed.steps == [0, 3000]
+    assert series.held_out_texts() == (HELD_OUT, "three held-out texts")
 
 
-def test_each_checkpoints_statistics_equal_those_of_it_loaded_alone(neox_series, dynamics):
+def test_each_checkpoints_head_scores_equal_transformers_attentions(neox_series, dynamics):
+    """Induction, previous-token and duplicate-token scores on the probe, entropy and mass
+    on the first token on the texts, from transformers' attentions by their formulas."""
     assert dynamics.steps.tolist() == list(STEPS)
     assert dynamics.heads["induction"].shape == (3, 2, 4)
+    s = PROBE["seq_len"]
     for index, step in enumerate(STEPS):
-        model = load_model(neox_series / f"step{step}")
+        on_texts, on_probe = transformers_reference(neox_series / f"step{step}", TEXTS)
+        probe = np.stack([a for _, a in on_probe])  # [N, L, H, T, T]
+        k = np.arange(s - 1)  # query R[k] of the second copy -> the token after R[k]'s first
         np.testing.assert_allclose(dynamics.heads["induction"][index],
-                                   induction_scores(model, **PROBE), atol=1e-6, rtol=0)
-        ids, _ = repeated_random_tokens(model, **PROBE)
-        traces = [model.trace_ids(i) for i in ids]
+                                   probe[..., 1 + s + k, 2 + k].mean(axis=(0, -1)),
+                                   atol=2e-6, rtol=0)
+        rows = np.arange(1, probe.shape[-1])
         np.testing.assert_allclose(dynamics.heads["previous_token"][index],
-                                   previous_token_scores(traces), atol=1e-6, rtol=0)
+                                   probe[..., rows, rows - 1].mean(axis=(0, -1)),
+                                   atol=2e-6, rtol=0)
+        k = np.arange(s)  # BOS R R: only the second copy's tokens occur before, once each
         np.testing.assert_allclose(dynamics.heads["duplicate_token"][index],
-                                   duplicate_token_scores(traces), atol=1e-6, rtol=0)
-        text_traces = [model.trace(t) for t in TEXTS]
-        np.testing.assert_allclose(dynamics.heads["entropy"][index], entropy(text_traces),
-                                   atol=1e-6, rtol=0)
+                                   probe[..., 1 + s + k, 1 + k].mean(axis=(0, -1)),
+                                   atol=2e-6, rtol=0)
+        entropy = [-(np.where(a > 0, a * np.log(np.where(a > 0, a, 1)), 0)).sum(-1).mean(-1)
+                   for _, a in on_texts]
+        np.testing.assert_allclose(dynamics.heads["entropy"][index], np.mean(entropy, axis=0),
+                                   atol=2e-6, rtol=0)
         np.testing.assert_allclose(dynamics.heads["sink_mass"][index],
-                                   token_class_mass(text_traces)["first token"], atol=1e-6,
-                                   rtol=0)
+                                   np.mean([a[..., 0].mean(-1) for _, a in on_texts], axis=0),
+                                   atol=2e-6, rtol=0)
 
 
 def test_losses_equal_transformers_own(neox_series, dynamics):
-    """The text loss, the ICL score and the probe's two losses, from GPTNeoXForCausalLM's
-    logits on the same ids."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = neox_series / "step512"
-    reference = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-
-    def token_losses(ids):
-        with torch.no_grad():
-            logits = reference(torch.tensor([ids])).logits[0]
-        return torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]),
-                                                 reduction="none").numpy()
-
-    per_text = [token_losses(tokenizer(t)["input_ids"]) for t in TEXTS]
+    """The text loss, the ICL score (positions given) and the probe's two losses, from
+    GPTNeoXForCausalLM's logits on the same ids."""
+    on_texts, on_probe = transformers_reference(neox_series / "step512", TEXTS)
+    per_text = [loss for loss, _ in on_texts]
     assert dynamics.curves["text_loss"][1] == pytest.approx(np.concatenate(per_text).mean(),
                                                             abs=1e-4)
-    icl = [loss[39] - loss[4] for loss in per_text if loss.size >= 40]
-    assert len(icl) == 2
-    assert dynamics.curves["icl_score"][1] == pytest.approx(np.mean(icl), abs=1e-4)
-    ids, offset = repeated_random_tokens(load_model(folder), **PROBE)
-    losses = np.array([token_losses(i) for i in ids])
+    assert min(loss.size for loss in per_text) >= 40
+    icl = np.mean([loss[39] - loss[4] for loss in per_text])
+    assert dynamics.curves["icl_score"][1] == pytest.approx(icl, abs=1e-4)
+    assert (dynamics.info["icl_early"], dynamics.info["icl_late"]) == (5, 40)
+    losses = np.array([loss for loss, _ in on_probe])
     s = PROBE["seq_len"]
-    assert dynamics.curves["probe_loss_first"][1] == pytest.approx(
-        losses[:, offset + 1:offset + s].mean(), abs=1e-4)
+    assert dynamics.curves["probe_loss_first"][1] == pytest.approx(losses[:, 1:s].mean(),
+                                                                   abs=1e-4)
     assert dynamics.curves["probe_loss_repeated"][1] == pytest.approx(
-        losses[:, offset + s + 1:offset + 2 * s].mean(), abs=1e-4)
+        losses[:, s + 1:2 * s].mean(), abs=1e-4)
+
+
+def test_by_default_the_icl_score_reads_the_runs_held_out_texts_at_olssons_positions_scaled(
+        neox_series):
+    """No texts given: the run's held_out_texts.json; the ICL score compares Olsson et al.'s
+    token 500 with token 50, scaled to the shortest text: its last token and a tenth of it."""
+    from transformers import AutoTokenizer
+
+    found = training_dynamics(neox_series, **PROBE)
+    tokenizer = AutoTokenizer.from_pretrained(str(neox_series / "step0"))
+    context = min(len(tokenizer(t)["input_ids"]) for t in HELD_OUT)
+    late = min(500, context - 1)
+    early = round(late * 50 / 500)
+    info = found.info
+    assert (info["icl_early"], info["icl_late"], info["icl_context"]) == (early, late, context)
+    assert info["held_out"] and info["texts"] == "three held-out texts" and info["n_texts"] == 3
+    for index, step in enumerate(STEPS):
+        on_texts, _ = transformers_reference(neox_series / f"step{step}", HELD_OUT)
+        losses = [loss for loss, _ in on_texts]
+        assert found.curves["icl_score"][index] == pytest.approx(
+            np.mean([loss[late - 1] - loss[early - 1] for loss in losses]), abs=1e-4)
+        assert found.curves["text_loss"][index] == pytest.approx(
+            np.concatenate(losses).mean(), abs=1e-4)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "cannot be read as JSON"),
+    (json.dumps({"texts": []}), "must hold"),
+    (json.dumps({"texts": ["fine", "  "]}), "must hold"),
+    (None, "keeps no held-out texts"),
+    (json.dumps({"texts": ["a", "b c d"]}), "compares an early token with a later one"),
+])
+def test_held_out_texts_that_are_missing_or_bad_get_a_message(tmp_path, neox_series, content,
+                                                              message):
+    root = tmp_path / "run"
+    for step in (0, 512):
+        shutil.copytree(neox_series / f"step{step}", root / f"step{step}")
+    if content is not None:
+        (root / "held_out_texts.json").write_text(content)
+    with pytest.raises((SeriesError, InputError), match=message):
+        training_dynamics(root, **PROBE)
 
 
 def test_dynamics_save_and_reopen(dynamics, tmp_path):
@@ -174,3 +239,29 @@ def test_a_hub_series_offline_says_so(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="cannot be reached"):
         checkpoint_series("EleutherAI/pythia-70m")
+
+
+@pytest.mark.parametrize("current", [10, 922, 3000])
+def test_the_step_axis_spans_the_run_and_marks_sit_at_their_steps(current):
+    """Issue 49 / 51 item 7: the axis is the run's whole range whatever step is marked, its
+    labels are 1 and 3 times powers of ten (Plotly's minor labels are 3/4 of the font), and a
+    mark's label sits at its step (one at step 10 had stretched a log axis to 10^10); a
+    label's newline breaks its legend line."""
+    from mha_viz import plots
+
+    steps = [10, 22, 100, 511, 922, 3000]
+    fig = plots.training_curves(steps, {"falls\n(why)": np.linspace(4, 1, 6)}, 922, current)
+    axis = fig.layout.xaxis
+    assert axis.type == "log"
+    assert axis.range[0] == pytest.approx(1 - 0.03 * np.log10(300), abs=1e-9)
+    assert axis.range[1] == pytest.approx(np.log10(3000) + 0.03 * np.log10(300), abs=1e-9)
+    assert list(axis.tickvals) == [10, 30, 100, 300, 1000, 3000]
+    assert list(axis.ticktext) == ["10", "30", "100", "300", "1,000", "3,000"]
+    marks = {a.text: a.x for a in fig.layout.annotations}
+    assert marks == {"phase change (step 922)": pytest.approx(np.log10(922)),
+                     f"step {current:,}": pytest.approx(np.log10(current))}
+    assert [s.x0 for s in fig.layout.shapes] == [922, current]
+    assert fig.data[0].name == "falls<br>(why)"
+    heads = plots.head_scores_over_steps(steps, np.zeros((6, 2, 2)), "score", [(1, 0)], 922,
+                                         current)
+    assert heads.layout.xaxis.range == axis.range

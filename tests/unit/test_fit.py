@@ -31,6 +31,17 @@ def test_on_a_phone_the_colour_bar_goes_under_the_map_and_the_map_keeps_its_widt
     assert (fig.layout.width or 368) - m.l - m.r >= 250
 
 
+def test_on_a_phone_a_grid_of_few_columns_widens_to_a_usable_plot():
+    """Issue 49: the Training page's 2 layers x 4 heads map was 136 px wide at 400 px."""
+    screen = Screen(360)  # a 400-px phone's main column, as the browser reports it
+    fig = fit_figure(plots.layer_head_heatmap(np.ones((2, 4)), "t", "score"), screen)
+    m = fig.layout.margin
+    assert (fig.layout.width or screen.width) - m.l - m.r >= 250
+    wide = fit_figure(plots.layer_head_heatmap(np.ones((2, 4)), "t", "score"), Screen(1000))
+    m = wide.layout.margin
+    assert wide.layout.width - m.l - m.r < 250  # a desk keeps square cells of its size
+
+
 def test_numbers_in_cells_only_where_they_fit():
     fig = plots.matrix_figure(np.random.default_rng(1).random((11, 11)),
                               [str(i) for i in range(11)], [str(i) for i in range(11)], "m")
