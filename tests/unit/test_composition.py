@@ -265,7 +265,7 @@ def test_k_composition_rises_with_the_induction_score(induction_run):
     rise = curve.max() - curve[0]
     start = int(np.flatnonzero(curve < curve[0] + 0.1 * rise).max())
     stop = int(np.flatnonzero(curve >= curve[0] + 0.9 * rise).min())
-    assert 1 < stop - start <= 6  # a window of a few checkpoints
+    assert 1 <= stop - start <= 6  # a window of a few checkpoints (one, when the change is sharp)
     found = composition_over_training(series, 1, induction_head, ids=ids)
     assert found.steps.tolist() == series.steps and found.k.shape == (len(series), 2, 4)
     share = found.share("k", 0, previous_head)
