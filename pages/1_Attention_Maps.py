@@ -47,7 +47,6 @@ with ui.guard():
                                          "across the two sentences.")
     # the trace as shown (hidden tokens removed, rows renormalized), read like any trace
     shown = ui.shown_trace(selection, trace, keep)
-    shown_key = ui.shown_key(selection, keep)
     kept = analysis.kept_positions(shown)
     labels = list(shown.display_tokens)
     ui.hidden_note(trace, keep)
@@ -78,7 +77,7 @@ with ui.guard():
     # every head's map block-averaged once per input, in one pass over the rows (a long
     # input's maps are computed for it, so that waits for a click)
     thumb_texts = maps_page.thumbnail_texts(trace.n_layer, trace.n_head, n_shown)
-    thumbs = ui.run_or_wait(("thumbnails", shown_key), analysis.thumbnails, shown,
+    thumbs = ui.run_or_wait(analysis.thumbnails, shown,
                             label=thumb_texts["label"], auto=ui.one_pass_is_quick(shown),
                             button=thumb_texts["button"], max_size=maps_page.GRID_THUMB)
     if thumbs is None:
@@ -100,9 +99,7 @@ with ui.guard():
         the_map = shown.head_map(layer, head)
     else:  # block means of the whole text (factor 1: the layer's head mean itself)
         with st.spinner(f"Computing the map of {name}…"):
-            the_map = ui.memo(shown.block_mean, key=(shown_key, "overview", layer, shown_head,
-                                                     factor),
-                              layer=layer, head=shown_head, factor=factor)
+            the_map = ui.memo(shown.block_mean, layer=layer, head=shown_head, factor=factor)
     if factor > 1:
         start, stop = maps_page.window_controls(n_shown)
         heat = plots.head_heatmap(the_map, labels, title=f"{name}: overview",
@@ -180,16 +177,13 @@ with ui.guard():
             return
         agg_col, text_col = maps_page.side_by_side(n_shown)
         if kind == "mean":
-            full = ui.memo(analysis.head_mean, trace, key=(selection.key, "mean"), large=True,
-                           layer=layer)
+            full = ui.memo(analysis.head_mean, trace, large=True, layer=layer)
         else:
-            full = ui.memo(analysis.rollout, trace, key=selection.key, large=True,
-                           return_all=True)[layer]
+            full = ui.memo(analysis.rollout, trace, large=True, return_all=True)[layer]
         agg_name, explanation = maps_page.aggregate_text(kind, layer, trace.n_layer,
                                                          hidden=keep is not None)
         if keep is not None:
-            full = ui.memo(analysis.drop_positions, full, key=(selection.key, kind, layer),
-                           keep_mask=keep)[0]
+            full = ui.memo(analysis.drop_positions, full, keep_mask=keep)[0]
         with agg_col:
             agg = plots.head_heatmap(full, labels, title=agg_name, causal=trace.causal,
                                      grey_causal_mask=grey, pair_boundary=pair_boundary,

@@ -27,8 +27,7 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
     reads, per head and per target token."""
     source = seq.source("cross")
     n_source = len(seq.source_ids)
-    ent = ui.memo(A.entropy, source, key=(selection.key, "cross entropy"),
-                  normalized=normalized, smoothing=smoothing)
+    ent = ui.memo(A.entropy, source, normalized=normalized, smoothing=smoothing)
     unit = "normalized entropy" if normalized else "nats"
     reference = 1.0 if normalized else A.uniform_entropy(n_source)
     st.caption(f"Cross-attention rows run over the {n_source} source tokens: uniform "
@@ -48,8 +47,8 @@ def cross_attention_entropy(seq, normalized: bool, smoothing: float) -> None:
     st.subheader("Entropy of each target token in one head")
     layer, head = ui.head_picker(seq.as_trace("decoder"), st.columns([2, 3])[0])
     name = plots.head_name(layer, head)
-    rows = ui.memo(A.row_entropy, source, key=(selection.key, "cross rows"),
-                   normalized=normalized, smoothing=smoothing)[layer, head]
+    rows = ui.memo(A.row_entropy, source, normalized=normalized,
+                   smoothing=smoothing)[layer, head]
     labels = list(seq.label_tokens)
     fig = plots.per_query_line(rows, labels, f"{name}: entropy of each target token's "
                                f"cross-attention", reference=reference,
@@ -93,12 +92,11 @@ with ui.guard():
     kept, labels = A.kept_positions(shown), list(shown.display_tokens)
     ui.hidden_note(trace, keep)
     n = shown.n_tokens
-    memo_key = ui.shown_key(selection, keep)
     stem = selection.file_stem
 
     # one pass over every head's rows gives both scales (the switch costs no second pass): a
     # job that shows its progress and can be cancelled
-    scales = ui.computed(("entropy", memo_key, smoothing), A.entropy_scales, shown,
+    scales = ui.computed(A.entropy_scales, shown,
                          smoothing=smoothing, causal=trace.causal,
                          label=f"Computing every head's entropy over {n:,} tokens…")
     if scales is None:
@@ -153,7 +151,7 @@ with ui.guard():
     def on_every_token(statistic, doing: str):
         """statistic(trace) over every token, whatever is hidden: a job kept per input, with
         its progress; None (said so) when cancelled."""
-        found = ui.computed((statistic.__name__, selection.key), statistic, trace,
+        found = ui.computed(statistic, trace,
                             label=f"{doing} over {trace.n_tokens:,} tokens…")
         if found is None:
             st.info("Cancelled: reload the page to compute it again.")
@@ -182,7 +180,7 @@ with ui.guard():
     def per_query_section() -> None:
         layer, head = ui.head_picker(trace, st.columns([2, 3])[0])
         name = plots.head_name(layer, head)
-        per_row = ui.memo(A.head_row_entropy, shown, key=(memo_key, layer, head), layer=layer,
+        per_row = ui.memo(A.head_row_entropy, shown, layer=layer,
                           head=head, normalized=normalized, smoothing=smoothing,
                           causal=trace.causal)
         row_ref = 1.0 if normalized else (row_max if trace.causal else float(row_max[0]))

@@ -35,8 +35,8 @@ def distance_views(dist, n_layer: int, n_head: int, layer: int, head: int, kind:
     -> (head names, the chosen head's index, its nearest heads). options: what the
     distances depend on besides the input (memo keys)."""
     stem = selection.file_stem
-    order = ui.memo(A.cluster_order, dist, key=(selection.key, "order", *options))
-    coords = ui.memo(A.mds_2d, dist, key=(selection.key, "mds", *options))
+    order = ui.memo(A.cluster_order, dist)
+    coords = ui.memo(A.mds_2d, dist)
     names = [plots.head_name(l, h) for l in range(n_layer) for h in range(n_head)]
     chosen = layer * n_head + head
     nearest = A.nearest_heads(dist, chosen, k_near)
@@ -132,8 +132,7 @@ def cross_attention_similarity(seq) -> None:
             f"compared on {rows} rows" + ("." if kind == "cosine" else
                                           f", smoothed first (0.999·a + 0.001/{s})."))
     dist = ui.memo(distances_of_kind, seq.cross_attentions if kind == "cosine" else
-                   seq.source("cross"), key=(selection.key, "dist"), kind=kind,
-                   max_rows=max_rows)
+                   seq.source("cross"), kind=kind, max_rows=max_rows)
     distance_views(dist, n_layer, n_head, layer, head, kind, order_by, k_near,
                    (kind, max_rows))
     st.caption("The maps of these heads are on the Attention maps page (cross-attention).")
@@ -144,11 +143,11 @@ def output_similarity_view(kind: str) -> None:
     """An encoder-decoder's heads compared by what they write: the encoder's heads among
     themselves, or the decoder's self-attention and cross-attention heads together (both
     write into the decoder's stream at the target positions)."""
-    outputs = ui.memo(A.head_outputs_seq2seq, selection.model, key=(selection.key[:-1], "out"),
-                      large=True, source=selection.text, target=selection.target)
+    outputs = ui.memo(A.head_outputs_seq2seq, selection.model, large=True,
+                      source=selection.text, target=selection.target)
     kinds = ["encoder"] if kind == "encoder" else ["decoder", "cross"]
     heads, names = A.outputs_of_kinds(outputs, kinds)
-    similarity = ui.memo(A.output_similarity, heads, key=(selection.key[:-1], "cos", *kinds))
+    similarity = ui.memo(A.output_similarity, heads)
     where = ("the source positions, into the encoder's stream" if kind == "encoder" else
              "the target positions, into the decoder's stream")
     st.info(f"**Cosine similarity of what each head writes**: its output through its slice "
@@ -254,8 +253,7 @@ with ui.guard():
                " Rows are smoothed first, 0.999·a + 0.001/n, as in Clark et al.'s code."))
 
     # only the compared rows of every head are read (a long input computes just those)
-    dist = ui.memo(distances_of_kind, trace,
-                   key=(selection.key, "dist"), kind=kind, max_rows=max_rows)
+    dist = ui.memo(distances_of_kind, trace, kind=kind, max_rows=max_rows)
     names, chosen, nearest = distance_views(dist, n_layer, n_head, layer, head, kind,
                                             order_by, k_near, (kind, max_rows))
     name = plots.head_name(layer, head)
@@ -270,9 +268,8 @@ with ui.guard():
         # each map at most SIDE_BY_SIDE_MAX cells a side (block means; the whole map when it
         # fits), read the same way whether the trace holds its maps or rebuilds them
         factor = -(-n // SIDE_BY_SIDE_MAX)
-        shown_maps = [ui.memo(trace.block_mean, key=(selection.key, "overview", i // n_head,
-                                                     i % n_head, factor),
-                              layer=i // n_head, head=i % n_head, factor=factor) for i in shown]
+        shown_maps = [ui.memo(trace.block_mean, layer=i // n_head, head=i % n_head,
+                              factor=factor) for i in shown]
         shown_labels = downsampled_labels(trace.display_tokens, factor)
         fig = plots.head_heatmap_row(shown_maps, shown_labels, titles, causal=trace.causal,
                                      max_size=SIDE_BY_SIDE_MAX, per_row=1 if narrow else None,

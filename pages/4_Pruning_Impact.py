@@ -54,9 +54,8 @@ with ui.guard():
                             help="Colour the ablation and gradient maps by the size of each "
                                  "value on a log scale (three decades), so one or two large "
                                  "heads do not wash out the rest. Hover shows the plain values.")
-    baseline = ui.computed(ui.pruning_key("score", selection.model_name, text, metric),
-                           model.score, text, metric=metric, label="Scoring the text…")
-    runs_itself = ui.pruning_runs_by_itself(model, score_tokens, metric)
+    baseline = ui.computed(model.score, text, metric=metric, label="Scoring the text…")
+    runs_itself = ui.pruning_runs_on_open(info.score_kind, score_tokens, metric)
     second_order = pruning.second_order_gradient(info.score_kind, metric)
     shown_baseline = pruning.format_score(baseline)
 
@@ -65,9 +64,8 @@ with ui.guard():
                  f"one head is switched off")
     sweep_label = (f"Ablation sweep: each of the {n_layer * n_head} heads switched off in "
                    f"turn on {score_tokens} tokens, layer by layer")
-    effects = ui.run_or_wait(ui.pruning_key("ablation", selection.model_name, text, metric,
-                                            mode=mode),
-                             pruning.ablation_effects, model, text, mode=mode, metric=metric,
+    effects = ui.run_or_wait(pruning.ablation_effects, model, text, mode=mode, metric=metric,
+                             name="ablation",
                              label=sweep_label, auto=runs_itself["ablation"],
                              button=f"Run the ablation sweep ({n_layer * n_head} heads × "
                                     f"{score_tokens} tokens)")
@@ -140,7 +138,6 @@ with ui.guard():
                       width="stretch")
     mask = heads.names_to_mask(off, n_layer, n_head)
     masked_score = baseline if not off else ui.computed(
-        pruning_page.masked_score_key(selection.model_name, text, mask, mode, metric),
         model.score, text, head_mask=mask, ablation=mode, metric=metric,
         label="Scoring with those heads switched off…")
     m1, m2, m3 = st.columns(3)
@@ -157,8 +154,7 @@ with ui.guard():
     else:
         masked = ui.masked_trace(selection, mask, mode)
         # every head's map read twice, a block of rows at a time (a long input's are rebuilt)
-        change = ui.computed(("map_change", selection.key, mask.tobytes(), mode),
-                             heads.attention_change, trace, masked,
+        change = ui.computed(heads.attention_change, trace, masked,
                              label=f"Comparing every head's map with and without those heads "
                                    f"over {trace.n_tokens:,} tokens…")
         if change is None:
@@ -243,8 +239,8 @@ with ui.guard():
     if too_long and not second_order:
         st.info(too_long)
     else:
-        gradient = ui.run_or_wait(ui.pruning_key("gradient", selection.model_name, text, metric),
-                                  pruning.gradient_importance, model, text, metric=metric,
+        gradient = ui.run_or_wait(pruning.gradient_importance, model, text, metric=metric,
+                                  name="gradient",
                                   label=f"Gradient importance ({grad_cost})…",
                                   auto=runs_itself["gradient"],
                                   button=f"Compute gradient importance ({grad_cost})")
@@ -267,11 +263,9 @@ with ui.guard():
     # ---------------------------------------------------------------- pruning curve
     def run_curve(by, step, per_step, steps):
         return ui.run_or_wait(
-            ui.pruning_key("curve", selection.model_name, text, metric, mode=mode, by=by,
-                           step=step),
             pruning.pruning_curve, model, text, step=step, by=by, mode=mode, metric=metric,
-            label=f"Pruning curve: one {pruning.CURVE_STEP_COSTS[by]} per step",
-            auto=ui.pruning_runs_by_itself(model, score_tokens, metric, by)["curve"],
+            name="curve", label=f"Pruning curve: one {pruning.CURVE_STEP_COSTS[by]} per step",
+            auto=ui.pruning_runs_on_open(info.score_kind, score_tokens, metric, by)["curve"],
             button=pruning.curve_button(per_step, steps, pruning.CURVE_STEP_COSTS[by]))
 
     pruning_page.pruning_curve_section(

@@ -65,13 +65,11 @@ with ui.guard():
                           help="Step 7 spells out this token's row: its scores, its weights "
                                "and the value vectors they mix.")
     if seq is None:
-        inside = ui.memo(inside_one_head, model, selection.text, key=(selection.key, "inside"),
-                         large=True, layer=layer, head=head, text_pair=selection.text_pair,
+        inside = ui.memo(inside_one_head, model, selection.text, large=True, layer=layer, head=head, text_pair=selection.text_pair,
                          max_tokens=selection.max_tokens)
         the_map = trace.head_map(layer, head)
     else:
-        inside = ui.memo(inside_one_head_seq2seq, model, key=(selection.key, "inside"),
-                         large=True, source=selection.text, target=selection.target,
+        inside = ui.memo(inside_one_head_seq2seq, model, large=True, source=selection.text, target=selection.target,
                          kind=kind, layer=layer, head=head)
         the_map = seq.head_map(kind, layer, head)
     name = plots.head_name(layer, head)

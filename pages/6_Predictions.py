@@ -11,7 +11,6 @@ from mha_viz.plots import fit
 from mha_viz.server import export
 
 K = 5
-AUTO_ABLATION_TOKENS = 32  # past this the exact sweep (every head, its upper layers) waits for a click
 
 ui.page_setup(
     "Predictions",
@@ -44,8 +43,7 @@ def strip_hover(labels, pred, shift: int) -> list[str]:
 def decoder_predictions(seq) -> None:
     """An encoder-decoder: what the decoder predicts at each target position, teacher-forced,
     and how surprised it was by each target token."""
-    pred = ui.memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
-                   target=selection.target, k=K)
+    pred = ui.memo(selection.model.predict, selection.text, target=selection.target, k=K)
     labels, loss = pred.tokens, pred.token_loss
     hover = strip_hover(labels, pred, shift=0)
     whose = "the model's own output (greedy)" if seq.generated else "the target"
@@ -98,7 +96,6 @@ def decoder_attribution(pred) -> None:
                 "heads' outputs.")
         return
     attribution = ui.memo(A.direct_logit_attribution_seq2seq, selection.model, selection.text,
-                          key=(selection.key[:-1], "dla"),
                           target=selection.target, position=int(position),
                           contrast=contrast_text or runner_up)
     self_col, cross_col = ui.figure_columns(2)
@@ -157,7 +154,7 @@ with ui.guard():
 
     # ---------------------------------------------------------------- every position
     if info.causal:
-        pred = ui.memo(run.predict, key=(selection.key, "predict"), k=K)
+        pred = ui.memo(run.predict, k=K)
         labels = pred.tokens
         loss = pred.token_loss  # NaN for the first token: nothing predicts it
         hover = strip_hover(labels, pred, shift=1)
@@ -191,7 +188,7 @@ with ui.guard():
         if not masked:
             st.info("Pick at least one position to mask.")
             st.stop()
-        pred = ui.memo(model.predict, text, key=(selection.key, "predict", tuple(masked)), k=K,
+        pred = ui.memo(model.predict, text, k=K,
                        masked_positions=list(masked), max_tokens=selection.max_tokens)
         st.subheader("The model's fillers for the masked positions")
         st.dataframe({"position": [int(p) for p in pred.positions],
@@ -225,7 +222,7 @@ with ui.guard():
     if run is not None:
         value = run.score(metric)  # two rows of W_U at one position: nothing to cache
     else:
-        value = ui.memo(model.score, text, key=(selection.key, "metric", metric), metric=metric)
+        value = ui.memo(model.score, text, metric=metric)
     resolved = model.resolve_metric(metric, n)
     st.markdown(f"**Metric:** {ui.md_escape(resolved.description)} = **{value:.3f}**. "
                 f"In code: `model.score(text, metric=TargetMetric(...))`; `ablation_effects`, "
@@ -258,13 +255,13 @@ with ui.guard():
                     "renormalized after every layer, so it is not a sum of the heads' outputs.")
     with ablation_col:
         effects = ui.run_or_wait(
-            ("abl", selection.model_name, text, metric), ablation_effects, model, text,
-            metric=metric, label="Switching each head off in turn",
-            auto=n <= AUTO_ABLATION_TOKENS,
+            ablation_effects, model, text, metric=metric, name="abl",
+            label="Switching each head off in turn",
+            auto=ui.runs_on_open("predictions.ablation", n),
             button=f"Run the exact ablation ({info.n_layer * info.n_head} heads × {n} tokens)")
         if effects is None:
             st.info(f"The exact sweep runs the layers above each of the "
-                    f"{info.n_layer * info.n_head} heads once; past {AUTO_ABLATION_TOKENS} "
+                    f"{info.n_layer * info.n_head} heads once; past {ui.RUNS_ON_OPEN['predictions.ablation'].up_to} "
                     f"tokens it waits for the button above.")
         else:
             fig = plots.layer_head_heatmap(

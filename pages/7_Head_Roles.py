@@ -58,17 +58,15 @@ with ui.guard():
                    "left out is judged by the 1% that remains, scaled up to 100%. Compare "
                    "with the sink map, which is always measured on every token.")
     exclude = None if keep is None else ~keep
-    shown_key = ui.shown_key(selection, keep)  # the input and what is hidden
     # one pass over every head's rows (hidden tokens removed from each block as it is read):
     # a job that shows its progress and can be cancelled
-    scores = ui.computed(("roles", *shown_key, norm), A.role_scores, trace,
+    scores = ui.computed(A.role_scores, trace,
                          label=f"Scoring every head's role over {trace.n_tokens:,} tokens…",
                          exclude=exclude, normalization=norm)
     if scores is None:
         st.info("Cancelled: change an option or reload the page to compute it again.")
         st.stop()
-    support = ui.memo(A.role_support, trace, key=(*shown_key, "support"),
-                      exclude=exclude)
+    support = ui.memo(A.role_support, trace, exclude=exclude)
     hidden = list(dict.fromkeys(trace.display_tokens[i] for i in np.flatnonzero(~keep))) \
         if keep is not None else []
     text_probe = "the text" + (f" without {', '.join(hidden[:4])}" if hidden else "")
@@ -105,9 +103,7 @@ with ui.guard():
             max_value=SEED_MAX, step=1, valid=lambda v: 0 <= int(v) <= SEED_MAX,
             help="numpy default_rng(seed) draws the sequences: the same seed, the same "
                  "probe."))
-    probe = ui.computed(("induction_probe", selection.model_name, selection.kind, seq_len,
-                         n_seqs, seed),
-                        A.induction_probe, probed, seq_len=seq_len, n_seqs=n_seqs, seed=seed,
+    probe = ui.computed(A.induction_probe, probed, seq_len=seq_len, n_seqs=n_seqs, seed=seed,
                         label="Running the induction probe", large=True)
     frame = probe.frame
     drop_probe = keep is not None
@@ -265,9 +261,7 @@ with ui.guard():
         labels = list(shown.display_tokens)
         factor = block_factor(shown.n_tokens, HEAD_MAP_MAX)
         if factor > 1:
-            text_map = ui.memo(shown.block_mean, key=(*shown_key, "overview", layer, head,
-                                                      factor),
-                               layer=layer, head=head, factor=factor)
+            text_map = ui.memo(shown.block_mean, layer=layer, head=head, factor=factor)
         else:
             factor, text_map = None, shown.head_map(layer, head)
         probe_keep = probe.keep_mask(drop_probe)

@@ -6,8 +6,6 @@ thousand 128-token segments; this page does the same for a corpus you upload, pa
 built-in one (paragraphs of Python's own documentation, available offline).
 """
 
-import hashlib
-
 import streamlit as st
 
 from mha_viz import InputError
@@ -26,7 +24,7 @@ def read_texts() -> corpus.CorpusText | None:
     source = ui.synced(st.radio, "csrc", "Corpus", "demo", options=list(SOURCES),
                        format_func=SOURCES.get, horizontal=True)
     if source == "demo":
-        texts = ui.memo(demo_texts, key=("corpus demo",))
+        texts = ui.memo(demo_texts)
         return corpus.CorpusText(texts, "the demo corpus (paragraphs of Python's documentation)")
     if source == "paste":
         pasted = st.text_area("Texts, separated by blank lines (or one per line)", height=160,
@@ -130,10 +128,7 @@ with ui.guard():
                                "the model again: the ablation effect once per head and "
                                f"segment (Michel et al.); the pruning curve on the first "
                                f"{corpus.PRUNING_SEGMENTS} segments.")
-    texts_key = hashlib.sha256("\x00".join(read.texts).encode("utf-8", "replace")).hexdigest()
-    segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments),
-                       key=("corpus segments", selection.model_name, texts_key, int(seg_len),
-                            int(max_segments)))
+    segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments))
     skipped = f"; {read.skipped:,} line(s) or row(s) skipped" if read.skipped else ""
     st.caption(f"From {read.source}: {len(read.texts):,} texts read{skipped}. Used "
                f"{segments.n_texts:,} texts → **{len(segments.ids):,} segments, "
@@ -149,10 +144,9 @@ with ui.guard():
                                     f"share the segments.")
         if on_cluster:
             address, workers = cluster
-    key = (*corpus.cache_key(model, segments, stats), address is not None)
     result = ui.run_or_wait(
-        key, corpus.run, model, segments, stats=list(stats), workers=workers or 1,
-        address=address,
+        corpus.run, model, segments, stats=list(stats), workers=workers or 1,
+        address=address, name="corpus",
         label=f"Measuring {len(segments.ids):,} segments", auto=False,
         button=f"Run over {len(segments.ids):,} segments",
         unit=("segments", segments.n_tokens / max(len(segments.ids), 1)))
@@ -194,8 +188,8 @@ with ui.guard():
         st.subheader("Head similarity over the corpus")
         distances = result.mean("js_distance")
         n_head = model.info.n_head
-        order = ui.memo(A.cluster_order, distances, key=(key, "order"))
-        coords = ui.memo(A.mds_2d, distances, key=(key, "mds"))
+        order = ui.memo(A.cluster_order, distances)
+        coords = ui.memo(A.mds_2d, distances)
         st.caption(f"The Jensen-Shannon divergence of every pair of heads, averaged over "
                    f"segments (each on {result.info.get('similarity_rows') or 'every'} evenly "
                    f"spaced query rows), then clustered and mapped in 2-D as Clark et al. did.")

@@ -83,8 +83,7 @@ def pair_inputs(model):
 def heads_view(model, pairs, kind, direction, auto):
     info = model.info
     result = ui.run_or_wait(
-        circuits_page.result_key("patch", selection.model_name, pairs, kind, "head", direction),
-        patching.activation_patching, model, pairs, None, kind, "head", direction,
+        patching.activation_patching, model, pairs, None, kind, "head", direction, name="patch",
         label=f"Patching every head ({info.n_layer} × {info.n_head}) on {len(pairs)} pair(s)",
         auto=auto, button=f"Patch every head ({info.n_layer * info.n_head} heads × "
                           f"{len(pairs)} pair(s))")
@@ -118,8 +117,7 @@ def positions_view(model, pairs, kind, direction, auto):
                        format_func=STREAMS.get, horizontal=True,
                        help="The whole vector at one layer and one position.")
     result = ui.run_or_wait(
-        circuits_page.result_key("patch", selection.model_name, pairs, kind, stream, direction),
-        patching.activation_patching, model, pairs, None, kind, stream, direction,
+        patching.activation_patching, model, pairs, None, kind, stream, direction, name="patch",
         label=f"Patching the {STREAMS[stream]} at every layer and position", auto=auto,
         button=f"Patch the {STREAMS[stream]} at every layer and position")
     if result is None:
@@ -136,15 +134,12 @@ def positions_view(model, pairs, kind, direction, auto):
 
 
 def attribution_view(model, pairs, kind, direction, auto):
-    heads = (selection.model_name, pairs, kind, "head", direction)
-    estimate = ui.run_or_wait(circuits_page.result_key("attribution", *heads),
-                              patching.attribution_patching, model, pairs, None, kind, "head",
-                              direction,
+    estimate = ui.run_or_wait(patching.attribution_patching, model, pairs, None, kind, "head",
+                              direction, name="attribution",
                               label="Attribution patching (one forward and one backward pass)",
                               auto=auto, button="Estimate by attribution patching")
-    exact = ui.run_or_wait(circuits_page.result_key("patch", *heads),
-                           patching.activation_patching, model, pairs, None, kind, "head",
-                           direction, label="Exact patching of every head", auto=auto,
+    exact = ui.run_or_wait(patching.activation_patching, model, pairs, None, kind, "head",
+                           direction, name="patch", label="Exact patching of every head", auto=auto,
                            button="Patch every head exactly, to compare")
     if estimate is None or exact is None:
         return
@@ -179,8 +174,7 @@ def path_view(model, pairs, kind, auto):
     receivers = circuits_page.path_receivers(receiver, part)
     path_direction = "noise"  # Wang et al.'s: the clean run, one sender corrupted
     result = ui.run_or_wait(
-        circuits_page.result_key("path", selection.model_name, pairs, kind, str(receivers)),
-        patching.path_patching, model, pairs, None, kind, receivers, path_direction,
+        patching.path_patching, model, pairs, None, kind, receivers, path_direction, name="path",
         label=f"Path patching into {receiver}", auto=auto,
         button=f"Run path patching into {receiver}" + (f" ({part})" if receivers != "logits"
                                                         else ""))
@@ -210,8 +204,7 @@ def circuit_view(model, pairs, kind, auto):
         ui.show_error(error)
         return
     scores = ui.run_or_wait(
-        circuits_page.result_key("edges", selection.model_name, pairs, kind),
-        circuits.edge_attribution_patching, model, pairs, None, kind,
+        circuits.edge_attribution_patching, model, pairs, None, kind, name="edges",
         label="Edge attribution patching (every edge, one backward pass)", auto=auto,
         button="Score every edge")
     if scores is None:
@@ -222,7 +215,6 @@ def circuit_view(model, pairs, kind, auto):
                       help="The circuit is the strongest edges by |score|; its faithfulness "
                            "is measured exactly with everything else corrupted.")
     found = ui.computed(
-        circuits_page.result_key("circuit", selection.model_name, pairs, kind, int(top_k)),
         circuits.circuit, model, pairs, None, kind, int(top_k), None, scores,
         label=f"Measuring the {top_k}-edge circuit exactly")
     if found is None:

@@ -72,12 +72,3 @@ def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_row
     run_on_ray(model.info.name, shards_of(ids, size), settings, workers, address, None,
                finished, placement=(model.info.dtype, model.info.device))
     return state["result"]
-
-
-def cache_key(model, segments: Segments, stats: Sequence[str],
-              similarity_rows: int | None = SIMILARITY_ROWS) -> tuple:
-    """What identifies a run: the model (and the stack it reads), the segments' ids and the
-    settings."""
-    reader = corpus_model(model)
-    return ("corpus", model.info.name, getattr(reader, "kind", None), segments.digest(),
-            tuple(stats), similarity_rows)

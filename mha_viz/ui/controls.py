@@ -12,6 +12,7 @@ import numpy as np
 import streamlit as st
 
 from ..core import budget
+from ..core.digest import digest as content_digest
 from ..core.errors import CheckpointNotFoundError, MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
@@ -233,8 +234,6 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
     The trace itself is kept in the server's byte-bounded store with the traces it computes
     (mha_viz.core.budget), not in the session: many visitors' uploads cannot add up past the
     memory budget. If it was evicted to make room, the visitor is asked to open it again."""
-    import hashlib
-
     where = where or st.sidebar
     with where.expander("Open a saved trace (.npz)",
                         expanded="_mv_uploaded" in st.session_state):
@@ -245,7 +244,7 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
         store = results_store()
         if file is not None:
             data = file.getvalue()
-            digest = hashlib.sha256(data).hexdigest()[:16]
+            digest = content_digest(data)
             current = st.session_state.get("_mv_uploaded")
             if current is None or current != digest or not store.get(_uploaded_key(digest))[0]:
                 try:
@@ -345,14 +344,7 @@ def shown_trace(selection: Selection, trace: AttentionTrace, keep: np.ndarray | 
         return trace
     from ..analysis import shown_trace as restricted
 
-    return memo(restricted, trace, key=("shown", selection.key), large=True, keep_mask=keep)
-
-
-def shown_key(selection: Selection, keep: np.ndarray | None) -> tuple:
-    """What identifies the trace as shown (the input, and the kept positions or None): the
-    memo key of results computed on shown_trace(selection, trace, keep)."""
-    kept = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
-    return (selection.key, kept)
+    return memo(restricted, trace, large=True, keep_mask=keep)
 
 
 METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",

@@ -302,9 +302,8 @@ def gradients_section(model, selection: Selection, layer: int, head: int, d_cols
     if not synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
         st.caption("One backward pass through the whole model; switch it on to see them.")
         return
-    found = memo(head_gradients.head_gradients, model, key=(selection.key, layer, head,
-                                                            "gradients", loss),
-                 text=selection.text, layer=layer, head=head, loss=loss)
+    found = memo(head_gradients.head_gradients, model, text=selection.text, layer=layer,
+                 head=head, loss=loss)
     st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
                 f"two formulas: {found.largest_difference:.1e}.")
     show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",

@@ -66,12 +66,10 @@ def dynamics_of(series):
     """The series' TrainingDynamics, computed once (a job: progress, Cancel) and shared; a
     bundled run's are shipped beside it (PREPARED, what the same call gave: a slow test
     recomputes them), so a class does not wait for 30 checkpoints."""
-    key = ("training dynamics", series.name, tuple(c.location for c in series.checkpoints),
-           tuple(series.steps))
     if series.name in BUNDLED_SERIES and series.root is not None and \
             (series.root / PREPARED).is_file():
-        return memo(A.TrainingDynamics.load, series.root / PREPARED, key=key)
-    return computed(key, A.training_dynamics, series, memo(default_texts, key=("demo", N_TEXTS)),
+        return memo(A.TrainingDynamics.load, series.root / PREPARED)
+    return computed(A.training_dynamics, series, memo(default_texts),
                     label=f"Measuring {len(series)} checkpoints, one at a time")
 
 
@@ -80,9 +78,7 @@ def probe_map(series, index: int, layer: int, head: int, seq_len: int, n_seqs: i
     """Head (layer, head)'s map on the probe's first sequence at checkpoint `index`, and
     its tokens (one checkpoint loaded, kept small: the maps of one short input)."""
     checkpoint = series.checkpoints[index]
-    trace = memo(_probe_trace, checkpoint, key=("probe trace", checkpoint.location,
-                                                checkpoint.revision),
-                 seq_len=seq_len, n_seqs=n_seqs, seed=seed)
+    trace = memo(_probe_trace, checkpoint, seq_len=seq_len, n_seqs=n_seqs, seed=seed)
     return trace.head_map(layer, head), list(trace.display_tokens)
 
 
