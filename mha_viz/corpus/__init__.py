@@ -55,13 +55,14 @@ from .segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments,
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream, open_texts
 from .statistics import (ALL_STATS, IMPORTANCE, SIMILARITY_ROWS, STATS, SegmentStatistics,
-                         segment_statistics)
+                         segment_statistics, statistics_for)
 
 __all__ = [
     "MAX_CORPUS_BYTES", "CorpusText", "columns_of", "demo_texts", "read_corpus",
     "CorpusResult", "Moments", "PRUNING_SEGMENTS", "default_batch_size", "run",
     "run_shard", "MIN_SEGMENT_TOKENS", "Segments", "segment", "ALL_STATS", "IMPORTANCE",
-    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "TextStream",
+    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "statistics_for",
+    "TextStream",
     "open_texts", "ENGINES", "Progress", "run_stream", "iter_segments", "SHARD_SEGMENTS",
     "Checkpoint", "Shard", "shards_of", "corpus_model",
 ]

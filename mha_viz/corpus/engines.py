@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
+from ..analysis.head_statistics import per_segment
 from ..core.errors import InputError
 from .results import CorpusResult
 from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
@@ -65,9 +66,10 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
     input_name: what the checkpoint records of the input (a file's name; with the shards'
     own digests it tells a resumed run from a run on another input)."""
     stats = _check_stats(stats, corpus_model(model))
-    if "pruning" in stats:
-        raise InputError("the pruning curve is over the whole corpus at once, not streamed: "
-                         "run it on a sample with corpus.run")
+    at_once = [name for name in stats if name not in per_segment(stats)]
+    if at_once:
+        raise InputError(f"{', '.join(at_once)} is measured over the whole corpus at once, "
+                         f"not streamed: run it on a sample with corpus.run")
     if engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     workers = int(workers)

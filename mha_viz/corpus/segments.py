@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from ..core.errors import InputError
 
 MIN_SEGMENT_TOKENS = 8  # shorter final pieces of a text are dropped (and counted)

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from ..core.digest import digest
 from ..core.errors import InputError
 from .results import CorpusResult

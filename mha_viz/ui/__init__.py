@@ -1,24 +1,25 @@
 """Layer 7, ui: the Streamlit glue every page shares (the only folder that imports
-streamlit): the sidebar's choices, memo stores and jobs by size, messages, figures and
-downloads.
+streamlit): the sidebar's choices, stored results and jobs keyed by what made them, messages,
+figures and downloads, the run policies; the pages' views (views/) and their words (words/).
 
 May import: core, engine, checkpoints, maps, models, analysis, corpus, server, plots.
 
 Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
 
-A page is a thin script: widgets and calls into the library. The pattern::
+A page (pages/N_Name.py) is its title and one call to its view, ui/views/<page>.py, which
+holds the page's widgets and calls into the library. A view's pattern::
 
     import streamlit as st
-    from mha_viz import analysis as A, plots, ui
+    from ... import analysis as A, plots, ui
 
-    ui.page_setup("Head similarity", "One sentence on what this page shows.")
-    selection = ui.sidebar()                  # model, text(s), options; shared by all pages
-    with ui.guard():                          # MhaVizError -> st.error, anything else -> a
-        trace = ui.get_trace(selection)       #   generic message (traceback in the log)
-        layer, head = ui.head_picker(trace)   # shared "layer"/"head" choice, kept in the URL
-        values = ui.memo(A.entropy, trace)    # stored per (function, digest of arguments)
-        ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
-        ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
+    def show() -> None:                           # the page called page_setup(title, INTRO)
+        selection = ui.sidebar()                  # model, text(s), options; every page's
+        with ui.guard():                          # MhaVizError -> st.error, anything else
+            trace = ui.get_trace(selection)       #   a generic message (traceback logged)
+            layer, head = ui.head_picker(trace)   # shared "layer"/"head", kept in the URL
+            values = ui.memo(A.entropy, trace)    # stored under (function, its arguments)
+            ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
+            ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
 
 What lives here:
 
@@ -42,7 +43,8 @@ What lives here:
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
-  renormalized, read like any trace, long or short), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
+  renormalized, read like any trace, long or short), ``hidden_note``, ``trace_notes``
+  (token count, truncation warning).
 - ``memo(fn, *args, **kwargs)``, ``computed`` (a job with progress), ``run_or_wait`` (a job
   behind a button past a size): a result stored under ``result_key(fn, *args, **kwargs)``, the
   function's qualified name and one digest of its arguments (mha_viz.core.digest: a model or a
@@ -56,14 +58,18 @@ What lives here:
 
 Cached objects (models, traces, memo results) are shared between sessions: never mutate them.
 
-The package, by concern (pages import only ``mha_viz.ui``):
+The package, by concern (a page imports ``mha_viz.ui`` and its view):
 
-- ``settings``: defaults, model choices, example texts, limits; ``md_escape``.
+- ``settings``: defaults, model choices, example texts, limits, the run policies
+  (``RUNS_ON_OPEN``: what a page runs by itself on opening, up to which size); ``md_escape``.
 - ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
 - ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
 - ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
+- ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
+- ``views``: one module per page (its controls and sections), the top of ui: nothing in ui
+  imports a view. ``words``: labels, button texts, captions and number formats.
 """
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_seq2seq_trace,

@@ -32,9 +32,15 @@ from .settings import APP_DIR, md_escape
 result_key = call_key
 
 
+def figure_tag(*values) -> str:
+    """A short name of what a figure shows, for its meta (12 hex digits of core.digest):
+    tests and benchmarks tell which input a figure was drawn for."""
+    return digest(*values, size=6)
+
+
 def set_figure_meta(selection: "Selection") -> None:
     """Tag every figure of this run with a short id of the input (see show_figure)."""
-    st.session_state["_mv_meta"] = {"input": digest(selection.key, size=6)}
+    st.session_state["_mv_meta"] = {"input": figure_tag(selection.key)}
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")

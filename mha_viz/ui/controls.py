@@ -35,6 +35,16 @@ class PageFile:
     label: str  # "pages/2_Entropy.py" -> "Entropy"
     description: str  # the page file's docstring, its first paragraph
 
+    @property
+    def summary(self) -> str:
+        """What the page shows, for a link under its label: the description without its
+        leading "Entropy:" ("Entropy: how broad ..." -> "How broad ...")."""
+        text = self.description
+        name, colon, rest = text.partition(":")
+        if colon and len(name) < 40:
+            text = rest.strip()
+        return text[:1].upper() + text[1:]
+
 
 def _docstring(path: Path) -> str:
     import ast

@@ -1,8 +1,8 @@
-"""mha_viz.ui.pruning_page through the pruning page in Streamlit's AppTest: the score with
-heads switched off is stored under the key of its call (compute.result_key), the measure says the model's score in the
-words of ModelInfo, the pruning curve section draws the library's curve, and an
-encoder-decoder's table of the heads it needs most is rank_heads_of_kinds of the library's
-effects."""
+"""The Pruning impact page's view (mha_viz/ui/views/pruning_impact*.py) in Streamlit's AppTest:
+the score with heads switched off is stored under the key of its call (compute.result_key),
+the measure says the model's score in the words of ModelInfo, the pruning curve section draws
+the library's curve, an encoder-decoder's table of the heads it needs most is
+rank_heads_of_kinds of the library's effects, and one sweep asked by two pages runs once."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from test_app_similarity_pruning_inside import (PRUNE, TEXT, _fresh_results,  # 
 def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):
     from mha_viz.analysis import heads, pruning
     from mha_viz.ui import compute
+    from mha_viz.ui.words.pruning import format_score
 
     at = run_page(PRUNE, folder(gpt2_folder) | {"text": TEXT, "off": "L0.H1"})
     assert_clean(at)
@@ -34,7 +35,7 @@ def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):
     expected = gpt2_model.score(TEXT, head_mask=mask)
     assert stored == pytest.approx(expected, rel=1e-6)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["Score with those heads off"] == pruning.format_score(stored)
+    assert shown["Score with those heads off"] == format_score(stored)
     # the measure: the model's own score, in ModelInfo's words
     markdown = " ".join(texts(at.markdown))
     assert "Score used on this page:" in markdown

@@ -1,4 +1,5 @@
-"""What the Circuits page (pages/9_Circuits.py) reads from mha_viz.ui.circuits_page, against
+"""What the Circuits page (pages/9_Circuits.py) reads from its view's parts
+(mha_viz/ui/views/circuits_parts.py) and its words (mha_viz/ui/words/circuits.py), against
 values worked out here: the keys its results are stored under, what runs by itself, what each
 "Show" choice of the head map shows (against each pair patched alone), the receivers of path
 patching and the tables as shown."""
@@ -14,7 +15,7 @@ from mha_viz.analysis.circuits import Edge
 from mha_viz.analysis.patching import strongest_components
 from mha_viz.analysis.prompts import PromptPair, swap_token
 from mha_viz.core.errors import InputError
-from mha_viz.ui import circuits_page
+from mha_viz.ui.views import circuits_parts as circuits_page
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +146,13 @@ def test_the_strongest_heads_table_is_the_largest_effects(patched):
 
 
 def test_direction_captions():
-    assert circuits_page.direction_caption("denoise") == \
+    from mha_viz.analysis.patching import DIRECTIONS
+    from mha_viz.ui.words.circuits import DIRECTION_CAPTIONS
+
+    assert set(DIRECTION_CAPTIONS) == set(DIRECTIONS)  # a caption for every direction
+    assert DIRECTION_CAPTIONS["denoise"] == \
         "The corrupted run with one clean activation (what suffices)."
-    assert circuits_page.direction_caption("noise") == \
+    assert DIRECTION_CAPTIONS["noise"] == \
         "The clean run with one corrupted activation (what is necessary)."
 
 

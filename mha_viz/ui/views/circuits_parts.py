@@ -1,9 +1,9 @@
-"""The Circuits page's own pieces (pages/9_Circuits.py): its texts and choices, the keys its
-results are stored under, what it runs by itself, what each of its choices shows, the
-callbacks of its clickable figures and the widgets that make a prompt pair.
+"""The Circuits page's parts (views/circuits.py reads them): its texts and choices, what it
+runs by itself, what each of its choices shows, the callbacks of its clickable figures, the
+widgets that make a prompt pair, an encoder-decoder's view and the circuit's test.
 
-The page's widget keys, URL parameters and stored-result keys are named here as the page has
-always named them: links and tests rely on them.
+The page's widget keys and URL parameters are named here as the page has always named them:
+links and tests rely on them.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from .. import plots
-from ..analysis import patching, prompts
-from ..analysis.circuit_tests import ABLATIONS, circuit_heads, circuit_test
-from ..analysis.encoder_decoder_ablation import total_heads
-from ..analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
-from ..analysis.heads import head_name, parse_head_name
-from ..core.digest import digest
-from ..core.errors import MhaVizError
-from ..models.model import TargetMetric
-from ..server import export
-from .compute import Selection, computed, memo, run_or_wait
-from .messages import callback, show_error
-from .output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
+from ... import plots
+from ...analysis import patching, prompts
+from ...analysis.circuit_tests import circuit_heads, circuit_test
+from ...analysis.encoder_decoder_ablation import total_heads
+from ...analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
+from ...analysis.heads import head_name, parse_head_name
+from ...core.errors import MhaVizError
+from ...models.model import TargetMetric
+from ...server import export
+from ..compute import Selection, computed, figure_tag, memo, run_or_wait
+from ..messages import callback, show_error
+from ..output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
                      figure_columns, show_figure, viewport)
-from .settings import EXAMPLES, NUMBERING, md_escape, runs_on_open
-from .state import set_value, synced
+from ..settings import EXAMPLES, NUMBERING, md_escape, runs_on_open
+from ..state import set_value, synced
+from ..words.circuits import ABLATIONS
 
 METRIC_HELP = {
     "logit_diff": "logit(target) − logit(contrast) at the last position: how much more the "
@@ -58,7 +58,7 @@ _OPEN_HEAD = "_mv_circuits_open_head"  # (layer, head, text) of a clicked node o
 
 def pairs_digest(pairs) -> str:
     """A short name of the pairs a figure shows (its meta "pairs", for tests and benchmarks)."""
-    return digest(pairs, size=6)
+    return figure_tag(pairs)
 
 
 def runs_by_itself(model, pairs) -> dict[str, bool]:
@@ -77,11 +77,6 @@ def seq2seq_runs_by_itself(model) -> bool:
 
 
 # --- what a choice shows ---------------------------------------------------------------------
-
-
-def direction_caption(direction: str) -> str:
-    """What a direction does, as a sentence ("The corrupted run with one clean activation ...")."""
-    return patching.DIRECTIONS[direction].split(": ", 1)[1].capitalize() + "."
 
 
 def effect_choices(n_pairs: int, pairs) -> dict:
@@ -265,7 +260,7 @@ def swap_helper(model, clean: str, comparison: prompts.PromptComparison) -> None
                 show_error(error)
 
 
-def prediction_pills(model, model_name: str, clean: str) -> None:
+def prediction_pills(model, clean: str) -> None:
     """The model's top predictions after the clean prompt; a click makes one the target."""
     predicted = memo(model.predict, clean, k=6)
     ids = [int(i) for i in predicted.top_ids[-1]]
@@ -275,7 +270,7 @@ def prediction_pills(model, model_name: str, clean: str) -> None:
              on_change=set_target_from_pills)
 
 
-def ioi_pairs_input(model, model_name: str) -> list[prompts.PromptPair]:
+def ioi_pairs_input(model) -> list[prompts.PromptPair]:
     """N generated indirect-object pairs, from a number and a seed."""
     n_col, seed_col = st.columns(2)
     n = synced(n_col.number_input, "c_n", "Pairs", 16, min_value=1, max_value=MAX_IOI,
@@ -330,7 +325,8 @@ def encoder_decoder_view(selection: Selection, model) -> None:
     if not corrupted.strip():
         st.info("Type a corrupted source above to patch.")
         st.stop()
-    found = memo(first_divergence, model, clean=selection.text, corrupted=corrupted, target=selection.target)
+    found = memo(first_divergence, model, clean=selection.text, corrupted=corrupted,
+                 target=selection.target)
     if found is None:
         st.info("The decoder writes the same tokens after both sources (teacher-forced on "
                 "the clean target): the corruption changes no answer, so there is nothing "
@@ -378,7 +374,7 @@ def encoder_decoder_view(selection: Selection, model) -> None:
 # --- the drawn circuit's heads, tested -------------------------------------------------------
 
 
-def circuit_test_view(model, model_name: str, pairs, kind: str, found) -> None:
+def circuit_test_view(model, pairs, kind: str, found) -> None:
     """Faithfulness and necessity of the drawn circuit's heads (analysis.circuit_tests), with
     the ablation the person picks, over every pair, the pairs' corrupted prompts as the
     reference distribution."""

@@ -9,15 +9,16 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from .. import plots
-from ..analysis.one_head import blockwise
-from ..analysis.one_head import gradients as head_gradients
-from ..analysis.one_head.steps import HeadInternals, Step, summarise
-from ..server import export
-from .compute import Selection, memo
-from .output import download_csv, show_figure
-from .settings import md_escape, terms_in
-from .state import synced
+from ... import plots
+from ...analysis.one_head import blockwise
+from ...analysis.one_head import gradients as head_gradients
+from ...analysis.one_head.steps import HeadInternals, summarise
+from ...server import export
+from ..compute import Selection, memo
+from ..output import download_csv, show_figure
+from ..settings import md_escape, terms_in
+from ..state import synced
+from ..words.one_head import Step, layout_step
 
 VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
 VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
@@ -75,7 +76,7 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
     steps; in a lesson each is a screen, and the steps the whole page draws inside another
     (the layout, the followed query, the contribution) get screens of their own. gradients:
     the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's."""
-    layout = inside.layout_step() is not None
+    layout = layout_step(inside) is not None
     return [
         ("The whole head in one line", "overview", False),
         *([("M: the encoder's output", "memory", False)] if inside.memory is not None else []),

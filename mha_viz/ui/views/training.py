@@ -1,0 +1,206 @@
+"""The Training page's view: watch attention heads form across a training run's checkpoints:
+the loss with the induction-head phase change marked, every head's role scores over steps, and
+the maps at the step under a slider, which a play button walks."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import streamlit as st
+
+from ... import analysis as A
+from ... import checkpoints, corpus, plots, ui
+from ...core.errors import CheckpointNotFoundError
+from ...models.series import BUNDLED_SERIES, checkpoint_series, load_checkpoint
+from ..compute import computed, memo
+from ..state import set_value, synced
+
+INTRO = ("Every other page shows one frozen model. Here a model is shown **as it trained**: one "
+         "checkpoint per step, each measured on the same inputs. In a two-layer model a "
+         "**previous-token head** forms in layer 0 first; then, suddenly, an **induction "
+         "head** in layer 1 that reads it, and the loss on repeated text drops: the phase "
+         "change of Olsson et al. (2022), *In-context Learning and Induction Heads*.")
+FOLDER_CHOICE = "folder"
+SERIES_LABELS = {"induction-toy": "Bundled: 2-layer attention-only (induction-toy)",
+                 "induction-toy-mlp": "Bundled: 2-layer with MLPs (induction-toy-mlp)",
+                 FOLDER_CHOICE: "A folder of checkpoints…"}
+N_TEXTS = 8  # paragraphs of the demo corpus for entropy, sink mass, loss and the ICL score
+PLAY_SECONDS = 0.5  # each step's frame while playing
+SCORES = {"induction": "Induction score", "previous_token": "Previous-token score",
+          "duplicate_token": "Duplicate-token score", "entropy": "Entropy (nats)",
+          "sink_mass": "Mass on the first token"}
+STEP = "tstep"
+PREPARED = "dynamics.npz"  # a bundled run's dynamics on default_texts(), the default probe
+
+
+def pick_series():
+    """The sidebar's series choice -> CheckpointSeries (raises a SeriesError with the reason
+    for an empty, mixed or misnamed folder)."""
+    bar = st.sidebar
+    synced(bar.toggle, "present", "Presentation mode", False,
+           help="Large type and figures that fit one screen, for a projector.")
+    choice = synced(bar.selectbox, "series", "Training run", "induction-toy",
+                    options=[*BUNDLED_SERIES, FOLDER_CHOICE], format_func=SERIES_LABELS.get,
+                    help="The two bundled runs were trained by mha-viz itself "
+                         "(python -m mha_viz.toys.induction). A folder holds one checkpoint "
+                         "folder per step (step1000/, checkpoint-2000/, ...), inside the "
+                         "folders this server allows.")
+    if choice != FOLDER_CHOICE:
+        return _series(choice, None)
+    folder = synced(bar.text_input, "sfolder", "Folder of step folders", "",
+                    placeholder="/path/to/run").strip()
+    if not folder:
+        raise CheckpointNotFoundError("no folder given: type the path of a folder of "
+                                      "checkpoint folders in the sidebar")
+    return _series(folder, tuple(str(p) for p in checkpoints.allowed_dirs()))
+
+
+def _series(name: str, allowed: tuple[str, ...] | None):
+    from pathlib import Path
+
+    return checkpoint_series(name, None if allowed is None else [Path(p) for p in allowed])
+
+
+def default_texts() -> list[str]:
+    return corpus.demo_texts(N_TEXTS)
+
+
+def dynamics_of(series):
+    """The series' TrainingDynamics, computed once (a job: progress, Cancel) and shared; a
+    bundled run's are shipped beside it (PREPARED, what the same call gave: a slow test
+    recomputes them), so a class does not wait for 30 checkpoints."""
+    if series.name in BUNDLED_SERIES and series.root is not None and \
+            (series.root / PREPARED).is_file():
+        return memo(A.TrainingDynamics.load, series.root / PREPARED)
+    return computed(A.training_dynamics, series, memo(default_texts),
+                    label=f"Measuring {len(series)} checkpoints, one at a time")
+
+
+def probe_map(series, index: int, layer: int, head: int, seq_len: int, n_seqs: int,
+              seed: int) -> tuple[np.ndarray, list[str]]:
+    """Head (layer, head)'s map on the probe's first sequence at checkpoint `index`, and
+    its tokens (one checkpoint loaded, kept small: the maps of one short input)."""
+    checkpoint = series.checkpoints[index]
+    trace = memo(_probe_trace, checkpoint, seq_len=seq_len, n_seqs=n_seqs, seed=seed)
+    return trace.head_map(layer, head), list(trace.display_tokens)
+
+
+def _probe_trace(checkpoint, seq_len: int, n_seqs: int, seed: int):
+    model = load_checkpoint(checkpoint)
+    ids, _ = A.repeated_random_tokens(model, seq_len, n_seqs, seed)
+    return model.trace_ids(ids[0])
+
+
+def phase_step(dynamics) -> int | None:
+    index = dynamics.phase_change()
+    return None if index is None else int(dynamics.steps[index])
+
+
+def step_slider(steps: list[int]) -> int:
+    """The step under the slider (synced: in the URL, kept across pages)."""
+    return int(synced(st.select_slider, STEP, "Training step", steps[-1], options=steps,
+                      valid=lambda v: v in steps, parse=int,
+                      format_func=lambda s: f"{s:,}",
+                      help="The maps below show the checkpoint of this step; ▶ Play walks "
+                           "every step from the first."))
+
+
+def play(steps: list[int], draw: Callable[[int], None], where) -> None:
+    """Walk every step, drawing each frame in `where` (placeholders the page made), then
+    leave the slider at the last step."""
+    for step in steps:
+        with where.container():
+            draw(step)
+        time.sleep(PLAY_SECONDS)
+    set_value(STEP, steps[-1])
+    st.rerun()
+
+
+def named_heads(dynamics, score: str, k: int = 3) -> list[tuple[int, int]]:
+    """The heads to name on a score's curves: the k with the highest peak (for entropy: the
+    k with the lowest value at the last step, the most focused)."""
+    if score == "entropy":
+        return A.rank_heads(dynamics.heads[score][-1], descending=False)[:k]
+    return dynamics.strongest_heads(score, k)
+
+
+def show() -> None:
+    with ui.guard():
+        series = pick_series()
+        st.caption(f"**{ui.md_escape(series.name)}**: {ui.md_escape(series.source)}; "
+                   f"{len(series)} checkpoints, steps {series.steps[0]:,} to {series.steps[-1]:,}.")
+        dynamics = dynamics_of(series)
+        if dynamics is None:
+            st.info("Cancelled: change the run or reload the page to measure it again.")
+            st.stop()
+        info, steps = dynamics.info, [int(s) for s in dynamics.steps]
+        phase = phase_step(dynamics)
+
+        # ----------------------------------------------------------- the step under the slider
+        step_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
+        with step_col:
+            step = step_slider(steps)
+        playing = play_col.button("▶ Play", key="train_play", width="stretch",
+                                  help="Walk every checkpoint from the first, "
+                                       f"{PLAY_SECONDS:g} s each.")
+
+        # ----------------------------------------------------------- the loss and the ICL score
+        curves = {"loss on the texts": dynamics.curves["text_loss"],
+                  "loss on the probe's first copy of R": dynamics.curves["probe_loss_first"],
+                  "loss on the probe's repeated copy of R": dynamics.curves["probe_loss_repeated"]}
+        ui.show_figure(plots.training_curves(steps, curves, phase, step,
+                                             training=series.training_loss()), key="train_loss")
+        st.caption((f"Marked: the phase change, where the loss on the probe's repeated copy falls "
+                    f"fastest (per log-step), at step {phase:,}. " if phase else "")
+                   + f"Probe: {ui.md_escape(info['probe'])} (BOS R R); texts: the first "
+                     f"{info['n_texts']} paragraphs of the demo corpus (Python's documentation).")
+        ui.show_figure(plots.training_curves(
+            steps, {f"ICL score: loss at token {info['icl_late']} − loss at token "
+                    f"{info['icl_early']}": dynamics.curves["icl_score"]}, phase, step,
+            title="In-context learning score", y_title="nats (lower: later tokens gain more)"),
+            key="train_icl")
+
+        # ----------------------------------------------------------- each head's score over steps
+        score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(SCORES),
+                          format_func=SCORES.get)
+        named = named_heads(dynamics, score)
+        ui.show_figure(plots.head_scores_over_steps(steps, dynamics.heads[score],
+                                                    SCORES[score], named, phase, step),
+                       key="train_heads")
+        st.caption("Named: " + ", ".join(plots.head_name(*h) for h in named) + " (the highest "
+                   "at any step; for entropy the most focused at the last step). Layers and heads "
+                   "count from 0.")
+
+        # ----------------------------------------------------------- the maps at the step
+        best = dynamics.strongest_heads("induction", 1)[0]
+        head_choices = A.head_names(dynamics.n_layer, dynamics.n_head)
+        chosen = ui.synced(st.selectbox, "thead", "Head shown on the probe",
+                           plots.head_name(*best), options=head_choices)
+        layer, head = A.parse_head_name(chosen)
+        frame = st.empty()
+
+        def draw(at: int) -> None:
+            k = steps.index(at)
+            left, right = st.columns(2)
+            with left:
+                ui.show_figure(plots.layer_head_heatmap(
+                    dynamics.heads[score][k], f"{SCORES[score]} at step {at:,}",
+                    SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
+                    if score != "entropy" else None), key=f"train_grid_{at}", share=0.5)
+            with right:
+                weights, tokens = probe_map(series, k, layer, head, info["seq_len"],
+                                               info["n_seqs"], info["seed"])
+                ui.show_figure(plots.head_heatmap(
+                    weights, tokens, f"{chosen} on the probe at step {at:,}", causal=True),
+                    key=f"train_probe_{at}", share=0.5)
+
+        if playing:
+            play(steps, draw, frame)
+        with frame.container():
+            draw(step)
+        st.caption("Right: the chosen head on the probe's first sequence (BOS, then R, then R "
+                   "again). An induction head lights the stripe one above the diagonal of the "
+                   "second copy's block: from each token to the token after its first occurrence.")
+        ui.caveat()
