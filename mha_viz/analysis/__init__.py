@@ -37,9 +37,10 @@ from .encoder_decoder_patching import Seq2SeqPatching, activation_patching_seq2s
 from .entropy import (entropy, entropy_scales, head_row_entropy, max_row_entropy, mean_over_rows,
                       row_entropy, uniform_entropy, visible_keys)
 from .head_outputs import closest_across, head_outputs_seq2seq, output_similarity, outputs_of_kinds
-from .heads import (attention_change, head_name, head_names, mask_to_names, names_to_mask,
-                    nearest_heads, normalize_layers, opening_view, parse_head_name,
-                    positions_in_order, rank_heads)
+from .heads import (attention_change, head_at, head_index, head_name, head_names,
+                    layers_and_heads, mask_to_names, names_to_mask, nearest_heads,
+                    normalize_layers, opening_view, parse_head_name, positions_in_order,
+                    rank_heads)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
 from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
@@ -49,9 +50,10 @@ from .pruning import (PruningCurve, ablation_effects, embedding_jacobian_norms, 
                       pruning_curve)
 from .roles import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, NORMALIZATIONS, PATTERN_ROLES, ROLE_KEYS,
                     ROLE_THRESHOLD, SINK_ROLES, HeadRole, InductionProbe, duplicate_token_scores,
-                    induction_pattern_scores, induction_probe, induction_scores, next_token_scores,
-                    previous_token_scores, probe_description, repeated_random_tokens, role_scores,
-                    role_support, shifted_duplicate_scores, strongest_roles)
+                    induction_pattern_scores, induction_probe, induction_scores, longest_probe,
+                    next_token_scores, previous_token_scores, probe_description,
+                    repeated_random_tokens, role_scores, role_support, shifted_duplicate_scores,
+                    strongest_roles)
 from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
@@ -93,6 +95,7 @@ __all__ = [
     "previous_token_scores", "next_token_scores", "duplicate_token_scores",
     "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
     "repeated_random_tokens", "induction_probe", "InductionProbe", "probe_description",
+    "longest_probe",
     "role_scores", "role_support", "strongest_roles", "HeadRole", "NORMALIZATIONS", "ROLE_KEYS",
     "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD", "FOCUSED_THRESHOLD",
     "head_distances", "cluster_order", "cluster_linkage", "mds_2d", "head_labels",
@@ -101,7 +104,8 @@ __all__ = [
     "drop_positions", "special_keep_mask", "shown_trace", "kept_positions",
     "ablation_effects", "gradient_importance", "pruning_curve", "PruningCurve",
     "embedding_jacobian_norms",
-    "head_name", "head_names", "names_to_mask", "mask_to_names", "attention_change",
+    "head_name", "head_names", "head_index", "head_at", "layers_and_heads", "names_to_mask",
+    "mask_to_names", "attention_change",
     "opening_view", "direct_logit_attribution", "direct_logit_attribution_seq2seq",
     "Attribution", "attribute_run", "attribution_parts", "parse_head_name", "rank_heads",
     "nearest_heads", "normalize_layers",

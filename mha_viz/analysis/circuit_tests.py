@@ -28,9 +28,9 @@ from .patching.interventions import _spread, heads_replaced, run_with_interventi
 
 __all__ = ["CircuitTest", "circuit_test", "circuit_heads", "ABLATIONS"]
 
-ABLATIONS = {"mean": "mean ablation (the mean over the reference prompts, position by position)",
-             "resample": "resample ablation (one reference prompt's activation per pair)",
-             "zero": "zero ablation (the head's output removed)"}
+# a head's output replaced by its mean over the reference prompts (position by position), by
+# one reference prompt's (per pair), or removed
+ABLATIONS = ("mean", "resample", "zero")
 
 
 @dataclass

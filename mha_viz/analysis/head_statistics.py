@@ -5,7 +5,17 @@ page's picker and docs/analyses.md read it from here.
 A statistic computed from maps names the accumulators it reads (ACCUMULATORS: built once per
 segment and shared, so the role scores reuse the entropy's and the mass's) and a function from
 those accumulators to named [L, H] arrays. One that runs the model again (head importance)
-gives a function of the model and the segment's token ids instead.
+gives a function of the model and the segment's token ids instead (measure), and one measured
+once over a sample of the corpus's segments rather than per segment (the pruning curve, which
+re-estimates importance after every step over the whole sample) gives a function of the model
+and the sample (over_sample): its arrays are curves, kept apart from the per-head moments.
+
+A statistic's arrays are named in the result it gives: ``named`` maps each member to its
+array (entropy: "raw" -> "entropy", "normalized" -> "entropy_normalized"), or ``prefix``
+groups an open set of them ("mass " + a token class); ``members`` reads them back, so no
+reader parses an array's name. ``view`` says how the Corpus page draws it: "scale" (a switch
+between raw and normalized), "choice" (a picker of members), "similarity" (head-to-head
+distances, clustered), "heatmap" (each array's mean and spread per head), "curve".
 
 To add a statistic: an accumulator in analysis/ (mha_viz.maps.streaming's protocol: update,
 merge, result), an entry below, and its test. The corpus, the command line and the Corpus page
@@ -14,7 +24,7 @@ pick it up; its docs section must exist in docs/analyses.md (a test reads it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -64,15 +74,30 @@ class HeadStatistic:
     reads: tuple[str, ...] = ()  # ACCUMULATORS it reads (from the maps)
     arrays: Callable[[Mapping[str, object]], dict[str, np.ndarray]] | None = None
     measure: Callable | None = None  # (model, token_ids) -> arrays: runs the model again
+    # (model, [token ids of each sampled segment]) -> curves: once over a sample, not per
+    # segment (the corpus samples SAMPLE_SEGMENTS)
+    over_sample: Callable | None = None
     default: bool = True  # in a corpus run unless others are asked for
-    # Where the Corpus page draws it: "heatmap" (mean and spread per head, by a generic
-    # section), or a section of the page's own (entropy's scale switch, the classes' and
-    # roles' pickers, similarity's clustering, the pruning curve)
-    view: str = "heatmap"
+    named: Mapping[str, str] = field(default_factory=dict)  # member -> array name
+    prefix: str = ""  # or: every array named prefix + member
+    view: str = "heatmap"  # how the Corpus page draws it (the module's docstring)
 
     @property
     def needs_model(self) -> bool:
-        return self.measure is not None or not self.reads
+        return self.measure is not None or self.over_sample is not None or not self.reads
+
+    @property
+    def per_segment(self) -> bool:
+        """Measured on each segment and merged (False: once over a sample)."""
+        return self.over_sample is None
+
+    def members(self, names) -> dict[str, str]:
+        """The arrays among ``names`` this statistic gave, by member (see the module's
+        docstring): {"first token": "mass first token", ...} for "mass"."""
+        names = list(names)
+        if self.prefix:
+            return {n[len(self.prefix):]: n for n in names if n.startswith(self.prefix)}
+        return {member: array for member, array in self.named.items() if array in names}
 
 
 def _entropy(acc) -> dict[str, np.ndarray]:
@@ -81,7 +106,7 @@ def _entropy(acc) -> dict[str, np.ndarray]:
 
 
 def _mass(acc) -> dict[str, np.ndarray]:
-    return {"mass " + name: value for name, value in acc["class_mass"].result().items()}
+    return {MASS + name: value for name, value in acc["class_mass"].result().items()}
 
 
 def _roles(acc) -> dict[str, np.ndarray]:
@@ -90,7 +115,22 @@ def _roles(acc) -> dict[str, np.ndarray]:
     scores = roles_of(text.result("ours"), acc["class_mass"].result(), normalized,
                       text.sums["previous token"].shape)
     # the normalized entropy is entropy's own array
-    return {"role " + name: value for name, value in scores.items() if name != "entropy"}
+    return {ROLE + name: value for name, value in scores.items() if name != "entropy"}
+
+
+MASS, ROLE = "mass ", "role "  # the prefixes of the token classes' and the roles' arrays
+SAMPLE_SEGMENTS = 32  # an over_sample statistic's sample: the corpus's first segments
+PRUNING_CURVE = {"fraction": "pruning_curve_fraction", "score": "pruning_curve_score"}
+
+
+def _pruning_curve(model, sample) -> dict[str, np.ndarray]:
+    """Michel et al.'s iterative pruning over the sample: each step re-estimates every
+    head's importance on the whole sample, so the curve is one, not a mean over segments."""
+    from .pruning import pruning_curve
+
+    curve = pruning_curve(model, [model.encoding_of_ids(ids) for ids in sample], by="gradient")
+    return {PRUNING_CURVE["fraction"]: np.asarray(curve.fractions),
+            PRUNING_CURVE["score"]: np.asarray(curve.scores)}
 
 
 def _ablation(model, token_ids) -> dict[str, np.ndarray]:
@@ -108,26 +148,31 @@ def _gradient(model, token_ids) -> dict[str, np.ndarray]:
 
 REGISTRY: dict[str, HeadStatistic] = {s.name: s for s in (
     HeadStatistic("entropy", "Entropy", "nats", "Entropy", ("row_entropy",), _entropy,
-                  view="entropy"),
+                  named={"raw": "entropy", "normalized": "entropy_normalized"}, view="scale"),
     HeadStatistic("mass", "Where attention goes (token classes)", "fraction",
-                  "Where attention goes", ("class_mass",), _mass, view="mass"),
+                  "Where attention goes", ("class_mass",), _mass, prefix=MASS, view="choice"),
     HeadStatistic("roles", "Role scores", "score", "Where attention goes",
-                  ("text_scores", "class_mass", "row_entropy"), _roles, view="roles"),
+                  ("text_scores", "class_mass", "row_entropy"), _roles, prefix=ROLE,
+                  view="choice"),
     HeadStatistic("similarity", "Head similarity (JS distance)", "JS divergence",
                   "Head similarity", ("compared_rows",),
                   lambda acc: {"js_distance": acc["compared_rows"].result()},
-                  view="similarity"),
+                  named={"js_distance": "js_distance"}, view="similarity"),
     HeadStatistic("distance", "Mean attention distance", "tokens", "Entropy",
                   ("attention_distance",),
-                  lambda acc: {"distance": acc["attention_distance"].result()}, default=False),
+                  lambda acc: {"distance": acc["attention_distance"].result()}, default=False,
+                  named={"distance": "distance"}),
     # head importance: an exact ablation sweep (a forward per head from its layer up),
-    # Michel et al.'s gradient importance, and the pruning curve over the corpus
+    # Michel et al.'s gradient importance, and the pruning curve over a sample
     HeadStatistic("ablation", "Ablation effect (slow: a forward per head)", "Δ score",
-                  "Pruning impact", measure=_ablation, default=False, view="ablation"),
+                  "Pruning impact", measure=_ablation, default=False,
+                  named={"ablation_effect": "ablation_effect"}),
     HeadStatistic("gradient", "Gradient importance", "|∂ score|", "Pruning impact",
-                  measure=_gradient, default=False, view="gradient"),
-    HeadStatistic("pruning", "Pruning curve", "score", "Pruning impact", default=False,
-                  view="pruning"),
+                  measure=_gradient, default=False,
+                  named={"gradient_importance": "gradient_importance"}),
+    HeadStatistic("pruning", "Pruning curve", "score", "Pruning impact",
+                  over_sample=_pruning_curve, default=False, named=PRUNING_CURVE,
+                  view="curve"),
 )}
 
 FROM_MAPS = tuple(name for name, s in REGISTRY.items() if not s.needs_model)
@@ -135,13 +180,9 @@ DEFAULT = tuple(name for name, s in REGISTRY.items() if s.default)
 IMPORTANCE = tuple(name for name, s in REGISTRY.items() if s.needs_model)
 
 
-def labels() -> dict[str, str]:
-    return {name: s.label for name, s in REGISTRY.items()}
-
-
 def array_names(statistic: HeadStatistic, names) -> list[str]:
-    """The arrays of a result that a statistic gave: its name, or its name and a suffix."""
-    return [n for n in names if n == statistic.name or n.startswith(statistic.name + "_")]
+    """The arrays of a result that a statistic gave (HeadStatistic.members)."""
+    return list(statistic.members(names).values())
 
 
 def check_names(stats: Sequence[str]) -> tuple[str, ...]:
@@ -172,10 +213,26 @@ class SegmentAccumulators:
         return out
 
 
+def per_segment(stats: Sequence[str]) -> list[str]:
+    """The statistics among ``stats`` measured on each segment (not once over a sample)."""
+    return [name for name in stats if REGISTRY[name].per_segment]
+
+
+def over_sample(model, sample, stats: Sequence[str]) -> dict[str, np.ndarray]:
+    """The statistics among ``stats`` measured once over a sample of segments' token ids."""
+    return _each(stats, "over_sample", model, sample)
+
+
 def measured(model, token_ids, stats: Sequence[str]) -> dict[str, np.ndarray]:
     """The statistics that run the model again, for one segment's token ids."""
+    return _each(stats, "measure", model, token_ids)
+
+
+def _each(stats: Sequence[str], part: str, *args) -> dict[str, np.ndarray]:
+    """The arrays of every statistic among ``stats`` that has ``part`` (a function of args)."""
     out = {}
     for name in stats:
-        if REGISTRY[name].measure is not None:
-            out.update(REGISTRY[name].measure(model, token_ids))
+        given = getattr(REGISTRY[name], part)
+        if given is not None:
+            out.update(given(*args))
     return out

@@ -23,6 +23,25 @@ def head_names(n_layer: int, n_head: int) -> list[str]:
     return [head_name(l, h) for l in range(n_layer) for h in range(n_head)]
 
 
+def head_index(layer: int, head: int, n_head: int) -> int:
+    """A head's place in layer order (L0.H0, L0.H1, ..., L1.H0, ...): its row in arrays over
+    every head, such as head_distances' [L*H, L*H]."""
+    return int(layer) * int(n_head) + int(head)
+
+
+def head_at(index: int, n_head: int) -> tuple[int, int]:
+    """(layer, head) of the head at ``index`` in layer order (head_index's inverse)."""
+    layer, head = divmod(int(index), int(n_head))
+    return layer, head
+
+
+def layers_and_heads(n_layer: int, n_head: int) -> tuple[list[int], list[int]]:
+    """(each head's layer, each head's number), every head in layer order: the columns of a
+    table over every head."""
+    return ([layer for layer in range(n_layer) for _ in range(n_head)],
+            [head for _ in range(n_layer) for head in range(n_head)])
+
+
 def parse_head_name(name: str) -> tuple[int, int]:
     """"L3.H7" -> (3, 7); InputError for anything else."""
     try:

@@ -53,14 +53,9 @@ def map_cosine_distances(attentions, max_rows: int | None = None, progress=None
     return 1.0 - map_cosine_similarity(attentions, max_rows, progress)
 
 
-# The distances between heads the Head similarity page offers, as a reader sees them
-DISTANCE_KINDS = {
-    "js": "Jensen-Shannon divergence (nats, 0 to ln 2)",
-    "js_distance": "Jensen-Shannon distance (√ of the divergence, 0 to √ln 2 ≈ 0.833)",
-    "cosine": "cosine distance, 1 − cos of the two maps read as long vectors (0 to 1)",
-}
-DISTANCE_SHORT = {"js": "JS divergence", "js_distance": "JS distance",
-                  "cosine": "cosine distance"}
+# The distances between heads: the JS divergence, its root, 1 − the maps' cosine (their
+# names as a reader sees them are ui.words.similarity's)
+DISTANCE_KINDS = ("js", "js_distance", "cosine")
 
 
 def distances_of_kind(maps, kind: str, max_rows: int | None = None) -> np.ndarray:

@@ -18,10 +18,8 @@ from torch.nn import functional as F
 from ..core.errors import InputError
 from .heads import head_name, normalize_layers, rank_heads
 
-ABLATION_MODES = {"zero": "zero (remove the head's output)",
-                  "mean": "mean (replace it by its mean over positions)"}
-CURVE_RANKINGS = {"gradient": "gradient importance", "ablation": "ablation effect"}
-CURVE_STEP_COSTS = {"gradient": "gradient", "ablation": "ablation sweep"}  # one step's work
+ABLATION_MODES = ("zero", "mean")  # a head switched off: its output removed, or its mean
+CURVE_RANKINGS = ("gradient", "ablation")  # what a pruning curve ranks heads by
 
 
 def _texts(text) -> list[str]:
@@ -165,21 +163,6 @@ def second_order_gradient(score_kind: str, metric=None) -> bool:
     return metric is None and score_kind == "embedding_shift"
 
 
-def gradient_symbol(metric=None, score: str = "score", second_order: bool = False) -> str:
-    """What a gradient importance measures, as a label: |∂ score/∂ξ| (ξ a head's gate), with
-    the metric's name for a target metric, or the second-order ½‖∂e/∂ξ‖²."""
-    if second_order:
-        return "½‖∂e/∂ξ‖²"
-    return f"|∂ {score}/∂ξ|" if metric is None else "|∂ metric/∂ξ|"
-
-
-def gradient_cost(second_order: bool, total_heads: int) -> str:
-    """What computing gradient_importance takes, in words."""
-    if second_order:
-        return f"{total_heads} forward-mode passes, slower than the sweep"
-    return "one backward pass"
-
-
 def gradient_importance(model, text, normalize: bool | str = False, head_mask=None,
                         progress=None, metric=None) -> np.ndarray:
     """[L, H] head importance from derivatives of the score with respect to the head gates
@@ -229,7 +212,7 @@ class PruningCurve:
 
 def check_curve(by: str, step: float) -> None:
     """A pruning curve's ranking and step, as every curve takes them."""
-    if by not in ("gradient", "ablation"):
+    if by not in CURVE_RANKINGS:
         raise InputError(f"by must be 'gradient' or 'ablation', got {by!r}")
     if not 0 < step <= 1:
         raise InputError("step must be a fraction in (0, 1]")
@@ -246,12 +229,6 @@ def harm_sign(metric=None) -> float:
     """+1 for a loss (it rises when a head that matters goes), -1 for a target metric (it
     falls): harm_sign * effect > 0 means the head mattered."""
     return 1.0 if metric is None else -1.0
-
-
-def format_score(value: float) -> str:
-    """A score as the pruning page shows it (and its tests read it): 6 significant digits;
-    float noise around 0 (1 − cos of an embedding with itself is ~1e-8, not 0) shows as 0."""
-    return "0" if abs(value) < 5e-7 else f"{value:.6g}"
 
 
 def heads_that_matter(effects, metric=None) -> list[tuple[int, int]]:
@@ -274,13 +251,6 @@ def effects_both_ways(effects, metric=None) -> bool:
     return metric is not None or bool((harm_sign(metric) * np.asarray(effects) < 0).any())
 
 
-def effect_table(effects, picked, column: str) -> dict[str, list]:
-    """The rows of a table of ablation effects: each picked head's name and its effect to 4
-    significant digits under ``column``."""
-    return {"head": [head_name(l, h) for l, h in picked],
-            column: [float(f"{effects[l, h]:.4g}") for l, h in picked]}
-
-
 def curve_table(curve: PruningCurve, score_column: str, kept: dict | None = None) -> dict:
     """A pruning curve as table columns (for CSV): the fraction removed, the score, the
     fraction of each kind still on (an encoder-decoder's, ``kept``) and the heads removed at
@@ -293,15 +263,6 @@ def curve_table(curve: PruningCurve, score_column: str, kept: dict | None = None
             **{f"{kind}_heads_on": share for kind, share in (kept or {}).items()},
             "heads_removed_this_step": [" ".join(name(one) for one in step_heads)
                                         for step_heads in curve.removed]}
-
-
-def curve_button(per_step: int, steps: int, cost: str | None = None) -> str:
-    """The button that runs a pruning curve: its steps and, with ``cost``, each step's
-    work."""
-    if cost is None:
-        return f"Run the pruning curve ({steps} steps of {per_step} heads)"
-    return (f"Run the pruning curve ({steps} steps of {per_step} "
-            f"head{'s' if per_step > 1 else ''}, one {cost} each)")
 
 
 def _mean_score(model, texts, mask, metric=None) -> float:

@@ -50,18 +50,19 @@ from .engines import ENGINES, Progress, run_stream
 from .measuring import default_batch_size, run_shard
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
-from .running import PRUNING_SEGMENTS, cache_key, run
+from .running import PRUNING_SEGMENTS, run
 from .segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments, segment
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream, open_texts
 from .statistics import (ALL_STATS, IMPORTANCE, SIMILARITY_ROWS, STATS, SegmentStatistics,
-                         segment_statistics)
+                         segment_statistics, statistics_for)
 
 __all__ = [
     "MAX_CORPUS_BYTES", "CorpusText", "columns_of", "demo_texts", "read_corpus",
-    "CorpusResult", "Moments", "PRUNING_SEGMENTS", "cache_key", "default_batch_size", "run",
+    "CorpusResult", "Moments", "PRUNING_SEGMENTS", "default_batch_size", "run",
     "run_shard", "MIN_SEGMENT_TOKENS", "Segments", "segment", "ALL_STATS", "IMPORTANCE",
-    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "TextStream",
+    "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "statistics_for",
+    "TextStream",
     "open_texts", "ENGINES", "Progress", "run_stream", "iter_segments", "SHARD_SEGMENTS",
     "Checkpoint", "Shard", "shards_of", "corpus_model",
 ]

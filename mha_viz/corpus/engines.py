@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
+from ..analysis.head_statistics import per_segment
 from ..core.errors import InputError
 from ..maps.value_weighted import check_weights
 from .results import CorpusResult
@@ -69,9 +70,10 @@ def run_stream(model, texts: Iterable[str], seg_len: int = 128, stats: Sequence[
     statistics of maps read the value-weighted maps."""
     stats = _check_stats(stats, corpus_model(model))
     check_weights(weights)
-    if "pruning" in stats:
-        raise InputError("the pruning curve is over the whole corpus at once, not streamed: "
-                         "run it on a sample with corpus.run")
+    at_once = [name for name in stats if name not in per_segment(stats)]
+    if at_once:
+        raise InputError(f"{', '.join(at_once)} is measured over the whole corpus at once, "
+                         f"not streamed: run it on a sample with corpus.run")
     if engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     workers = int(workers)

@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..analysis import head_statistics
 from .results import CorpusResult, Moments
 from .segments import corpus_model
 from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats,
@@ -62,7 +63,7 @@ def run_shard(model, segments: Sequence[Sequence[int]], stats: Sequence[str] = S
     batch_size = batch_size or default_batch_size(model, seg_len)
     # similar lengths together: less padding (the order does not change the moments)
     order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
-    per_segment = [s for s in stats if s != "pruning"]  # the curve is over the corpus
+    per_segment = head_statistics.per_segment(stats)  # not a curve over the corpus
     if not per_segment:
         return CorpusResult({}, len(segments), sum(len(s) for s in segments))
     result = CorpusResult({}, 0, 0)

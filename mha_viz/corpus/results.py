@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.head_statistics import REGISTRY
 from ..core.errors import InputError
 
 PAIRWISE = ("js_distance",)  # [N, N] over heads, not [L, H]
@@ -65,6 +66,13 @@ class CorpusResult:
 
     def std(self, name: str) -> np.ndarray:
         return self.moments[name].std()
+
+    def arrays_of(self, statistic: str) -> dict[str, str]:
+        """The arrays one statistic of the registry gave in this result, by member (the
+        statistic's own naming, head_statistics.HeadStatistic.members): {"first token":
+        "mass first token", ...} for "mass", {"raw": "entropy", "normalized":
+        "entropy_normalized"} for "entropy", a curve's for one measured over a sample."""
+        return REGISTRY[statistic].members([*self.names, *self.curves])
 
     @property
     def names(self) -> list[str]:

@@ -7,8 +7,7 @@ import math
 import time
 from typing import Callable, Sequence
 
-import numpy as np
-
+from ..analysis.head_statistics import REGISTRY, SAMPLE_SEGMENTS, over_sample
 from ..core.errors import InputError
 from ..maps.value_weighted import check_weights
 from .measuring import run_shard
@@ -16,7 +15,8 @@ from .results import CorpusResult
 from .segments import Segments, corpus_model
 from .statistics import SIMILARITY_ROWS, STATS, _check_stats
 
-PRUNING_SEGMENTS = 32  # the pruning curve re-estimates importance at every step: a sample
+# the pruning curve re-estimates importance at every step over the whole sample
+PRUNING_SEGMENTS = SAMPLE_SEGMENTS
 
 
 def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str] = STATS,
@@ -40,14 +40,12 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
     else:
         result = _run_on_ray(model, ids, stats, batch_size, max(1, int(workers)), progress,
                              similarity_rows, address, weights)
-    if "pruning" in stats:  # iterative over the corpus: one curve, on a sample of segments
-        from ..analysis.pruning import pruning_curve
-
-        sample = [model.encoding_of_ids(s) for s in ids[:PRUNING_SEGMENTS]]
-        curve = pruning_curve(model, sample, by="gradient")
-        result.curves.update(pruning_curve_fraction=np.asarray(curve.fractions),
-                             pruning_curve_score=np.asarray(curve.scores))
-        result.info["pruning_segments"] = len(sample)
+    sample = ids[:PRUNING_SEGMENTS]  # a statistic over the corpus at once: on its sample
+    curves = over_sample(model, sample, stats)
+    if curves:
+        result.curves.update(curves)
+        result.info.update({f"{name}_segments": len(sample) for name in stats
+                            if not REGISTRY[name].per_segment})
     result.info.update(model=model.info.name, stats=list(stats), seconds=round(
         time.perf_counter() - started, 3), similarity_rows=similarity_rows, weights=weights)
     if isinstance(segments, Segments):
@@ -76,13 +74,3 @@ def _run_on_ray(model, ids, stats, batch_size, workers, progress, similarity_row
     run_on_ray(model.info.name, shards_of(ids, size), settings, workers, address, None,
                finished, placement=(model.info.dtype, model.info.device))
     return state["result"]
-
-
-def cache_key(model, segments: Segments, stats: Sequence[str],
-              similarity_rows: int | None = SIMILARITY_ROWS, weights: str = "attention"
-              ) -> tuple:
-    """What identifies a run: the model (and the stack it reads), the segments' ids and the
-    settings."""
-    reader = corpus_model(model)
-    return ("corpus", model.info.name, getattr(reader, "kind", None), segments.digest(),
-            tuple(stats), similarity_rows, weights)

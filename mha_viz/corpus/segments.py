@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator
-
-import numpy as np
 
 from ..core.errors import InputError
 
@@ -26,12 +23,9 @@ class Segments:
     def n_tokens(self) -> int:
         return sum(len(s) for s in self.ids)
 
-    def digest(self) -> str:
-        """A short hash of the token ids: what a cache key needs to name this corpus."""
-        h = hashlib.sha256()
-        for ids in self.ids:
-            h.update(np.asarray(ids, dtype=np.int64).tobytes() + b"|")
-        return h.hexdigest()[:16]
+    def identity(self) -> tuple:
+        """What names these segments in a stored result's key (core.digest): their ids."""
+        return (self.ids, self.seg_len)
 
 
 def _special_wrapping(tokenizer) -> tuple[list[int], list[int]]:

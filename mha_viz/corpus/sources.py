@@ -102,13 +102,6 @@ class RowGroup:
     row_group: int
     stamp: str  # the file's size and modification time: a resumed run checks them
 
-    @property
-    def digest(self) -> str:
-        import hashlib
-
-        key = f"{Path(self.path).name}|{self.stamp}|{self.row_group}|{self.column}"
-        return hashlib.sha256(key.encode()).hexdigest()[:16]
-
     def texts(self) -> tuple[list[str], int]:
         """(its texts, the rows that were not a text)."""
         import pyarrow as pa

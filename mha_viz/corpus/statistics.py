@@ -78,10 +78,21 @@ def _importance(model, token_ids, stats) -> dict[str, np.ndarray]:
     return measured(model, token_ids, stats)
 
 
+def statistics_for(model) -> tuple[str, ...]:
+    """The statistics a corpus run can measure through this model (corpus_model's): every
+    one for a model that scores its own segments, those from the maps for an
+    encoder-decoder's encoder (head importance scores the whole model)."""
+    return ALL_STATS if _scores_segments(model) else FROM_MAPS
+
+
+def _scores_segments(model) -> bool:
+    return hasattr(model, "encoding_of_ids")
+
+
 def _check_stats(stats, model=None) -> tuple[str, ...]:
     stats = check_names(stats)
     needs_score = [s for s in stats if s in IMPORTANCE]  # they run the model's own score
-    if needs_score and model is not None and not hasattr(model, "encoding_of_ids"):
+    if needs_score and model is not None and not _scores_segments(model):
         raise InputError(f"{', '.join(needs_score)} switch heads off and score the model, "
                          f"which over a corpus needs a decoder-only or encoder-only model "
                          f"(an encoder-decoder's corpus is read through its encoder)")

@@ -106,6 +106,9 @@ class MapsSource:
             raise InputError(f"causal maps are square; got {self.n_tokens} queries over "
                              f"{self.n_keys} keys")
 
+    def identity(self) -> tuple:
+        return (self.maps, self.causal)
+
     def blocks(self, max_elements: int | None = None, cut: bool = True
                ) -> Iterator[RowBlock]:
         step = max(1, _elements(max_elements) // (self.n_head * self.n_keys))
@@ -124,6 +127,9 @@ class TraceSource:
         self.trace = trace
         self.n_layer, self.n_head, self.n_tokens = (int(s) for s in trace.maps_shape[:3])
         self.causal = bool(trace.causal)
+
+    def identity(self) -> tuple:
+        return (self.trace,)
 
     def blocks(self, max_elements: int | None = None, cut: bool = True
                ) -> Iterator[RowBlock]:

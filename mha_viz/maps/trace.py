@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.digest import digest
 from ..core.errors import TraceFileError
 from ..core.text import visible
 from .ondemand import OnDemandMaps, QueryKeyMaps
@@ -68,6 +69,10 @@ class AttentionTrace:
     # kv_heads[h]: the key/value head query head h reads. Heads that share one read the same
     # keys and values (grouped- or multi-query attention); None means every head has its own.
     kv_heads: list[int] | None = None
+    # what made these maps, named by core.digest: the model that traced the text
+    # (Model.trace), the file's content (load), the encoder-decoder trace (as_trace); "" for
+    # a trace built by hand, which identity() then names by its maps
+    origin: str = field(default="", repr=False)
 
     def __post_init__(self):
         self.special_mask = np.asarray(self.special_mask, dtype=bool)
@@ -228,6 +233,20 @@ class AttentionTrace:
         """The query heads (this one included) that read the same keys and values."""
         return [h for h, kv in enumerate(self.kv_heads) if kv == self.kv_heads[head]]
 
+    def identity(self) -> tuple:
+        """What names this trace in a stored result's key (core.digest): the input that made
+        it, read from its fields (the model, token ids, text, and what extra records: a head
+        mask, the kept positions, the stack read), so a trace made again for the same input
+        keeps its results; a trace built by hand is named by its maps."""
+        origin = self.origin
+        if not origin:
+            origin = self.__dict__.get("_content_digest")
+            if origin is None:
+                origin = self.__dict__["_content_digest"] = digest(
+                    *(block for _, _, _, block in self.row_blocks()))
+        return (origin, self.model_name, self.model_type, self.token_ids, self.segment_ids,
+                self.special_mask, self.text, self.text_pair, self.causal, self.extra)
+
     # --- files -------------------------------------------------------------------------
 
     def _metadata(self) -> dict:
@@ -325,6 +344,7 @@ class AttentionTrace:
                 extra=metadata.get("extra", {}),
                 kv_heads=metadata.get("kv_heads"),
             )
+            trace.origin = "file " + digest(*(data[name] for name in sorted(data)))
         except TraceFileError:
             raise
         except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError, EOFError,

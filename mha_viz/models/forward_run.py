@@ -31,6 +31,13 @@ class ForwardRun:
     records: list[dict]  # per layer: "context" [1, H, T, d_k] (heads before W_O), "mlp_out"
     final_residual: torch.Tensor  # [1, T, d]: after the last layer, before the final norm
     last_hidden: torch.Tensor  # [1, T, d]: after the final norm, what the LM head reads
+    head_mask: np.ndarray | None = None  # [L, H] the run switched heads off by, if any
+
+    def identity(self) -> tuple:
+        """What names this run in a stored result's key (core.digest): the model and the
+        input it read."""
+        return (self.model, self.text, self.encoding.input_ids, self.encoding.token_type_ids,
+                self.head_mask)
 
     @property
     def n_tokens(self) -> int:

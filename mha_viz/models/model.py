@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from .. import checkpoints
 from ..core import memory
 from ..core.budget import choose_maps
+from ..core.digest import digest
 from ..core.errors import CorruptCheckpointError, InputError
 from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.interventions import Interventions
@@ -225,7 +226,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
             n_tokens_before_truncation=enc.n_tokens_before_truncation,
             model_name=self.info.name, model_type=self.info.model_type, text=text,
             text_pair=text_pair,
-            kv_heads=list(self.info.kv_heads))
+            kv_heads=list(self.info.kv_heads), origin=digest(self))
 
     def run(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
             head_mask=None, maps="auto", weights: str = "attention") -> ForwardRun:
@@ -253,7 +254,8 @@ class Model(TextInput, Scoring, Predicting, Generating):
             if head_mask is not None:
                 trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
                 trace.extra["ablation"] = "zero"
-        return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden)
+        return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden,
+                          None if head_mask is None else np.asarray(head_mask, np.float32))
 
     def run_with_cache(self, text_or_ids, names=None, ungroup_kv: bool = False,
                        max_bytes: int | None = None):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from ..core.digest import digest
 from ..core.errors import InputError
 from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.placement import to_numpy
@@ -71,6 +72,16 @@ class EncoderDecoderTrace:
     image: np.ndarray | None = None
     patch_width: int = 0
     source_columns: list[tuple[int, int]] = field(default_factory=list)
+    # the model that made it, named by core.digest ("" for a trace built by hand: then its
+    # maps name it)
+    origin: str = field(default="", repr=False)
+
+    def identity(self) -> tuple:
+        """What names this trace in a stored result's key (core.digest): the model and the
+        source and target it read."""
+        origin = self.origin or digest(self.decoder_attentions, self.cross_attentions)
+        return (origin, self.source_text, self.target_text, self.source_ids, self.target_ids,
+                self.labels, self.max_new_tokens, self.image)
 
     def attentions(self, kind: str) -> np.ndarray:
         """One kind's maps: "encoder", "decoder" or "cross"."""
@@ -131,7 +142,7 @@ class EncoderDecoderTrace:
             causal=not encoder, truncated=self.source_truncated and encoder,
             model_name=self.model_name, model_type=self.model_type,
             text=self.source_text if encoder else self.target_shown,
-            extra={"attention_kind": kind})
+            extra={"attention_kind": kind}, origin=digest(self))
 
 
 @dataclass(frozen=True)
@@ -313,7 +324,8 @@ class EncoderDecoderModel(Tokenizing):
             if self.source_is_text else [False] * len(source_ids),
             target_special=[i in self._special_ids for i in decoder_ids],
             unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids)
-            if self.source_is_text else 0, **self.source_extras(source_text))
+            if self.source_is_text else 0, origin=digest(self),
+            **self.source_extras(source_text))
 
     # What the encoder reads, in words: tokens here; an image model's strips (image_to_text).
     source_is_text = True
@@ -402,6 +414,10 @@ class StackView:
         end = config.eos_token_id
         self.probe_frame = (([], [] if end is None else [int(end)]) if kind == "encoder"
                             else ([int(config.decoder_start_token_id)], []))
+
+    def identity(self) -> tuple:
+        """The model and the stack it reads (core.digest)."""
+        return (self.model, self.kind)
 
     def display_tokens(self, ids) -> list[str]:
         return self.model.display_tokens(ids)

@@ -34,6 +34,12 @@ class Tokenizing:
         # and truncation is a setting on it: app sessions share one Model, so they take turns.
         self._tokenizer_lock = threading.Lock()
 
+    def identity(self) -> tuple:
+        """What names this model in a stored result's key (core.digest): the checkpoint it
+        read and where its weights sit (the same checkpoint in another dtype computes other
+        numbers)."""
+        return (self.info.name, self.info.dtype, self.info.device)
+
     def display_tokens(self, ids: list[int]) -> list[str]:
         """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵,
         other control and text-direction characters as escapes (mha_viz.core.text.visible)."""

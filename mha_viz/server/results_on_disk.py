@@ -4,8 +4,9 @@ written here, so the next start of the server has it at once instead of recomput
 270-head sweep while a class waits.
 
 A result is found again only for the same question asked of the same model by the same code:
-its name is a SHA-256 over the question (the page's key: text, metric, mode...), the text's
-token ids, a fingerprint of the weights, and the library's own source. Files hold plain arrays
+its name is the project's digest (core.digest) of the question (the stored result's key: the
+function and its arguments), the text's token ids, a fingerprint of the weights, and the
+library's own source. Files hold plain arrays
 (numpy's .npz, read with allow_pickle=False); nothing on disk is ever unpickled. The text
 itself is not written. The folder keeps its newest MAX_FILES results.
 """
@@ -13,8 +14,6 @@ itself is not written. The folder keeps its newest MAX_FILES results.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 import os
 import weakref
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from ..analysis.pruning import PruningCurve
+from ..core.digest import digest
 
 log = logging.getLogger("mha_viz")
 MAX_FILES = 256
@@ -32,27 +32,24 @@ MAX_FILES = 256
 
 @functools.cache
 def source_fingerprint() -> str:
-    """A hash of the library's source: results computed by other code are not reused."""
-    digest = hashlib.sha256()
+    """A digest of the library's source: results computed by other code are not reused."""
     package = Path(__file__).resolve().parents[1]  # mha_viz/, not server/
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    return digest([(str(path.relative_to(package)), path.read_bytes())
+                   for path in sorted(package.rglob("*.py"))])
 
 
 def weights_fingerprint(network: torch.nn.Module) -> str:
-    """A hash of a network's weights: every tensor's name, shape, dtype and the CRC-32 of all
-    its bytes. Another checkpoint, a fine-tuned copy or another quantisation gives another
-    fingerprint; about 0.1 s for 135M parameters (zlib's CRC runs at memory speed, where
-    SHA-256 over every byte would take seconds)."""
-    digest = hashlib.sha256()
+    """A digest of a network's weights: every tensor's name, shape, dtype and the CRC-32 of
+    all its bytes. Another checkpoint, a fine-tuned copy or another quantisation gives another
+    fingerprint; about 0.1 s for 135M parameters (zlib's CRC runs at memory speed, where a
+    cryptographic hash over every byte would take seconds)."""
+    described = []
     for name, tensor in network.state_dict().items():
         # its bytes, whatever the dtype (numpy has no bfloat16) or device
         data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-        digest.update(f"{name}{tuple(tensor.shape)}{tensor.dtype}"
-                      f"{zlib.crc32(data.data if data.size else b'')}".encode())
-    return digest.hexdigest()
+        described.append((name, tuple(tensor.shape), str(tensor.dtype),
+                          zlib.crc32(data.data if data.size else b"")))
+    return digest(described)
 
 
 def _encode(value) -> dict[str, np.ndarray]:
@@ -95,14 +92,13 @@ class ResultsOnDisk:
         # per network object, not per id(): a freed network's id can be reused by another
         self._weights: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def name(self, model, question: tuple, text: str) -> str:
-        """The file name of the answer to ``question`` about ``text`` from ``model``."""
+    def name(self, model, question: str, text: str) -> str:
+        """The file name of the answer to ``question`` (a stored result's key: the function
+        and its arguments) about ``text`` from ``model``."""
         if model.network not in self._weights:
             self._weights[model.network] = weights_fingerprint(model.network)
         ids = [int(i) for i in model.encode(text).input_ids]
-        described = json.dumps([repr(question), ids, self._weights[model.network],
-                                source_fingerprint()])
-        return hashlib.sha256(described.encode()).hexdigest() + ".npz"
+        return digest(question, ids, self._weights[model.network], source_fingerprint()) + ".npz"
 
     def load(self, name: str):
         """The result stored under ``name``, or None (absent, or unreadable: then removed)."""

@@ -1,24 +1,25 @@
 """Layer 7, ui: the Streamlit glue every page shares (the only folder that imports
-streamlit): the sidebar's choices, memo stores and jobs by size, messages, figures and
-downloads.
+streamlit): the sidebar's choices, stored results and jobs keyed by what made them, messages,
+figures and downloads, the run policies; the pages' views (views/) and their words (words/).
 
 May import: core, engine, checkpoints, maps, models, analysis, corpus, server, plots.
 
 Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
 
-A page is a thin script: widgets and calls into the library. The pattern::
+A page (pages/N_Name.py) is its title and one call to its view, ui/views/<page>.py, which
+holds the page's widgets and calls into the library. A view's pattern::
 
     import streamlit as st
-    from mha_viz import analysis as A, plots, ui
+    from ... import analysis as A, plots, ui
 
-    ui.page_setup("Head similarity", "One sentence on what this page shows.")
-    selection = ui.sidebar()                  # model, text(s), options; shared by all pages
-    with ui.guard():                          # MhaVizError -> st.error, anything else -> a
-        trace = ui.get_trace(selection)       #   generic message (traceback in the log)
-        layer, head = ui.head_picker(trace)   # shared "layer"/"head" choice, kept in the URL
-        values = ui.memo(A.entropy, trace, key=selection.key)  # any trace, long or short
-        ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
-        ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
+    def show() -> None:                           # the page called page_setup(title, INTRO)
+        selection = ui.sidebar()                  # model, text(s), options; every page's
+        with ui.guard():                          # MhaVizError -> st.error, anything else
+            trace = ui.get_trace(selection)       #   a generic message (traceback logged)
+            layer, head = ui.head_picker(trace)   # shared "layer"/"head", kept in the URL
+            values = ui.memo(A.entropy, trace)    # stored under (function, its arguments)
+            ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
+            ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
 
 What lives here:
 
@@ -42,10 +43,13 @@ What lives here:
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
-  renormalized, read like any trace, long or short), ``shown_key(selection, keep)`` (its
-  memo key), ``hidden_note``, ``trace_notes`` (token count, truncation warning).
-- ``memo(fn, *arrays, key=..., **options)``: cache an analysis result per input (fn must be a
-  named function, not a lambda: it is identified by its qualified name).
+  renormalized, read like any trace, long or short), ``hidden_note``, ``trace_notes``
+  (token count, truncation warning).
+- ``memo(fn, *args, **kwargs)``, ``computed`` (a job with progress), ``run_or_wait`` (a job
+  behind a button past a size): a result stored under ``result_key(fn, *args, **kwargs)``, the
+  function's qualified name and one digest of its arguments (mha_viz.core.digest: a model or a
+  trace names itself by what made it), so one call from two pages is one result. No page
+  builds a key. ``RUNS_ON_OPEN`` (settings): what runs by itself on opening, up to which size.
 - ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
 - ``download_csv``, ``download_bytes``, ``download_trace``: download buttons (pass a callable
   to build big files only when clicked); ``image_format()``: "png" or "svg".
@@ -54,21 +58,25 @@ What lives here:
 
 Cached objects (models, traces, memo results) are shared between sessions: never mutate them.
 
-The package, by concern (pages import only ``mha_viz.ui``):
+The package, by concern (a page imports ``mha_viz.ui`` and its view):
 
-- ``settings``: defaults, model choices, example texts, limits; ``md_escape``.
+- ``settings``: defaults, model choices, example texts, limits, the run policies
+  (``RUNS_ON_OPEN``: what a page runs by itself on opening, up to which size); ``md_escape``.
 - ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
 - ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
 - ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
+- ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
+- ``views``: one module per page (its controls and sections), the top of ui: nothing in ui
+  imports a view. ``words``: labels, button texts, captions and number formats.
 """
 
 from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_seq2seq_trace,
-                      get_trace, job_runner, masked_trace, memo, peek, pruning_key,
-                      pruning_runs_by_itself, run_or_wait, set_figure_meta)
+                      get_trace, job_runner, masked_trace, memo, peek, result_key, run_or_wait,
+                      set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
-                       opening, page_files, saved_trace_picker, shown_key, shown_trace, sidebar,
+                       opening, page_files, saved_trace_picker, shown_trace, sidebar,
                        target_metric_picker)
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
@@ -78,9 +86,9 @@ from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, 
                      long_input_note, model_card, one_pass_is_quick, page_setup, section_open_key,
                      show_figure, too_long_for, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
-                       EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_AUTO_TOKENS,
-                       TERMS, URL_MAX_CHARS, configure_torch, default_model, md_escape, ray_cluster,
-                       terms_in)
+                       EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_DEFAULTS,
+                       RUNS_ON_OPEN, TERMS, URL_MAX_CHARS, OnOpen, configure_torch, default_model,
+                       md_escape, pruning_runs_on_open, ray_cluster, runs_on_open, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
 from .warm import start_preparing_default
@@ -91,8 +99,8 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
-    "shown_trace", "shown_key", "hidden_note", "long_input_note", "one_pass_is_quick",
-    "too_long_for", "opening", "memo", "computed", "run_or_wait", "peek",
+    "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
+    "too_long_for", "opening", "memo", "computed", "run_or_wait", "result_key", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
@@ -105,6 +113,6 @@ __all__ = [
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
-    "pruning_key", "pruning_runs_by_itself", "PRUNING_AUTO_TOKENS",
+    "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
     "prepare_lesson", "start_preparing_default",
 ]

@@ -6,33 +6,41 @@ Cached objects are shared between sessions: never mutate them."""
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Callable
 
 import numpy as np
 import streamlit as st
 
 from .. import checkpoints
 from ..core import budget
+from ..core.digest import call_key, digest
 from ..core.errors import MhaVizError, OfflineError
 from ..engine.placement import placement_from_environment
 from ..maps.trace import AttentionTrace
 from ..models.model import ForwardRun, Model, load_model
 from ..server import export, jobs
 from .messages import callback, show_error
-from .settings import APP_DIR, PRUNING_AUTO_TOKENS, md_escape
+from .settings import APP_DIR, md_escape
+
+# A result is stored under its function's qualified name and one digest of its arguments
+# (core.digest.call_key): every store here, the warm start and the pages derive it alike.
+result_key = call_key
+
+
+def figure_tag(*values) -> str:
+    """A short name of what a figure shows, for its meta (12 hex digits of core.digest):
+    tests and benchmarks tell which input a figure was drawn for."""
+    return digest(*values, size=6)
 
 
 def set_figure_meta(selection: "Selection") -> None:
     """Tag every figure of this run with a short id of the input (see show_figure)."""
-    digest = hashlib.sha1(repr(selection.key).encode("utf-8", "replace")).hexdigest()[:12]
-    st.session_state["_mv_meta"] = {"input": digest}
+    st.session_state["_mv_meta"] = {"input": figure_tag(selection.key)}
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")
@@ -87,12 +95,13 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
     """model.trace(...) or model.run(...), kept in the server's byte-bounded store. An input
     whose maps would not fit the memory budget gets on-demand maps (maps="budget"); one whose
     on-demand trace would not fit either is refused with a message first."""
-    key = (kind, name, text, pair, max_tokens)
+    model = get_model(name)
+    forward = getattr(model, kind)
+    key = result_key(forward, text, text_pair=pair, max_tokens=max_tokens, maps="budget")
     store = results_store()
     found, value = store.get(key)
     if found:
         return value
-    model = get_model(name)
     n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
     # maps held whole while they fit the budget's share for one input, else on demand; an
     # input that fits neither way is refused now, before it waits for a turn (a run, which
@@ -111,7 +120,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
             waiting.empty()
         # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
         with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
-            return store.get_or_compute(key, lambda: getattr(model, kind)(
+            return store.get_or_compute(key, lambda: forward(
                 text, text_pair=pair, max_tokens=max_tokens, maps="budget"))
     finally:
         turns.release()
@@ -129,7 +138,7 @@ def cached_trace(name: str, text: str, pair: str | None, max_tokens: int | None
 
 @dataclass(frozen=True)
 class Selection:
-    """What the sidebar chose. ``key`` identifies the trace (use it as a memo key)."""
+    """What the sidebar chose. ``key`` identifies the input (a figure's meta names it)."""
 
     model_name: str  # what load_model() gets: "minilm", "gpt2", or a folder path
     text: str
@@ -188,9 +197,9 @@ def _computed_or_stop(selection: Selection, compute: Callable):
 
 def cached_seq2seq_trace(name: str, source: str, target: str | None):
     """An encoder-decoder's trace of a source and target, kept in the server's store."""
-    return results_store().get_or_compute(
-        ("seq2seq", name, source, target),
-        lambda: get_model(name).trace(source, target=target))
+    model = get_model(name)
+    return results_store().get_or_compute(result_key(model.trace, source, target=target),
+                                          lambda: model.trace(source, target=target))
 
 
 def get_seq2seq_trace(selection: Selection):
@@ -238,72 +247,30 @@ def get_trace(selection: Selection, cross_view: Callable | None = None) -> Atten
 # ----------------------------------------------------------------------- memo
 
 
-def _hashable(value):
-    if isinstance(value, np.ndarray):
-        return ("ndarray", value.shape, str(value.dtype), value.tobytes())
-    if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
-    return value
 
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _memo_small(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
-    return _fn(*_arrays, **_kwargs)
-
-
-def _memo_large(fn_id: str, key: Any, options: tuple, _fn, _arrays, _kwargs):
-    return results_store().get_or_compute(("memo", fn_id, key, options),
-                                     lambda: _fn(*_arrays, **_kwargs))
-
-
-def memo(fn: Callable, *arrays, key: Any, large: bool = False, **options):
-    """``fn(*arrays, **options)``, computed once per (fn, key, options) and shared.
-
-    key must identify the arrays (they are not hashed: ``selection.key`` plus whatever
-    was done to them); options are hashed by value (numbers, strings, small arrays).
-    large=True for results the size of a trace (kept in the server's byte-bounded store,
-    see mha_viz.core.budget), else 64 are kept.
-    Treat the result as read-only.
-    """
-    fn_id = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
-    opts = tuple(sorted((k, _hashable(v)) for k, v in options.items()))
-    cache = _memo_large if large else _memo_small
-    return cache(fn_id, _hashable(key), opts, fn, arrays, options)
+def memo(fn: Callable, *args, large: bool = False, **kwargs):
+    """``fn(*args, **kwargs)``, computed once and shared by every session, stored under
+    result_key: the function's qualified name and one digest of its arguments (a model, a
+    trace and a run name themselves by their input; numbers, strings and arrays by value), so
+    any page asking the same call gets the same result. fn must be named at module level.
+    large=True for results the size of a trace (kept in the server's byte-bounded store, see
+    mha_viz.core.budget), else 64 are kept. Treat the result as read-only."""
+    key = result_key(fn, *args, **kwargs)
+    store = results_store() if large else _small_store()
+    return store.get_or_compute(key, lambda: fn(*args, **kwargs))
 
 
 # ----------------------------------------------------------- results and jobs
 
 
-class _Store:
-    """A small LRU shared by every session."""
-
-    def __init__(self, max_entries: int):
-        self.max_entries = max_entries
-        self.data: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key):
-        with self.lock:
-            if key in self.data:
-                self.data.move_to_end(key)
-                return True, self.data[key]
-        return False, None
-
-    def put(self, key, value) -> None:
-        with self.lock:
-            self.data[key] = value
-            self.data.move_to_end(key)
-            while len(self.data) > self.max_entries:
-                self.data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.data.clear()
+def _one(value) -> int:
+    return 1
 
 
 @st.cache_resource(show_spinner=False)
-def _small_store() -> _Store:
-    return _Store(64)
+def _small_store() -> budget.ByteLRU:
+    """Results smaller than a trace: the 64 used last (a store bounded by count)."""
+    return budget.ByteLRU(64, size=_one)
 
 
 @st.cache_resource(show_spinner=False)
@@ -329,17 +296,17 @@ def clear() -> None:
 _CANCELLED = "_mv_cancelled_jobs"  # keys this session cancelled: not restarted by themselves
 
 
-def peek(key: Hashable, large: bool = False):
-    """The result stored under key (by ``computed``), or None."""
+def peek(key: str, large: bool = False):
+    """The result stored under key (result_key of its call), or None."""
     return (results_store() if large else _small_store()).get(key)[1]
 
 
-def cancelled(key: Hashable) -> bool:
+def cancelled(key: str) -> bool:
     """Whether this session cancelled the computation under key (and has not restarted it)."""
     return key in st.session_state.get(_CANCELLED, set())
 
 
-def _cancel(key: Hashable) -> None:
+def _cancel(key: str) -> None:
     st.session_state.setdefault(_CANCELLED, set()).add(key)
     job_runner().cancel(key)
 
@@ -367,7 +334,7 @@ def _progress_text(job: jobs.Job, label: str, runner: jobs.JobRunner,
     return f"{label}: {job.done} of {job.total}{steps} ({elapsed}{rate}{eta})"
 
 
-def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where,
+def _wait_showing_progress(job: jobs.Job, key: str, label: str, where,
                            unit: tuple[str, float] | None = None) -> None:
     """Draw the job's progress until it ends. A Cancel button stops a job that reports
     progress; anything else that stops this script run (a widget change, a page switch)
@@ -377,7 +344,7 @@ def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where,
     with holder.container():
         if job.reports_progress:
             bar_col, button_col = st.columns([5, 1], vertical_alignment="center")
-            button_col.button("Cancel", key=f"_mv_cancel_{abs(hash(key))}",
+            button_col.button("Cancel", key=f"_mv_cancel_{key}",
                               on_click=callback(_cancel), args=(key,),
                               help="Stop this computation. Changing a widget or switching "
                                    "pages does not stop it.")
@@ -392,16 +359,16 @@ def _wait_showing_progress(job: jobs.Job, key: Hashable, label: str, where,
     holder.empty()
 
 
-def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False,
-             where=None, restart: bool = False, unit: tuple[str, float] | None = None,
-             **kwargs):
-    """``fn(*args, **kwargs)`` computed once per ``key`` (shared by all sessions; args are
-    not hashed, so key must identify them), as a job that outlives this script run. While it
-    runs the page shows ``label`` with its progress (when fn takes ``progress``: steps done,
-    time left and a Cancel button) or the time so far. Returns the result, or None when this
-    session cancelled it (until restart=True: the person asked for it again).
+def computed(fn: Callable, *args, label: str, large: bool = False, where=None,
+             restart: bool = False, unit: tuple[str, float] | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` computed once (stored under result_key, shared by all
+    sessions, as memo is), as a job that outlives this script run. While it runs the page
+    shows ``label`` with its progress (when fn takes ``progress``: steps done, time left and
+    a Cancel button) or the time so far. Returns the result, or None when this session
+    cancelled it (until restart=True: the person asked for it again).
     large=True: kept in the byte-bounded store with the traces (mha_viz.core.budget).
     unit: (what a step is, tokens per step), to show steps by name and tokens per second."""
+    key = result_key(fn, *args, **kwargs)
     store = results_store() if large else _small_store()
     found, value = store.get(key)
     if found:
@@ -424,11 +391,15 @@ def computed(key: Hashable, fn: Callable, *args, label: str, large: bool = False
     return None
 
 
-def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, button: str,
-                **kwargs):
-    """The stored result, or compute it now: by itself when ``auto`` (unless the person
-    cancelled it), else when the button is pressed. None while it waits for the button."""
-    found = peek(key)
+def run_or_wait(fn: Callable, *args, label: str, auto: bool, button: str,
+                name: str | None = None, large: bool = False, where=None,
+                unit: tuple[str, float] | None = None, **kwargs):
+    """The stored result of ``fn(*args, **kwargs)``, or compute it now: by itself when
+    ``auto`` (unless the person cancelled it), else when the button is pressed. None while it
+    waits for the button. name: the button's widget key is run_<name> (default: fn's name);
+    large, where, unit: as computed takes them."""
+    key = result_key(fn, *args, **kwargs)
+    found = peek(key, large)
     if found is not None:
         return found
     was_cancelled = cancelled(key)
@@ -440,41 +411,20 @@ def run_or_wait(key: Hashable, fn: Callable, *args, label: str, auto: bool, butt
     if not started and (was_cancelled or not auto):
         holder = st.empty()
         pressed = holder.button(f"{button} (cancelled: run again)" if was_cancelled else button,
-                                key=f"run_{key[0]}")
+                                key=f"run_{name or fn.__name__}")
         if pressed:
             holder.empty()  # the progress and its Cancel button take its place
     if pressed or started or (auto and not was_cancelled):
-        return computed(key, fn, *args, label=label, restart=pressed, **kwargs)
+        return computed(fn, *args, label=label, large=large, where=where, restart=pressed,
+                        unit=unit, **kwargs)
     return None
 
 
-def pruning_key(kind: str, model_name: str, text: str, metric=None, mode: str = "zero",
-                by: str = "gradient", step: float = 0.1) -> tuple:
-    """The key the pruning page stores each of its results under ("score", "ablation",
-    "gradient", "curve"); the warm start prepares them under the same keys."""
-    return {"score": ("score", model_name, text, metric),
-            "ablation": ("ablation", model_name, text, mode, metric),
-            "gradient": ("gradient", model_name, text, metric),
-            "curve": ("curve", model_name, text, by, step, mode, metric)}[kind]
-
-
-def pruning_runs_by_itself(model, n_tokens: int, metric=None, by: str = "gradient") -> dict:
-    """What the pruning page computes on opening, without waiting for a button (the warm start
-    prepares exactly this): {"ablation", "gradient", "curve"} -> bool. Short texts only (the
-    sweep is L x H passes); the gradient and a gradient-ranked curve only when one backward
-    pass gives them (not for an embedding shift, whose gradient is 0 at its optimum)."""
-    short = n_tokens <= PRUNING_AUTO_TOKENS
-    one_backward = metric is not None or model.info.score_kind != "embedding_shift"
-    return {"ablation": short, "gradient": short and one_backward,
-            "curve": short and one_backward and by == "gradient"}
-
-
 def masked_trace(selection, mask: np.ndarray, ablation: str = "zero"):
-    """The selection's trace with the heads where mask == 0 switched off (cached per mask)."""
-    mask = np.asarray(mask, dtype=np.float32)
-    key = ("masked_trace", selection.key, mask.tobytes(), mask.shape, ablation)
+    """The selection's trace with the heads where mask == 0 switched off (stored per mask)."""
     model = get_model(selection.model_name)
-    return computed(key, model.trace, selection.text, text_pair=selection.text_pair,
-                    max_tokens=selection.max_tokens, head_mask=mask, ablation=ablation,
+    return computed(model.trace, selection.text, text_pair=selection.text_pair,
+                    max_tokens=selection.max_tokens,
+                    head_mask=np.asarray(mask, dtype=np.float32), ablation=ablation,
                     maps="budget", label="Running the model with those heads switched off…",
                     large=True)

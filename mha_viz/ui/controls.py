@@ -12,6 +12,7 @@ import numpy as np
 import streamlit as st
 
 from ..core import budget
+from ..core.digest import digest as content_digest
 from ..core.errors import CheckpointNotFoundError, MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
@@ -34,6 +35,16 @@ class PageFile:
     path: str  # relative to app.py, as st.page_link wants it
     label: str  # "pages/2_Entropy.py" -> "Entropy"
     description: str  # the page file's docstring, its first paragraph
+
+    @property
+    def summary(self) -> str:
+        """What the page shows, for a link under its label: the description without its
+        leading "Entropy:" ("Entropy: how broad ..." -> "How broad ...")."""
+        text = self.description
+        name, colon, rest = text.partition(":")
+        if colon and len(name) < 40:
+            text = rest.strip()
+        return text[:1].upper() + text[1:]
 
 
 def _docstring(path: Path) -> str:
@@ -235,8 +246,6 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
     The trace itself is kept in the server's byte-bounded store with the traces it computes
     (mha_viz.core.budget), not in the session: many visitors' uploads cannot add up past the
     memory budget. If it was evicted to make room, the visitor is asked to open it again."""
-    import hashlib
-
     where = where or st.sidebar
     with where.expander("Open a saved trace (.npz)",
                         expanded="_mv_uploaded" in st.session_state):
@@ -247,7 +256,7 @@ def saved_trace_picker(where=None) -> tuple[AttentionTrace | None, str | None]:
         store = results_store()
         if file is not None:
             data = file.getvalue()
-            digest = hashlib.sha256(data).hexdigest()[:16]
+            digest = content_digest(data)
             current = st.session_state.get("_mv_uploaded")
             if current is None or current != digest or not store.get(_uploaded_key(digest))[0]:
                 try:
@@ -347,14 +356,7 @@ def shown_trace(selection: Selection, trace: AttentionTrace, keep: np.ndarray | 
         return trace
     from ..analysis import shown_trace as restricted
 
-    return memo(restricted, trace, key=("shown", selection.key), large=True, keep_mask=keep)
-
-
-def shown_key(selection: Selection, keep: np.ndarray | None) -> tuple:
-    """What identifies the trace as shown (the input, and the kept positions or None): the
-    memo key of results computed on shown_trace(selection, trace, keep)."""
-    kept = None if keep is None else tuple(int(i) for i in np.flatnonzero(keep))
-    return (selection.key, kept)
+    return memo(restricted, trace, large=True, keep_mask=keep)
 
 
 METRIC_LABELS = {"logit_diff": "logit difference", "logit": "logit",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checkpoints
@@ -115,8 +116,6 @@ EXAMPLES = {
     },
 }
 DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
-# the pruning page runs its L x H passes by itself up to this many tokens (a button beyond)
-PRUNING_AUTO_TOKENS = 256
 SEQ2SEQ_TEXT = EXAMPLES["translation"]["text"]  # an encoder-decoder's source by default
 IMAGE_TEXT = EXAMPLES["reading"]["text"]  # an image encoder's digits by default
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
@@ -130,6 +129,60 @@ CAVEAT = ("Attention weights show where each token reads information from, not w
           "made a prediction (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & "
           "Pinter 2019). Read the maps as hypotheses to test, e.g. with head ablation.")
 NUMBERING = "Layers and heads count from 0: L5.H1 = layer 5, head 1, counted from 0."
+
+
+# --------------------------------------------------------- what runs on opening
+
+
+@dataclass(frozen=True)
+class OnOpen:
+    """A result a page computes by itself when it opens, while the input is at most
+    ``up_to`` of ``what`` (inclusive); past that the page waits for its button. ``warm``:
+    the warm start prepares it too (for the default model and text, and Home's "Prepare
+    every page" button), with the page's default choices."""
+    up_to: int
+    what: str = "tokens"
+    warm: bool = False
+
+
+# The one table of run policies: the views and the warm start read it, nothing else decides.
+RUNS_ON_OPEN = {
+    # Predictions: the exact sweep of one target metric (every head, the layers above it)
+    "predictions.ablation": OnOpen(32),
+    # Pruning impact: its L x H passes, the gradient and the curve (when one backward pass
+    # gives them: not for an embedding shift, whose gradient is 0 at its optimum)
+    "pruning.ablation": OnOpen(256, warm=True),
+    "pruning.gradient": OnOpen(256, warm=True),
+    "pruning.curve": OnOpen(256, warm=True),
+    # an encoder-decoder's pruning curve: every head of every kind, one run per head a step
+    "pruning.seq2seq_curve": OnOpen(200, "heads"),
+    # Circuits: one pair is patched in every view but path patching (a run per sender)
+    "circuits.patching": OnOpen(64),
+    "circuits.seq2seq_patching": OnOpen(200, "heads"),
+    # Corpus: a run over many texts always waits for its button
+    "corpus.run": OnOpen(0, "segments"),
+}
+# The pruning page's default choices: its widgets open on them and the warm start prepares
+# its results with them.
+PRUNING_DEFAULTS = {"mode": "zero", "by": "gradient", "step": 0.1, "metric": None}
+
+
+def runs_on_open(name: str, size: int) -> bool:
+    """Whether the result ``name`` of RUNS_ON_OPEN computes by itself for an input of
+    ``size`` (its tokens, heads or segments, as the table says)."""
+    return int(size) <= RUNS_ON_OPEN[name].up_to
+
+
+def pruning_runs_on_open(score_kind: str, n_tokens: int, metric=None,
+                         by: str = PRUNING_DEFAULTS["by"]) -> dict[str, bool]:
+    """What the pruning page computes on opening for a model whose score is ``score_kind``
+    (the warm start prepares exactly this): {"ablation", "gradient", "curve"} -> bool. The
+    gradient and a gradient-ranked curve only when one backward pass gives them."""
+    one_backward = metric is not None or score_kind != "embedding_shift"
+    return {"ablation": runs_on_open("pruning.ablation", n_tokens),
+            "gradient": runs_on_open("pruning.gradient", n_tokens) and one_backward,
+            "curve": runs_on_open("pruning.curve", n_tokens) and one_backward
+            and by == "gradient"}
 
 
 def configure_torch() -> None:

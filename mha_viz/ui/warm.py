@@ -21,8 +21,9 @@ from ..analysis import pruning
 from ..server import jobs
 from ..server.results_on_disk import ResultsOnDisk
 from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
-                      pruning_key, pruning_runs_by_itself, run_cached)
-from .settings import DEFAULT_MAX_TOKENS, DEFAULT_TEXT, SEQ2SEQ_TEXT, default_model, prepared_folder
+                      result_key, run_cached)
+from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_DEFAULTS, RUNS_ON_OPEN,
+                       SEQ2SEQ_TEXT, default_model, prepared_folder, pruning_runs_on_open)
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -33,9 +34,11 @@ def _results_on_disk() -> ResultsOnDisk | None:
     return None if folder is None else ResultsOnDisk(folder)
 
 
-def _through_runner(model, text: str, key, fn: Callable, *args, **kwargs) -> None:
-    """fn(*args, **kwargs) as the pages' job under ``key``, its result in their store: read
-    from the disk when an earlier start of the server computed it, else computed and kept."""
+def _through_runner(model, text: str, fn: Callable, *args, **kwargs) -> None:
+    """fn(*args, **kwargs) as the pages' job, its result in their store under the key the
+    pages derive for the same call (compute.result_key): read from the disk when an earlier
+    start of the server computed it, else computed and kept."""
+    key = result_key(fn, *args, **kwargs)
     store = _small_store()
     if store.get(key)[0]:
         return
@@ -59,8 +62,9 @@ def prepare(model_name: str, text: str, pair: str | None = None,
             max_tokens: int | None = DEFAULT_MAX_TOKENS,
             progress: Callable[[int, int, str], None] | None = None) -> None:
     """Load the model and compute what the pages compute first for this text: its trace and
-    kept run, and the pruning page's score, ablation sweep, gradient importance and pruning
-    curve with the page's default choices. progress(done, total, what) after each step."""
+    kept run, and what settings.RUNS_ON_OPEN marks warm (the pruning page's score, ablation
+    sweep, gradient importance and pruning curve, with its default choices, PRUNING_DEFAULTS).
+    progress(done, total, what) after each step."""
     model = get_model(model_name)
     steps: list[tuple[str, Callable[[], object]]] = []
     if model.info.encoder_decoder:
@@ -68,28 +72,35 @@ def prepare(model_name: str, text: str, pair: str | None = None,
     else:
         steps += [("the maps", lambda: cached_trace(model_name, text, pair, max_tokens)),
                   ("the predictions", lambda: run_cached(model_name, text, pair, max_tokens))]
-        # what the pruning page computes by itself on opening, and nothing more
-        runs_itself = pruning_runs_by_itself(model, len(model.encode(text).input_ids))
-        if runs_itself["ablation"]:
-            steps += [
-                ("the score", lambda: _through_runner(
-                    model, text, pruning_key("score", model_name, text), model.score, text,
-                    metric=None)),
-                ("the ablation sweep", lambda: _through_runner(
-                    model, text, pruning_key("ablation", model_name, text),
-                    pruning.ablation_effects, model, text, mode="zero", metric=None))]
-        if runs_itself["gradient"]:
-            steps.append(("gradient importance", lambda: _through_runner(
-                model, text, pruning_key("gradient", model_name, text),
-                pruning.gradient_importance, model, text, metric=None)))
-        if runs_itself["curve"]:
-            steps.append(("the pruning curve", lambda: _through_runner(
-                model, text, pruning_key("curve", model_name, text), pruning.pruning_curve,
-                model, text, step=0.1, by="gradient", mode="zero", metric=None)))
+        steps += _pruning_steps(model, text)
     for done, (what, step) in enumerate(steps, 1):
         step()
         if progress is not None:
             progress(done, len(steps), what)
+
+
+def _pruning_steps(model, text: str) -> list[tuple[str, Callable[[], object]]]:
+    """What the pruning page computes by itself on opening, and nothing more."""
+    mode, by, step, metric = (PRUNING_DEFAULTS[k] for k in ("mode", "by", "step", "metric"))
+    runs_itself = pruning_runs_on_open(model.info.score_kind, len(model.encode(text).input_ids),
+                                       metric, by)
+    warm = {name.split(".", 1)[1] for name, policy in RUNS_ON_OPEN.items()
+            if name.startswith("pruning.") and policy.warm}
+    steps = []
+    if runs_itself["ablation"] and "ablation" in warm:
+        steps += [
+            ("the score", lambda: _through_runner(model, text, model.score, text,
+                                                  metric=metric)),
+            ("the ablation sweep", lambda: _through_runner(
+                model, text, pruning.ablation_effects, model, text, mode=mode, metric=metric))]
+    if runs_itself["gradient"] and "gradient" in warm:
+        steps.append(("gradient importance", lambda: _through_runner(
+            model, text, pruning.gradient_importance, model, text, metric=metric)))
+    if runs_itself["curve"] and "curve" in warm:
+        steps.append(("the pruning curve", lambda: _through_runner(
+            model, text, pruning.pruning_curve, model, text, step=step, by=by, mode=mode,
+            metric=metric)))
+    return steps
 
 
 def prepare_default() -> None:

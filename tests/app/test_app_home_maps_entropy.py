@@ -8,6 +8,7 @@ model and the text reach the app through the URL's query parameters, as a copied
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from pathlib import Path
 
@@ -154,12 +155,13 @@ def test_a_folded_section_is_computed_only_once_opened(monkeypatch):
     from mha_viz import analysis
 
     calls = []
+    real = analysis.mean_attention_distance
 
+    @functools.wraps(real)  # its name and signature: the result's key stays the same
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    real = analysis.mean_attention_distance
     monkeypatch.setattr(analysis, "mean_attention_distance", counted)
     text = "A folded section waits for its reader."
     at = run_page("pages/2_Entropy.py", {"open": "", "text": text})

@@ -1,5 +1,6 @@
-"""What the Attention maps and Inside one head pages compute outside their widgets, now in
-mha_viz/ui/attention_maps_page.py, mha_viz/ui/inside_page.py and mha_viz/ui/lesson.py: their
+"""What the Attention maps and Inside one head pages compute outside their widgets, in their
+views' parts (mha_viz/ui/views/attention_maps_parts.py, attention_maps_cross.py,
+inside_one_head_parts.py) and mha_viz/ui/lesson.py: their
 size policies, the texts they write from numbers and which steps they show, each against the
 real model's values."""
 
@@ -9,8 +10,9 @@ import pytest
 from mha_viz import analysis
 from mha_viz.analysis.one_head.steps import inside_one_head, summarise
 from mha_viz.maps.downsample import block_factor
-from mha_viz.ui import attention_maps_page as maps_page
-from mha_viz.ui import inside_page
+from mha_viz.ui.views import attention_maps_cross as cross_view
+from mha_viz.ui.views import attention_maps_parts as maps_page
+from mha_viz.ui.views import inside_one_head_parts as inside_page
 
 TEXT = "The cat sat on the mat because it was warm."
 
@@ -81,8 +83,8 @@ def test_names_and_titles_of_a_head_or_its_layers_mean():
     assert maps_page.head_subheader(3, 7, 12, False, False) == "One head: L3.H7 (layer 3, head 7)"
     assert (maps_page.head_subheader(3, 7, 12, True, True)
             == "The mean of layer 3's 12 heads: the whole text")
-    assert maps_page.layers_through([5]) == "L5"
-    assert maps_page.layers_through([2, 3, 4, 5]) == "L2–L5"
+    assert cross_view.layers_through([5]) == "L5"
+    assert cross_view.layers_through([2, 3, 4, 5]) == "L2–L5"
 
 
 def test_a_windows_caption_is_its_mass(gpt2_trace):

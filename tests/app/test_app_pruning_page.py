@@ -1,8 +1,8 @@
-"""mha_viz.ui.pruning_page through the pruning page in Streamlit's AppTest: the score with
-heads switched off is stored under masked_score_key, the measure says the model's score in the
-words of ModelInfo, the pruning curve section draws the library's curve, and an
-encoder-decoder's table of the heads it needs most is rank_heads_of_kinds of the library's
-effects."""
+"""The Pruning impact page's view (mha_viz/ui/views/pruning_impact*.py) in Streamlit's AppTest:
+the score with heads switched off is stored under the key of its call (compute.result_key),
+the measure says the model's score in the words of ModelInfo, the pruning curve section draws
+the library's curve, an encoder-decoder's table of the heads it needs most is
+rank_heads_of_kinds of the library's effects, and one sweep asked by two pages runs once."""
 
 from __future__ import annotations
 
@@ -22,18 +22,20 @@ from test_app_similarity_pruning_inside import (PRUNE, TEXT, _fresh_results,  # 
 
 def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):
     from mha_viz.analysis import heads, pruning
-    from mha_viz.ui import compute, pruning_page
+    from mha_viz.ui import compute
+    from mha_viz.ui.words.pruning import format_score
 
     at = run_page(PRUNE, folder(gpt2_folder) | {"text": TEXT, "off": "L0.H1"})
     assert_clean(at)
     mask = heads.names_to_mask(["L0.H1"], 2, 4)
-    found, stored = compute._small_store().get(
-        pruning_page.masked_score_key(str(gpt2_folder), TEXT, mask, "zero", None))
+    model = compute.get_model(str(gpt2_folder))
+    found, stored = compute._small_store().get(compute.result_key(
+        model.score, TEXT, head_mask=mask, ablation="zero", metric=None))
     assert found
     expected = gpt2_model.score(TEXT, head_mask=mask)
     assert stored == pytest.approx(expected, rel=1e-6)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["Score with those heads off"] == pruning.format_score(stored)
+    assert shown["Score with those heads off"] == format_score(stored)
     # the measure: the model's own score, in ModelInfo's words
     markdown = " ".join(texts(at.markdown))
     assert "Score used on this page:" in markdown
@@ -65,3 +67,39 @@ def test_encoder_decoder_table_of_the_heads_needed_most():
     titles = [json.loads(e.proto.spec)["layout"]["title"]["text"]
               for e in at.get("plotly_chart")]
     assert "Loss as heads are removed (by gradient importance)" in titles
+
+
+PREDICT = "pages/6_Predictions.py"
+
+
+def test_one_sweep_asked_by_two_pages_runs_once(gpt2_folder, gpt2_model, monkeypatch):
+    """Predictions runs the exact ablation sweep of its target metric by itself; Pruning impact
+    measuring the same prediction asks the same call (its mode the default, the model, text
+    and metric the same): it finds the stored result, and the sweep ran once in all."""
+    import functools
+
+    from mha_viz import analysis
+    from mha_viz.analysis import pruning
+
+    real = pruning.ablation_effects
+    runs = []
+
+    @functools.wraps(real)  # its name and signature: the stored result's key stays the same
+    def counted(*args, **kwargs):
+        runs.append(kwargs.get("metric"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pruning, "ablation_effects", counted)
+    monkeypatch.setattr(analysis, "ablation_effects", counted)
+    query = folder(gpt2_folder) | {"text": TEXT}
+    at = run_page(PREDICT, query)
+    assert_clean(at)
+    assert len(runs) == 1 and runs[0] is not None  # the sweep of one target metric
+    predicted = array(chart(at, "Exact effect of switching each head off")["data"][0]["z"])
+    at = run_page(PRUNE, query | {"measure": "target"})
+    assert_clean(at)
+    assert len(runs) == 1  # found, not run again
+    shown = array(chart(at, "when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(shown, predicted, rtol=1e-6)
+    np.testing.assert_allclose(shown, real(gpt2_model, TEXT, metric=runs[0]), rtol=1e-5,
+                               atol=1e-6)

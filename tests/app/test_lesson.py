@@ -8,6 +8,7 @@ import pytest
 
 from mha_viz import load_model
 from mha_viz.analysis.one_head.steps import inside_one_head
+from mha_viz.ui.words.one_head import head_steps, layout_step
 
 TEXT = "The cat sat on the mat because it was warm."
 PAGE = "pages/5_Inside_One_Head.py"
@@ -48,11 +49,11 @@ def test_the_walk_through_equals_the_traces_map_and_its_arrays_download(inside, 
 
 
 def test_the_layout_step_is_the_checkpoints_and_the_einsum(inside):
-    step = inside.layout_step()
+    step = layout_step(inside)
     assert "c_attn" in step.explanation and "einsum" in step.explanation
     assert step.shape_text == f"(batch, heads, seq, d_k) = (1, 4, {inside.n_tokens}, 16)"
     assert inside.einsum_difference < 1e-5
-    q_step = [s for s in inside.steps() if s.key == "Q"][0]
+    q_step = [s for s in head_steps(inside) if s.key == "Q"][0]
     assert "einsum" not in q_step.explanation  # a step of its own, not inside Q's
 
 

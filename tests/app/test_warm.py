@@ -1,6 +1,7 @@
 """The warm start: what the server prepares when it starts, and "prepare every page" for a
 teacher's text, land under the keys the pages read, with the numbers the library gives."""
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,30 @@ ROOT = Path(__file__).resolve().parents[2]
 TEXT = "A warm start keeps the class from waiting for the model."
 
 
+def stored_key(kind: str, name: str, text: str) -> str:
+    """The key the pruning page derives for one of its results with its default choices."""
+    model = compute.get_model(name)
+    return {"score": compute.result_key(model.score, text, metric=None),
+            "ablation": compute.result_key(pruning.ablation_effects, model, text, mode="zero"),
+            "gradient": compute.result_key(pruning.gradient_importance, model, text),
+            "curve": compute.result_key(pruning.pruning_curve, model, text, step=0.1,
+                                        by="gradient", mode="zero")}[kind]
+
+
 def prepared(name: str) -> list:
     steps = []
     warm.prepare(name, TEXT, progress=lambda done, total, what: steps.append((done, total)))
     assert steps == [(k, len(steps)) for k in range(1, len(steps) + 1)]
     return steps
+
+
+def refusing(fn):
+    """fn, refusing to run: it keeps fn's name and signature (functools.wraps), so a result
+    stored under fn's key is still found and a recomputation raises."""
+    @functools.wraps(fn)
+    def not_again(*args, **kwargs):
+        raise AssertionError(f"a prepared result was computed again: {fn.__name__}")
+    return not_again
 
 
 @pytest.fixture
@@ -37,19 +57,19 @@ def test_prepare_fills_the_stores_the_pages_read(causal):
     assert len(prepared(causal)) == 6  # maps, run, score, sweep, gradient, curve
     store = compute._small_store()
     model = load_model(causal)
-    found, effects = store.get(compute.pruning_key("ablation", causal, TEXT))
+    found, effects = store.get(stored_key("ablation", causal, TEXT))
     assert found
     np.testing.assert_allclose(effects, pruning.ablation_effects(model, TEXT), atol=1e-5)
-    found, gradient = store.get(compute.pruning_key("gradient", causal, TEXT))
+    found, gradient = store.get(stored_key("gradient", causal, TEXT))
     np.testing.assert_allclose(gradient, pruning.gradient_importance(model, TEXT), rtol=1e-4,
                                atol=1e-6)
-    found, curve = store.get(compute.pruning_key("curve", causal, TEXT))
+    found, curve = store.get(stored_key("curve", causal, TEXT))
     np.testing.assert_allclose(curve.scores, pruning.pruning_curve(model, TEXT, step=0.1).scores,
                                atol=1e-4)
-    assert store.get(compute.pruning_key("score", causal, TEXT))[1] == pytest.approx(
+    assert store.get(stored_key("score", causal, TEXT))[1] == pytest.approx(
         model.score(TEXT), abs=1e-5)
-    found, trace = compute.results_store().get(("trace", causal, TEXT, None,
-                                                 DEFAULT_MAX_TOKENS))
+    found, trace = compute.results_store().get(compute.result_key(
+        compute.get_model(causal).trace, TEXT, max_tokens=DEFAULT_MAX_TOKENS, maps="budget"))
     assert found and trace.n_tokens == len(model.encode(TEXT).input_ids)
 
 
@@ -58,8 +78,8 @@ def test_prepare_does_only_what_the_page_does_by_itself():
     for a button for the rest; so does the warm start."""
     assert len(prepared("minilm")) == 4  # maps, run, score, sweep
     store = compute._small_store()
-    assert store.get(compute.pruning_key("ablation", "minilm", TEXT))[0]
-    assert not store.get(compute.pruning_key("gradient", "minilm", TEXT))[0]
+    assert store.get(stored_key("ablation", "minilm", TEXT))[0]
+    assert not store.get(stored_key("gradient", "minilm", TEXT))[0]
 
 
 def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
@@ -68,10 +88,8 @@ def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
     text = "Prepared before the lesson, read during it."
     warm.prepare("minilm", text)
 
-    def not_again(*args, **kwargs):
-        raise AssertionError("the page recomputed a prepared result")
     for name in ("ablation_effects",):  # what MiniLM's page runs by itself
-        monkeypatch.setattr(pruning, name, not_again)
+        monkeypatch.setattr(pruning, name, refusing(getattr(pruning, name)))
     at = run_page("pages/4_Pruning_Impact.py", {"model": "minilm", "text": text}, {})
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
@@ -85,15 +103,13 @@ def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_p
     text = "Prepared yesterday, taught today."
     warm.prepare(causal, text)
     assert len(list(tmp_path.glob("*.npz"))) == 4  # score, sweep, gradient, curve
-    keys = [compute.pruning_key(kind, causal, text)
+    keys = [stored_key(kind, causal, text)
             for kind in ("score", "ablation", "gradient", "curve")]
     first = [compute._small_store().get(key)[1] for key in keys]
     compute.clear()  # a new server
 
-    def not_again(*args, **kwargs):
-        raise AssertionError("a prepared result was computed again")
     for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
-        monkeypatch.setattr(pruning, name, not_again)
+        monkeypatch.setattr(pruning, name, refusing(getattr(pruning, name)))
     warm.prepare(causal, text)
     again = [compute._small_store().get(key)[1] for key in keys]
     assert again[0] == first[0]
@@ -105,7 +121,7 @@ def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_p
     # another text is another question: computed (here: refused by the patch), not reused
     other = text + " Another one."
     warm.prepare(causal, other)
-    assert not compute._small_store().get(compute.pruning_key("ablation", causal, other))[0]
+    assert not compute._small_store().get(stored_key("ablation", causal, other))[0]
     compute.clear()
     warm._results_on_disk.cache_clear()
 
@@ -137,7 +153,7 @@ def test_home_prepares_a_teachers_text_with_progress():
     at = [b for b in at.button if b.label == "Prepare every page for this text"][0].click().run()
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert at.get("progress")[-1].proto.text == "Every page is ready for this text."
-    assert compute._small_store().get(compute.pruning_key("ablation", "minilm", text))[0]
+    assert compute._small_store().get(stored_key("ablation", "minilm", text))[0]
 
 
 def test_the_server_finds_the_app_and_its_warm_start():

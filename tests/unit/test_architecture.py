@@ -1,6 +1,7 @@
 """The house's rules, read from the source (docs/architecture.md): no import circle inside
 mha_viz/ (imports inside functions count: they are a circle deferred, not removed), no library
-module over 500 lines, and the library never imports Streamlit outside mha_viz/ui."""
+module over 500 lines, the library never imports Streamlit outside mha_viz/ui, and a page or
+a view calls the library instead of computing (read from their syntax trees)."""
 
 import ast
 from pathlib import Path
@@ -206,7 +207,8 @@ def test_pages_leave_the_arithmetic_to_the_library():
                            r"argmin|sqrt|stack|concatenate|unravel_index|round|std|var|"
                            r"corrcoef|linalg)\b")
     found = [f"{path.name}:{number}: {line.strip()}"
-             for path in sorted((ROOT / "pages").glob("*.py"))
+             for path in [*sorted((ROOT / "pages").glob("*.py")),
+                          *sorted((PACKAGE / "ui" / "views").glob("*.py"))]
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if computing.search(line)]
     assert found == []
@@ -219,8 +221,140 @@ TRACE_STORAGE = {"attentions", "on_demand", "maps_source", "materialise", "_full
 
 def test_no_page_or_ui_module_asks_how_a_trace_holds_its_maps():
     readers = [*ROOT.joinpath("pages").glob("*.py"), ROOT / "app.py",
-               *PACKAGE.joinpath("ui").glob("*.py")]
+               *PACKAGE.joinpath("ui").rglob("*.py")]
     asked = sorted(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
                    for path in readers for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.Attribute) and node.attr in TRACE_STORAGE)
     assert asked == []
+
+
+# ------------------------------------------------------ pages and views: call, not compute
+# A page (pages/N_Name.py, app.py's home) is its title and one call to its view; a view
+# (mha_viz/ui/views/) reads the library and ui's helpers. Neither computes what the library
+# or ui owns: a stored result's key (ui derives it from the call), a hash, a head's flat
+# index (layer * n_head + head, i // n_head: analysis.head_index / head_at), a label parsed
+# back into data (text[len("mass "):], "L3: ...".split(":")), or what a model can do sniffed
+# with hasattr (the library says: corpus.statistics_for, check_attributable, ...).
+VIEWS = PACKAGE / "ui" / "views"
+PAGE_FILES = [*sorted((ROOT / "pages").glob("*.py")), ROOT / "app.py"]
+MAX_PAGE_LINES = 60
+STORED = {"memo", "computed", "run_or_wait", "peek", "cancelled"}  # ui's stores: no key=
+KEY_MAKERS = {"result_key", "call_key", "digest", "hash", "cache_key", "pruning_key",
+              "masked_score_key", "shown_key", "seq2seq_key"}
+HASHES = {"hashlib", "zlib", "md5", "sha1", "sha256", "sha512", "blake2b", "blake2s"}
+HEAD_COUNTS = {"n_head", "n_layer", "n_heads", "n_layers"}
+LABEL_PARSING = {"split", "rsplit", "partition", "rpartition", "removeprefix", "removesuffix"}
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
+def computed_in_a_page(source: str) -> list[str]:
+    """What a page or a view computes that it should call for instead: one line each."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            if any(m.split(".")[0] in HASHES for m in modules):
+                found.append(f"{line}: imports a hash")
+        elif isinstance(node, ast.Call):
+            called = _called(node)
+            if called in STORED and any(k.arg == "key" for k in node.keywords):
+                found.append(f"{line}: builds the key of a stored result ({called}(key=...))")
+            elif called in KEY_MAKERS or called in HASHES:
+                found.append(f"{line}: computes a key or a hash ({called})")
+            elif called == "hasattr":
+                found.append(f"{line}: sniffs an object with hasattr")
+            elif called in LABEL_PARSING:
+                found.append(f"{line}: parses text ({called})")
+            elif called == "divmod" and _names_in(node) & HEAD_COUNTS:
+                found.append(f"{line}: works out a head's flat index (divmod)")
+        elif isinstance(node, ast.BinOp):
+            if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and not isinstance(
+                    node.left, ast.Constant) and _names_in(node.right) & HEAD_COUNTS:
+                found.append(f"{line}: works out a head from a flat index (// or % n_head)")
+            elif isinstance(node.op, ast.Add) and any(
+                    isinstance(side, ast.BinOp) and isinstance(side.op, ast.Mult)
+                    and _names_in(side) & HEAD_COUNTS for side in (node.left, node.right)):
+                found.append(f"{line}: works out a head's flat index (layer * n_head + head)")
+        elif isinstance(node, ast.Slice):
+            for end in (node.lower, node.upper):
+                if (isinstance(end, ast.Call) and _called(end) == "len" and end.args
+                        and isinstance(end.args[0], ast.Constant)
+                        and isinstance(end.args[0].value, str)):
+                    found.append(f"{line}: slices a label by the length of a literal")
+    return found
+
+
+def test_pages_and_views_call_and_do_not_compute():
+    readers = [*PAGE_FILES, *sorted(VIEWS.glob("*.py"))]
+    assert len(readers) > 20  # every page, app.py and the views
+    found = [f"{path.relative_to(ROOT)}:{problem}" for path in readers
+             for problem in computed_in_a_page(path.read_text())]
+    assert found == []
+
+
+def test_a_page_is_its_title_and_one_call():
+    long = {str(path.relative_to(ROOT)): n for path in PAGE_FILES
+            if (n := len(path.read_text().splitlines())) > MAX_PAGE_LINES}
+    assert long == {}
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        views = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)
+                 and (node.module or "").startswith("mha_viz.ui.views")]
+        calls = [node for node in tree.body if isinstance(node, ast.Expr)
+                 and isinstance(node.value, ast.Call)]
+        assert views and len(calls) <= 2, path.name  # page_setup and its view's show()
+        assert not [node for node in tree.body
+                    if isinstance(node, (ast.FunctionDef, ast.With, ast.If, ast.For))], path.name
+
+
+def test_the_page_lint_finds_what_a_page_should_not_compute():
+    """Each rule fires on the line it is about, and not on what a page may do."""
+    computing = {
+        'import hashlib': "imports a hash",
+        'key = hashlib.sha256(text.encode()).hexdigest()': "computes a key or a hash",
+        'found = ui.memo(A.entropy, trace, key=(selection.key, "entropy"))': "builds the key",
+        'effects = ui.run_or_wait(ui.pruning_key("ablation", name), f, label="")':
+            "computes a key or a hash",
+        'ok = hasattr(model, "encoding_of_ids")': "sniffs an object",
+        'classes = [n[len("mass "):] for n in result.names]': "slices a label",
+        'label = page.description.split(":", 1)[-1]': "parses text",
+        'chosen = layer * n_head + head': "flat index",
+        'layer = i // trace.n_head': "from a flat index",
+        'head = i % n_head': "from a flat index",
+        'layer, head = divmod(i, n_head)': "flat index (divmod)",
+    }
+    for line, problem in computing.items():
+        found = computed_in_a_page(line)
+        assert len(found) == 1 and problem in found[0], (line, found)
+    calling = ['found = ui.memo(A.entropy, trace, normalized=True)',
+               'ui.show_figure(fig, key="entropy")', 'cell = int(720 // n_head)',
+               'total = n_layer * n_head', 'layer, head = A.head_at(i, n_head)',
+               'first = text[:40]', 'ui.button("Run", key="run_ablation")']
+    assert [computed_in_a_page(line) for line in calling] == [[]] * len(calling)
+
+
+def test_views_sit_at_the_top_of_ui():
+    """Only a page opens a view: no ui helper imports a view, and a view imports only its
+    own parts (<page>_<part>.py) among the views."""
+    edges = graph()
+    views = {name for name in edges if name.startswith("mha_viz.ui.views.")}
+    assert len(views) >= 11
+    helpers_reading_views = sorted(
+        (name, target) for name, targets in edges.items() if not name.startswith(
+            "mha_viz.ui.views") for target in targets if target in views)
+    assert helpers_reading_views == []
+    for name in views:
+        page = name.rsplit(".", 1)[1].split("_parts")[0].split("_cross")[0]
+        others = {t for t in edges[name] if t in views
+                  and not t.rsplit(".", 1)[1].startswith(page)}
+        assert others == set(), name

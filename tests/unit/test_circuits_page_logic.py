@@ -1,4 +1,5 @@
-"""What the Circuits page (pages/9_Circuits.py) reads from mha_viz.ui.circuits_page, against
+"""What the Circuits page (pages/9_Circuits.py) reads from its view's parts
+(mha_viz/ui/views/circuits_parts.py) and its words (mha_viz/ui/words/circuits.py), against
 values worked out here: the keys its results are stored under, what runs by itself, what each
 "Show" choice of the head map shows (against each pair patched alone), the receivers of path
 patching and the tables as shown."""
@@ -14,7 +15,7 @@ from mha_viz.analysis.circuits import Edge
 from mha_viz.analysis.patching import strongest_components
 from mha_viz.analysis.prompts import PromptPair, swap_token
 from mha_viz.core.errors import InputError
-from mha_viz.ui import circuits_page
+from mha_viz.ui.views import circuits_parts as circuits_page
 
 
 @pytest.fixture(scope="module")
@@ -35,35 +36,40 @@ def patched(request, gpt2_model, pairs):
     return direction, together, alone
 
 
-def test_the_views_share_one_key_for_exact_head_patching(pairs):
-    heads = circuits_page.result_key("patch", "gpt2", pairs, "logit_diff", "head", "noise")
-    again = circuits_page.result_key("patch", "gpt2", list(pairs), "logit_diff", "head", "noise")
-    assert heads == again == ("patch", "gpt2", tuple(pairs), "logit_diff", "head", "noise")
-    hash(heads)  # a store key
-    assert circuits_page.result_key("attribution", "gpt2", pairs, "logit_diff", "head",
-                                    "noise")[1:] == heads[1:]
-    assert circuits_page.result_key("circuit", "gpt2", pairs, "logit", 40) == (
-        "circuit", "gpt2", tuple(pairs), "logit", 40)
-    assert circuits_page.seq2seq_key("t5-toy", "a b", "a c", None, "denoise") == (
-        "patch_seq2seq", "t5-toy", "a b", "a c", None, "denoise")
+def test_the_views_share_one_key_for_exact_head_patching(gpt2_model, pairs):
+    """The Heads and the Attribution views ask the same call: one stored result."""
+    from mha_viz.analysis import patching
+    from mha_viz.ui.compute import result_key
+
+    heads = result_key(patching.activation_patching, gpt2_model, pairs, None, "logit_diff",
+                       "head", "noise")
+    again = result_key(patching.activation_patching, gpt2_model, tuple(pairs), None,
+                       "logit_diff", "head", direction="noise")
+    assert heads == again
+    assert heads != result_key(patching.activation_patching, gpt2_model, pairs, None,
+                               "logit_diff", "head", "denoise")
+    assert heads != result_key(patching.attribution_patching, gpt2_model, pairs, None,
+                               "logit_diff", "head", "noise")
 
 
 def test_the_pairs_digest_names_the_pairs(pairs):
     digest = circuits_page.pairs_digest(pairs)
-    assert len(digest) == 12 and int(digest, 16) >= 0
+    assert len(digest) == 12 and int(digest, 16) >= 0  # core.digest, 6 bytes
     assert circuits_page.pairs_digest(list(pairs)) == digest
     assert circuits_page.pairs_digest(pairs[:1]) != digest
     assert circuits_page.pairs_digest(pairs[::-1]) != digest
 
 
 def test_one_short_pair_runs_by_itself_but_path_patching_waits(gpt2_model, pairs):
-    assert len(gpt2_model.encode(TEXT).input_ids) <= circuits_page.AUTO_TOKENS
+    from mha_viz.ui.settings import RUNS_ON_OPEN
+
+    assert len(gpt2_model.encode(TEXT).input_ids) <= RUNS_ON_OPEN["circuits.patching"].up_to
     assert circuits_page.runs_by_itself(gpt2_model, pairs[:1]) == {
         "heads": True, "positions": True, "attribution": True, "paths": False,
         "circuit": True}
     assert not any(circuits_page.runs_by_itself(gpt2_model, pairs).values())  # two pairs
     long_text = " ".join(["the cat sat on the mat"] * 20)
-    assert len(gpt2_model.encode(long_text).input_ids) > circuits_page.AUTO_TOKENS
+    assert len(gpt2_model.encode(long_text).input_ids) > RUNS_ON_OPEN["circuits.patching"].up_to
     long_pair = [PromptPair(long_text, long_text, 1, 2)]
     assert not any(circuits_page.runs_by_itself(gpt2_model, long_pair).values())
 
@@ -75,7 +81,9 @@ def _seq2seq(encoder: tuple[int, int], decoder: tuple[int, int]):
 
 
 def test_an_encoder_decoder_runs_by_itself_up_to_200_heads():
-    assert circuits_page.AUTO_HEADS == 200
+    from mha_viz.ui.settings import RUNS_ON_OPEN
+
+    assert RUNS_ON_OPEN["circuits.seq2seq_patching"].up_to == 200
     # encoder 8 x 5, decoder 8 x 10 self- and cross-attention: 40 + 80 + 80 = 200
     assert circuits_page.seq2seq_runs_by_itself(_seq2seq((8, 5), (8, 10)))
     # 6 x 12 + 2 * (6 x 12) = 216
@@ -138,9 +146,13 @@ def test_the_strongest_heads_table_is_the_largest_effects(patched):
 
 
 def test_direction_captions():
-    assert circuits_page.direction_caption("denoise") == \
+    from mha_viz.analysis.patching import DIRECTIONS
+    from mha_viz.ui.words.circuits import DIRECTION_CAPTIONS
+
+    assert set(DIRECTION_CAPTIONS) == set(DIRECTIONS)  # a caption for every direction
+    assert DIRECTION_CAPTIONS["denoise"] == \
         "The corrupted run with one clean activation (what suffices)."
-    assert circuits_page.direction_caption("noise") == \
+    assert DIRECTION_CAPTIONS["noise"] == \
         "The clean run with one corrupted activation (what is necessary)."
 
 

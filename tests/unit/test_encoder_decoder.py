@@ -16,6 +16,7 @@ from mha_viz import EncoderDecoderModel, InputError, load_model
 from mha_viz.core.errors import CorruptCheckpointError, UnsupportedModelError
 from mha_viz.engine.positions import relative_position_bucket, relative_positions
 from mha_viz.testing import make_seq2seq_checkpoint
+from mha_viz.ui.words.one_head import head_steps
 
 CASES = {
     "t5": dict(family="t5"),
@@ -221,7 +222,7 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
             without = np.exp(one.scores + one.mask - (one.scores + one.mask).max(-1,
                                                                                 keepdims=True))
             close(one.weights_without_bias, without / without.sum(-1, keepdims=True), 1e-6)
-            assert [s.key for s in one.steps()][5] == "position_bias"
+            assert [s.key for s in head_steps(one)][5] == "position_bias"
         else:
             assert one.position_bias is None
     with pytest.raises(InputError, match="layer must be 0..1"):

@@ -10,6 +10,7 @@ from test_llama_parity import assert_parity, reference_model
 
 from mha_viz import load_model
 from mha_viz.testing import make_decoder_checkpoint
+from mha_viz.ui.words.one_head import head_steps, layout_step, projection_text
 
 # id -> (config class, model class, config): each case switches on what the family adds
 FAMILIES = {
@@ -176,7 +177,7 @@ def test_pythia_qkv_is_read_head_by_head(family_factory):
     np.testing.assert_allclose(inside.W_Q, fused[2 * 3 * dk:2 * 3 * dk + dk].T, atol=1e-7)
     np.testing.assert_allclose(inside.W_K, fused[2 * 3 * dk + dk:2 * 3 * dk + 2 * dk].T,
                                atol=1e-7)
-    text = inside.layout_step().explanation
+    text = layout_step(inside).explanation
     assert "head by head" in text and f"rows {2 * 3 * dk}–{2 * 3 * dk + dk - 1}" in text
 
 
@@ -194,7 +195,7 @@ def test_qwen3_normalizes_each_heads_query_and_key(family_factory):
     q = inside.Q.astype(np.float64)
     expected = q / np.sqrt((q ** 2).mean(-1, keepdims=True) + ref.config.rms_norm_eps) * weight
     np.testing.assert_allclose(inside.Q_normed, expected, atol=1e-5)
-    assert "QK-norm" in inside.steps()[[s.key for s in inside.steps()].index("Q_rot")].explanation
+    assert "QK-norm" in head_steps(inside)[[s.key for s in head_steps(inside)].index("Q_rot")].explanation
 
 
 def test_gemma2_caps_windows_and_says_what_is_not_exact(family_factory):
@@ -216,7 +217,7 @@ def test_gemma2_caps_windows_and_says_what_is_not_exact(family_factory):
     assert trace.attentions[1][:, far].max() > 1e-3
     inside = inside_one_head(model, text, 0, 1)
     assert np.abs(inside.scores).max() <= 4.0 and inside.softcap == 4.0 and inside.window == 5
-    assert "Soft-capping" in inside.steps()[[s.key for s in inside.steps()].index(
+    assert "Soft-capping" in head_steps(inside)[[s.key for s in head_steps(inside)].index(
         "scores")].explanation  # the scores before the cap: tests/unit/test_inside_families
     with pytest.raises(InputError, match="not exact for this model: each sub-layer's output"):
         direct_logit_attribution(model, text, -1, 5, 6)
@@ -253,7 +254,7 @@ def test_olmo_clips_q_k_and_v(family_factory):
     unclipped = inside.X.astype(np.float64) @ inside.W_Q.astype(np.float64)
     assert np.abs(unclipped).max() > 1.6 and np.abs(inside.Q).max() <= 1.5 + 1e-6
     assert inside.einsum_difference < 1e-5
-    assert "clamps every entry of Q, K and V to ±1.5" in inside.projection_text()
+    assert "clamps every entry of Q, K and V to ±1.5" in projection_text(inside)
 
 
 def test_gptj_pairs_are_read_as_halves(family_factory):
@@ -269,7 +270,7 @@ def test_gptj_pairs_are_read_as_halves(family_factory):
     np.testing.assert_array_equal(ours[:, :4], theirs[:, 0:8:2])
     np.testing.assert_array_equal(ours[:, 4:8], theirs[:, 1:8:2])
     np.testing.assert_array_equal(ours[:, 8:], theirs[:, 8:])
-    steps = inside_one_head(model, TEXTS[0], 1, 2).steps()
+    steps = head_steps(inside_one_head(model, TEXTS[0], 1, 2))
     rope = steps[[s.key for s in steps].index("Q_rot")].explanation
     assert "rotates adjacent pairs" in rope and "row 2j + s is row 4 s + j here" in rope
 

@@ -11,6 +11,7 @@ import torch
 
 from mha_viz import InputError, load_model
 from mha_viz.analysis.one_head.gradients import head_gradients, losses_for
+from mha_viz.ui.words.one_head import layout_step
 
 TEXT = "The cat sat on the mat because it was warm, and the dog slept by the door."
 
@@ -80,7 +81,7 @@ def test_the_projection_step_names_the_checkpoints_matrices_and_runs_the_einsum(
     from mha_viz.analysis.one_head.steps import inside_one_head
 
     inside = inside_one_head(gpt2_model, TEXT, 1, 2)
-    text = inside.layout_step().explanation
+    text = layout_step(inside).explanation
     assert "one matrix, c_attn (64 × 192)" in text and "columns 32–47" in text
     assert "(batch, heads, seq, d_k) = (1, 4, " in text
     assert inside.einsum_difference < 1e-5

@@ -27,8 +27,6 @@ def test_the_corpus_and_the_command_line_read_the_registry():
     assert corpus.IMPORTANCE == ("ablation", "gradient", "pruning")
     with pytest.raises(InputError, match="statistics must be some of entropy, mass"):
         head_statistics.check_names(["nonsense"])
-    page = (ROOT / "pages/8_Corpus.py").read_text()
-    assert "head_statistics.labels()" in page
 
 
 def test_a_segments_arrays_equal_the_analyses_on_its_trace(gpt2_model):

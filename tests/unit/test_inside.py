@@ -6,6 +6,7 @@ import torch
 
 from mha_viz.analysis.one_head.steps import inside_one_head, summarise
 from mha_viz.core.errors import InputError
+from mha_viz.ui.words.one_head import head_steps
 
 TEXT = "The animal didn't cross the street because it was too tired."
 
@@ -123,7 +124,7 @@ def test_minilm_matches_trace(minilm):
 
 def test_steps_describe_shapes(gpt2_model):
     inside = inside_one_head(gpt2_model, TEXT, 0, 0)
-    steps = inside.steps()
+    steps = head_steps(inside)
     assert [s.key for s in steps] == ["X", "Q", "K", "V", "scores", "masked_scores", "weights",
                                       "context", "W_O", "contribution"]
     t, d = inside.n_tokens, inside.d_model

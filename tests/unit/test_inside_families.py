@@ -15,6 +15,7 @@ from test_llama_parity import SHAPES, reference_model
 from mha_viz import load_model
 from mha_viz.analysis.one_head.steps import inside_one_head
 from mha_viz.testing import make_decoder_checkpoint, make_llama_checkpoint
+from mha_viz.ui.words.one_head import head_steps
 
 TEXT = "Mary and John went to the store. John gave a drink to Mary, and she thanked him."
 CASES = ["gemma2", "gemma3", "olmo2"]
@@ -40,7 +41,7 @@ def built(tmp_path_factory):
 
 
 def step(inside, key):
-    return {s.key: s for s in inside.steps()}[key]
+    return {s.key: s for s in head_steps(inside)}[key]
 
 
 def layer_types(ref) -> list[str]:
@@ -75,7 +76,7 @@ def test_gemma2_scores_before_and_after_the_cap(built):
         effect = inside.softcap_effect()
         assert (effect["seen"], effect["changed"]) == (int(seen.sum()), changed) and changed
         assert effect["largest_raw"] == pytest.approx(raw[seen].max(), abs=1e-5)
-        keys = [s.key for s in inside.steps()]
+        keys = [s.key for s in head_steps(inside)]
         assert keys.index("scores_before_cap") + 1 == keys.index("scores")
         text = step(inside, "scores").explanation
         assert f"c = {cap:g}" in text and f"{effect['largest_raw']:.4g}" in text
@@ -143,7 +144,7 @@ def test_qk_norm_is_a_step_of_its_own(built, case, width):
                   else theirs[:, index * dk:(index + 1) * dk])
         np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-5)
     assert not np.allclose(inside.Q_normed, inside.Q, atol=1e-3)
-    keys = [s.key for s in inside.steps()]
+    keys = [s.key for s in head_steps(inside)]
     assert keys.index("V") + 1 == keys.index("Q_normed") == keys.index("Q_rot") - 1
     text = step(inside, "Q_normed").explanation
     assert f"QK-norm, {width}" in text or f"QK-norm over the {width}" in text

@@ -7,6 +7,7 @@ import pytest
 from mha_viz import (CheckpointNotFoundError, CorruptCheckpointError, LoadError,
                      UnsupportedModelError, load_model)
 from mha_viz.maps.trace import AttentionTrace
+from mha_viz.ui.words.one_head import head_steps
 
 TEXT = "Mary and John went to the store. John gave a drink to Mary."
 
@@ -52,7 +53,7 @@ def test_inside_one_head_shows_rope_as_its_own_step(llama):
     inside = inside_one_head(llama, TEXT, layer=1, head=4)
     assert inside.rotary and inside.rope_theta == 100.0 and inside.kv_head == 1
     assert inside.sharing == [3, 4, 5]
-    assert "Q_rot" in [step.key for step in inside.steps()]
+    assert "Q_rot" in [step.key for step in head_steps(inside)]
     assert np.abs(inside.weights - trace.attentions[1, 4]).max() < 1e-6
     # the scores come from the rotated Q and K, not the raw ones
     assert np.allclose(inside.scores, inside.Q_rot @ inside.K_rot.T * inside.scale, atol=1e-5)

@@ -1,6 +1,6 @@
-"""What the pruning page reads from the library instead of working out itself: the scores'
-labels, the heads that matter and the ones whose removal helps, a curve as a table, the labels
-of the gradient and the curve, the ranking over an encoder-decoder's kinds and the head shown
+"""What the pruning page reads from the library instead of working out itself (and, for its
+words, from ui.words.pruning): the scores' labels, the heads that matter and the ones whose
+removal helps, a curve as a table, the labels of the gradient and the curve, the ranking over an encoder-decoder's kinds and the head shown
 before and after heads are switched off. Each compared with real values (the models' own, or
 the expression the page held before)."""
 
@@ -12,6 +12,7 @@ import pytest
 from mha_viz.analysis import heads, pruning
 from mha_viz.models.model_info import SCORE_EXPLANATIONS, SCORE_NAMES, SCORE_SHORT_NAMES
 from mha_viz.models.seq2seq import KINDS
+from mha_viz.ui.words import pruning as words
 
 TEXT = "The cat sat on the mat."
 
@@ -27,11 +28,11 @@ def test_score_labels_of_each_kind_of_model(gpt2_model, bert_model, minilm):
 
 
 def test_format_score():
-    assert pruning.format_score(1e-8) == "0"  # 1 − cos of an embedding with itself
-    assert pruning.format_score(-4.9e-7) == "0"
-    assert pruning.format_score(5e-7) == "5e-07"
-    assert pruning.format_score(3.14159265) == "3.14159"
-    assert pruning.format_score(-0.000123456789) == "-0.000123457"
+    assert words.format_score(1e-8) == "0"  # 1 − cos of an embedding with itself
+    assert words.format_score(-4.9e-7) == "0"
+    assert words.format_score(5e-7) == "5e-07"
+    assert words.format_score(3.14159265) == "3.14159"
+    assert words.format_score(-0.000123456789) == "-0.000123457"
 
 
 EFFECTS = np.array([[0.1, -0.2, 0.0], [0.3, 0.05, -0.4]])
@@ -55,7 +56,7 @@ def test_heads_that_matter_of_a_real_sweep(gpt2_model):
     assert [effects[lh] for lh in ranked] == sorted(effects.ravel(), reverse=True)
     helps = pruning.heads_whose_removal_helps(effects, top=100)
     assert sorted(effects[lh] for lh in helps) == sorted(e for e in effects.ravel() if e < 0)
-    table = pruning.effect_table(effects, ranked[:3], "Δ loss")
+    table = words.effect_table(effects, ranked[:3], "Δ loss")
     assert table["head"] == [heads.head_name(*lh) for lh in ranked[:3]]
     assert table["Δ loss"] == [float(f"{effects[lh]:.4g}") for lh in ranked[:3]]
 
@@ -91,22 +92,22 @@ def test_curve_table_of_an_encoder_decoder():
 
 
 def test_curve_and_gradient_labels(minilm, gpt2_model):
-    assert pruning.curve_button(3, 10) == "Run the pruning curve (10 steps of 3 heads)"
-    assert pruning.curve_button(1, 8, "gradient") == (
+    assert words.curve_button(3, 10) == "Run the pruning curve (10 steps of 3 heads)"
+    assert words.curve_button(1, 8, "gradient") == (
         "Run the pruning curve (8 steps of 1 head, one gradient each)")
-    assert pruning.curve_button(2, 4, pruning.CURVE_STEP_COSTS["ablation"]) == (
+    assert words.curve_button(2, 4, words.CURVE_STEP_COSTS["ablation"]) == (
         "Run the pruning curve (4 steps of 2 heads, one ablation sweep each)")
     assert pruning.curve_steps(8, 0.25) == (2, 4)
     # the embedding shift's gradient is 0 at its optimum: the second-order estimate
     assert pruning.second_order_gradient(minilm.info.score_kind)
     assert not pruning.second_order_gradient(minilm.info.score_kind, metric=object())
     assert not pruning.second_order_gradient(gpt2_model.info.score_kind)
-    assert pruning.gradient_symbol() == "|∂ score/∂ξ|"
-    assert pruning.gradient_symbol(score="loss") == "|∂ loss/∂ξ|"
-    assert pruning.gradient_symbol(object()) == "|∂ metric/∂ξ|"
-    assert pruning.gradient_symbol(second_order=True) == "½‖∂e/∂ξ‖²"
-    assert pruning.gradient_cost(True, 72) == "72 forward-mode passes, slower than the sweep"
-    assert pruning.gradient_cost(False, 72) == "one backward pass"
+    assert words.gradient_symbol() == "|∂ score/∂ξ|"
+    assert words.gradient_symbol(score="loss") == "|∂ loss/∂ξ|"
+    assert words.gradient_symbol(object()) == "|∂ metric/∂ξ|"
+    assert words.gradient_symbol(second_order=True) == "½‖∂e/∂ξ‖²"
+    assert words.gradient_cost(True, 72) == "72 forward-mode passes, slower than the sweep"
+    assert words.gradient_cost(False, 72) == "one backward pass"
 
 
 def test_rank_heads_of_kinds_is_the_ranking_over_every_head():

@@ -38,10 +38,9 @@ import torch
 from ...core.errors import InputError
 from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
 from ...engine.positions import apply_rotary
-from .step_texts import Step, head_steps, layout_step, projection_text
 from .weights import head_weight_slices
 
-__all__ = ["FollowedQuery", "HeadInternals", "Step", "inside_one_head", "head_internals",
+__all__ = ["FollowedQuery", "HeadInternals", "inside_one_head", "head_internals",
            "head_weight_slices", "inside_bytes_per_squared_token",
            "summarise"]
 
@@ -154,11 +153,6 @@ class HeadInternals:
             q = np.clip(q, -self.clip_qkv, self.clip_qkv)
         return float(np.abs(q - self.Q).max())
 
-    def projection_text(self) -> str:
-        """How the checkpoint stores W_Q, W_K, W_V, how all heads' Q is shaped, and the
-        index notation, in the real sizes (step_texts.projection_text)."""
-        return projection_text(self)
-
     @property
     def share_of_output(self) -> float:
         """||contribution|| / ||sum of every head's contribution|| (Frobenius norms): how large
@@ -168,15 +162,6 @@ class HeadInternals:
             total = total - self.output_bias
         norm = float(np.linalg.norm(total))
         return float(np.linalg.norm(self.contribution)) / norm if norm > 0 else float("nan")
-
-    def layout_step(self) -> Step | None:
-        """The checkpoint's layout of W_Q, W_K, W_V as a step (step_texts.layout_step)."""
-        return layout_step(self)
-
-    def steps(self) -> list[Step]:
-        """The steps in order, with shapes written in the page's notation
-        (step_texts.head_steps)."""
-        return head_steps(self)
 
     @property
     def scaled_by_sqrt_d_k(self) -> bool:

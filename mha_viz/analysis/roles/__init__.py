@@ -32,8 +32,8 @@ once, and each head's strongest role).
 from .naming import (BROAD_THRESHOLD, FOCUSED_THRESHOLD, PATTERN_ROLES, ROLE_KEYS, ROLE_THRESHOLD,
                      SINK_ROLES, TEXT_PROBE, HeadRole, role_scores, role_support, roles_of,
                      strongest_roles)
-from .probe import (InductionProbe, induction_probe, induction_scores, probe_description,
-                    repeated_random_tokens)
+from .probe import (InductionProbe, induction_probe, induction_scores, longest_probe,
+                    probe_description, repeated_random_tokens)
 from .scores import (NORMALIZATIONS, TEXT_SCORE_KEYS, TextScores, duplicate_token_scores,
                      induction_pattern_scores, next_token_scores, previous_token_scores,
                      shifted_duplicate_scores)
@@ -41,6 +41,7 @@ from .scores import (NORMALIZATIONS, TEXT_SCORE_KEYS, TextScores, duplicate_toke
 __all__ = ["previous_token_scores", "next_token_scores", "duplicate_token_scores",
            "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",
            "repeated_random_tokens", "induction_probe", "InductionProbe", "probe_description",
+           "longest_probe",
            "role_scores", "role_support", "strongest_roles", "HeadRole", "NORMALIZATIONS",
            "TextScores", "TEXT_SCORE_KEYS", "roles_of",
            "ROLE_KEYS", "PATTERN_ROLES", "SINK_ROLES", "ROLE_THRESHOLD", "BROAD_THRESHOLD",

@@ -15,6 +15,39 @@ def _special_ids(tokenizer) -> set[int]:
     return {int(i) for i in ids if i is not None}
 
 
+def _frame(model, prepend_bos: bool = True) -> tuple[list[int], list[int]]:
+    """The ids the probe puts before and after R R: a bidirectional model reads
+    [CLS] R R [SEP], a causal one BOS R R; a model that says what frames its input (an
+    encoder-decoder's stack: probe_frame) is read as it says."""
+    if not prepend_bos:
+        return [], []
+    frame = getattr(model, "probe_frame", None)
+    if frame is not None:
+        return [int(i) for i in frame[0]], [int(i) for i in frame[1]]
+    tokenizer = model.tokenizer
+    if not model.info.causal:
+        cls_id = getattr(tokenizer, "cls_token_id", None)
+        sep_id = getattr(tokenizer, "sep_token_id", None)
+        if cls_id is None or sep_id is None:
+            raise InputError("this BERT tokenizer has no [CLS]/[SEP] ids; "
+                             "call induction_scores with prepend_bos=False")
+        return [int(cls_id)], [int(sep_id)]
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos_id is None:
+        bos_id = getattr(tokenizer, "eos_token_id", None)
+    if bos_id is None:
+        raise InputError("this tokenizer has no BOS or EOS token; "
+                         "call induction_scores with prepend_bos=False")
+    return [int(bos_id)], []
+
+
+def longest_probe(model, prepend_bos: bool = True) -> int:
+    """The longest R (seq_len) whose probe input, R twice in its frame, fits the model's
+    context (less than 2: no probe fits)."""
+    prefix, suffix = _frame(model, prepend_bos)
+    return (int(model.info.max_positions) - len(prefix) - len(suffix)) // 2
+
+
 def repeated_random_tokens(model, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
                            prepend_bos: bool = True) -> tuple[list[list[int]], int]:
     """The inputs of the repeated-random-tokens probe: (one id list per sequence, the number
@@ -23,29 +56,8 @@ def repeated_random_tokens(model, seq_len: int = 50, n_seqs: int = 10, seed: int
     n_seqs = _check_int(n_seqs, "n_seqs", 1)
     seed = _check_int(seed, "seed", 0)
     info, tokenizer = model.info, model.tokenizer
-    # A bidirectional model reads [CLS] R R [SEP]; a causal one BOS R R.
-    causal = bool(info.causal)
     vocab_size = int(info.vocab_size)
-    prefix, suffix = [], []
-    frame = getattr(model, "probe_frame", None)  # a model that says what frames its input
-    if prepend_bos and frame is not None:
-        prefix, suffix = [int(i) for i in frame[0]], [int(i) for i in frame[1]]
-    elif prepend_bos:
-        if not causal:
-            cls_id = getattr(tokenizer, "cls_token_id", None)
-            sep_id = getattr(tokenizer, "sep_token_id", None)
-            if cls_id is None or sep_id is None:
-                raise InputError("this BERT tokenizer has no [CLS]/[SEP] ids; "
-                                 "call induction_scores with prepend_bos=False")
-            prefix, suffix = [int(cls_id)], [int(sep_id)]
-        else:
-            bos_id = getattr(tokenizer, "bos_token_id", None)
-            if bos_id is None:
-                bos_id = getattr(tokenizer, "eos_token_id", None)
-            if bos_id is None:
-                raise InputError("this tokenizer has no BOS or EOS token; "
-                                 "call induction_scores with prepend_bos=False")
-            prefix = [int(bos_id)]
+    prefix, suffix = _frame(model, prepend_bos)
     extra = len(prefix) + len(suffix)
     max_positions = getattr(info, "max_positions", None)
     if max_positions is not None and 2 * seq_len + extra > int(max_positions):

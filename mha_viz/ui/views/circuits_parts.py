@@ -1,38 +1,36 @@
-"""The Circuits page's own pieces (pages/9_Circuits.py): its texts and choices, the keys its
-results are stored under, what it runs by itself, what each of its choices shows, the
-callbacks of its clickable figures and the widgets that make a prompt pair.
+"""The Circuits page's parts (views/circuits.py reads them): its texts and choices, what it
+runs by itself, what each of its choices shows, the callbacks of its clickable figures, the
+widgets that make a prompt pair, an encoder-decoder's view and the circuit's test.
 
-The page's widget keys, URL parameters and stored-result keys are named here as the page has
-always named them: links and tests rely on them.
+The page's widget keys and URL parameters are named here as the page has always named them:
+links and tests rely on them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import streamlit as st
 
-from .. import plots
-from ..analysis import patching, prompts
-from ..analysis.circuit_tests import ABLATIONS, circuit_heads, circuit_test
-from ..analysis.encoder_decoder_ablation import total_heads
-from ..analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
-from ..analysis.heads import head_name, parse_head_name
-from ..core.errors import MhaVizError
-from ..models.model import TargetMetric
-from ..server import export
-from .compute import Selection, computed, memo, run_or_wait
-from .messages import callback, show_error
-from .output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
+from ... import plots
+from ...analysis import patching, prompts
+from ...analysis.circuit_tests import circuit_heads, circuit_test
+from ...analysis.encoder_decoder_ablation import total_heads
+from ...analysis.encoder_decoder_patching import activation_patching_seq2seq, first_divergence
+from ...analysis.heads import head_name, parse_head_name
+from ...core.errors import MhaVizError
+from ...models.model import TargetMetric
+from ...server import export
+from ..compute import Selection, computed, figure_tag, memo, run_or_wait
+from ..messages import callback, show_error
+from ..output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
                      figure_columns, show_figure, viewport)
-from .settings import EXAMPLES, NUMBERING, md_escape
-from .state import set_value, synced
+from ..settings import EXAMPLES, NUMBERING, md_escape, runs_on_open
+from ..state import set_value, synced
+from ..words.circuits import ABLATIONS
 
-AUTO_TOKENS = 64  # one pair up to this long is patched by itself; more waits for a button
-AUTO_HEADS = 200  # an encoder-decoder with at most this many heads is patched by itself
 METRIC_HELP = {
     "logit_diff": "logit(target) − logit(contrast) at the last position: how much more the "
                   "model prefers the target (Wang et al. 2023's measure for the IOI task).",
@@ -58,43 +56,27 @@ _OPEN_HEAD = "_mv_circuits_open_head"  # (layer, head, text) of a clicked node o
 # --- keys and what runs by itself ------------------------------------------------------------
 
 
-def result_key(step: str, model_name: str, pairs, metric: str, *choices) -> tuple:
-    """The key a result of the page is stored under: its step ("patch", "attribution",
-    "path", "edges", "circuit"; the step also names its run button, run_<step>), the model,
-    the pairs, the metric, then what the step depends on besides (component and direction,
-    the receivers, the number of edges). Exact head patching has one key in every view."""
-    return (step, model_name, tuple(pairs), metric, *choices)
-
-
-def _sha1(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()
-
-
 def pairs_digest(pairs) -> str:
     """A short name of the pairs a figure shows (its meta "pairs", for tests and benchmarks)."""
-    return _sha1(repr(tuple(pairs)).encode("utf-8", "replace"))[:12]
+    return figure_tag(pairs)
 
 
 def runs_by_itself(model, pairs) -> dict[str, bool]:
     """Which of the page's views (VIEWS) computes on opening, without waiting for a button:
-    every view but path patching (one run per sender head), for one pair of at most
-    AUTO_TOKENS tokens."""
-    short = len(pairs) == 1 and len(model.encode(pairs[0].clean).input_ids) <= AUTO_TOKENS
+    every view but path patching (one run per sender head), for one pair as short as
+    settings.RUNS_ON_OPEN["circuits.patching"] says."""
+    short = len(pairs) == 1 and runs_on_open("circuits.patching",
+                                             len(model.encode(pairs[0].clean).input_ids))
     return {view: short and view != "paths" for view in VIEWS}
 
 
 def seq2seq_runs_by_itself(model) -> bool:
-    """An encoder-decoder is patched on opening when it has at most AUTO_HEADS heads of every
-    kind together (one run per head)."""
-    return total_heads(model) <= AUTO_HEADS
+    """An encoder-decoder is patched on opening when it has at most as many heads of every
+    kind together (one run per head) as RUNS_ON_OPEN["circuits.seq2seq_patching"] says."""
+    return runs_on_open("circuits.seq2seq_patching", total_heads(model))
 
 
 # --- what a choice shows ---------------------------------------------------------------------
-
-
-def direction_caption(direction: str) -> str:
-    """What a direction does, as a sentence ("The corrupted run with one clean activation ...")."""
-    return patching.DIRECTIONS[direction].split(": ", 1)[1].capitalize() + "."
 
 
 def effect_choices(n_pairs: int, pairs) -> dict:
@@ -278,9 +260,9 @@ def swap_helper(model, clean: str, comparison: prompts.PromptComparison) -> None
                 show_error(error)
 
 
-def prediction_pills(model, model_name: str, clean: str) -> None:
+def prediction_pills(model, clean: str) -> None:
     """The model's top predictions after the clean prompt; a click makes one the target."""
-    predicted = memo(model.predict, clean, key=(model_name, "c_top", clean), k=6)
+    predicted = memo(model.predict, clean, k=6)
     ids = [int(i) for i in predicted.top_ids[-1]]
     st.pills("The model's top predictions after the clean prompt (click one to make it "
              "the target)", [model.tokenizer.decode([i]) for i in ids],
@@ -288,14 +270,14 @@ def prediction_pills(model, model_name: str, clean: str) -> None:
              on_change=set_target_from_pills)
 
 
-def ioi_pairs_input(model, model_name: str) -> list[prompts.PromptPair]:
+def ioi_pairs_input(model) -> list[prompts.PromptPair]:
     """N generated indirect-object pairs, from a number and a seed."""
     n_col, seed_col = st.columns(2)
     n = synced(n_col.number_input, "c_n", "Pairs", 16, min_value=1, max_value=MAX_IOI,
                valid=lambda v: 1 <= int(v) <= MAX_IOI)
     seed = synced(seed_col.number_input, "c_seed", "Seed", 0, min_value=0,
                   max_value=2**31 - 1, valid=lambda v: 0 <= int(v) < 2**31)
-    pairs = memo(prompts.ioi_pairs, model, key=(model_name, "ioi"), n=int(n), seed=int(seed))
+    pairs = memo(prompts.ioi_pairs, model, n=int(n), seed=int(seed))
     st.caption(f"{len(pairs)} indirect-object pairs (ABBA and BABA templates), each with "
                f"its own target (the indirect object) and contrast (the subject); the "
                f"first: “{md_escape(pairs[0].clean)}”.")
@@ -310,7 +292,7 @@ def pairs_file_input() -> list[prompts.PromptPair] | None:
         st.info("Upload a file of prompt pairs to patch over them.")
         return None
     data = upload.getvalue()
-    pairs = memo(prompts.read_pairs, data, key=("pairs file", _sha1(data)), name=upload.name)
+    pairs = memo(prompts.read_pairs, data, name=upload.name)
     st.caption(f"{len(pairs)} pairs from the file.")
     return pairs
 
@@ -330,12 +312,6 @@ def downloads(result: patching.PatchingResult, name: str, file_stem: str) -> Non
 # --- an encoder-decoder ----------------------------------------------------------------------
 
 
-def seq2seq_key(model_name: str, clean: str, corrupted: str, target: str | None,
-                direction: str) -> tuple:
-    """The key an encoder-decoder's patching is stored under (its run button: run_patch_seq2seq)."""
-    return ("patch_seq2seq", model_name, clean, corrupted, target, direction)
-
-
 def encoder_decoder_view(selection: Selection, model) -> None:
     """An encoder-decoder: the sidebar's source is clean, a corrupted source is typed here,
     and every head of every kind is patched between the two runs of one target."""
@@ -349,8 +325,8 @@ def encoder_decoder_view(selection: Selection, model) -> None:
     if not corrupted.strip():
         st.info("Type a corrupted source above to patch.")
         st.stop()
-    found = memo(first_divergence, model, key=(selection.key[:-1], corrupted, "diverge"),
-                 clean=selection.text, corrupted=corrupted, target=selection.target)
+    found = memo(first_divergence, model, clean=selection.text, corrupted=corrupted,
+                 target=selection.target)
     if found is None:
         st.info("The decoder writes the same tokens after both sources (teacher-forced on "
                 "the clean target): the corruption changes no answer, so there is nothing "
@@ -368,9 +344,8 @@ def encoder_decoder_view(selection: Selection, model) -> None:
                 f"logit('{md_escape(shown[1])}') at target position {position}, the first "
                 f"token the corruption changes.")
     result = run_or_wait(
-        seq2seq_key(selection.model_name, selection.text, corrupted, selection.target,
-                    direction), activation_patching_seq2seq, model, selection.text, corrupted,
-        selection.target, metric, direction, label="Patching every head of every kind",
+        activation_patching_seq2seq, model, selection.text, corrupted, selection.target, metric,
+        direction, name="patch_seq2seq", label="Patching every head of every kind",
         auto=seq2seq_runs_by_itself(model),
         button=f"Patch every head ({total_heads(model)} runs)")
     if result is None:
@@ -399,7 +374,7 @@ def encoder_decoder_view(selection: Selection, model) -> None:
 # --- the drawn circuit's heads, tested -------------------------------------------------------
 
 
-def circuit_test_view(model, model_name: str, pairs, kind: str, found) -> None:
+def circuit_test_view(model, pairs, kind: str, found) -> None:
     """Faithfulness and necessity of the drawn circuit's heads (analysis.circuit_tests), with
     the ablation the person picks, over every pair, the pairs' corrupted prompts as the
     reference distribution."""
@@ -412,9 +387,7 @@ def circuit_test_view(model, model_name: str, pairs, kind: str, found) -> None:
         return
     ablation = synced(st.radio, "c_ablation", "Ablation", "mean", options=list(ABLATIONS),
                       format_func=ABLATIONS.get, horizontal=True)
-    tested = computed(result_key("circuit_test", model_name, pairs, kind, tuple(heads),
-                                 ablation),
-                      circuit_test, model, pairs, heads, kind, ablation,
+    tested = computed(circuit_test, model, pairs, heads, kind, ablation,
                       label=f"Ablating inside and outside the {len(heads)}-head circuit")
     if tested is None:
         return

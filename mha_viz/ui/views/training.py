@@ -1,6 +1,6 @@
-"""The Training page's glue: which series (a bundled run or a folder of step folders), its
-dynamics computed once as a job with progress, one checkpoint's probe map, and the play loop
-that walks the steps."""
+"""The Training page's view: watch attention heads form across a training run's checkpoints:
+the loss with the induction-head phase change marked, every head's role scores over steps, and
+the maps at the step under a slider, which a play button walks."""
 
 from __future__ import annotations
 
@@ -10,13 +10,19 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
-from .. import analysis as A
-from .. import checkpoints, corpus
-from ..core.errors import CheckpointNotFoundError
-from ..models.series import BUNDLED_SERIES, checkpoint_series, load_checkpoint
-from .compute import computed, memo
-from .state import set_value, synced
+from ... import analysis as A
+from ... import checkpoints, corpus, plots, ui
+from ...core.errors import CheckpointNotFoundError
+from ...models.series import BUNDLED_SERIES, checkpoint_series, load_checkpoint
+from ..compute import computed, memo
+from ..state import set_value, synced
 
+INTRO = ("Every other page shows one frozen model. Here a model is shown **as it trained**: one "
+         "checkpoint per step, each measured on the same inputs. In a two-layer model, "
+         "suddenly, a **previous-token head** forms in layer 0 and an **induction head** in "
+         "layer 1 that reads it; the loss on repeated text drops, and later tokens of a text "
+         "become easier to predict than early ones: the phase change of Olsson et al. (2022), "
+         "*In-context Learning and Induction Heads*.")
 FOLDER_CHOICE = "folder"
 SERIES_LABELS = {"induction-toy": "Bundled: 2-layer attention-only (induction-toy)",
                  "induction-toy-mlp": "Bundled: 2-layer with MLPs (induction-toy-mlp)",
@@ -70,17 +76,14 @@ def dynamics_of(series):
     checks them against transformers' own model), so a class does not wait for 30
     checkpoints. The texts: the run's held-out texts of its training distribution when it
     keeps them (held_out_texts.json), else the demo corpus's first paragraphs."""
-    key = ("training dynamics", series.name, tuple(c.location for c in series.checkpoints),
-           tuple(series.steps))
     if series.name in BUNDLED_SERIES and series.root is not None and \
             (series.root / PREPARED).is_file():
-        return memo(A.TrainingDynamics.load, series.root / PREPARED, key=key)
+        return memo(A.TrainingDynamics.load, series.root / PREPARED)
+    label = f"Measuring {len(series)} checkpoints, one at a time"
     if series.held_out is not None:
-        return computed(key, A.training_dynamics, series,
-                        label=f"Measuring {len(series)} checkpoints, one at a time")
-    return computed(key, A.training_dynamics, series, memo(default_texts, key=("demo", N_TEXTS)),
-                    texts_about=DEMO_ABOUT,
-                    label=f"Measuring {len(series)} checkpoints, one at a time")
+        return computed(A.training_dynamics, series, label=label)
+    return computed(A.training_dynamics, series, memo(default_texts), texts_about=DEMO_ABOUT,
+                    label=label)
 
 
 def probe_map(series, index: int, layer: int, head: int, seq_len: int, n_seqs: int,
@@ -88,9 +91,7 @@ def probe_map(series, index: int, layer: int, head: int, seq_len: int, n_seqs: i
     """Head (layer, head)'s map on the probe's first sequence at checkpoint `index`, and
     its tokens (one checkpoint loaded, kept small: the maps of one short input)."""
     checkpoint = series.checkpoints[index]
-    trace = memo(_probe_trace, checkpoint, key=("probe trace", checkpoint.location,
-                                                checkpoint.revision),
-                 seq_len=seq_len, n_seqs=n_seqs, seed=seed)
+    trace = memo(_probe_trace, checkpoint, seq_len=seq_len, n_seqs=n_seqs, seed=seed)
     return trace.head_map(layer, head), list(trace.display_tokens)
 
 
@@ -166,7 +167,85 @@ def named_heads(dynamics, score: str, k: int = 3) -> list[tuple[int, int]]:
     """The heads to name on a score's curves: the k with the highest peak (for entropy: the
     k with the lowest value at the last step, the most focused)."""
     if score == "entropy":
-        last = dynamics.heads[score][-1]
-        order = np.argsort(last, axis=None, kind="stable")[:k]
-        return [tuple(int(i) for i in np.unravel_index(o, last.shape)) for o in order]
+        return A.rank_heads(dynamics.heads[score][-1], descending=False)[:k]
     return dynamics.strongest_heads(score, k)
+
+
+def show() -> None:
+    with ui.guard():
+        series = pick_series()
+        st.caption(f"**{ui.md_escape(series.name)}**: {ui.md_escape(series.source)}; "
+                   f"{len(series)} checkpoints, steps {series.steps[0]:,} to {series.steps[-1]:,}.")
+        dynamics = dynamics_of(series)
+        if dynamics is None:
+            st.info("Cancelled: change the run or reload the page to measure it again.")
+            st.stop()
+        info, steps = dynamics.info, [int(s) for s in dynamics.steps]
+        phase = phase_step(dynamics)
+
+        # ----------------------------------------------------------- the step under the slider
+        step_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
+        with step_col:
+            step = step_slider(steps)
+        playing = play_col.button("▶ Play", key="train_play", width="stretch",
+                                  help="Walk every checkpoint from the first, "
+                                       f"{PLAY_SECONDS:g} s each.")
+
+        # ----------------------------------------------------------- the loss and the ICL score
+        ui.show_figure(plots.training_curves(steps, loss_curves(dynamics), phase, step,
+                                             training=series.training_loss()), key="train_loss")
+        st.caption((f"Marked: the phase change, where the loss on the probe's repeated copy falls "
+                    f"fastest (per log-step), at step {phase:,}. " if phase else "")
+                   + f"Probe: {ui.md_escape(info['probe'])} (BOS R R): its first copy of R is "
+                     f"random tokens, which no model can predict (at best its loss stays near a "
+                     f"uniform guess's, and it may rise as the model fits its training text); "
+                     f"the repeated copy can be copied from the first. Texts: "
+                     f"{ui.md_escape(info.get('texts', ''))}.")
+        ui.show_figure(plots.training_curves(
+            steps, {icl_label(dynamics): dynamics.curves["icl_score"]}, phase, step,
+            title="In-context learning score", y_title="nats (lower: later tokens gain more)"),
+            key="train_icl")
+        st.caption(ui.md_escape(icl_caption(dynamics)))
+
+        # ----------------------------------------------------------- each head's score over steps
+        score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(SCORES),
+                          format_func=SCORES.get)
+        named = named_heads(dynamics, score)
+        ui.show_figure(plots.head_scores_over_steps(steps, dynamics.heads[score],
+                                                    SCORES[score], named, phase, step),
+                       key="train_heads")
+        st.caption("Named: " + ", ".join(plots.head_name(*h) for h in named) + " (the highest "
+                   "at any step; for entropy the most focused at the last step). Layers and heads "
+                   "count from 0.")
+
+        # ----------------------------------------------------------- the maps at the step
+        best = dynamics.strongest_heads("induction", 1)[0]
+        head_choices = A.head_names(dynamics.n_layer, dynamics.n_head)
+        chosen = ui.synced(st.selectbox, "thead", "Head shown on the probe",
+                           plots.head_name(*best), options=head_choices)
+        layer, head = A.parse_head_name(chosen)
+        frame = st.empty()
+
+        def draw(at: int) -> None:
+            k = steps.index(at)
+            left, right = st.columns(2)
+            with left:
+                ui.show_figure(plots.layer_head_heatmap(
+                    dynamics.heads[score][k], f"{SCORES[score]} at step {at:,}",
+                    SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
+                    if score != "entropy" else None), key=f"train_grid_{at}", share=0.5)
+            with right:
+                weights, tokens = probe_map(series, k, layer, head, info["seq_len"],
+                                               info["n_seqs"], info["seed"])
+                ui.show_figure(plots.head_heatmap(
+                    weights, tokens, f"{chosen} on the probe at step {at:,}", causal=True),
+                    key=f"train_probe_{at}", share=0.5)
+
+        if playing:
+            play(steps, draw, frame)
+        with frame.container():
+            draw(step)
+        st.caption("Right: the chosen head on the probe's first sequence (BOS, then R, then R "
+                   "again). An induction head lights the stripe one above the diagonal of the "
+                   "second copy's block: from each token to the token after its first occurrence.")
+        ui.caveat()

@@ -1,6 +1,6 @@
-"""The Streamlit pieces of the pruning page (pages/4_Pruning_Impact.py): what a head's removal
-is measured by, the pruning curve (one section for every kind of model), an encoder-decoder's
-whole view, and the memo keys the page adds to ui.pruning_key."""
+"""The Pruning impact page's parts (views/pruning_impact.py reads them): what a head's removal
+is measured by, the pruning curve (one section for every kind of model), and an
+encoder-decoder's whole view."""
 
 from __future__ import annotations
 
@@ -9,24 +9,20 @@ from functools import partial
 
 import streamlit as st
 
-from .. import plots
-from ..analysis import encoder_decoder_ablation as seq2seq_ablation
-from ..analysis import heads, pruning
-from ..models.seq2seq import KIND_NAMES, KINDS
-from ..server import export
-from .compute import get_run, memo, run_or_wait
-from .controls import target_metric_picker
-from .output import caveat, download_csv, show_figure
-from .settings import md_escape
-from .state import synced
+from ... import plots
+from ...analysis import encoder_decoder_ablation as seq2seq_ablation
+from ...analysis import heads, pruning
+from ...models.seq2seq import KIND_NAMES, KINDS
+from ...server import export
+from ..compute import get_run, memo, run_or_wait
+from ..controls import target_metric_picker
+from ..output import caveat, download_csv, show_figure
+from ..settings import md_escape, runs_on_open
+from ..state import synced
+from ..words import pruning as words
 
 TOP = 5  # rows of the tables of heads; the model's guesses offered as a target
 SATURATED_LOSS = 0.05  # nats/token: below it gradients say little about removal
-
-
-def masked_score_key(model_name: str, text: str, mask, mode: str, metric) -> tuple:
-    """The key of the score with the heads where ``mask`` is 0 switched off."""
-    return ("score", model_name, text, mask.tobytes(), mode, metric)
 
 
 def curve_controls(default_by: str) -> tuple[str, float]:
@@ -34,7 +30,7 @@ def curve_controls(default_by: str) -> tuple[str, float]:
     left, right = st.columns(2)
     with left:
         by = synced(st.radio, "by", "Remove first the heads with the smallest", default_by,
-                    options=list(pruning.CURVE_RANKINGS), format_func=pruning.CURVE_RANKINGS.get,
+                    options=list(words.CURVE_RANKINGS), format_func=words.CURVE_RANKINGS.get,
                     horizontal=True, help="After each step the importance of the remaining "
                                           "heads is estimated again (Michel et al.'s iterative "
                                           "pruning).")
@@ -63,7 +59,7 @@ def pruning_curve_section(heading: str, default_by: str, total_heads: int,
         return
     fig = plots.pruning_curve_figure(
         curve.fractions, curve.scores, baseline=baseline, score_name=score_unit,
-        title=f"{title} as heads are removed (by {pruning.CURVE_RANKINGS[by]})")
+        title=f"{title} as heads are removed (by {words.CURVE_RANKINGS[by]})")
     show_figure(fig, key="curve", alt="Pruning curve")
     if after_figure is not None:
         after_figure(curve)
@@ -77,13 +73,12 @@ def target_metric(selection, trace):
     model = selection.model
     if model.info.causal:
         run = get_run(selection)  # shared with the Predictions page: one forward for both
-        pred = memo(run.predict, key=(selection.key, "predict"), k=TOP)
+        pred = memo(run.predict, k=TOP)
         return target_metric_picker(model, pred.tokens, range(len(pred.tokens)),
                                     lambda p: pred.top_ids[p][:2])
 
     def fillers(position: int):
-        return memo(model.predict, selection.text, key=(selection.key, "predict", (position,)),
-                    k=TOP, masked_positions=[position],
+        return memo(model.predict, selection.text, k=TOP, masked_positions=[position],
                     max_tokens=selection.max_tokens).top_ids[0][:2]
 
     ordinary = [i for i in range(trace.n_tokens) if not trace.special_mask[i]]
@@ -140,8 +135,7 @@ def encoder_decoder_measure(selection):
                              "e.g. logit('voiture') − logit('chien') at its position.")
     if chosen != "target":
         return None
-    pred = memo(selection.model.predict, selection.text, key=(selection.key[:-1], "predict"),
-                target=selection.target, k=TOP)
+    pred = memo(selection.model.predict, selection.text, target=selection.target, k=TOP)
     return target_metric_picker(selection.model, pred.tokens, range(len(pred.tokens)),
                                 lambda p: pred.top_ids[p][:2], decoder=True)
 
@@ -152,9 +146,8 @@ def encoder_decoder_pruning(selection, seq) -> None:
     model, kind, source, target = (selection.model, selection.kind, selection.text,
                                    selection.target)
     metric = encoder_decoder_measure(selection)
-    key = (selection.key[:-1], metric)  # the same for every kind
-    effects = memo(seq2seq_ablation.ablation_effects_seq2seq, model, key=(*key, "ablation"),
-                   source=source, target=target, metric=metric)
+    effects = memo(seq2seq_ablation.ablation_effects_seq2seq, model, source=source,
+                   target=target, metric=metric)
     scored = "the model's own output" if seq.generated else "the target"
     base = float(effects["base"])
     delta = "Δ loss (nats/token)" if metric is None else "Δ metric"
@@ -190,9 +183,9 @@ def encoder_decoder_pruning(selection, seq) -> None:
                  "These effects as CSV", key="dl_ablation")
 
     st.subheader("Gradient importance (Michel, Levy & Neubig 2019)")
-    gradient = memo(seq2seq_ablation.gradient_importance_seq2seq, model, key=(*key, "gradient"),
-                    source=source, target=target, metric=metric)
-    what = pruning.gradient_symbol(metric, score="loss")
+    gradient = memo(seq2seq_ablation.gradient_importance_seq2seq, model, source=source,
+                    target=target, metric=metric)
+    what = words.gradient_symbol(metric, score="loss")
     st.markdown(f"**The {KIND_NAMES[kind]} heads**")
     fig = plots.layer_head_heatmap(gradient[kind], what, what, fmt=".2g", zmin=0.0)
     show_figure(fig, key="gradient", alt=f"Gradient importance of every {kind} head")
@@ -214,11 +207,11 @@ def encoder_decoder_pruning(selection, seq) -> None:
     total_heads = seq2seq_ablation.total_heads(model)
 
     def run(by, step, per_step, steps):
-        return run_or_wait(("curve_seq2seq", *key, by, step),
-                           seq2seq_ablation.pruning_curve_seq2seq, model, source, target,
-                           step=step, by=by, metric=metric,
+        return run_or_wait(seq2seq_ablation.pruning_curve_seq2seq, model, source, target,
+                           step=step, by=by, metric=metric, name="curve_seq2seq",
                            label=f"Pruning curve: one {by} estimate per step",
-                           auto=total_heads <= 200, button=pruning.curve_button(per_step, steps))
+                           auto=runs_on_open("pruning.seq2seq_curve", total_heads),
+                           button=words.curve_button(per_step, steps))
 
     def kept_heads(curve):
         kept = seq2seq_ablation.kept_fractions(curve, model)

@@ -9,15 +9,16 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from .. import plots
-from ..analysis.one_head import blockwise
-from ..analysis.one_head import gradients as head_gradients
-from ..analysis.one_head.steps import HeadInternals, Step, summarise
-from ..server import export
-from .compute import Selection, memo
-from .output import download_csv, show_figure
-from .settings import md_escape, terms_in
-from .state import synced
+from ... import plots
+from ...analysis.one_head import blockwise
+from ...analysis.one_head import gradients as head_gradients
+from ...analysis.one_head.steps import HeadInternals, summarise
+from ...server import export
+from ..compute import Selection, memo
+from ..output import download_csv, show_figure
+from ..settings import md_escape, terms_in
+from ..state import synced
+from ..words.one_head import Step, layout_step
 
 VALUES_MAX = 40  # matrices up to this many rows and columns show their values in the cells
 VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
@@ -75,7 +76,7 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
     steps; in a lesson each is a screen, and the steps the whole page draws inside another
     (the layout, the followed query, the contribution) get screens of their own. gradients:
     the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's."""
-    layout = inside.layout_step() is not None
+    layout = layout_step(inside) is not None
     return [
         ("The whole head in one line", "overview", False),
         *([("M: the encoder's output", "memory", False)] if inside.memory is not None else []),
@@ -302,9 +303,8 @@ def gradients_section(model, selection: Selection, layer: int, head: int, d_cols
     if not synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
         st.caption("One backward pass through the whole model; switch it on to see them.")
         return
-    found = memo(head_gradients.head_gradients, model, key=(selection.key, layer, head,
-                                                            "gradients", loss),
-                 text=selection.text, layer=layer, head=head, loss=loss)
+    found = memo(head_gradients.head_gradients, model, text=selection.text, layer=layer,
+                 head=head, loss=loss)
     st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
                 f"two formulas: {found.largest_difference:.1e}.")
     show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",

@@ -1,6 +1,6 @@
 """The words of Inside one head: each step of one head's computation as the page writes it
 (its symbol, shape, formula and a sentence or two with the head's real sizes and numbers),
-made from a HeadInternals (steps.py), which keeps the arrays."""
+made from a HeadInternals (analysis/one_head/steps.py), which keeps the arrays and numbers."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def layout_step(inside) -> Step | None:
                 f"(batch, heads, seq, d_k) = (1, {inside.n_head}, {inside.n_tokens}, "
                 f"{inside.d_k})",
                 r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
-                inside.projection_text(), "dimension of d_model", "dimension of d_k")
+                projection_text(inside), "dimension of d_model", "dimension of d_k")
 
 
 def _layers(layers) -> str:
