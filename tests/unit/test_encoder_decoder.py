@@ -210,6 +210,14 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
         if one.output_bias is not None:
             total = total + one.output_bias
         close(total, one.layer_output, 1e-4)
+        # the steps the page shows lead to those weights: Q K^T times the scale, the mask
+        # (a decoder hides later keys), then the softmax
+        close(one.scores, one.Q @ one.K.T * one.scale, 1e-5)
+        rows, keys = np.indices(one.mask.shape)
+        hidden = keys > rows if kind == "decoder" else np.zeros(one.mask.shape, dtype=bool)
+        assert np.isneginf(one.mask[hidden]).all() and (one.mask[~hidden] == 0).all()
+        e = np.exp(one.masked_scores - one.masked_scores.max(-1, keepdims=True))
+        close(e / e.sum(-1, keepdims=True), one.weights, 1e-5)
         if kind == "cross":
             expected_k = one.memory @ one.W_K + (0 if one.b_K is None else one.b_K)
             close(one.K, expected_k, 1e-4)
