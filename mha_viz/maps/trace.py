@@ -67,6 +67,9 @@ class AttentionTrace:
     # kv_heads[h]: the key/value head query head h reads. Heads that share one read the same
     # keys and values (grouped- or multi-query attention); None means every head has its own.
     kv_heads: list[int] | None = None
+    # the tokenizer's special tokens by role ({"cls": "[CLS]", "sep": "[SEP]"}, {"bos": ...}:
+    # models.tokens.SPECIAL_ROLES), so an analysis asks for a role, never a family's token
+    special_tokens: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self.special_mask = np.asarray(self.special_mask, dtype=bool)
@@ -236,6 +239,7 @@ class AttentionTrace:
             "text_pair": self.text_pair,
             "extra": self.extra,
             "kv_heads": self.kv_heads,
+            "special_tokens": self.special_tokens,
         }
 
     def save(self, path_or_file) -> None:
@@ -298,8 +302,9 @@ class AttentionTrace:
                                                 metadata.get("kv_heads"))
             else:
                 raise TraceFileError("the trace holds neither maps nor queries and keys")
+            tokens = [visible(t) for t in data["tokens"]]
             trace = cls(
-                tokens=[visible(t) for t in data["tokens"]],
+                tokens=tokens,
                 token_ids=[int(t) for t in data["token_ids"]],
                 attentions=attentions,
                 display_tokens=[visible(t) for t in data["display_tokens"]],
@@ -315,6 +320,7 @@ class AttentionTrace:
                 text_pair=metadata.get("text_pair"),
                 extra=metadata.get("extra", {}),
                 kv_heads=metadata.get("kv_heads"),
+                special_tokens=_special_tokens_read(metadata, tokens, data["special_mask"]),
             )
         except TraceFileError:
             raise
@@ -434,3 +440,24 @@ AttentionTrace.attentions = property(
     AttentionTrace._get_attentions, AttentionTrace._set_attentions,
     doc="float32 [L, H, T, T]: every head's map (computed at once for an on-demand trace, "
         "when they fit; see MATERIALISE_MAX_BYTES).")
+
+
+def _special_tokens_read(metadata: dict, tokens: list[str], special_mask) -> dict[str, str]:
+    """The special tokens by role that a trace file records. A file saved before they were
+    recorded gets them from where its special tokens stand, as a tokenizer that wraps a text
+    in a classification and a separator token places them: on a bidirectional trace whose
+    first token is special, that token is "cls" and the last special token after it "sep"
+    (so the token classes of an old file read as they did when it was saved)."""
+    named = metadata.get("special_tokens")
+    if named is not None:
+        if not isinstance(named, dict) or not all(
+                isinstance(role, str) and isinstance(token, str) for role, token in named.items()):
+            raise TraceFileError("the trace's special tokens are garbled")
+        return {role: visible(token) for role, token in named.items()}
+    special = np.flatnonzero(np.asarray(special_mask, dtype=bool))
+    if metadata.get("causal") or not len(special) or special[0] != 0:
+        return {}
+    found = {"cls": tokens[0]}
+    if len(special) > 1:
+        found["sep"] = tokens[special[-1]]
+    return found

@@ -13,13 +13,18 @@ from mha_viz.core.errors import InputError
 from mha_viz.maps.trace import AttentionTrace
 
 
-def make_trace(tokens, attentions, display=None, causal=False, token_ids=None):
+# the special tokens a BERT tokenizer names (a trace records them from the tokenizer)
+BERT_SPECIALS = {"cls": "[CLS]", "sep": "[SEP]"}
+
+
+def make_trace(tokens, attentions, display=None, causal=False, token_ids=None,
+               special_tokens=BERT_SPECIALS):
     n = len(tokens)
     return AttentionTrace(
         tokens=list(tokens), token_ids=list(token_ids if token_ids is not None else range(n)),
         attentions=attentions, display_tokens=list(display if display is not None else tokens),
         special_mask=np.array([t in ("[CLS]", "[SEP]", "<|endoftext|>") for t in tokens]),
-        segment_ids=np.zeros(n, int), causal=causal)
+        segment_ids=np.zeros(n, int), causal=causal, special_tokens=dict(special_tokens))
 
 
 def uniform(n, causal=False):
@@ -209,6 +214,21 @@ def test_token_class_mass_on_bert_trace():
     # several traces: the mean
     both = token_class_mass([make_trace(tokens, a), make_trace(tokens, a[:, [1, 1, 1]])])
     np.testing.assert_allclose(both["[SEP]"][0], [(u + 1) / 2, 1, (1 / n + 1) / 2])
+
+
+def test_the_cls_and_sep_classes_are_the_tokenizers_own_tokens():
+    """The [CLS] and [SEP] classes are the positions of the tokens the trace's tokenizer names
+    cls and sep (RoBERTa's <s> and </s> here), not tokens spelt "[CLS]"; a tokenizer naming
+    neither (GPT-2's) gives them no position."""
+    tokens = ["<s>", "a", "[CLS]", "b", "[SEP]", "</s>"]
+    n = len(tokens)
+    a = np.random.default_rng(1).dirichlet(np.ones(n), size=(1, 2, n)).astype(np.float32)
+    roberta = token_class_mass(make_trace(tokens, a, special_tokens={"cls": "<s>", "sep": "</s>"}))
+    # a(S) = (1/n) sum_i A_ij over the rows i, for the one key j of each class
+    np.testing.assert_allclose(roberta["[CLS]"], a[..., 0].mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(roberta["[SEP]"], a[..., 5].mean(-1), rtol=1e-6)
+    gpt2 = token_class_mass(make_trace(tokens, a, special_tokens={"eos": "<|endoftext|>"}))
+    assert not gpt2["[CLS]"].any() and not gpt2["[SEP]"].any()
 
 
 def test_token_class_mass_on_gpt2_trace():
