@@ -217,3 +217,40 @@ def logits_with_heads_replaced(hf, where, ids, replaced):
     with torch.no_grad(), hooked([replace_input(where.out_proj(layer), swap(heads))
                                   for layer, heads in by_layer.items()]):
         return hf(torch.tensor([ids])).logits[0, -1]
+
+
+def gpt2_loss_with_gates(hf, ids, gates):
+    """transformers' GPT-2 next-token loss on ids (one prompt) with each head's slice of
+    c_proj's input (its z) multiplied by gates[layer, head], a tensor autograd reaches: 0
+    removes the head, as Michel et al.'s head mask does."""
+    config = hf.config
+    d_head = config.n_embd // config.n_head
+
+    def gate(layer):
+        def hook(module, args):
+            z = args[0].view(*args[0].shape[:-1], config.n_head, d_head)
+            return ((z * gates[layer][:, None].to(z.dtype)).reshape(args[0].shape),)
+        return hook
+    ids = torch.tensor([list(ids)])
+    with hooked([hf.transformer.h[layer].attn.c_proj.register_forward_pre_hook(gate(layer))
+                 for layer in range(config.n_layer)]):
+        return hf(ids, labels=ids).loss
+
+
+def gpt2_head_importance(hf, ids, mask=None):
+    """(ablation effects, gradient importance), [L, H] numpy each, of transformers' GPT-2 on
+    ids at a head mask (default every head kept): the loss with each kept head also removed
+    minus the loss (0 for a head already removed), and |d loss / d gate|."""
+    config = hf.config
+    mask = torch.ones(config.n_layer, config.n_head) if mask is None else torch.as_tensor(
+        mask, dtype=torch.float32)
+    effects = torch.zeros(config.n_layer, config.n_head, dtype=torch.float64)
+    with torch.no_grad():
+        base = float(gpt2_loss_with_gates(hf, ids, mask))
+        for layer, head in mask.nonzero().tolist():
+            gates = mask.clone()
+            gates[layer, head] = 0.0
+            effects[layer, head] = float(gpt2_loss_with_gates(hf, ids, gates)) - base
+    gates = mask.clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(gpt2_loss_with_gates(hf, ids, gates), gates)
+    return effects.numpy(), gradient.abs().double().numpy()

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hf_reference import gpt2_head_importance
 
 from mha_viz import InputError, corpus
 from mha_viz.analysis import head_statistics
@@ -161,44 +162,15 @@ def test_head_importance_equals_transformers_loss_with_each_head_removed(gpt2_fo
     """The statistics that run the model again, on a GPT-2 segment: the ablation effect is
     the next-token loss with the head's slice of c_proj's input zeroed minus the loss, and
     the gradient importance |d loss / d gate| for a gate on that slice, by autograd through
-    transformers' model (hooks written here)."""
+    transformers' model (hooks in the tests' hf_reference)."""
     from transformers import GPT2LMHeadModel
 
     hf = GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
-    config = hf.config
-    d_head = config.n_embd // config.n_head
     trace = gpt2_model.trace(TEXT)
-    ids = torch.tensor([trace.token_ids])
-
-    def loss_with_gates(gates):
-        def gate(layer):
-            def hook(module, args):
-                z = args[0].view(*args[0].shape[:-1], config.n_head, d_head)
-                return ((z * gates[layer][:, None]).reshape(args[0].shape),)
-            return hook
-        handles = [hf.transformer.h[layer].attn.c_proj.register_forward_pre_hook(gate(layer))
-                   for layer in range(config.n_layer)]
-        try:
-            return hf(ids, labels=ids).loss
-        finally:
-            for handle in handles:
-                handle.remove()
-
-    ones = torch.ones(config.n_layer, config.n_head)
-    with torch.no_grad():
-        base = float(loss_with_gates(ones))
-        ablation = np.zeros((config.n_layer, config.n_head))
-        for layer in range(config.n_layer):
-            for head in range(config.n_head):
-                gates = ones.clone()
-                gates[layer, head] = 0.0
-                ablation[layer, head] = float(loss_with_gates(gates)) - base
-    gates = ones.clone().requires_grad_(True)
-    (gradient,) = torch.autograd.grad(loss_with_gates(gates), gates)
-
+    ablation, gradient = gpt2_head_importance(hf, trace.token_ids)
     out = corpus.segment_statistics(trace, ["ablation", "gradient"], model=gpt2_model)
     close(out["ablation_effect"], ablation, "ablation", atol=1e-5)
-    close(out["gradient_importance"], gradient.abs().numpy(), "gradient", atol=1e-6)
+    close(out["gradient_importance"], gradient, "gradient", atol=1e-6)
     assert np.abs(ablation).min() > 1e-4  # every head matters a little on random weights
 
 
