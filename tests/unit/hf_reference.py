@@ -219,21 +219,25 @@ def logits_with_heads_replaced(hf, where, ids, replaced):
         return hf(torch.tensor([ids])).logits[0, -1]
 
 
-def gpt2_loss_with_gates(hf, ids, gates):
-    """transformers' GPT-2 next-token loss on ids (one prompt) with each head's slice of
-    c_proj's input (its z) multiplied by gates[layer, head], a tensor autograd reaches: 0
-    removes the head, as Michel et al.'s head mask does."""
-    config = hf.config
-    d_head = config.n_embd // config.n_head
-
+def gate_heads(out_projections, gates, n_head):
+    """Forward pre-hooks multiplying each head's slice of each layer's output-projection
+    input (its z) by gates[layer, head], a tensor autograd reaches: 0 removes the head, as
+    Michel et al.'s head mask does. -> the handles (for hooked)."""
     def gate(layer):
         def hook(module, args):
-            z = args[0].view(*args[0].shape[:-1], config.n_head, d_head)
+            z = args[0].view(*args[0].shape[:-1], n_head, args[0].shape[-1] // n_head)
             return ((z * gates[layer][:, None].to(z.dtype)).reshape(args[0].shape),)
         return hook
+    return [module.register_forward_pre_hook(gate(layer))
+            for layer, module in enumerate(out_projections)]
+
+
+def gpt2_loss_with_gates(hf, ids, gates):
+    """transformers' GPT-2 next-token loss on ids (one prompt) with its heads gated
+    (gate_heads on each layer's c_proj)."""
     ids = torch.tensor([list(ids)])
-    with hooked([hf.transformer.h[layer].attn.c_proj.register_forward_pre_hook(gate(layer))
-                 for layer in range(config.n_layer)]):
+    with hooked(gate_heads([block.attn.c_proj for block in hf.transformer.h], gates,
+                           hf.config.n_head)):
         return hf(ids, labels=ids).loss
 
 
