@@ -91,7 +91,7 @@ def patch_models(gpt2_folder, tmp_path_factory):
     Llama (GQA), GPT-NeoX (Pythia: parallel attention and MLP, partial rotary) and Gemma 2
     (GQA, soft-caps, windows, norms after the sub-layers): the intervention tests' models,
     built once."""
-    from hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
+    from tests.support.hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
     from transformers import (Gemma2ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM,
                               LlamaForCausalLM)
 
@@ -135,7 +135,7 @@ def patch_models(gpt2_folder, tmp_path_factory):
 @pytest.fixture(scope="session")
 def patch_prompts(patch_models):
     """Per family: clean, corrupted (one token swapped), target and contrast ids."""
-    from hf_reference import TEXT
+    from tests.support.hf_reference import TEXT
 
     from mha_viz.analysis.prompts import swap_token
 

@@ -11,19 +11,14 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402
+from tests.support.app_pages import array, run_page, texts  # noqa: E402
+from tests.support.circuits_page import CLEAN, CORRUPTED, PAGE, PAIR, clean_run  # noqa: E402
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import (activation_patching, attribution_patching, circuit,  # noqa: E402
                               path_patching)
 from mha_viz.analysis.patching import estimate_error  # noqa: E402
-from mha_viz.analysis.prompts import PromptPair, ioi_pairs  # noqa: E402
-
-PAGE = "pages/9_Circuits.py"
-CLEAN = "When Mary and John went to the store, John gave a drink to"
-CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
-PAIR = [PromptPair(CLEAN, CORRUPTED, " Mary", " John")]
+from mha_viz.analysis.prompts import ioi_pairs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -38,13 +33,6 @@ def smollm2():
 
 def charts(at) -> list[dict]:
     return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
-
-
-def clean_run(params: dict):
-    at = run_page(PAGE, {"model": "smollm2", **params})
-    assert not at.exception, texts(at.exception)
-    assert not at.error, texts(at.error)
-    return at
 
 
 def test_opens_on_the_indirect_object_pair_with_every_head_patched(smollm2):

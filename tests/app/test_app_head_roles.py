@@ -8,8 +8,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402  (a Plotly JSON array as numpy)
+from tests.support.app_pages import array, charts, run_page, texts  # noqa: E402
 
 PAGE = "pages/7_Head_Roles.py"
 SMOL_TEXT = "The cat sat on the mat because it was warm."

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
+from tests.support.app_pages import run_page, texts  # noqa: E402
 
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
          "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",

@@ -63,7 +63,7 @@ def test_prepare_does_only_what_the_page_does_by_itself():
 
 
 def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     text = "Prepared before the lesson, read during it."
     warm.prepare("minilm", text)
@@ -130,7 +130,7 @@ def test_the_command_line_prepares_for_the_next_server_start(monkeypatch, tmp_pa
 
 
 def test_home_prepares_a_teachers_text_with_progress():
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     text = "A teacher's own sentence about the cat."
     at = run_page("app.py", {"model": "minilm", "text": text}, {})

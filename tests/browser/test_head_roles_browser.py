@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, settle, shoot)
+from tests.support.browser import (assert_no_exception, assert_only_own_host,  # noqa: E402
+                                   error_texts, open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hf_reference import gate_heads, hooked
+from tests.support.hf_reference import gate_heads, hooked
 from transformers import BertForMaskedLM
 
 from mha_viz import InputError

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 import torch
-from hf_reference import head_outputs, ids_of, logits_with_heads_replaced
-from test_run_with_interventions import reference_prompts
+from tests.support.hf_reference import (head_outputs, ids_of, logits_with_heads_replaced,
+                                        reference_prompts)
 
 from mha_viz.analysis import circuit, circuit_heads, circuit_test
 from mha_viz.analysis.prompts import PromptPair, ioi_pairs

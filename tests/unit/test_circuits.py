@@ -6,7 +6,7 @@ projection); a circuit of every edge is the clean model, of none the corrupted o
 import numpy as np
 import pytest
 import torch
-from hf_reference import hf_metric, ids_of, target_metric
+from tests.support.hf_reference import hf_metric, ids_of, target_metric
 
 from mha_viz import TargetMetric
 from mha_viz.analysis.circuits import (circuit, circuit_metric, edge_attribution_patching,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hf_reference import gpt2_head_importance, gpt2_loss_with_gates
+from tests.support.hf_reference import gpt2_head_importance, gpt2_loss_with_gates
 
 from mha_viz import corpus, load_model
 from mha_viz.core.errors import InputError

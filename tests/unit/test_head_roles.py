@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_analysis_roles import FakeModel, induction_map, make_trace, uniform
+from tests.support.role_maps import FakeModel, induction_map, make_trace, uniform
 
 from mha_viz import analysis as A
 from mha_viz.core.errors import InputError

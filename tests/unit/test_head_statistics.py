@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hf_reference import gpt2_head_importance
+from tests.support.hf_reference import gpt2_head_importance
 
 from mha_viz import InputError, corpus
 from mha_viz.analysis import head_statistics

@@ -8,9 +8,9 @@ token ids. Every number of activation, path and attribution patching is compared
 import numpy as np
 import pytest
 import torch
-from hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked, ids_of,
-                          pattern_capture, pattern_patch, replace_input, replace_output, take,
-                          target_metric)
+from tests.support.hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked,
+                                        ids_of, pattern_capture, pattern_patch, replace_input,
+                                        replace_output, take, target_metric)
 
 from mha_viz import TargetMetric
 from mha_viz.analysis.patching import activation_patching, attribution_patching, path_patching

@@ -8,12 +8,13 @@ import random
 import numpy as np
 import pytest
 import torch
-from hf_reference import (capture_input, head_outputs, hf_metric, hooked, ids_of,
-                          logits_with_heads_replaced, replace_input, take)
+from tests.support.hf_reference import (capture_input, head_outputs, hf_metric, hooked, ids_of,
+                                        logits_with_heads_replaced, reference_prompts,
+                                        replace_input, take)
 
 from mha_viz import TargetMetric
 from mha_viz.analysis.patching import Intervention, heads_replaced, run_with_interventions
-from mha_viz.analysis.prompts import PromptPair, swap_token
+from mha_viz.analysis.prompts import PromptPair
 from mha_viz.core.errors import InputError
 
 TOL = 2e-3
@@ -22,12 +23,6 @@ HEADS = [(0, 1), (0, 3), (1, 0), (1, 2)]  # across layers: patched together
 
 def logit_diff(logits, target, contrast):
     return float(logits[target] - logits[contrast])
-
-
-def reference_prompts(model, text, n=3):
-    """Prompts of the text's token count: one token swapped at a different place each."""
-    ids = model.encode(text).input_ids
-    return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
 
 
 @pytest.fixture(params=["gpt2", "llama"])

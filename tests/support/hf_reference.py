@@ -258,3 +258,11 @@ def gpt2_head_importance(hf, ids, mask=None):
     gates = mask.clone().requires_grad_(True)
     (gradient,) = torch.autograd.grad(gpt2_loss_with_gates(hf, ids, gates), gates)
     return effects.numpy(), gradient.abs().double().numpy()
+
+
+def reference_prompts(model, text, n=3):
+    """Prompts of the text's token count: one token swapped at a different place each."""
+    from mha_viz.analysis.prompts import swap_token
+
+    ids = model.encode(text).input_ids
+    return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
