@@ -149,10 +149,12 @@ def patch_prompts(patch_models):
 
 
 # --- lanes -------------------------------------------------------------------------------
-# Each test is marked by its folder (unit, app, browser), and `slow` goes on every test that
-# loads SmolLM2 or trains a model, read from the test's own source and its fixtures' (the
-# same rule everywhere, so no file can forget it). CI runs `unit and not slow` first and stops
-# there on a failure: a broken import is found in a minute.
+# Each test is marked by its folder (unit, app, browser). `slow` is set by hand, on the test
+# (@pytest.mark.slow) or its module (pytestmark), on every test that loads SmolLM2, trains a
+# model or builds a GPT-2-small-sized one. So that no test can forget it, collection stops
+# when a test whose source or fixtures name SmolLM2 or call train( is not marked. CI runs
+# `unit and not slow` first and stops there on a failure: a broken import is found in a
+# minute.
 import inspect  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -181,9 +183,14 @@ def loads_smollm2_or_trains(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    unmarked = []
     for item in items:
         folder = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
         if folder in _FOLDERS:
             item.add_marker(folder)
-        if loads_smollm2_or_trains(item):
-            item.add_marker("slow")
+        if item.get_closest_marker("slow") is None and loads_smollm2_or_trains(item):
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests load SmolLM2 or train a model (their source or fixtures say so) but "
+            "are not marked slow: add @pytest.mark.slow\n  " + "\n  ".join(unmarked))

@@ -17,6 +17,8 @@ from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import activation_patching  # noqa: E402
 from mha_viz.analysis.prompts import ioi_pairs  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the bundled SmolLM2
+
 
 @pytest.fixture(autouse=True)
 def _raise_in_pages(monkeypatch):

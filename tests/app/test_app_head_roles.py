@@ -28,6 +28,7 @@ def chart_titles(at):
     return [c["layout"]["title"]["text"] for c in charts(at)]
 
 
+@pytest.mark.slow
 def test_page_smollm2(_raise_in_pages):
     at = run_page(PAGE, {"model": "smollm2", "text": SMOL_TEXT})
     clean(at)

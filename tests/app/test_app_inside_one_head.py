@@ -48,6 +48,7 @@ def test_inside_one_head_shows_them_on_request():
     assert f"Loss L = {expected.loss:.4f}" in shown
 
 
+@pytest.mark.slow
 def test_the_model_card_shows_it():
     pytest.importorskip("streamlit")
     from tests.support.app_pages import run_page, texts

@@ -121,6 +121,7 @@ def helps(at) -> str:
                     for e in at.get(kind) if getattr(e.proto, "help", ""))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, params, word", [
     ("pages/2_Entropy.py", {}, "nats"),
     ("pages/3_Head_Similarity.py", {}, "Jensen-Shannon"),

@@ -32,6 +32,7 @@ def causal(gpt2_folder, monkeypatch) -> str:
     return str(gpt2_folder)
 
 
+@pytest.mark.slow
 def test_prepare_fills_the_stores_the_pages_read(causal):
     """A causal model: what the pruning page runs by itself on opening, all of it."""
     assert len(prepared(causal)) == 6  # maps, run, score, sweep, gradient, curve
@@ -77,6 +78,7 @@ def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
     assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
 
 
+@pytest.mark.slow
 def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_path, causal):
     """The next start of the server (its memory empty) reads what the last one computed from
     the disk: the same numbers, and the sweep, gradient and curve are not computed again."""

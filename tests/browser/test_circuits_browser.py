@@ -72,6 +72,7 @@ def shown_head_map(tab) -> np.ndarray:
     return np.array(z, dtype=float).T  # drawn with the layers along x
 
 
+@pytest.mark.slow
 def test_head_patching_in_the_browser_matches_the_library(sized_tab, app_server, screenshots):
     from mha_viz import load_model
     from mha_viz.analysis import activation_patching

@@ -114,6 +114,7 @@ PAGE_IDEAS = {"Attention_Maps": ["All heads at a glance", "Grouped-query attenti
               "Pruning_Impact": ["Switch heads off", "Gradient importance"]}
 
 
+@pytest.mark.slow
 def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, screenshots):
     """At 1280x720 with ?present=1: no text in a figure under 14 px, every layer x head map
     at least half the window wide, no title or legend cut off at a figure's edge."""

@@ -17,6 +17,7 @@ PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
          ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3), ("Head_Roles", 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", list(SIZES))
 def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
     width, height = SIZES[size]
@@ -52,6 +53,7 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
     assert_only_own_host(tab, app_server)
 
 
+@pytest.mark.slow
 def test_presentation_mode_on_a_projector(sized_tab, app_server, screenshots):
     """?present=1 at 1280x720: large type, the sidebar closed, each grid within one screen,
     no text over other text, on every page."""
@@ -77,6 +79,7 @@ IOI_QUERY = ("?model=smollm2&text=When%20Mary%20and%20John%20went%20to%20the%20s
              "%20gave%20a%20drink%20to&measure=target&target=%20Mary&contrast=%20John")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, size):
     """Pruning impact on the indirect-object sentence, measured by logit(' Mary') −
@@ -93,6 +96,7 @@ def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, siz
     shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric_sweep")
 
 
+@pytest.mark.slow
 def test_click_a_token_to_explain_its_prediction(sized_tab, app_server, screenshots):
     """Click ' John' (the second one) in the loss strip: the attribution moves to the
     prediction of that token, made at the token before it."""

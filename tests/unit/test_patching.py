@@ -452,6 +452,7 @@ def test_bad_pairs_get_clear_messages(patch_models, patch_prompts, minilm):
         activation_patching(model, lengths, metric="logit_diff", component="resid_pre")
 
 
+@pytest.mark.slow
 def test_leading_space_rule(minilm):
     """A label without the space a new word takes after the text: refused, with the spelling."""
     from mha_viz.analysis.prompts import metric_token
