@@ -1,7 +1,7 @@
 """Every page at desktop (1400 px), projector (1280x720) and phone (400 px) sizes, and in
 presentation mode: full-page screenshots into artifacts/layout/ and a report of what is
 wrong in the figures (overprinted text, plot areas under 250 px, colour bars taller than
-their maps; see tests/browser/layout_probe.py).
+their maps; see tests/support/layout_probe.py).
 
     python benchmarks/layout.py [--model smollm2] [--sizes phone projector] [--present]
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
+sys.path.insert(0, str(ROOT))
 from _browser import free_port, start_server, stop_server  # noqa: E402
-from layout_probe import layout_problems  # noqa: E402
+from tests.support.layout_probe import layout_problems  # noqa: E402
 
 PAGES = ["", "Attention_Maps", "Entropy", "Head_Similarity", "Pruning_Impact",
          "Inside_One_Head", "Predictions", "Head_Roles"]

@@ -91,7 +91,7 @@ def patch_models(gpt2_folder, tmp_path_factory):
     Llama (GQA), GPT-NeoX (Pythia: parallel attention and MLP, partial rotary) and Gemma 2
     (GQA, soft-caps, windows, norms after the sub-layers): the intervention tests' models,
     built once."""
-    from hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
+    from tests.support.hf_reference import GPT2Hooks, LlamaHooks, NeoXHooks
     from transformers import (Gemma2ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM,
                               LlamaForCausalLM)
 
@@ -135,7 +135,7 @@ def patch_models(gpt2_folder, tmp_path_factory):
 @pytest.fixture(scope="session")
 def patch_prompts(patch_models):
     """Per family: clean, corrupted (one token swapped), target and contrast ids."""
-    from hf_reference import TEXT
+    from tests.support.hf_reference import TEXT
 
     from mha_viz.analysis.prompts import swap_token
 
@@ -149,10 +149,12 @@ def patch_prompts(patch_models):
 
 
 # --- lanes -------------------------------------------------------------------------------
-# Each test is marked by its folder (unit, app, browser), and `slow` goes on every test that
-# loads SmolLM2 or trains a model, read from the test's own source and its fixtures' (the
-# same rule everywhere, so no file can forget it). CI runs `unit and not slow` first and stops
-# there on a failure: a broken import is found in a minute.
+# Each test is marked by its folder (unit, app, browser). `slow` is set by hand, on the test
+# (@pytest.mark.slow) or its module (pytestmark), on every test that loads SmolLM2, trains a
+# model or builds a GPT-2-small-sized one. So that no test can forget it, collection stops
+# when a test whose source or fixtures name SmolLM2 or call train( is not marked. CI runs
+# `unit and not slow` first and stops there on a failure: a broken import is found in a
+# minute.
 import inspect  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -181,9 +183,14 @@ def loads_smollm2_or_trains(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    unmarked = []
     for item in items:
         folder = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
         if folder in _FOLDERS:
             item.add_marker(folder)
-        if loads_smollm2_or_trains(item):
-            item.add_marker("slow")
+        if item.get_closest_marker("slow") is None and loads_smollm2_or_trains(item):
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests load SmolLM2 or train a model (their source or fixtures say so) but "
+            "are not marked slow: add @pytest.mark.slow\n  " + "\n  ".join(unmarked))

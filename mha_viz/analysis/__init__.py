@@ -58,8 +58,9 @@ from .rollout import aggregate_bytes_per_token, head_max, head_mean, rollout
 from .similarity import (cluster_linkage, cluster_order, head_distances, head_labels, mds_2d,
                          rows_within_work)
 from .special import drop_positions, kept_positions, shown_trace, special_keep_mask
-from .token_classes import (TOKEN_CLASSES, entropy_and_mass, is_punctuation, strip_token_markers,
-                            token_class_masks, token_class_mass, window_mass)
+from .token_classes import (CLS_CLASS, SEP_CLASS, TOKEN_CLASSES, entropy_and_mass,
+                            is_punctuation, strip_token_markers, token_class_masks,
+                            token_class_mass, window_mass)
 from .value_weighted import (ContextMixing, context_mixing, value_norms, value_weighted_maps,
                              why_no_mixing)
 from .why import (CompositionOverTraining, CompositionScores, ScoreAttribution,
@@ -90,7 +91,8 @@ __all__ = [
     "max_row_entropy",
     "visible_keys",
     "mean_over_rows", "window_mass", "positions_in_order",
-    "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "is_punctuation",
+    "token_class_mass", "token_class_masks", "TOKEN_CLASSES", "CLS_CLASS", "SEP_CLASS",
+    "is_punctuation",
     "strip_token_markers", "entropy_and_mass",
     "previous_token_scores", "next_token_scores", "duplicate_token_scores",
     "induction_pattern_scores", "induction_scores", "shifted_duplicate_scores",

@@ -10,6 +10,11 @@ head-role scores in roles.py instead average over the rows that have such a key)
 
 Every trace is read a block of query rows at a time (mha_viz.maps.streaming; the accumulator
 ClassMass): the column sums and the diagonals are added up over the blocks.
+
+The "[CLS]" and "[SEP]" classes (named as Clark et al. name them) are the positions holding
+the tokenizer's own classification and separator tokens, as the trace records them
+(trace.special_tokens["cls"], ["sep"]): BERT's [CLS] and [SEP], RoBERTa's <s> and </s>; none
+for a tokenizer without them (GPT-2, Llama).
 """
 
 from __future__ import annotations
@@ -22,10 +27,15 @@ from ..core.arrays import RowsDone, is_many, thread_map
 from ..core.errors import InputError
 from ..maps.streaming import accumulate, source_of
 
-__all__ = ["TOKEN_CLASSES", "token_class_mass", "token_class_masks", "is_punctuation",
-           "strip_token_markers", "entropy_and_mass", "ClassMass"]
+__all__ = ["TOKEN_CLASSES", "CLS_CLASS", "SEP_CLASS", "token_class_mass", "token_class_masks",
+           "is_punctuation", "strip_token_markers", "entropy_and_mass", "ClassMass"]
 
-TOKEN_CLASSES = ("[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next")
+# The classes of the tokenizer's classification and separator tokens, by their names in the
+# results (the tokens themselves are the trace's: special_tokens["cls"], ["sep"])
+CLS_CLASS, SEP_CLASS = "[CLS]", "[SEP]"
+TOKEN_CLASSES = (CLS_CLASS, SEP_CLASS, "punctuation", "first token", "self", "previous", "next")
+# the class of a special token, by its role in the tokenizer
+_ROLE_CLASSES = {"cls": CLS_CLASS, "sep": SEP_CLASS}
 
 # Word-boundary / continuation markers of the tokenizers we meet: GPT-2 byte-level ("Ġ" for a
 # leading space), SentencePiece ("▁"), our display tokens ("␣" for a space), WordPiece ("##").
@@ -58,16 +68,16 @@ def token_class_masks(trace) -> dict[str, np.ndarray]:
         raise InputError(f"display_tokens has {len(display)} entries, tokens {n}")
     if n == 0:
         raise InputError("the trace has no tokens")
-    cls_keys = np.array([t == "[CLS]" for t in tokens])
-    sep_keys = np.array([t == "[SEP]" for t in tokens])
+    specials = getattr(trace, "special_tokens", None) or {}
+    role_keys = {name: np.array([specials.get(role) == t for t in tokens], dtype=bool)
+                 for role, name in _ROLE_CLASSES.items()}
     punct_keys = np.array([is_punctuation(d) or is_punctuation(t)
                            for d, t in zip(display, tokens)])
     first_keys = np.zeros(n, dtype=bool)
     first_keys[0] = True
     every_row = np.ones((n, 1), dtype=bool)
     return {
-        "[CLS]": every_row & cls_keys[None, :],
-        "[SEP]": every_row & sep_keys[None, :],
+        **{name: every_row & keys[None, :] for name, keys in role_keys.items()},
         "punctuation": every_row & punct_keys[None, :],
         "first token": every_row & first_keys[None, :],
         "self": np.eye(n, dtype=bool),
@@ -79,7 +89,7 @@ def token_class_masks(trace) -> dict[str, np.ndarray]:
 def _key_sets(trace) -> dict[str, np.ndarray]:
     """bool [T] per class whose key set is the same for every query."""
     masks = token_class_masks(trace)
-    return {name: masks[name][0] for name in ("[CLS]", "[SEP]", "punctuation", "first token")}
+    return {name: masks[name][0] for name in (CLS_CLASS, SEP_CLASS, "punctuation", "first token")}
 
 
 def _check_trace(trace, n: int) -> None:
@@ -153,9 +163,10 @@ def _source_of_trace(trace):
 def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:
     """Mass a(S) = (1/n) sum_i sum_{j in S(i)} A_ij per head for each class. -> {name: [L, H]}
 
-    Keys (TOKEN_CLASSES): "[CLS]", "[SEP]" (positions whose token is literally "[CLS]" /
-    "[SEP]"; all zero for GPT-2), "punctuation" (display token or token, markers "Ġ", "##",
-    "▁", "␣" and whitespace stripped, non-empty and all unicode category P*), "first token"
+    Keys (TOKEN_CLASSES): "[CLS]", "[SEP]" (positions holding the tokenizer's classification
+    / separator token, trace.special_tokens["cls"] / ["sep"]; all zero for GPT-2),
+    "punctuation" (display token or token, markers "Ġ", "##", "▁", "␣" and whitespace
+    stripped, non-empty and all unicode category P*), "first token"
     (position 0: [CLS] for BERT, the attention sink for GPT-2), "self" (j = i), "previous"
     (j = i - 1) and "next" (j = i + 1).
 

@@ -26,6 +26,9 @@ DEQUANTIZED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1
 # llama.cpp's pre-tokenizer names whose splitting differs from GPT-2's regex in a way
 # transformers' converter does not know: SmolLM splits every digit on its own first.
 _DIGIT_SPLITTING_PRE = ("smollm",)
+# GGUF's tokenizer.ggml.model for a SentencePiece vocabulary (spelt after the model that
+# brought it): llama.cpp puts a BOS before the text unless the file says otherwise
+SENTENCEPIECE_VOCABULARY = "llama"
 
 
 def _reader_class():
@@ -133,7 +136,8 @@ class GGUFFile:
             return tokens[index] if isinstance(index, int) and 0 <= index < len(tokens) else None
 
         bos = token("bos_token_id")
-        if meta.get("tokenizer.ggml.add_bos_token", spec.get("tokenizer_type") == "llama") and bos:
+        sentencepiece = spec.get("tokenizer_type") == SENTENCEPIECE_VOCABULARY
+        if meta.get("tokenizer.ggml.add_bos_token", sentencepiece) and bos:
             backend.post_processor = processors.TemplateProcessing(
                 single=f"{bos} $A", pair=f"{bos} $A $B:1",
                 special_tokens=[(bos, int(meta["tokenizer.ggml.bos_token_id"]))])

@@ -29,7 +29,8 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
     for ids in batch:
         tokens, display = model.token_labels(ids)
         segments.append(SegmentStatistics(from_maps, tokens, display, ids, info.n_layer,
-                                          info.n_head, info.causal, similarity_rows))
+                                          info.n_head, info.causal, similarity_rows,
+                                          model.special_tokens))
     if from_maps:
         for layer, maps in model.attention_by_layer(batch, weights):
             for row, (ids, segment) in enumerate(zip(batch, segments)):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -23,6 +24,13 @@ ALL_STATS = tuple(REGISTRY)
 SIMILARITY_ROWS = 16
 
 
+@dataclass(frozen=True)
+class TokenizedSegment(Segment):
+    """A Segment with its tokenizer's special tokens by role (Tokenizing.special_tokens), which
+    the token classes read ("[CLS]" is the "cls" token)."""
+    special_tokens: Mapping[str, str] = field(default_factory=dict)
+
+
 class SegmentStatistics:
     """Every per-head statistic of one segment computed from its maps (the registry's
     FROM_MAPS), as accumulators (mha_viz.maps.streaming) fed blocks of the segment's rows,
@@ -31,11 +39,12 @@ class SegmentStatistics:
 
     def __init__(self, stats: Sequence[str], tokens: list[str], display_tokens: list[str],
                  token_ids, n_layer: int, n_head: int, causal: bool,
-                 similarity_rows: int | None = SIMILARITY_ROWS):
+                 similarity_rows: int | None = SIMILARITY_ROWS,
+                 special_tokens: Mapping[str, str] | None = None):
         self.stats = tuple(stats)
-        self._segment = SegmentAccumulators(stats, Segment(
+        self._segment = SegmentAccumulators(stats, TokenizedSegment(
             list(tokens), list(display_tokens), token_ids, n_layer, n_head, causal,
-            similarity_rows))
+            similarity_rows, dict(special_tokens or {})))
 
     @property
     def accumulators(self) -> list:
@@ -66,7 +75,7 @@ def segment_statistics(trace: AttentionTrace, stats: Sequence[str],
         n_layer, n_head = trace.maps_shape[:2]
         segment = SegmentStatistics(from_maps, list(trace.tokens), list(trace.display_tokens),
                                     trace.token_ids, n_layer, n_head, bool(trace.causal),
-                                    similarity_rows)
+                                    similarity_rows, trace.special_tokens)
         accumulate(source_of(trace), segment.accumulators)
         out.update(segment.result())
     out.update(_importance(model, trace.token_ids, stats))

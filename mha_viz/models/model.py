@@ -221,6 +221,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
             token_ids=enc.input_ids, attentions=attentions,
             display_tokens=self.display_tokens(enc.input_ids),
             special_mask=np.array(enc.special_mask, dtype=bool),
+            special_tokens=self.special_tokens,
             segment_ids=np.array(enc.token_type_ids, dtype=np.int64),
             causal=self.info.causal, truncated=enc.truncated,
             n_tokens_before_truncation=enc.n_tokens_before_truncation,

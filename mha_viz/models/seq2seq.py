@@ -65,6 +65,7 @@ class EncoderDecoderTrace:
     target_pieces: list[str] = field(default_factory=list)
     source_special: list[bool] = field(default_factory=list)
     target_special: list[bool] = field(default_factory=list)
+    special_tokens: dict[str, str] = field(default_factory=dict)  # Tokenizing.special_tokens
     unknown_source_tokens: int = 0  # source tokens the tokenizer could not spell (<unk>)
     # an image model's source (cross-modal attention): the image [height, width] the encoder
     # read in strips patch_width pixels wide (source position i = pixel columns of strip i),
@@ -139,6 +140,7 @@ class EncoderDecoderTrace:
             attentions=self.attentions(kind), display_tokens=list(self.row_tokens(kind)),
             special_mask=np.asarray((self.source_special if encoder else self.target_special)
                                     or [False] * n), segment_ids=np.zeros(n, dtype=np.int64),
+            special_tokens=dict(self.special_tokens),
             causal=not encoder, truncated=self.source_truncated and encoder,
             model_name=self.model_name, model_type=self.model_type,
             text=self.source_text if encoder else self.target_shown,
@@ -323,6 +325,7 @@ class EncoderDecoderModel(Tokenizing):
             source_special=[i in self._special_ids for i in source_ids]
             if self.source_is_text else [False] * len(source_ids),
             target_special=[i in self._special_ids for i in decoder_ids],
+            special_tokens=self.special_tokens,
             unknown_source_tokens=sum(i == self.tokenizer.unk_token_id for i in source_ids)
             if self.source_is_text else 0, origin=digest(self),
             **self.source_extras(source_text))
@@ -421,6 +424,10 @@ class StackView:
 
     def display_tokens(self, ids) -> list[str]:
         return self.model.display_tokens(ids)
+
+    @property
+    def special_tokens(self) -> dict[str, str]:
+        return self.model.special_tokens
 
     def token_labels(self, ids) -> tuple[list[str], list[str]]:
         """(tokens, display tokens) of pre-tokenized ids (corpus mode)."""

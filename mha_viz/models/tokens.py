@@ -11,6 +11,11 @@ from ..core.errors import InputError
 from ..core.text import visible
 
 
+# The single-token roles a Hugging Face tokenizer names (its special_tokens_map, "_token"
+# dropped): what a trace records of its tokenizer's special tokens.
+SPECIAL_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+
+
 class Tokenizing:
     """The tokenizer side of a loaded model (Model, EncoderDecoderModel)."""
 
@@ -39,6 +44,15 @@ class Tokenizing:
         read and where its weights sit (the same checkpoint in another dtype computes other
         numbers)."""
         return (self.info.name, self.info.dtype, self.info.device)
+
+    @property
+    def special_tokens(self) -> dict[str, str]:
+        """The tokenizer's special tokens by role ({"cls": "[CLS]", "sep": "[SEP]", ...} for
+        BERT; {"bos": ..., "eos": ...} for most causal models): traces keep them, so an
+        analysis asks for a role instead of naming a family's token."""
+        named = self.tokenizer.special_tokens_map
+        return {role: str(named[f"{role}_token"]) for role in SPECIAL_ROLES
+                if named.get(f"{role}_token")}
 
     def display_tokens(self, ids: list[int]) -> list[str]:
         """Readable token labels: the token's own text, a space shown as ␣, a newline as ↵,

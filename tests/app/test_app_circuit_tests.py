@@ -7,10 +7,12 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_circuits import PAIR, clean_run  # noqa: E402
+from tests.support.circuits_page import PAIR, clean_run  # noqa: E402
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import circuit, circuit_heads, circuit_test  # noqa: E402
+
+pytestmark = pytest.mark.slow  # the bundled SmolLM2
 
 
 def test_the_drawn_circuits_heads_are_tested():

@@ -11,19 +11,14 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402
+from tests.support.app_pages import array, run_page, texts  # noqa: E402
+from tests.support.circuits_page import CLEAN, CORRUPTED, PAGE, PAIR, clean_run  # noqa: E402
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import (activation_patching, attribution_patching, circuit,  # noqa: E402
                               path_patching)
 from mha_viz.analysis.patching import estimate_error  # noqa: E402
-from mha_viz.analysis.prompts import PromptPair, ioi_pairs  # noqa: E402
-
-PAGE = "pages/9_Circuits.py"
-CLEAN = "When Mary and John went to the store, John gave a drink to"
-CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
-PAIR = [PromptPair(CLEAN, CORRUPTED, " Mary", " John")]
+from mha_viz.analysis.prompts import ioi_pairs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -40,13 +35,7 @@ def charts(at) -> list[dict]:
     return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
 
 
-def clean_run(params: dict):
-    at = run_page(PAGE, {"model": "smollm2", **params})
-    assert not at.exception, texts(at.exception)
-    assert not at.error, texts(at.error)
-    return at
-
-
+@pytest.mark.slow
 def test_opens_on_the_indirect_object_pair_with_every_head_patched(smollm2):
     at = clean_run({})
     shown = " ".join(texts(at.markdown))
@@ -72,6 +61,7 @@ def test_opens_on_the_indirect_object_pair_with_every_head_patched(smollm2):
     assert [b.label for b in at.get("download_button")]  # CSV and npz
 
 
+@pytest.mark.slow
 def test_positions_view_reads_the_library(smollm2):
     at = clean_run({"c_view": "positions", "c_stream": "attn_out", "c_dir": "noise"})
     expected = activation_patching(smollm2, PAIR, None, "logit_diff", "attn_out", "noise")
@@ -82,6 +72,7 @@ def test_positions_view_reads_the_library(smollm2):
     assert "★9: ␣John" in figure["layout"]["xaxis"]["ticktext"]
 
 
+@pytest.mark.slow
 def test_attribution_view_compares_with_exact(smollm2):
     at = clean_run({"c_view": "attribution"})
     estimate = attribution_patching(smollm2, PAIR, None, "logit_diff", "head", "denoise")
@@ -93,6 +84,7 @@ def test_attribution_view_compares_with_exact(smollm2):
     assert list(at.table[0].value["worst-estimated head"]) == error["worst"]
 
 
+@pytest.mark.slow
 def test_path_patching_into_a_receiver_heads_keys(smollm2):
     """The receiver comes from the link here; a click in the head map sets it in the browser
     test (tests/browser/test_circuits_browser.py)."""
@@ -111,6 +103,7 @@ def test_path_patching_into_a_receiver_heads_keys(smollm2):
     np.testing.assert_allclose(expected.normalized[20:], 1.0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_circuit_view_draws_the_graph_and_its_faithfulness(smollm2):
     at = clean_run({"c_view": "circuit", "c_edges": "40"})
     expected = circuit(smollm2, PAIR, None, "logit_diff", top_k=40)
@@ -138,6 +131,7 @@ def test_a_node_click_opens_that_heads_attention_map():
     assert any("Attention" in t for t in texts(at.title))
 
 
+@pytest.mark.slow
 def test_generated_ioi_pairs_give_the_mean_and_each_pair(smollm2):
     at = clean_run({"c_pairs": "ioi", "c_n": "3", "c_seed": "1"})
     pairs = ioi_pairs(smollm2, 3, seed=1)
@@ -164,6 +158,7 @@ def test_the_swap_helper_makes_a_corrupted_prompt():
     assert at.text_input(key="_mv_w_corrupted").value == CORRUPTED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params, message", [
     ({"corrupted": "When Mary and John went to the big store, Mary gave a drink to"},
      "the clean prompt is 14 tokens and the corrupted prompt 15"),
@@ -192,6 +187,7 @@ def test_a_model_with_no_lm_head_gets_a_message():
     assert not at.get("plotly_chart")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", [
     {"c_view": "<script>", "c_edges": "99999", "c_n": "-5", "c_metric": "evil",
      "c_dir": "sideways", "c_recv": "L99.H99", "c_pairs": "../etc", "c_stream": "x"},

@@ -11,12 +11,13 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402
+from tests.support.app_pages import array, run_page, texts  # noqa: E402
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import activation_patching  # noqa: E402
 from mha_viz.analysis.prompts import ioi_pairs  # noqa: E402
+
+pytestmark = pytest.mark.slow  # the bundled SmolLM2
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_app_home_maps_entropy import run_page, texts
-from test_app_similarity_pruning_inside import array, chart
+from tests.support.app_pages import array, chart, run_page, texts
 
 from mha_viz import corpus
 

@@ -12,23 +12,15 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
-from test_app_home_maps_entropy import folder_params, run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array, chart  # noqa: E402
+from tests.support.app_pages import array, chart, folder_params, run_page, texts  # noqa: E402
+from tests.support.seq2seq_pages import SOURCE, TARGET, params  # noqa: E402
 
 from mha_viz.ui import page_files  # noqa: E402
-
-SOURCE = "red car follows small dog near old house"
-TARGET = "voiture rouge suit chien petit près maison vieux"
 
 
 @pytest.fixture(autouse=True)
 def _raise(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")
-
-
-def params(kind: str, target: str = TARGET) -> tuple[dict, dict]:
-    return ({"model": "t5-toy", "kind": kind},
-            {"_mv_state_text": SOURCE, "_mv_state_target": target})
 
 
 def chart_titles(at) -> list[str]:

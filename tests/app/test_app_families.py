@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import folder_params, run_page, texts  # noqa: E402
-from test_family_parity import FAMILIES  # noqa: E402
+from tests.support.app_pages import folder_params, run_page, texts  # noqa: E402
+from tests.support.family_configs import FAMILIES  # noqa: E402
 
 from mha_viz.testing import make_decoder_checkpoint  # noqa: E402
 

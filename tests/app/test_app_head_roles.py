@@ -8,8 +8,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402
-from test_app_similarity_pruning_inside import array  # noqa: E402  (a Plotly JSON array as numpy)
+from tests.support.app_pages import array, charts, run_page, texts  # noqa: E402
 
 PAGE = "pages/7_Head_Roles.py"
 SMOL_TEXT = "The cat sat on the mat because it was warm."
@@ -29,6 +28,7 @@ def chart_titles(at):
     return [c["layout"]["title"]["text"] for c in charts(at)]
 
 
+@pytest.mark.slow
 def test_page_smollm2(_raise_in_pages):
     at = run_page(PAGE, {"model": "smollm2", "text": SMOL_TEXT})
     clean(at)

@@ -17,14 +17,13 @@ import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from tests.support.app_pages import charts, folder_params, run_page, texts  # noqa: E402
 
 from mha_viz.ui import DEFAULT_TEXT, page_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py"]
 CHARTS = {"app.py": 0, "pages/1_Attention_Maps.py": 5, "pages/2_Entropy.py": 5}
-TIMEOUT = 180  # the first run loads a model
 
 
 @pytest.fixture(autouse=True)
@@ -33,44 +32,10 @@ def _quiet_env(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")
 
 
-# The sections the pages fold until a reader opens them (ui.drawn_when_opened), that the tests
-# were written to see drawn. Inside one head's flash, gradients and cost sections were folded
-# from the start and stay folded.
-OPENED = ",".join(["aggregates", "token_pair", "distance", "query_entropy", "class_mass",
-                   "nearest", "role_maps", "role_head", "qkv", "qknorm", "rope", "scores",
-                   "softcap", "bias", "mask", "softmax", "context", "output"])
-
-
-def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
-    """One run of page with the sections in OPENED open (?open=); pass {"open": ""} for a
-    page as a reader first sees it."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"open": OPENED, **(params or {})})
-    for key, value in (session or {}).items():
-        at.session_state[key] = value
-    if page != "app.py":
-        at.run()  # AppTest wants one run of the main script before switching
-        at.switch_page(page)
-    return at.run()
-
-
-def texts(elements) -> list[str]:
-    """Element texts as shown: markdown escapes removed."""
-    return [str(e.value).replace("\\", "") for e in elements]
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
-
-
 def assert_clean(at: AppTest, page: str) -> None:
     assert not at.exception, texts(at.exception)
     assert not at.error, texts(at.error)
     assert len(at.get("plotly_chart")) == CHARTS[page]
-
-
-def folder_params(folder) -> dict:
-    return {"model": "folder", "folder": str(folder)}
 
 
 # --------------------------------------------------------------------------- good input
@@ -532,7 +497,6 @@ def test_pages_open_on_the_head_that_links_it_to_what_it_reads(page, minilm):
         assert at.selectbox(key="_mv_w_k").value == key
     # a head the person picked wins over the opening one
     assert run_page(page, {"layer": "0", "head": "3"}).selectbox(key="_mv_w_head").value == 3
-
 
 
 def test_hiding_tokens_on_a_long_input_shows_the_renormalized_weights(monkeypatch):

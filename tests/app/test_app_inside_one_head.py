@@ -10,7 +10,7 @@ from mha_viz.analysis.one_head.kv_cache_size import bytes_text, kv_cache_by_shar
 
 def test_inside_one_head_shows_the_blockwise_softmax():
     pytest.importorskip("streamlit")
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     folded = run_page("pages/5_Inside_One_Head.py", {"model": "minilm", "fblock": "2"}, {})
     assert not folded.exception and not folded.error
@@ -29,7 +29,7 @@ def test_inside_one_head_shows_the_blockwise_softmax():
 
 def test_inside_one_head_shows_them_on_request():
     pytest.importorskip("streamlit")
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     query = {"model": "minilm", "layer": "1", "head": "2"}
     opened = {"_mv_open_gradients": True}  # the folded section, opened
@@ -48,9 +48,10 @@ def test_inside_one_head_shows_them_on_request():
     assert f"Loss L = {expected.loss:.4f}" in shown
 
 
+@pytest.mark.slow
 def test_the_model_card_shows_it():
     pytest.importorskip("streamlit")
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     at = run_page("app.py", {"model": "smollm2", "kvlen": "8192"}, {})
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))

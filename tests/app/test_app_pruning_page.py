@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
-# the page's own test module brings its autouse fixtures: errors raise, results start empty
-from test_app_encoder_decoder import SOURCE, TARGET, params  # noqa: E402
-from test_app_home_maps_entropy import texts  # noqa: E402
-from test_app_similarity_pruning_inside import (PRUNE, TEXT, _fresh_results,  # noqa: E402, F401
-                                                _raise_errors, array, assert_clean, chart,
-                                                folder, run_page)
+# the pages' shared module brings its autouse fixtures: errors raise, results start empty
+from tests.support.app_pages import array, chart, texts  # noqa: E402
+from tests.support.seq2seq_pages import SOURCE, TARGET, params  # noqa: E402
+from tests.support.similarity_pruning_inside import (PRUNE, TEXT,  # noqa: E402, F401
+                                                     _fresh_results, _raise_errors, assert_clean,
+                                                     folder, run_page)
 
 
 def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):

@@ -8,81 +8,21 @@ entries of head_distances, and the inside-one-head weights are the trace's.
 
 from __future__ import annotations
 
-import base64
-from pathlib import Path
-
 import numpy as np
 import pytest
-from test_app_home_maps_entropy import OPENED, charts, texts  # shared with those tests
+from tests.support.app_pages import array, chart, charts, texts
+from tests.support.similarity_pruning_inside import (INSIDE, PRUNE, SIM, TEXT,  # noqa: F401
+                                                     _fresh_results, _raise_errors, assert_clean,
+                                                     folder, run_page)
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
-SIM, PRUNE, INSIDE = ("pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py",
-                      "pages/5_Inside_One_Head.py")
 PAGES = [SIM, PRUNE, INSIDE]
-TIMEOUT = 300
-TEXT = "The animal didn't cross the street because it was too tired."
-
-
-@pytest.fixture(autouse=True)
-def _raise_errors(monkeypatch):
-    monkeypatch.setenv("MHA_VIZ_RAISE", "1")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_results():
-    """Pruning results are shared between sessions (and so between tests): start empty."""
-    from mha_viz import ui
-
-    ui.clear()
-
-
-def run_page(page: str, params: dict | None = None, session: dict | None = None) -> AppTest:
-    """One run of page, with the sections in OPENED open (?open=)."""
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update({"open": OPENED, **(params or {})})
-    for key, value in (session or {}).items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page(page)
-    return at.run()
-
-
-def chart(at: AppTest, title_part: str) -> dict:
-    found = [c for c in charts(at)
-             if title_part in ((c["layout"].get("title") or {}).get("text") or "")]
-    assert found, [c["layout"].get("title", {}).get("text") for c in charts(at)]
-    return found[0]
-
-
-def array(value) -> np.ndarray:
-    """A Plotly data array from the JSON spec (plain list or typed base64 block)."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(out))).split(",")]
-        return out.reshape(shape)
-    return np.array(value, dtype=float)
 
 
 def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
-
-
-def assert_clean(at: AppTest, n_charts: int | None = None) -> None:
-    assert not at.exception, texts(at.exception)
-    assert not at.error, texts(at.error)
-    if n_charts is not None:
-        assert len(at.get("plotly_chart")) == n_charts, [
-            c["layout"].get("title", {}).get("text") for c in charts(at)]
-    for spec in charts(at):  # every figure is tagged with the input it shows
-        assert spec["layout"]["meta"]["input"]
-
-
-def folder(path) -> dict:
-    return {"model": "folder", "folder": str(path)}
 
 
 # --------------------------------------------------------------------------- good input

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import run_page, texts  # noqa: E402
+from tests.support.app_pages import run_page, texts  # noqa: E402
 
 PAGES = ["app.py", "pages/1_Attention_Maps.py", "pages/2_Entropy.py",
          "pages/3_Head_Similarity.py", "pages/4_Pruning_Impact.py", "pages/5_Inside_One_Head.py",
@@ -20,6 +20,7 @@ def _raise_in_pages(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_smollm2_pages_render(page):
     at = run_page(page, {"model": "smollm2", "text": TEXT})
@@ -48,6 +49,7 @@ def test_smollm2_pages_render(page):
         assert "the model's logit difference" in shown
 
 
+@pytest.mark.slow
 def test_predictions_page_with_a_chosen_target_and_contrast():
     text = "When Mary and John went to the store, John gave a drink to"
     at = run_page("pages/6_Predictions.py", {"model": "smollm2", "text": text,
@@ -66,6 +68,7 @@ def test_predictions_page_for_encoders_and_masked_lms(bert_folder):
     assert at.dataframe and any("pre-norm" in t for t in texts(at.info))
 
 
+@pytest.mark.slow
 def test_the_app_opens_on_smollm2_with_predictions_one_click_away(monkeypatch):
     monkeypatch.delenv("MHA_VIZ_DEFAULT_MODEL", raising=False)
     at = run_page("app.py")

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from test_app_home_maps_entropy import charts, run_page, texts  # noqa: E402
+from tests.support.app_pages import charts, run_page, texts  # noqa: E402
 
 from mha_viz.testing import make_decoder_checkpoint, make_gpt2_checkpoint  # noqa: E402
 

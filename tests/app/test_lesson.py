@@ -58,7 +58,7 @@ def test_the_layout_step_is_the_checkpoints_and_the_einsum(inside):
 
 
 def lesson_page(params: dict):
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     at = run_page(PAGE, {"model": "minilm", "lesson": "1", "layer": "1", "head": "2",
                          **params}, {})
@@ -71,7 +71,7 @@ def progress_text(at) -> str:
 
 
 def test_lesson_mode_shows_one_step_and_moves_with_next_and_back():
-    from test_app_home_maps_entropy import run_page
+    from tests.support.app_pages import run_page
 
     whole = run_page(PAGE, {"model": "minilm", "layer": "1", "head": "2"}, {})
     at = lesson_page({"lstep": "3"})
@@ -122,6 +122,7 @@ def helps(at) -> str:
                     for e in at.get(kind) if getattr(e.proto, "help", ""))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page, params, word", [
     ("pages/2_Entropy.py", {}, "nats"),
     ("pages/3_Head_Similarity.py", {}, "Jensen-Shannon"),
@@ -132,7 +133,7 @@ def helps(at) -> str:
     ("pages/4_Pruning_Impact.py", {}, "gate"),
 ])
 def test_each_technical_word_has_its_help_icon_where_it_is_used(page, params, word):
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     from mha_viz.ui.settings import TERMS
 

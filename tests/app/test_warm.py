@@ -52,6 +52,7 @@ def causal(gpt2_folder, monkeypatch) -> str:
     return str(gpt2_folder)
 
 
+@pytest.mark.slow
 def test_prepare_fills_the_stores_the_pages_read(causal):
     """A causal model: what the pruning page runs by itself on opening, all of it."""
     assert len(prepared(causal)) == 6  # maps, run, score, sweep, gradient, curve
@@ -83,7 +84,7 @@ def test_prepare_does_only_what_the_page_does_by_itself():
 
 
 def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     text = "Prepared before the lesson, read during it."
     warm.prepare("minilm", text)
@@ -95,6 +96,7 @@ def test_the_pruning_page_uses_what_was_prepared(monkeypatch):
     assert len(at.get("plotly_chart")) >= 1  # the sweep, drawn from the store
 
 
+@pytest.mark.slow
 def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_path, causal):
     """The next start of the server (its memory empty) reads what the last one computed from
     the disk: the same numbers, and the sweep, gradient and curve are not computed again."""
@@ -146,7 +148,7 @@ def test_the_command_line_prepares_for_the_next_server_start(monkeypatch, tmp_pa
 
 
 def test_home_prepares_a_teachers_text_with_progress():
-    from test_app_home_maps_entropy import run_page, texts
+    from tests.support.app_pages import run_page, texts
 
     text = "A teacher's own sentence about the cat."
     at = run_page("app.py", {"model": "minilm", "text": text}, {})

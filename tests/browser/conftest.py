@@ -3,96 +3,16 @@ session, driven through Playwright's Python package (Debian's /usr/bin/chromium,
 download).
 
 When chromium or Playwright is missing the tests skip, except under CI (CI=true), where they
-fail: CI must run them.
+fail: CI must run them (tests.support.browser.require_browser).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
+from tests.support.browser import CHROMIUM, ROOT, require_browser, start_server
 
-ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = os.environ.get("MHA_VIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-START_TIMEOUT = 120
-
-
-def _missing_browser() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"chromium not found at {CHROMIUM} (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install -r requirements-dev.txt)"
-    return None
-
-
-def require_browser() -> None:
-    problem = _missing_browser()
-    if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests must run in CI: {problem}")
-        pytest.skip(problem)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class AppServer:
-    def __init__(self, port: int, process: subprocess.Popen, log_path: Path):
-        self.port, self.process, self.log_path = port, process, log_path
-        self.host = f"127.0.0.1:{port}"
-        self.url = f"http://{self.host}"
-
-    def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-
-def start_server(log_path: Path, **extra_env: str):
-    """`streamlit run app.py` on a free loopback port; yields the AppServer, stops it after."""
-    port = _free_port()
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **extra_env)
-    env.pop("MHA_VIZ_RAISE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
-    server = AppServer(port, process, log_path)
-    deadline = time.time() + START_TIMEOUT
-    while True:
-        try:
-            with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            process.kill()
-            pytest.fail(f"streamlit did not start:\n{server.log_tail()}")
-        time.sleep(0.3)
-    try:
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture(scope="session")

@@ -12,41 +12,16 @@ import re
 from urllib.parse import quote, urlparse
 
 import pytest
-from test_app_home_maps_entropy import OPENED
+from tests.support.browser import (assert_no_exception, assert_only_own_host, error_texts,
+                                   open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 
 PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5)]
 
-# The script run is over (Streamlit marks it on the app root) and n charts are drawn.
-READY = """(n) => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-    if (document.querySelector('[data-stale="true"]')) return false;
-    const main = document.querySelector('[data-testid="stMain"]');
-    if (!main || !main.querySelector('h1')) return false;
-    const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-    return plots.length >= n && plots.every(p => p._fullLayout);
-}"""
-
 
 ENTROPY_OF_L1_H2 = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
     p => p.layout && p.layout.title && String(p.layout.title.text).startsWith('L1.H2: entropy'))"""
-
-
-def sections_open(query: str) -> str:
-    """query with the pages' folded sections that the tests look at opened (?open=), unless
-    it says which itself."""
-    if "open=" in query:
-        return query
-    return f"{query}{'&' if query else '?'}open={OPENED}"
-
-
-def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
-    page.goto(f"{server.url}/{path}{sections_open(query)}")
-    if n_charts == 0:  # the home page: its last element is the token list
-        page.wait_for_selector('[data-testid="stCode"]')
-    settle(page, n_charts)
 
 
 def open_section(page, label: str) -> None:
@@ -55,36 +30,6 @@ def open_section(page, label: str) -> None:
     section = page.locator('[data-testid="stExpander"] details').filter(has_text=label).first
     if section.get_attribute("open") is None:
         section.locator("summary").click()
-
-
-def settle(page, n_charts: int) -> None:
-    """Wait until the script run is over and n_charts Plotly charts are drawn."""
-    page.wait_for_function(READY, arg=n_charts, polling=200)
-    page.wait_for_timeout(400)  # let a rerun triggered by the URL hand-over start, if any
-    page.wait_for_function(READY, arg=n_charts, polling=200)
-
-
-def assert_no_exception(page, server) -> None:
-    exceptions = page.locator('[data-testid="stException"]')
-    assert exceptions.count() == 0, f"{exceptions.first.inner_text()}\n{server.log_tail()}"
-    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
-    assert not any("Something went wrong" in a for a in alerts), server.log_tail()
-
-
-def error_texts(page) -> list[str]:
-    return page.locator('[data-testid="stAlertContentError"]').all_inner_texts()
-
-
-def assert_only_own_host(page, server) -> None:
-    for url in page.requests:
-        scheme = urlparse(url).scheme
-        if scheme in ("data", "blob", "about"):
-            continue
-        assert urlparse(url).netloc == server.host, f"request to another host: {url}"
-
-
-def shoot(page, screenshots, name: str) -> None:
-    page.screenshot(path=str(screenshots / f"{name}.png"))
 
 
 @pytest.mark.parametrize("model", ["minilm", "gpt2"])
@@ -255,7 +200,7 @@ def test_a_first_visit_by_a_direct_link_runs_through_the_app_navigation(browser,
     """A server whose first visitor opens /Entropy directly: Streamlit's old pages/-folder
     mode would run the page alone and list the pages by file name ("app"); the page is run
     through app.py's navigation instead."""
-    from conftest import start_server
+    from tests.support.browser import start_server
 
     servers = start_server(tmp_path / "server.log")
     server = next(servers)

@@ -9,10 +9,9 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from layout_probe import layout_problems  # noqa: E402
-from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, settle, shoot)
-from test_smollm2_browser import SIZES, wait_fitted  # noqa: E402
+from tests.support.browser import (SIZES, assert_no_exception, assert_only_own_host,  # noqa: E402
+                                   error_texts, open_page, settle, shoot, wait_fitted)
+from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -73,6 +72,7 @@ def shown_head_map(tab) -> np.ndarray:
     return np.array(z, dtype=float).T  # drawn with the layers along x
 
 
+@pytest.mark.slow
 def test_head_patching_in_the_browser_matches_the_library(sized_tab, app_server, screenshots):
     from mha_viz import load_model
     from mha_viz.analysis import activation_patching

@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from layout_probe import layout_problems
-from test_browser_app import assert_no_exception, settle, shoot
-from test_smollm2_browser import wait_fitted
+from tests.support.browser import assert_no_exception, settle, shoot, wait_fitted
+from tests.support.layout_probe import layout_problems
 
 pytestmark = pytest.mark.browser
 

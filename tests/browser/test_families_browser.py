@@ -10,8 +10,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser_app import assert_no_exception, error_texts, sections_open, settle
-from test_family_parity import FAMILIES
+from tests.support.browser import assert_no_exception, error_texts, sections_open, settle
+from tests.support.family_configs import FAMILIES
 
 from mha_viz.testing import make_decoder_checkpoint
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, settle, shoot)
+from tests.support.browser import (assert_no_exception, assert_only_own_host,  # noqa: E402
+                                   error_texts, open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 
@@ -16,6 +16,7 @@ N_CHARTS = 8  # 6 layer x head maps (no next-token or [SEP] map for a causal mod
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", list(SIZES))
 def test_head_roles_page_for_smollm2(sized_tab, app_server, screenshots, size):
     width, height = SIZES[size]

@@ -13,10 +13,8 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 
-from test_app_home_maps_entropy import OPENED
-from test_browser_app import assert_no_exception, settle
-from test_load import _status
-from test_saved_traces import upload
+from tests.support.app_pages import OPENED
+from tests.support.browser import _status, assert_no_exception, settle, upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from test_browser_app import assert_no_exception, open_page, settle, shoot  # noqa: E402
+from tests.support.browser import assert_no_exception, open_page, settle, shoot  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

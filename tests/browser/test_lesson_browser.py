@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from test_browser_app import assert_no_exception, shoot  # noqa: E402
-from test_smollm2_browser import wait_fitted  # noqa: E402
+from tests.support.browser import assert_no_exception, shoot, wait_fitted  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -115,10 +114,11 @@ PAGE_IDEAS = {"Attention_Maps": ["All heads at a glance", "Grouped-query attenti
               "Pruning_Impact": ["Switch heads off", "Gradient importance"]}
 
 
+@pytest.mark.slow
 def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, screenshots):
     """At 1280x720 with ?present=1: no text in a figure under 14 px, every layer x head map
     at least half the window wide, no title or legend cut off at a figure's edge."""
-    from test_browser_app import open_page
+    from tests.support.browser import open_page
 
     tab = sized_tab(WIDTH, HEIGHT)
     problems, maps_seen = [], 0

@@ -10,21 +10,12 @@ from urllib.parse import urlencode
 
 import pytest
 
-from test_reliability import WORDS, shown_tokens, wait_home
+from tests.support.browser import WORDS, _status, shown_tokens, wait_home
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 BUDGET_MB = 2560  # the default, for a 4 GB container (the budget_server fixture)
 WAITING = ('[data-testid="stCode"], [data-testid="stSpinner"], [data-testid="stAlert"]')
-
-
-def _status(server) -> dict[str, int]:
-    values = {}
-    for line in open(f"/proc/{server.process.pid}/status"):
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) // 1024  # MB
-    return values
 
 
 def _long_text(i: int, n_words: int) -> str:

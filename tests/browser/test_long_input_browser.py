@@ -11,12 +11,11 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import require_browser, start_server
-from layout_probe import layout_problems
-from test_browser_app import assert_no_exception, assert_only_own_host, error_texts, open_page
-from test_smollm2_browser import wait_fitted
+from tests.support.browser import (assert_no_exception, assert_only_own_host, error_texts,
+                                   open_page, require_browser, start_server, wait_fitted)
+from tests.support.layout_probe import layout_problems
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 # The y labels of a figure: the window's first row names its position.

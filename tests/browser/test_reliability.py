@@ -8,48 +8,13 @@ import urllib.request
 from urllib.parse import urlencode
 
 import pytest
-
-from test_browser_app import READY, assert_no_exception, error_texts
+from tests.support.browser import WORDS, assert_no_exception, error_texts, shown_tokens, wait_home
 
 pytestmark = pytest.mark.browser
-
-WORDS = ["apple", "river", "mountain", "violin", "copper", "lantern", "meadow", "harbor",
-         "pepper", "glacier", "saddle", "thunder"]
 
 
 def home_url(server, model_query: dict, text: str) -> str:
     return f"{server.url}/?{urlencode({**model_query, 'text': text})}"
-
-
-def shown_tokens(page) -> list[str]:
-    """The home page's token list ("0:[CLS]  1:the ...") as a list of tokens."""
-    code = page.locator('[data-testid="stCode"]').inner_text()
-    return [item.split(":", 1)[1] for item in code.split() if ":" in item]
-
-
-OUTCOME = ('[data-testid="stCode"], [data-testid="stAlertContentError"], '
-           '[data-testid="stException"]')
-
-
-def wait_home(page, server=None) -> None:
-    """Wait for the home page's token list, or for whatever the page shows instead (an error,
-    a traceback): a failure then says what the visitor saw and what the server logged."""
-    try:
-        page.wait_for_selector(OUTCOME)
-    except Exception:
-        state = page.evaluate(
-            "() => document.querySelector('[data-testid=stApp]')"
-            "?.getAttribute('data-test-script-state')")
-        shows = page.locator('[data-testid="stMain"]').inner_text()[:600]
-        log = server.log_tail() if server else ""
-        raise AssertionError(f"no token list at {page.url[:120]}: script state {state}; "
-                             f"the page shows {shows!r}\n{log}") from None
-    if server is not None:
-        assert_no_exception(page, server)
-    assert not error_texts(page), error_texts(page)
-    page.wait_for_function(READY, arg=0, polling=200)
-    page.wait_for_timeout(300)
-    page.wait_for_function(READY, arg=0, polling=200)
 
 
 def server_rss_mb(server) -> float:

@@ -6,18 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_browser_app import assert_no_exception, error_texts, open_page, settle
+from tests.support.browser import assert_no_exception, error_texts, open_page, settle, upload
 
 pytestmark = pytest.mark.browser
-
-
-def upload(page, path) -> None:
-    # Open the expander if it is closed; a click on an open one would close it (it stays
-    # open in the browser after "Close the saved trace"), hiding the message to be read.
-    details = page.locator("details").filter(has_text="Open a saved trace (.npz)")
-    if details.get_attribute("open") is None:
-        page.get_by_text("Open a saved trace (.npz)").click()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
 
 
 def test_saved_trace_is_shown_and_bad_files_are_refused(page, app_server, screenshots,

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlparse
 import numpy as np
 import pytest
 
-from test_browser_app import READY, sections_open  # noqa: E402
+from tests.support.browser import READY, sections_open  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -6,36 +6,18 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from layout_probe import layout_problems  # noqa: E402
-from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, settle, shoot)
-
-# A finished run (no script running, nothing stale) whose figures are all laid out for the
-# browser's width. Counting the figures at any other moment can count a rerun's outgoing
-# ones too, and then wait for more figures than the page draws.
-FITTED = """() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-    if (document.querySelector('[data-stale="true"]')) return false;
-    return Array.from(document.querySelectorAll('.js-plotly-plot')).every(
-        gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted);
-}"""
-
-
-def wait_fitted(tab) -> None:
-    """The browser reports the page's width once per session; the figures are then laid
-    out for it (mha_viz.plots.fit) in a second run."""
-    tab.wait_for_function(FITTED, polling=200)
-    settle(tab, tab.locator(".js-plotly-plot").count())
+from tests.support.browser import (SIZES, assert_no_exception, assert_only_own_host,  # noqa: E402
+                                   error_texts, open_page, settle, shoot, wait_fitted)
+from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
 QUERY = "?model=smollm2&text=The%20cat%20sat%20on%20the%20mat%20because%20it%20was%20warm."
 PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
          ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3), ("Head_Roles", 1)]
-SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", list(SIZES))
 def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
     width, height = SIZES[size]
@@ -71,6 +53,7 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
     assert_only_own_host(tab, app_server)
 
 
+@pytest.mark.slow
 def test_presentation_mode_on_a_projector(sized_tab, app_server, screenshots):
     """?present=1 at 1280x720: large type, the sidebar closed, each grid within one screen,
     no text over other text, on every page."""
@@ -96,6 +79,7 @@ IOI_QUERY = ("?model=smollm2&text=When%20Mary%20and%20John%20went%20to%20the%20s
              "%20gave%20a%20drink%20to&measure=target&target=%20Mary&contrast=%20John")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, size):
     """Pruning impact on the indirect-object sentence, measured by logit(' Mary') −
@@ -112,6 +96,7 @@ def test_pruning_measures_one_prediction(sized_tab, app_server, screenshots, siz
     shoot(tab, screenshots, f"smollm2_{size}_pruning_target_metric_sweep")
 
 
+@pytest.mark.slow
 def test_click_a_token_to_explain_its_prediction(sized_tab, app_server, screenshots):
     """Click ' John' (the second one) in the loss strip: the attribution moves to the
     prediction of that token, made at the token before it."""

@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import pytest
 
-from layout_probe import layout_problems  # noqa: E402
-from test_browser_app import (assert_no_exception, assert_only_own_host, error_texts,  # noqa: E402
-                              open_page, settle, shoot)
+from tests.support.browser import (assert_no_exception, assert_only_own_host,  # noqa: E402
+                                   error_texts, open_page, settle, shoot)
+from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -1,7 +1,13 @@
-"""ablation_effects, gradient_importance and pruning_curve against direct score() calls."""
+"""ablation_effects, gradient_importance and pruning_curve against direct score() calls (a
+forward of their own with a head mask, checked against transformers in test_engine_parity),
+and the pruning curve's scores against transformers' masked-LM loss with its heads gated."""
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
+from tests.support.hf_reference import gate_heads, hooked
+from transformers import BertForMaskedLM
 
 from mha_viz import InputError
 from mha_viz.analysis.pruning import (ablation_effects, embedding_jacobian_norms,
@@ -105,21 +111,42 @@ def test_jacobian_norm_matches_finite_difference_of_embedding(minilm):
 
 
 @pytest.mark.parametrize("by", ["gradient", "ablation"])
-def test_pruning_curve(bert_model, by):
+def test_pruning_curve(bert_folder, bert_model, by):
     curve = pruning_curve(bert_model, TEXT, step=0.25, by=by)
     total = bert_model.info.n_layer * bert_model.info.n_head
     assert curve.fractions[0] == 0 and curve.fractions[-1] == 1
     assert np.all(np.diff(curve.fractions) > 0)
-    assert curve.scores[0] == pytest.approx(bert_model.score(TEXT))
+    # each step's score: transformers' masked-LM loss at that step's mask
+    hf = BertForMaskedLM.from_pretrained(bert_folder, attn_implementation="eager").eval()
+    inputs = bert_model.score_inputs(TEXT)
+
+    def hf_score(mask):
+        layers = hf.bert.encoder.layer
+        with torch.no_grad(), hooked(gate_heads([layer.attention.output.dense
+                                                 for layer in layers],
+                                                torch.as_tensor(mask, dtype=torch.float32),
+                                                hf.config.num_attention_heads)):
+            logits = hf(input_ids=inputs.input_ids,
+                        token_type_ids=inputs.token_type_ids).logits[0, inputs.positions]
+        return float(F.cross_entropy(logits, inputs.targets))
+    assert len(curve.masks) == len(curve.scores)
     for mask, score in zip(curve.masks, curve.scores):
-        assert score == pytest.approx(bert_model.score(TEXT, mask), abs=1e-5)
+        assert score == pytest.approx(hf_score(mask), abs=1e-4)
     removed = [lh for step in curve.removed for lh in step]
     assert len(removed) == total == len(set(removed))
+    for before, after, step in zip(curve.masks, curve.masks[1:], curve.removed[1:]):
+        assert {tuple(lh) for lh in np.argwhere(before > after)} == set(step)
     if by == "ablation":  # the first step removes the heads whose exact effect is smallest
-        effects = ablation_effects(bert_model, TEXT)
+        every = np.ones((bert_model.info.n_layer, bert_model.info.n_head))
+        base = hf_score(every)
+        effects = np.zeros_like(every)
+        for layer, head in np.ndindex(*every.shape):
+            without = every.copy()
+            without[layer, head] = 0
+            effects[layer, head] = hf_score(without) - base
         first = curve.removed[1]
         threshold = np.sort(effects.ravel())[len(first) - 1]
-        assert all(effects[lh] <= threshold + 1e-6 for lh in first)
+        assert all(effects[lh] <= threshold + 1e-4 for lh in first)
 
 
 def test_pruning_curve_rejects_bad_arguments(bert_model):

@@ -1,37 +1,15 @@
 """Head-role scores and token-class mass (mha_viz.analysis.roles / token_classes), on planted
 patterns and hand-built traces; induction_scores through a tiny fake model."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
+from tests.support.role_maps import (FakeModel, induction_map, make_trace, previous_token_map,
+                                     uniform)
 
 from mha_viz.analysis import (TOKEN_CLASSES, duplicate_token_scores, induction_pattern_scores,
                               induction_scores, is_punctuation, next_token_scores,
                               previous_token_scores, token_class_mass)
 from mha_viz.core.errors import InputError
-from mha_viz.maps.trace import AttentionTrace
-
-
-def make_trace(tokens, attentions, display=None, causal=False, token_ids=None):
-    n = len(tokens)
-    return AttentionTrace(
-        tokens=list(tokens), token_ids=list(token_ids if token_ids is not None else range(n)),
-        attentions=attentions, display_tokens=list(display if display is not None else tokens),
-        special_mask=np.array([t in ("[CLS]", "[SEP]", "<|endoftext|>") for t in tokens]),
-        segment_ids=np.zeros(n, int), causal=causal)
-
-
-def uniform(n, causal=False):
-    a = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
-    return (a / a.sum(-1, keepdims=True)).astype(np.float32)
-
-
-def previous_token_map(n):
-    a = np.zeros((n, n), dtype=np.float32)
-    a[0, 0] = 1.0
-    a[np.arange(1, n), np.arange(n - 1)] = 1.0
-    return a
 
 
 # --- previous / next token ---------------------------------------------------------------------
@@ -84,15 +62,6 @@ def test_duplicate_token_scores_on_planted_pattern():
 
 # --- induction ---------------------------------------------------------------------------------
 
-def induction_map(ids):
-    """Exact induction head: attend to the token after the previous occurrence, else self."""
-    n = len(ids)
-    a = np.zeros((n, n), dtype=np.float32)
-    for i in range(n):
-        earlier = [j for j in range(i) if ids[j] == ids[i]]
-        a[i, earlier[-1] + 1 if earlier else i] = 1.0
-    return a
-
 
 def test_induction_pattern_scores():
     s, offset = 10, 1
@@ -108,36 +77,6 @@ def test_induction_pattern_scores():
     assert expected_uniform < 0.1
     with pytest.raises(InputError):
         induction_pattern_scores(a, seq_len=s + 1, offset=offset)
-
-
-class FakeTokenizer:
-    all_special_ids = [0, 1, 2, 3]
-
-    def __init__(self, arch):
-        if arch == "bert":
-            self.cls_token_id, self.sep_token_id = 2, 3
-            self.bos_token_id = self.eos_token_id = None
-        else:
-            self.bos_token_id, self.eos_token_id = None, 0  # GPT-2 style: only <|endoftext|>
-
-
-class FakeModel:
-    """Two layers x three heads; head 1.2 is an exact induction head, the rest uniform."""
-
-    def __init__(self, arch="gpt2", vocab_size=500, max_positions=256):
-        self.info = SimpleNamespace(model_type=arch, causal=arch != "bert", vocab_size=vocab_size,
-                                    max_positions=max_positions, n_layer=2, n_head=3)
-        self.tokenizer = FakeTokenizer(arch)
-        self.calls = []
-
-    def trace_ids(self, ids):
-        assert isinstance(ids, list) and all(type(i) is int for i in ids)
-        self.calls.append(ids)
-        n = len(ids)
-        causal = self.info.causal
-        a = np.broadcast_to(uniform(n, causal), (2, 3, n, n)).copy()
-        a[1, 2] = induction_map(ids)
-        return make_trace([f"t{i}" for i in ids], a, token_ids=ids, causal=causal)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "bert"])
@@ -209,6 +148,21 @@ def test_token_class_mass_on_bert_trace():
     # several traces: the mean
     both = token_class_mass([make_trace(tokens, a), make_trace(tokens, a[:, [1, 1, 1]])])
     np.testing.assert_allclose(both["[SEP]"][0], [(u + 1) / 2, 1, (1 / n + 1) / 2])
+
+
+def test_the_cls_and_sep_classes_are_the_tokenizers_own_tokens():
+    """The [CLS] and [SEP] classes are the positions of the tokens the trace's tokenizer names
+    cls and sep (RoBERTa's <s> and </s> here), not tokens spelt "[CLS]"; a tokenizer naming
+    neither (GPT-2's) gives them no position."""
+    tokens = ["<s>", "a", "[CLS]", "b", "[SEP]", "</s>"]
+    n = len(tokens)
+    a = np.random.default_rng(1).dirichlet(np.ones(n), size=(1, 2, n)).astype(np.float32)
+    roberta = token_class_mass(make_trace(tokens, a, special_tokens={"cls": "<s>", "sep": "</s>"}))
+    # a(S) = (1/n) sum_i A_ij over the rows i, for the one key j of each class
+    np.testing.assert_allclose(roberta["[CLS]"], a[..., 0].mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(roberta["[SEP]"], a[..., 5].mean(-1), rtol=1e-6)
+    gpt2 = token_class_mass(make_trace(tokens, a, special_tokens={"eos": "<|endoftext|>"}))
+    assert not gpt2["[CLS]"].any() and not gpt2["[SEP]"].any()
 
 
 def test_token_class_mass_on_gpt2_trace():

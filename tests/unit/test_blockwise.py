@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mha_viz import InputError
-from mha_viz.analysis.one_head.blockwise import (attention_memory, chunked_attention,
-                                                 online_softmax_attention, plain_attention)
+from mha_viz.analysis.one_head.blockwise import (attention_memory, online_softmax_attention,
+                                                 plain_attention, row_chunked_attention)
 from mha_viz.analysis.one_head.steps import inside_one_head
 
 
@@ -31,7 +31,7 @@ def test_blockwise_equals_the_plain_softmax(head, block):
     weights, context = reference(head.masked_scores, head.V)
     np.testing.assert_allclose(weights, head.weights, atol=1e-6)  # the trace's own map
     for found_w, found_c in (plain_attention(head.masked_scores, head.V),
-                             chunked_attention(head.masked_scores, head.V, block)):
+                             row_chunked_attention(head.masked_scores, head.V, block)):
         np.testing.assert_allclose(found_w, weights, atol=1e-12)
         np.testing.assert_allclose(found_c, context, atol=1e-12)
     online = online_softmax_attention(head.masked_scores, head.V, block)
@@ -57,7 +57,7 @@ def test_memory_and_bad_input(head):
     with pytest.raises(InputError, match="sees no key"):
         online_softmax_attention(np.full((2, 3), -np.inf), np.ones((3, 2)), 2)
     with pytest.raises(InputError, match="values must be"):
-        chunked_attention(head.masked_scores, head.V[:-1], 2)
+        row_chunked_attention(head.masked_scores, head.V[:-1], 2)
 
 
 def test_the_tables_the_page_shows(head):

@@ -60,6 +60,7 @@ def test_an_input_whose_maps_exceed_the_budget_is_refused_with_what_would_fit():
     assert maps_bytes(30, 9, fits) <= 0.25 * budget < maps_bytes(30, 9, fits + 1)
 
 
+@pytest.mark.slow
 def test_maps_are_held_whole_while_they_fit_then_on_demand_then_refused():
     from mha_viz.core.budget import choose_maps, on_demand_bytes
 

@@ -5,7 +5,7 @@ output_attentions for the patterns), in TransformerLens's layouts and names."""
 import numpy as np
 import pytest
 import torch
-from hf_reference import ids_of
+from tests.support.hf_reference import ids_of
 
 from mha_viz.core.errors import InputError
 

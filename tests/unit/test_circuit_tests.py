@@ -2,13 +2,15 @@
 GPT-2 and Llama: the laws that hold exactly, the necessity against forward hooks on
 transformers' GPT-2, heads read from a Circuit, and Wang et al.'s ABC reference prompts."""
 
+import random
+
 import numpy as np
 import pytest
-from hf_reference import head_outputs, ids_of, logits_with_heads_replaced
-from test_run_with_interventions import reference_prompts
+import torch
+from tests.support.hf_reference import (head_outputs, ids_of, logits_with_heads_replaced,
+                                        reference_prompts)
 
-from mha_viz.analysis import circuit, circuit_heads, circuit_test, run_with_interventions
-from mha_viz.analysis.patching import heads_replaced
+from mha_viz.analysis import circuit, circuit_heads, circuit_test
 from mha_viz.analysis.prompts import PromptPair, ioi_pairs
 from mha_viz.core.errors import InputError
 
@@ -24,7 +26,11 @@ def gpt2_pair(patch_models, patch_prompts):
 
 @pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
 def test_laws(gpt2_pair, ablation):
-    model, _, _, pair = gpt2_pair
+    """The laws, and the circuit's metric (the heads outside it ablated) against transformers'
+    GPT-2 with those heads' slices of c_proj's input replaced: by the mean over the
+    reference prompts, by reference random.Random(f"0:{i}").randrange(R) for pair i (the
+    seeded draw docs/analyses.md states), or by zeros."""
+    model, hf, where, pair = gpt2_pair
     references = reference_prompts(model, pair.clean)
     every = [(l, h) for l in range(model.info.n_layer) for h in range(model.info.n_head)]
     whole = circuit_test(model, [pair] * 3, every, "logit_diff", ablation, references)
@@ -34,9 +40,19 @@ def test_laws(gpt2_pair, ablation):
                                             / whole.model_metric.mean())
     part = circuit_test(model, [pair] * 3, CIRCUIT, "logit_diff", ablation, references)
     outside = [h for h in every if h not in CIRCUIT]
-    again = run_with_interventions(model, [pair] * 3, heads_replaced(outside, ablation),
-                                   "logit_diff", reference=references)
-    assert np.array_equal(part.circuit_metric, again.values)
+    refs = head_outputs(hf, where, [ids_of(model, t) for t in references],
+                        {l for l, _ in outside})
+    clean_ids = ids_of(model, pair.clean)
+    for i, found in enumerate(part.circuit_metric):
+        drawn = random.Random(f"0:{i}").randrange(len(references))
+        replaced = {}
+        for l, h in outside:
+            z = refs[l][:, :, h * where.dk:(h + 1) * where.dk]  # [R, T, d_k]
+            replaced[l, h] = {"mean": z.mean(0), "resample": z[drawn],
+                              "zero": torch.zeros_like(z[0])}[ablation]
+        logits = logits_with_heads_replaced(hf, where, clean_ids, replaced)
+        assert found == pytest.approx(float(logits[pair.target] - logits[pair.contrast]),
+                                      abs=2e-3)
     assert part.spread("faithfulness")["n"] == 3
 
 

@@ -6,7 +6,7 @@ projection); a circuit of every edge is the clean model, of none the corrupted o
 import numpy as np
 import pytest
 import torch
-from hf_reference import ids_of, target_metric
+from tests.support.hf_reference import hf_metric, ids_of, target_metric
 
 from mha_viz import TargetMetric
 from mha_viz.analysis.circuits import (circuit, circuit_metric, edge_attribution_patching,
@@ -75,17 +75,18 @@ def test_edges_into_a_reader_sum_to_the_first_order_estimate_from_hooks(patch_mo
 def test_circuit_of_every_edge_is_the_model_and_of_none_the_corrupted_run(patch_models,
                                                                          patch_prompts,
                                                                          family):
-    model, _, _ = patch_models[family]
-    clean, corrupted, _, _ = patch_prompts[family]
+    model, hf, _ = patch_models[family]
+    clean, corrupted, target, contrast = patch_prompts[family]
     metric = target_metric(patch_prompts[family])
     prepared = prepare_pairs(model, clean, corrupted, metric)
     batch = next(prepared.batches(1))
     _, _, valid = graph_nodes(model)
     everything = circuit_metric(model, batch, "logit_diff", valid)
     nothing = circuit_metric(model, batch, "logit_diff", np.zeros_like(valid))
+    # transformers' own runs of the clean and the corrupted prompt
+    assert abs(everything[0] - hf_metric(hf, ids_of(model, clean), target, contrast)) < 2e-3
+    assert abs(nothing[0] - hf_metric(hf, ids_of(model, corrupted), target, contrast)) < 2e-3
     scores = edge_attribution_patching(model, clean, corrupted, metric)
-    assert abs(everything[0] - scores.clean[0]) < 1e-4
-    assert abs(nothing[0] - scores.corrupted[0]) < 1e-4
     found = circuit(model, clean, corrupted, metric, top_k=int(valid.sum()), scores=scores)
     assert found.n_edges == int(valid.sum())
     assert abs(found.faithfulness - 1) < 1e-3

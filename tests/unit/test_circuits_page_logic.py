@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hf_reference import TEXT
+from tests.support.hf_reference import TEXT
 
 from mha_viz.analysis import activation_patching
 from mha_viz.analysis.circuits import Edge

@@ -10,9 +10,9 @@ that K-composition rises while the induction score rises."""
 import numpy as np
 import pytest
 import torch
-from hf_reference import capture_input, capture_output, hooked
+from tests.support.hf_reference import capture_input, capture_output, hooked
 from safetensors.numpy import load_file
-from test_family_parity import FAMILIES
+from tests.support.family_configs import FAMILIES
 
 from mha_viz import InputError, checkpoint_series, load_model
 from mha_viz.analysis import (composition_over_training, composition_scores,

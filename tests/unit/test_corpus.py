@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tests.support.hf_reference import gpt2_head_importance, gpt2_loss_with_gates
 
 from mha_viz import corpus, load_model
 from mha_viz.core.errors import InputError
@@ -239,22 +241,42 @@ def test_command_line(tmp_path, gpt2_folder):
     assert bad.returncode == 2 and bad.stderr.startswith("error:")
 
 
-def test_head_importance_over_the_corpus(gpt2_model):
-    """Ablation effects and gradient importance per segment, averaged: the same as the
-    pruning analyses' own mean over the segments; the pruning curve over the corpus."""
-    from mha_viz.analysis import ablation_effects, gradient_importance, pruning_curve
+def test_head_importance_over_the_corpus(gpt2_folder, gpt2_model):
+    """Ablation effects and gradient importance per segment, averaged, and Michel et al.'s
+    pruning curve over the segments (the least important remaining head removed at each
+    step, importance the mean |d loss / d gate| at the current mask, the mean loss
+    recorded), against transformers' GPT-2 with a gate on each head (hf_reference)."""
+    from transformers import GPT2LMHeadModel
 
+    hf = GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
     segments = corpus.segment(gpt2_model, TEXTS, seg_len=12, min_len=4)
     result = corpus.run(gpt2_model, segments, stats=("ablation", "gradient", "pruning"),
                         batch_size=3)
-    encodings = [gpt2_model.encoding_of_ids(s) for s in segments.ids]
+    each = [gpt2_head_importance(hf, ids) for ids in segments.ids]
     np.testing.assert_allclose(result.mean("ablation_effect"),
-                               ablation_effects(gpt2_model, encodings), atol=1e-5)
+                               np.mean([a for a, _ in each], axis=0), atol=1e-5)
     np.testing.assert_allclose(result.mean("gradient_importance"),
-                               gradient_importance(gpt2_model, encodings), atol=1e-5)
+                               np.mean([g for _, g in each], axis=0), atol=1e-5)
     assert result.std("ablation_effect").max() > 0  # segments differ
-    curve = pruning_curve(gpt2_model, encodings, by="gradient")
-    np.testing.assert_allclose(result.curves["pruning_curve_score"], curve.scores, atol=1e-5)
+
+    sample = segments.ids[:corpus.PRUNING_SEGMENTS]
+    mask = torch.ones(hf.config.n_layer, hf.config.n_head)
+
+    def mean_loss():
+        with torch.no_grad():
+            return np.mean([float(gpt2_loss_with_gates(hf, ids, mask)) for ids in sample])
+    scores = [mean_loss()]
+    while mask.sum() > 0:
+        importance = np.mean([gpt2_head_importance(hf, ids, mask)[1] for ids in sample],
+                             axis=0)
+        remaining = [tuple(lh) for lh in mask.nonzero().tolist()]
+        least = min(remaining, key=lambda lh: importance[lh])
+        mask[least] = 0.0
+        scores.append(mean_loss())
+    n_heads = mask.numel()
+    np.testing.assert_allclose(result.curves["pruning_curve_fraction"],
+                               np.arange(n_heads + 1) / n_heads, atol=1e-9)
+    np.testing.assert_allclose(result.curves["pruning_curve_score"], scores, atol=1e-4)
     # a segment scored from its ids is the same as its text scored
     text = "The cat sat on the mat."
     enc = gpt2_model.encode(text)

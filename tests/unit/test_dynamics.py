@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from hf_reference import repeated_random_probe
+from tests.support.hf_reference import repeated_random_probe
 
 from mha_viz import InputError
 from mha_viz.__main__ import main as cli

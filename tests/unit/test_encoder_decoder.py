@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from tests.support.seq2seq_reference import SOURCE, TARGET, _hf_attention_outputs, reference
 
 from mha_viz import EncoderDecoderModel, InputError, load_model
 from mha_viz.core.errors import CorruptCheckpointError, UnsupportedModelError
@@ -25,22 +26,12 @@ CASES = {
     "bart": dict(family="bart"),
     "marian": dict(family="marian"),
 }
-SOURCE = ("The committee met on Tuesday; it voted to approve the budget, and the mayor thanked "
-          "everyone who came to the garden in the classroom today.")
-TARGET = "Mary and John went to the store, and John gave a drink to Mary."
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     return {name: make_seq2seq_checkpoint(tmp_path_factory.mktemp(name), **kw)
             for name, kw in CASES.items()}
-
-
-def reference(folder):
-    from transformers import AutoModelForSeq2SeqLM
-
-    return AutoModelForSeq2SeqLM.from_pretrained(str(folder),
-                                                 attn_implementation="eager").eval()
 
 
 def close(found, expected, atol):
@@ -212,6 +203,14 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
         if one.output_bias is not None:
             total = total + one.output_bias
         close(total, one.layer_output, 1e-4)
+        # the steps the page shows lead to those weights: Q K^T times the scale, the mask
+        # (a decoder hides later keys), then the softmax
+        close(one.scores, one.Q @ one.K.T * one.scale, 1e-5)
+        rows, keys = np.indices(one.mask.shape)
+        hidden = keys > rows if kind == "decoder" else np.zeros(one.mask.shape, dtype=bool)
+        assert np.isneginf(one.mask[hidden]).all() and (one.mask[~hidden] == 0).all()
+        e = np.exp(one.masked_scores - one.masked_scores.max(-1, keepdims=True))
+        close(e / e.sum(-1, keepdims=True), one.weights, 1e-5)
         if kind == "cross":
             expected_k = one.memory @ one.W_K + (0 if one.b_K is None else one.b_K)
             close(one.K, expected_k, 1e-4)
@@ -227,17 +226,6 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
             assert one.position_bias is None
     with pytest.raises(InputError, match="layer must be 0..1"):
         inside_one_head_seq2seq(model, SOURCE, TARGET, "encoder", 2, 0)
-
-
-def _hf_attention_outputs(hf, case: str) -> dict:
-    """kind -> the output projection of each layer's attention in transformers' model."""
-    if case.startswith("t5"):
-        return {"encoder": [b.layer[0].SelfAttention.o for b in hf.encoder.block],
-                "decoder": [b.layer[0].SelfAttention.o for b in hf.decoder.block],
-                "cross": [b.layer[1].EncDecAttention.o for b in hf.decoder.block]}
-    return {"encoder": [l.self_attn.out_proj for l in hf.model.encoder.layers],
-            "decoder": [l.self_attn.out_proj for l in hf.model.decoder.layers],
-            "cross": [l.encoder_attn.out_proj for l in hf.model.decoder.layers]}
 
 
 @pytest.mark.parametrize("case", ["t5", "bart"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_encoder_decoder import SOURCE, TARGET, _hf_attention_outputs, reference
+from tests.support.seq2seq_reference import SOURCE, TARGET, _hf_attention_outputs, reference
 
 from mha_viz import InputError, TargetMetric
 from mha_viz import analysis as A

@@ -11,9 +11,9 @@ weights (names, dequantisation, Gemma's 1 + w norms) and the tokenizer."""
 import numpy as np
 import pytest
 import torch
-from test_engine_parity import TEXTS
-from test_family_parity import FAMILIES
-from test_llama_parity import assert_parity, reference_model
+from tests.support.family_configs import FAMILIES
+from tests.support.gpt2_bert_parity import TEXTS
+from tests.support.llama_parity import assert_parity, reference_model
 
 from mha_viz import load_model
 from mha_viz.testing import make_decoder_checkpoint, write_gguf

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_analysis_roles import FakeModel, induction_map, make_trace, uniform
+from tests.support.role_maps import FakeModel, induction_map, make_trace, uniform
 
 from mha_viz import analysis as A
 from mha_viz.core.errors import InputError
@@ -205,6 +205,27 @@ def test_several_inputs_and_inputs_without_repeats():
 # --------------------------------------------------------------------------- the probe
 
 
+def probe_formula(arch, sequences, s, offset, drop_special=False, transformer_lens=False):
+    """Olsson et al.'s score on the fake model's maps of each sequence (docs/analyses.md),
+    averaged over the sequences: A[s + k, k + 1] counted after the prefix, over the second
+    copy's first s - 1 queries (ours: their mean) or all s (TransformerLens: their sum / T).
+    drop_special: only R R kept, each row renormalized over it."""
+    per_sequence = []
+    for ids in sequences:
+        a = FakeModel(arch).trace_ids(list(ids)).attentions.astype(np.float64)
+        start = offset
+        if drop_special:
+            kept = np.arange(offset, offset + 2 * s)
+            a = a[..., kept, :][..., kept]
+            a = a / a.sum(-1, keepdims=True)
+            start = 0
+        queries = range(s if transformer_lens else s - 1)
+        picked = np.stack([a[..., start + s + k, start + k + 1] for k in queries], axis=-1)
+        per_sequence.append(picked.sum(-1) / a.shape[-1] if transformer_lens
+                            else picked.mean(-1))
+    return np.mean(per_sequence, axis=0)
+
+
 @pytest.mark.parametrize("arch", ["gpt2", "bert"])
 def test_induction_probe_keeps_every_variant_and_the_first_trace(arch):
     model = FakeModel(arch)
@@ -217,7 +238,8 @@ def test_induction_probe_keeps_every_variant_and_the_first_trace(arch):
     assert probe.offset == 1 and len(probe.ids) == 3 and probe.trace.token_ids == probe.ids[0]
     n = len(probe.ids[0])
     assert n == (25 if arch == "gpt2" else 26)
-    np.testing.assert_allclose(probe.scores(), A.induction_scores(FakeModel(arch), 12, 3, 5))
+    np.testing.assert_allclose(A.induction_scores(FakeModel(arch), 12, 3, 5),
+                               probe_formula(arch, probe.ids, 12, probe.offset), rtol=1e-6)
     # the exact induction head (L1.H2): 1 ours; 12 of n rows with TransformerLens
     assert probe.scores()[1, 2] == pytest.approx(1.0)
     assert probe.scores("transformer_lens")[1, 2] == pytest.approx(12 / n)
@@ -234,7 +256,8 @@ def test_induction_probe_keeps_every_variant_and_the_first_trace(arch):
     np.testing.assert_allclose(
         A.induction_scores(FakeModel(arch), 12, 3, 5, drop_special=True,
                            normalization="transformer_lens"),
-        probe.scores("transformer_lens", drop_special=True))
+        probe_formula(arch, probe.ids, 12, probe.offset, drop_special=True,
+                      transformer_lens=True), rtol=1e-6)
     with pytest.raises(InputError):
         A.induction_probe(model, seq_len=12, n_seqs=1, seed=-1)
 
@@ -246,10 +269,14 @@ def test_role_scores_of_a_trace():
     trace = bert_trace()
     scores = A.role_scores(trace)
     assert set(scores) == set(A.ROLE_KEYS) - {"induction (probe)"}
-    np.testing.assert_allclose(scores["previous token"], A.previous_token_scores(trace))
+    # rows 1..4 of head 0 give 1, .5, .5, .5 to their previous token; uniform: 1 / 5
+    np.testing.assert_allclose(scores["previous token"][0], [2.5 / 4, 1 / 5], rtol=1e-6)
     np.testing.assert_allclose(scores["first token"][0], [(1 + 1 + .5 * 3) / 5, 1 / 5])
     np.testing.assert_allclose(scores["[SEP]"][0], [0.0, 1 / 5], atol=1e-7)
-    np.testing.assert_allclose(scores["entropy"], A.entropy(trace, normalized=True))
+    # normalized entropy: head 0's rows 2..4 split in halves (ln 2 / ln 5 each), rows 0 and
+    # 1 one-hot (0); uniform: 1
+    np.testing.assert_allclose(scores["entropy"][0], [3 * np.log(2) / np.log(5) / 5, 1.0],
+                               rtol=1e-5)
     dropped = A.role_scores(trace, drop_special=True, normalization="transformer_lens")
     np.testing.assert_allclose(dropped["previous token"][0], [2 / 3, 1 / 3 * 2 / 3], rtol=1e-6)
     # the sinks are measured on every token, whatever is left out

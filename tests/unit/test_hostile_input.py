@@ -188,6 +188,7 @@ def test_uploaded_token_labels_show_direction_overrides():
     assert loaded.display_tokens[1] == "\\u202egnp.exe" and loaded.tokens[1] == "\\u202eb"
 
 
+@pytest.mark.slow
 def test_similarity_work_is_bounded_for_many_heads():
     """A saved trace may hold up to 2,048 heads: the pairwise comparison gets fewer rows and
     the 2-D map fewer iterations, so both end in seconds."""

@@ -137,6 +137,7 @@ def test_each_written_character_looks_where_it_was_drawn(reader):
     assert hits / total >= 0.9, hits / total
 
 
+@pytest.mark.slow
 def test_the_training_script_saves_a_checkpoint_load_model_reads(tmp_path):
     from mha_viz.toys.reading import train
 

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from hf_reference import repeated_random_probe
+from tests.support.hf_reference import repeated_random_probe
 
 from mha_viz import checkpoint_series, load_model
 from mha_viz.analysis import TrainingDynamics

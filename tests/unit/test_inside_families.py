@@ -8,9 +8,9 @@ windows."""
 import numpy as np
 import pytest
 import torch
-from hf_reference import capture_output
-from test_family_parity import FAMILIES
-from test_llama_parity import SHAPES, reference_model
+from tests.support.family_configs import FAMILIES
+from tests.support.hf_reference import capture_output
+from tests.support.llama_parity import SHAPES, reference_model
 
 from mha_viz import load_model
 from mha_viz.analysis.one_head.steps import inside_one_head

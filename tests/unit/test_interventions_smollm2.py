@@ -5,10 +5,10 @@ head mean-ablated and resample-ablated over reference prompts, by run_with_inter
 
 import numpy as np
 import pytest
-import test_smollm2
 import torch
-from hf_reference import (LlamaHooks, capture_input, head_outputs, hooked,
-                          logits_with_heads_replaced, replace_input, take)
+from tests.support.hf_reference import (LlamaHooks, capture_input, head_outputs, hooked,
+                                        logits_with_heads_replaced, replace_input, take)
+from tests.support.smollm2 import gguf_folder, reference, smollm2  # noqa: F401
 from torch.nn import functional as F
 
 from mha_viz.analysis.patching import (Intervention, activation_patching, heads_replaced,
@@ -16,9 +16,6 @@ from mha_viz.analysis.patching import (Intervention, activation_patching, heads_
 from mha_viz.analysis.prompts import PromptPair
 
 pytestmark = pytest.mark.slow
-# test_smollm2's module fixtures: our SmolLM2 and transformers' Llama from the same GGUF
-gguf_folder, reference, smollm2 = (test_smollm2.gguf_folder, test_smollm2.reference,
-                                   test_smollm2.smollm2)
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"

@@ -7,7 +7,8 @@ import io
 import numpy as np
 import pytest
 import torch
-from test_engine_parity import reference_model
+from tests.support.gpt2_bert_parity import reference_model
+from tests.support.long_traces import LONG_TEXT, pairs  # noqa: F401
 
 from mha_viz.core.errors import TraceFileError
 from mha_viz.engine.attention import chunked_attention, scaled_dot_product_attention
@@ -15,23 +16,6 @@ from mha_viz.maps import trace as trace_module
 from mha_viz.maps.ondemand import MapsTooLargeError
 from mha_viz.maps.trace import AttentionTrace
 from mha_viz.models import model as model_module
-
-# Long enough for three blocks of query rows (QUERY_CHUNK = 256) with a ragged last one.
-LONG_TEXT = ("The committee met on Tuesday; it voted 7-2 to approve the budget, and the mayor "
-             "thanked everyone. ") * 32
-
-
-@pytest.fixture(scope="module")
-def pairs(long_models):
-    """(full trace, on-demand trace) of the long text per family."""
-    found = {}
-    for family, model in long_models.items():
-        full = model.trace(LONG_TEXT, maps="full")
-        lazy = model.trace(LONG_TEXT, maps="on_demand")
-        assert not full.on_demand and lazy.on_demand
-        assert full.n_tokens > 600
-        found[family] = (full, lazy)
-    return found
 
 
 @pytest.mark.parametrize("family", ["gpt2", "bert", "llama"])

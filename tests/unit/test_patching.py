@@ -8,9 +8,9 @@ token ids. Every number of activation, path and attribution patching is compared
 import numpy as np
 import pytest
 import torch
-from hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked, ids_of,
-                          pattern_capture, pattern_patch, replace_input, replace_output, take,
-                          target_metric)
+from tests.support.hf_reference import (TEXT, capture_input, capture_output, hf_metric, hooked,
+                                        ids_of, pattern_capture, pattern_patch, replace_input,
+                                        replace_output, take, target_metric)
 
 from mha_viz import TargetMetric
 from mha_viz.analysis.patching import activation_patching, attribution_patching, path_patching
@@ -452,6 +452,7 @@ def test_bad_pairs_get_clear_messages(patch_models, patch_prompts, minilm):
         activation_patching(model, lengths, metric="logit_diff", component="resid_pre")
 
 
+@pytest.mark.slow
 def test_leading_space_rule(minilm):
     """A label without the space a new word takes after the text: refused, with the spelling."""
     from mha_viz.analysis.prompts import metric_token

@@ -6,7 +6,7 @@ serve get clear messages."""
 import numpy as np
 import pytest
 import torch
-from hf_reference import ids_of, target_metric
+from tests.support.hf_reference import ids_of, target_metric
 from torch.nn import functional as F
 
 from mha_viz import TargetMetric
@@ -47,7 +47,7 @@ def test_a_function_equal_to_the_logit_difference_gives_the_same_arrays(patch_mo
 
 def test_kl_divergence_equals_hooks_on_gpt2(patch_models, patch_prompts):
     """KL(clean ‖ patched) for every head, against forward hooks on transformers' GPT-2."""
-    from hf_reference import capture_input, hooked, replace_input, take
+    from tests.support.hf_reference import capture_input, hooked, replace_input, take
 
     model, hf, where = patch_models["gpt2"]
     where = where(hf)

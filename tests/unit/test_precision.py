@@ -13,8 +13,8 @@ exact (test_family_parity, 1e-5)."""
 import numpy as np
 import pytest
 import torch
-from test_engine_parity import TEXTS
-from test_family_parity import FAMILIES
+from tests.support.family_configs import FAMILIES
+from tests.support.gpt2_bert_parity import TEXTS
 
 from mha_viz import load_model
 from mha_viz.testing import make_decoder_checkpoint, make_gpt2_checkpoint, make_llama_checkpoint

@@ -184,14 +184,21 @@ def test_one_run_gives_what_the_separate_calls_give(family, gpt2_folder, llama_f
     for kind in ("logit_diff", "logit", "logprob"):
         metric = TargetMetric(-2, " Mary", " John" if kind == "logit_diff" else None, kind)
         assert abs(run.score(metric) - model.score(TEXT, metric=metric)) < 1e-5, kind
-    alone = direct_logit_attribution(model, TEXT, -1, " Mary", " John")
-    from_run = attribute_run(run, -1, " Mary", " John")
-    assert np.abs(alone.heads - from_run.heads).max() < 1e-9
-    assert abs(alone.total - from_run.total) < 1e-9
+    # the attribution of the run's own forward: each head's direct term from hooks
+    # (direct_logit_attribution is attribute_run of a run without maps: no other reference)
+    position = len(model.encode(TEXT).input_ids) - 1
+    from_run = attribute_run(run, position, " Mary", " John")
+    expected = independent_head_terms(model, TEXT, position, model.token_id(" Mary"),
+                                      model.token_id(" John"))
+    assert np.abs(from_run.heads - expected).max() < 1e-5
+    logits = model.logits(TEXT)[position]
+    assert abs(from_run.total - float(logits[model.token_id(" Mary")]
+                                      - logits[model.token_id(" John")])) < 1e-4
     # without maps: no trace, the same attribution
     bare = model.run(TEXT, maps=False)
     assert bare.trace is None
-    assert np.abs(attribute_run(bare, -1, " Mary", " John").heads - from_run.heads).max() < 1e-9
+    assert np.abs(attribute_run(bare, position, " Mary", " John").heads
+                  - from_run.heads).max() < 1e-9
 
 
 def test_a_run_of_a_masked_lm_points_to_its_own_forward(bert_model):

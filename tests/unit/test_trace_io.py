@@ -1,6 +1,7 @@
 """Traces save to .npz and load back without pickle; the command line prints a summary."""
 
 import io
+import json
 import zipfile
 
 import numpy as np
@@ -23,6 +24,40 @@ def test_roundtrip_file_and_bytes(tmp_path, bert_model):
     # numpy alone, with pickling refused, can read it
     with np.load(tmp_path / "t.npz", allow_pickle=False) as data:
         assert data["attentions"].shape == trace.attentions.shape
+
+
+def _without_special_tokens(data: bytes) -> bytes:
+    """A trace file as mha_viz wrote it before traces recorded their special tokens."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    metadata = json.loads(str(arrays["metadata"]))
+    del metadata["special_tokens"]
+    arrays["metadata"] = np.asarray(json.dumps(metadata))
+    out = io.BytesIO()
+    np.savez_compressed(out, **arrays)
+    return out.getvalue()
+
+
+def test_a_trace_keeps_its_tokenizers_special_tokens(bert_model, gpt2_model):
+    """A trace records the special tokens its tokenizer names (BERT's cls and sep; GPT-2's
+    tokenizer names neither) and its file keeps them; a file saved before they were recorded
+    reads BERT's from where its special tokens stand, so its token classes are unchanged."""
+    from mha_viz.analysis import token_class_mass
+
+    tokenizer = bert_model.tokenizer
+    bert = bert_model.trace("Where is it?", text_pair="It is here.")
+    assert bert.special_tokens["cls"] == tokenizer.cls_token == bert.tokens[0]
+    assert bert.special_tokens["sep"] == tokenizer.sep_token == bert.tokens[-1]
+    gpt2 = gpt2_model.trace("The cat sat.")
+    assert gpt2.special_tokens["eos"] == gpt2_model.tokenizer.eos_token
+    assert "cls" not in gpt2.special_tokens and "sep" not in gpt2.special_tokens
+    for trace in (bert, gpt2):
+        assert AttentionTrace.load(trace.to_bytes()).special_tokens == trace.special_tokens
+    old = AttentionTrace.load(_without_special_tokens(bert.to_bytes()))
+    assert old.special_tokens == {"cls": tokenizer.cls_token, "sep": tokenizer.sep_token}
+    for name, value in token_class_mass(bert).items():
+        np.testing.assert_array_equal(token_class_mass(old)[name], value, err_msg=name)
+    assert AttentionTrace.load(_without_special_tokens(gpt2.to_bytes())).special_tokens == {}
 
 
 def test_truncation_flag_survives(tmp_path, gpt2_model):

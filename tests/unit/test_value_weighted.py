@@ -19,92 +19,10 @@ from mha_viz.analysis import (context_mixing, entropy, head_distances,
                               mean_attention_distance, role_scores, token_class_mass, value_norms,
                               value_weighted_maps)
 from mha_viz.maps.trace import AttentionTrace
+from tests.support.value_weighted import (as_numpy, bert_parts, check_close, gpt2_parts, hf_run,
+                                          llama_parts, loop_value_weighted)
 
 TEXT = "the cat sat on the mat and the dog ran to the"
-
-
-# --- transformers' own model: where each family keeps W_V, b_V, W_O and the heads' input ----
-
-
-def _numpy(tensor):
-    return tensor.detach().double().numpy()
-
-
-def gpt2_parts(hf, layer):
-    attn = hf.transformer.h[layer].attn
-    d, n_head = hf.config.n_embd, hf.config.n_head
-    d_k = d // n_head
-    w = _numpy(attn.c_attn.weight)[:, 2 * d:].T.reshape(n_head, d_k, d)  # Conv1D: x @ W
-    b = _numpy(attn.c_attn.bias)[2 * d:].reshape(n_head, d_k)
-    return attn, w, b, _numpy(attn.c_proj.weight).T, _numpy(attn.c_proj.bias)
-
-
-def bert_parts(hf, layer):
-    block = hf.bert.encoder.layer[layer].attention
-    n_head = hf.config.num_attention_heads
-    d = hf.config.hidden_size
-    w = _numpy(block.self.value.weight).reshape(n_head, d // n_head, d)
-    b = _numpy(block.self.value.bias).reshape(n_head, d // n_head)
-    return block.self, w, b, _numpy(block.output.dense.weight), _numpy(block.output.dense.bias)
-
-
-def llama_parts(hf, layer):  # Llama and Gemma 2: v_proj, o_proj, grouped key/value heads
-    attn = hf.model.layers[layer].self_attn
-    config = hf.config
-    d_k, n_kv = config.head_dim, config.num_key_value_heads
-    w = _numpy(attn.v_proj.weight).reshape(n_kv, d_k, config.hidden_size)
-    b = (np.zeros((n_kv, d_k)) if attn.v_proj.bias is None
-         else _numpy(attn.v_proj.bias).reshape(n_kv, d_k))
-    out_bias = None if attn.o_proj.bias is None else _numpy(attn.o_proj.bias)
-    return attn, w, b, _numpy(attn.o_proj.weight), out_bias
-
-
-def hf_run(hf, parts, ids):
-    """(alpha [L, H, T, T], x [L, T, d], W_V, b_V, W_O per layer) from transformers: x is what
-    each attention module reads (its first input, captured by a hook here)."""
-    n_layer = hf.config.num_hidden_layers
-    read = {}
-
-    def keep(layer):
-        def hook(module, args, kwargs):
-            read[layer] = (args[0] if args else kwargs["hidden_states"])[0].detach().double()
-        return hook
-
-    layers = [parts(hf, layer) for layer in range(n_layer)]
-    handles = [attn.register_forward_pre_hook(keep(layer), with_kwargs=True)
-               for layer, (attn, *_) in enumerate(layers)]
-    try:
-        with torch.no_grad():
-            out = hf(torch.tensor([ids]), output_attentions=True)
-    finally:
-        for handle in handles:
-            handle.remove()
-    alpha = np.stack([_numpy(a[0]) for a in out.attentions])
-    x = np.stack([read[layer].numpy() for layer in range(n_layer)])
-    return alpha, x, layers
-
-
-def loop_value_weighted(alpha, x, layers):
-    """The definition, one (layer, head, query, key) at a time."""
-    n_layer, n_head, n_tokens, _ = alpha.shape
-    out = np.zeros(alpha.shape)
-    for layer in range(n_layer):
-        _, w_v, b_v, w_o, _ = layers[layer]
-        d_k = w_v.shape[1]
-        for head in range(n_head):
-            kv = head // (n_head // w_v.shape[0])  # the key/value head it reads
-            for key in range(n_tokens):
-                sent = w_o[:, head * d_k:(head + 1) * d_k] @ (w_v[kv] @ x[layer, key] + b_v[kv])
-                norm = np.sqrt(np.sum(sent * sent))
-                for query in range(n_tokens):
-                    out[layer, head, query, key] = alpha[layer, head, query, key] * norm
-    return out
-
-
-def check_close(ours, reference):
-    """float32 against the float64 loop: 1e-5 of each value (and of the largest one, for
-    values near 0)."""
-    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-6 * np.abs(reference).max())
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +228,7 @@ def test_context_mixing_equals_a_loop_over_every_token_vector(references):
         try:
             alpha, x, layers = hf_run(hf, parts, ids)
             with torch.no_grad():
-                streams = np.stack([_numpy(h[0]) for h in hf(
+                streams = np.stack([as_numpy(h[0]) for h in hf(
                     torch.tensor([ids]), output_hidden_states=True).hidden_states[:-1]])
         finally:
             for handle in hooks:
@@ -318,7 +236,7 @@ def test_context_mixing_equals_a_loop_over_every_token_vector(references):
 
         def frozen(module, actual, centred):
             spread = actual - actual.mean() if centred else actual
-            gain = _numpy(module.weight) + (1.0 if name == "gemma2" else 0.0)  # (1 + w)
+            gain = as_numpy(module.weight) + (1.0 if name == "gemma2" else 0.0)  # (1 + w)
             return gain, centred, np.sqrt(np.mean(spread.numpy() ** 2) + module.eps)
 
         def after(layer, query):

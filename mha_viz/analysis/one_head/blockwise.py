@@ -72,9 +72,10 @@ def plain_attention(scores, values) -> tuple[np.ndarray, np.ndarray]:
     return weights, weights @ v
 
 
-def chunked_attention(scores, values, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def row_chunked_attention(scores, values, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(weights, context) computed `rows` query rows at a time: each block's softmax of its
-    own scores, then its output."""
+    own scores, then its output (numpy, for the page; the engine's own forward does this in
+    torch: engine.attention.chunked_attention)."""
     s, v = _check(scores, values)
     rows = _check_block(rows, s.shape[0])
     parts = [plain_attention(s[start:start + rows], v) for start in range(0, len(s), rows)]
@@ -124,7 +125,7 @@ def blockwise_check(scores, values, block: int) -> dict[str, float]:
     """The largest difference from the plain softmax of the chunked (block rows at a time)
     and online (block keys at a time) weights and outputs: 0 up to rounding."""
     weights, context = plain_attention(scores, values)
-    chunk_w, chunk_c = chunked_attention(scores, values, block)
+    chunk_w, chunk_c = row_chunked_attention(scores, values, block)
     online = online_softmax_attention(scores, values, block)
     return {"chunked weights": float(np.abs(chunk_w - weights).max()),
             "chunked output": float(np.abs(chunk_c - context).max()),

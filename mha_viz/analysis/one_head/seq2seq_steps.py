@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ...core.errors import InputError
-from ...engine.attention import causal_mask_bias, scaled_dot_product_attention
+from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
 from ...engine.transformer import CrossInput
 from ...models.seq2seq import KINDS
 from .steps import HeadInternals, _np, head_internals
@@ -75,10 +75,14 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
             output, _ = attn(x, bias)
         context, weights = scaled_dot_product_attention(q, k, v, attn_bias, attn.scale)
         kv = attn.kv_heads[head]
-        scores = torch.matmul(q[0, head], k[0, kv].transpose(-1, -2)) * attn.scale
+        # The steps before the softmax, kept for display: the engine's own raw_scores and
+        # hidden_keys, the pieces of attention_scores (as inside_one_head keeps them)
+        scores = raw_scores(q[:, head:head + 1], k[:, kv:kv + 1], attn.scale)[0, 0]
         causal = kind == "decoder"
-        mask = causal_mask_bias(n, device=scores.device) if causal else torch.zeros(
-            n, scores.shape[-1], device=scores.device)
+        mask = torch.zeros_like(scores)
+        unseen = hidden_keys(torch.arange(n, device=scores.device), scores.shape[-1], causal)
+        if unseen is not None:
+            mask.masked_fill_(unseen, float("-inf"))
         relative = None if kind == "cross" else stack.position_bias(n)
         position = {}
         if relative is not None:

@@ -9,6 +9,7 @@ import numpy as np
 from ...core.arrays import RowsDone, is_many
 from ...core.errors import InputError
 from ..heads import head_name
+from ..token_classes import SEP_CLASS
 from .scores import (TEXT_SCORE_KEYS, _check_normalization, _mean_or_zero, _prepared,
                      _streamed_scores)
 
@@ -16,10 +17,10 @@ from .scores import (TEXT_SCORE_KEYS, _check_normalization, _mean_or_zero, _prep
 
 # The [L, H] maps strongest_roles reads, by key (role_scores gives all but the probe's).
 ROLE_KEYS = ("previous token", "next token", "duplicate token", "induction (probe)",
-             "induction (text)", "first token", "[SEP]", "entropy")
+             "induction (text)", "first token", SEP_CLASS, "entropy")
 PATTERN_ROLES = ("previous token", "next token", "duplicate token", "induction (probe)",
                  "induction (text)")
-SINK_ROLES = ("first token", "[SEP]")
+SINK_ROLES = ("first token", SEP_CLASS)
 ROLE_THRESHOLD = 0.5  # a pattern or sink score at least this names the role
 BROAD_THRESHOLD = 0.8  # normalized entropy at least this: "broad"
 FOCUSED_THRESHOLD = 0.3  # normalized entropy at most this: "focused"
@@ -72,7 +73,7 @@ def roles_of(text: dict, mass: dict, entropy_normalized: np.ndarray, lead: tuple
         "duplicate token": pattern("duplicate token"),
         "induction (text)": pattern("induction (text)"),
         "first token": mass["first token"],
-        "[SEP]": mass["[SEP]"],
+        SEP_CLASS: mass[SEP_CLASS],
         "entropy": entropy_normalized,
     }
 
@@ -118,8 +119,8 @@ def _role_label(key: str, first_token_name: str) -> str:
         return "induction"
     if key == "first token":
         return f"sink: {first_token_name}"
-    if key == "[SEP]":
-        return "sink: [SEP]"
+    if key == SEP_CLASS:
+        return f"sink: {SEP_CLASS}"
     return key
 
 

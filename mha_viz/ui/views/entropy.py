@@ -207,9 +207,9 @@ def show() -> None:
             mass = on_every_token(A.token_class_mass, "Measuring where every head's attention goes")
             if mass is None:
                 return
-            classes = ["[CLS]", "[SEP]", "punctuation", "first token", "self", "previous", "next"]
+            classes = list(A.TOKEN_CLASSES)
             if trace.causal:
-                classes = [c for c in classes if c not in ("[CLS]", "[SEP]")]
+                classes = [c for c in classes if c not in (A.CLS_CLASS, A.SEP_CLASS)]
                 note = ("Causal models have no [CLS] or [SEP]; their first token often acts as an "
                         "*attention sink* that idle heads attend to.")
             else:

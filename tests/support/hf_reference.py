@@ -233,3 +233,52 @@ def repeated_random_probe(tokenizer, vocab_size: int, seq_len: int, n_seqs: int,
         drawn = rng.choice(candidates, size=seq_len, replace=False).tolist()
         probe.append([tokenizer.bos_token_id] + drawn + drawn)
     return probe
+
+
+def gate_heads(out_projections, gates, n_head):
+    """Forward pre-hooks multiplying each head's slice of each layer's output-projection
+    input (its z) by gates[layer, head], a tensor autograd reaches: 0 removes the head, as
+    Michel et al.'s head mask does. -> the handles (for hooked)."""
+    def gate(layer):
+        def hook(module, args):
+            z = args[0].view(*args[0].shape[:-1], n_head, args[0].shape[-1] // n_head)
+            return ((z * gates[layer][:, None].to(z.dtype)).reshape(args[0].shape),)
+        return hook
+    return [module.register_forward_pre_hook(gate(layer))
+            for layer, module in enumerate(out_projections)]
+
+
+def gpt2_loss_with_gates(hf, ids, gates):
+    """transformers' GPT-2 next-token loss on ids (one prompt) with its heads gated
+    (gate_heads on each layer's c_proj)."""
+    ids = torch.tensor([list(ids)])
+    with hooked(gate_heads([block.attn.c_proj for block in hf.transformer.h], gates,
+                           hf.config.n_head)):
+        return hf(ids, labels=ids).loss
+
+
+def gpt2_head_importance(hf, ids, mask=None):
+    """(ablation effects, gradient importance), [L, H] numpy each, of transformers' GPT-2 on
+    ids at a head mask (default every head kept): the loss with each kept head also removed
+    minus the loss (0 for a head already removed), and |d loss / d gate|."""
+    config = hf.config
+    mask = torch.ones(config.n_layer, config.n_head) if mask is None else torch.as_tensor(
+        mask, dtype=torch.float32)
+    effects = torch.zeros(config.n_layer, config.n_head, dtype=torch.float64)
+    with torch.no_grad():
+        base = float(gpt2_loss_with_gates(hf, ids, mask))
+        for layer, head in mask.nonzero().tolist():
+            gates = mask.clone()
+            gates[layer, head] = 0.0
+            effects[layer, head] = float(gpt2_loss_with_gates(hf, ids, gates)) - base
+    gates = mask.clone().requires_grad_(True)
+    (gradient,) = torch.autograd.grad(gpt2_loss_with_gates(hf, ids, gates), gates)
+    return effects.numpy(), gradient.abs().double().numpy()
+
+
+def reference_prompts(model, text, n=3):
+    """Prompts of the text's token count: one token swapped at a different place each."""
+    from mha_viz.analysis.prompts import swap_token
+
+    ids = model.encode(text).input_ids
+    return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
