@@ -47,6 +47,9 @@ class Segment:
     n_head: int
     causal: bool
     similarity_rows: int | None = None
+    # the tokenizer's special tokens by role (trace.special_tokens), which the token classes
+    # read ("[CLS]" is the "cls" token)
+    special_tokens: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def n_tokens(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -24,13 +23,6 @@ ALL_STATS = tuple(REGISTRY)
 SIMILARITY_ROWS = 16
 
 
-@dataclass(frozen=True)
-class TokenizedSegment(Segment):
-    """A Segment with its tokenizer's special tokens by role (Tokenizing.special_tokens), which
-    the token classes read ("[CLS]" is the "cls" token)."""
-    special_tokens: Mapping[str, str] = field(default_factory=dict)
-
-
 class SegmentStatistics:
     """Every per-head statistic of one segment computed from its maps (the registry's
     FROM_MAPS), as accumulators (mha_viz.maps.streaming) fed blocks of the segment's rows,
@@ -42,7 +34,7 @@ class SegmentStatistics:
                  similarity_rows: int | None = SIMILARITY_ROWS,
                  special_tokens: Mapping[str, str] | None = None):
         self.stats = tuple(stats)
-        self._segment = SegmentAccumulators(stats, TokenizedSegment(
+        self._segment = SegmentAccumulators(stats, Segment(
             list(tokens), list(display_tokens), token_ids, n_layer, n_head, causal,
             similarity_rows, dict(special_tokens or {})))
 
