@@ -13,7 +13,7 @@ import numpy as np
 from ..analysis.head_statistics import REGISTRY
 from ..core.errors import InputError
 
-PAIRWISE = ("js_distance",)  # [N, N] over heads, not [L, H]
+PAIRWISE = ("js_divergence",)  # [N, N] over heads, not [L, H]
 
 
 @dataclass
@@ -93,7 +93,7 @@ class CorpusResult:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every array under a name that says what it is: entropy_mean, entropy_std,
-        mass_first_token_mean, role_previous_token_std, js_distance_mean, ..., n_segments."""
+        mass_first_token_mean, role_previous_token_std, js_divergence_mean, ..., n_segments."""
         out = {"n_segments": np.asarray(self.n_segments), "n_tokens": np.asarray(self.n_tokens)}
         for name, moments in self.moments.items():
             key = _key(name)
@@ -195,10 +195,14 @@ class CorpusResult:
         return ("\n".join(lines) + "\n").encode()
 
 
+# a statistic's older names: "entropy_normalised" (before the spelling settled) and
+# "js_distance" (what always held the Jensen-Shannon divergence, not its square root)
+_RENAMED = {"entropy_normalised": "entropy_normalized", "js_distance": "js_divergence"}
+
+
 def _current_name(saved: str) -> str:
-    """A statistic's name as this version calls it: files saved before the spelling settled
-    name "entropy_normalised"."""
-    return saved.replace("normalised", "normalized")
+    """A statistic's name as this version calls it, for a file saved under an older one."""
+    return _RENAMED.get(saved, saved)
 
 
 def _key(name: str) -> str:

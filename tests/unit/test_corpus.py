@@ -62,7 +62,7 @@ def test_batched_and_unbatched_runs_equal_a_loop_over_segments(family, gpt2_mode
     assert_matches(corpus.run(model, segments, batch_size=1), reference)
     assert_matches(corpus.run(model, segments, batch_size=5), reference)
     # the statistics themselves: the aggregates are not all zero
-    assert np.nanmax(reference["entropy"][1]) > 0 and np.nanmax(reference["js_distance"][0]) > 0
+    assert np.nanmax(reference["entropy"][1]) > 0 and np.nanmax(reference["js_divergence"][0]) > 0
 
 
 @pytest.mark.parametrize("family", ["bert", "llama"])
@@ -181,7 +181,7 @@ def test_results_round_trip_without_pickle(tmp_path, bert_model):
     result = corpus.run(bert_model, segments)
     result.save(tmp_path / "r.npz")
     with np.load(tmp_path / "r.npz", allow_pickle=False) as data:
-        assert {"entropy_mean", "entropy_std", "n_segments", "js_distance_mean",
+        assert {"entropy_mean", "entropy_std", "n_segments", "js_divergence_mean",
                 "mass_first_token_mean", "role_previous_token_std"} <= set(data.files)
         assert data["entropy_mean"].shape == (2, 4) and int(data["n_segments"]) == len(
             segments.ids)
@@ -227,8 +227,8 @@ def test_command_line(tmp_path, gpt2_folder):
     assert "read back from the checkpoint" in second.stdout, second.stdout
     with np.load(tmp_path / "s.npz") as data:
         pairs = pq.read_table(tmp_path / "s_pairs.parquet").to_pylist()
-        assert len(pairs) == 8 * 8 and data["js_distance_mean"].shape == (8, 8)
-        assert pairs[9]["mean"] == pytest.approx(float(data["js_distance_mean"][1, 1]))
+        assert len(pairs) == 8 * 8 and data["js_divergence_mean"].shape == (8, 8)
+        assert pairs[9]["mean"] == pytest.approx(float(data["js_divergence_mean"][1, 1]))
         assert (pairs[9]["layer"], pairs[9]["head"], pairs[9]["other_layer"],
                 pairs[9]["other_head"]) == (0, 1, 0, 1)
     wrong = subprocess.run(command[:-6] + ["--column", "id"] + command[-4:], cwd=ROOT,
@@ -305,13 +305,17 @@ def test_an_encoder_decoders_corpus_is_read_through_its_encoder(tmp_path):
         corpus.segment(load_model("reader-toy"), ["40721"], seg_len=8, min_len=2)
 
 
-def test_results_saved_with_the_old_spelling_still_open(tmp_path):
-    # the layout a file saved before "normalized" settled has, written out here by hand
+def test_results_saved_under_older_names_still_open(tmp_path):
+    # the layout of a file saved before "normalized" settled and before the JS divergence was
+    # named as what it is ("js_distance"), written out here by hand
     mean = np.arange(8, dtype=np.float32).reshape(2, 4)
+    pairs = np.arange(64, dtype=np.float32).reshape(8, 8)
     np.savez(tmp_path / "old.npz", n_segments=np.asarray(3), n_tokens=np.asarray(30),
              entropy_normalised_count=np.full((2, 4), 3.0), entropy_normalised_mean=mean,
-             entropy_normalised_std=np.zeros((2, 4)),
-             info=np.asarray(json.dumps({"statistics": ["entropy_normalised"]})))
+             entropy_normalised_std=np.zeros((2, 4)), js_distance_count=np.full((8, 8), 3.0),
+             js_distance_mean=pairs, js_distance_std=np.zeros((8, 8)),
+             info=np.asarray(json.dumps({"statistics": ["entropy_normalised", "js_distance"]})))
     loaded = corpus.CorpusResult.load(tmp_path / "old.npz")
-    assert loaded.names == ["entropy_normalized"]
+    assert loaded.names == ["entropy_normalized", "js_divergence"]
     np.testing.assert_allclose(loaded.mean("entropy_normalized"), mean)
+    np.testing.assert_allclose(loaded.mean("js_divergence"), pairs)

@@ -113,7 +113,7 @@ def every_formula(a, tokens, display, ids, specials, causal):
     entropy, normalized = entropy_formulas(a, causal)
     masses = class_masses(a, tokens, display, ids, specials)
     return {"entropy": entropy, "entropy_normalized": normalized, **masses,
-            **role_formulas(a, ids, masses), "js_distance": js_divergences(a),
+            **role_formulas(a, ids, masses), "js_divergence": js_divergences(a),
             "distance": mean_distance(a)}
 
 

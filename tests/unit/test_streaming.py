@@ -183,7 +183,7 @@ def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, fami
     found = corpus.run(model, segments, stats=("entropy", "mass", "roles", "similarity"),
                        similarity_rows=5)
     expected = {"entropy": [], "entropy_normalized": [], "mass first token": [],
-                "mass previous": [], "role previous token": [], "js_distance": []}
+                "mass previous": [], "role previous token": [], "js_divergence": []}
     for ids in segments.ids:
         trace = model.trace_ids(ids)
         maps, n = trace.attentions, trace.n_tokens
@@ -195,7 +195,7 @@ def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, fami
         rows = np.unique(np.round(np.linspace(0, n - 1, 5)).astype(int))
         js = formula_js(maps, rows)
         np.fill_diagonal(js, 0.0)
-        expected["js_distance"].append(js)
+        expected["js_divergence"].append(js)
     for name, values in expected.items():
         close(found.mean(name), np.mean(values, axis=0), atol=2e-6)
         close(found.std(name), np.std(values, axis=0), atol=2e-6)

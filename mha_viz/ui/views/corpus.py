@@ -112,7 +112,7 @@ def choice_section(result, statistic, model, stem: str) -> None:
 def similarity_section(result, statistic, model, stem: str) -> None:
     """Head-to-head distances averaged over segments: clustered and mapped in 2-D."""
     st.subheader("Head similarity over the corpus")
-    distances = result.mean(result.arrays_of(statistic.name)["js_distance"])
+    distances = result.mean(result.arrays_of(statistic.name)["js_divergence"])
     n_head = model.info.n_head
     order = ui.memo(A.cluster_order, distances)
     coords = ui.memo(A.mds_2d, distances)
