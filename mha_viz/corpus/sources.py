@@ -24,6 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..core.digest import digest
 from ..core.errors import InputError
 
 ARROW_BATCH_ROWS = 4096  # rows per batch read from a Parquet or Arrow file
@@ -101,6 +102,12 @@ class RowGroup:
     column: str
     row_group: int
     stamp: str  # the file's size and modification time: a resumed run checks them
+
+    @property
+    def digest(self) -> str:
+        """What the row group is (its file's name, size and time, the group, the column): a
+        resumed run checks it, as it checks a shard's."""
+        return digest(Path(self.path).name, self.stamp, self.row_group, self.column)
 
     def texts(self) -> tuple[list[str], int]:
         """(its texts, the rows that were not a text)."""
