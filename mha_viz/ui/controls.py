@@ -126,8 +126,11 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
     choice = synced(bar.selectbox, "model", "Model", default_model(), options=MODEL_CHOICES,
                     format_func=lambda c: MODEL_LABELS.get(c, c),
                     help="MiniLM (a BERT sentence encoder), SmolLM2-135M (a Llama-family "
-                         "causal language model with grouped-query attention) and a toy T5 "
-                         "translator (an encoder-decoder) are bundled and work offline. Hub models need network the first time (then they are "
+                         "causal language model with grouped-query attention), a toy T5 "
+                         "translator (an encoder-decoder), a toy digit reader and the two "
+                         "induction toys trained on the Training page (their last "
+                         "checkpoints: they read characters, 64 at most) are bundled and work "
+                         "offline. Hub models need network the first time (then they are "
                          "cached). A local checkpoint is a folder (config.json, "
                          "model.safetensors, tokenizer files) of a GPT-2, BERT, Llama, Mistral, "
                          "Qwen2, T5, BART or Marian model, or one Llama .gguf file, inside the "
