@@ -169,6 +169,10 @@ def head_heatmap(
     return fig
 
 
+GRID_MODEBAR_REMOVED = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
+                        "resetscale"]
+
+
 def model_view_grid(
     attentions: np.ndarray,
     thumb_size: int = 32,
@@ -285,6 +289,9 @@ def model_view_grid(
         plot_bgcolor="white",
         clickmode="event+select",
         dragmode=False,
+        # a grid is clicked, not zoomed: the toolbar keeps its camera alone, one button at
+        # the top right that a title beside it does not reach (its row of nine covered it)
+        modebar=dict(remove=GRID_MODEBAR_REMOVED),
     )
     return fig
 

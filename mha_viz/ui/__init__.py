@@ -67,6 +67,8 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
 - ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
 - ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
+- ``gestures``: one tap picks a figure's point; ``ask_scroll``/``scroll_anchor`` bring what a
+  click changed into view.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
@@ -82,6 +84,7 @@ from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_spe
                        target_metric_picker, weights_switch)
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
+from .gestures import ask_scroll, scroll_anchor
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
                      column_share, download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
@@ -109,7 +112,7 @@ __all__ = [
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "lesson_step", "attention_cost", "figure_columns",
     "column_share", "drawn_when_opened", "section_open_key", "layer_window",
-    "GRID_CELL_PX_PRESENTING", "caveat",
+    "GRID_CELL_PX_PRESENTING", "caveat", "ask_scroll", "scroll_anchor",
     "md_escape",
     "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",

@@ -18,14 +18,17 @@ from ..plots import fit
 from ..server import export
 from .compute import Selection, cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
+from .gestures import taps_select
 from .state import browser_component, image_format, presenting, synced, take_incoming_params
 
 _PAGE_CSS = """
 <style>
 /* the heading anchors link to the page itself; they only add noise here */
 [data-testid="stHeaderActionElements"] {display: none;}
-/* the viewport reporter draws nothing and should take no room */
-.st-key-_mv_viewport {display: none;}
+/* the viewport reporter, the tap helper and the scroller draw nothing and take no room */
+.st-key-_mv_viewport, .st-key-_mv_taps, [class*="st-key-_mv_scroll_"] {display: none;}
+/* what a click brings into view stops below the page's header, not under it */
+[class*="st-key-_mv_at_"] {scroll-margin-top: 4rem;}
 /* on a phone a folded section's figures get the column's whole width: the section's side
    padding would cut a map's plot area below 250 px */
 @media (max-width: 640px) {
@@ -70,6 +73,7 @@ def page_setup(title: str, intro: str | None = None) -> None:
                        initial_sidebar_state="collapsed" if present else "auto")
     st.html(_PAGE_CSS + (_PRESENT_CSS if present else ""))
     _measure_viewport()
+    taps_select()
     st.title(title)
     if intro:
         st.markdown(intro, help=terms_in(intro))

@@ -73,10 +73,11 @@ def show() -> None:
         sharing = ui.kv_sharing_note(trace)
         if sharing:
             st.caption(sharing)
-        cell_px = parts.grid_cell_px(trace.n_head)
         first, stop = ui.layer_window(trace.n_layer, layer)
-        if (first, stop) != (0, trace.n_layer):  # a projector: a few layers, large thumbnails
-            cell_px = ui.GRID_CELL_PX_PRESENTING
+        screen = ui.figure_screen()
+        # a projector shows a few layers at a time, with large thumbnails
+        cell_px = parts.grid_cell_px(trace.n_head, screen and screen.width,
+                                     windowed=(first, stop) != (0, trace.n_layer))
         # every head's map block-averaged once per input, in one pass over the rows (a long
         # input's maps are computed for it, so that waits for a click)
         thumb_texts = parts.thumbnail_texts(trace.n_layer, trace.n_head, n_shown)
@@ -94,7 +95,9 @@ def show() -> None:
                            alt="Grid of every head's attention map")
 
         # ---------------------------------------------------------------- one head
-        st.subheader(parts.head_subheader(layer, head, trace.n_head, layer_mean, factor > 1))
+        with ui.scroll_anchor(parts.ONE_HEAD):  # a thumbnail picked: its map comes in view
+            st.subheader(parts.head_subheader(layer, head, trace.n_head, layer_mean,
+                                              factor > 1))
         sharing = None if layer_mean else ui.kv_sharing_note(trace, head)
         if sharing:
             st.caption(sharing)

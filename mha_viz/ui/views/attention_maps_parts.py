@@ -11,8 +11,9 @@ import streamlit as st
 
 from ... import analysis, plots
 from ...server import export
+from ..gestures import ask_scroll
 from ..messages import callback
-from ..output import download_csv, figure_columns, show_figure
+from ..output import GRID_CELL_PX_PRESENTING, download_csv, figure_columns, show_figure
 from ..state import set_value, synced
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
@@ -24,7 +25,7 @@ LONG_INPUT = 40  # more tokens: fewer axis labels and a height that fits the squ
 
 @callback
 def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
-    """Grid click -> the shared layer/head choice."""
+    """Grid click -> the shared layer/head choice, and the head's map brought into view."""
     state = st.session_state.get("grid") or {}
     points = (state.get("selection") or {}).get("points") or []
     for point in points:
@@ -32,12 +33,23 @@ def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
         if picked is not None:
             set_value("layer", picked[0])
             set_value("head", picked[1])
+            ask_scroll(ONE_HEAD)
             return
 
 
-def grid_cell_px(n_head: int) -> int:
-    """A grid thumbnail's size on screen: few heads, bigger thumbnails (40 to 110 px)."""
-    return int(min(110, max(40, 720 // n_head)))
+ONE_HEAD = "one_head"  # where the page scrolls after a thumbnail is picked
+GRID_MARGIN_PX = 70  # the grid's side margins: its layer labels and the right edge
+
+
+def grid_cell_px(n_head: int, width: int | None = None, windowed: bool = False) -> int:
+    """A grid thumbnail's size on screen: few heads, bigger thumbnails (40 to 110 px; a
+    projector's window of a few layers, GRID_CELL_PX_PRESENTING), and never wider than the
+    screen gives each head (the figure's height follows its thumbnails: a phone's 30 x 9
+    grid was 2,540 px tall for 1,000 px of thumbnails)."""
+    cell = GRID_CELL_PX_PRESENTING if windowed else min(110, max(40, 720 // n_head))
+    if width:
+        cell = min(cell, (width - GRID_MARGIN_PX) / n_head)
+    return int(max(cell, 8))
 
 
 def pair_boundary(segment_ids: np.ndarray, outline: bool) -> int | None:
