@@ -6,12 +6,11 @@ brings its map into view (item 3)."""
 from __future__ import annotations
 
 import pytest
-from tests.support.browser import assert_no_exception, shoot, wait_fitted
+from tests.support.browser import DEVICES, assert_no_exception, shoot, wait_fitted
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-PHONE = {"viewport": {"width": 400, "height": 860}, "has_touch": True, "is_mobile": True}
-DESK = {"viewport": {"width": 1400, "height": 1000}}
+PHONE, DESK = DEVICES["phone"], DEVICES["desk"]
 # The All heads figure: its height, its plot area's, and where its title's text and its
 # toolbar's buttons lie (the toolbar shows while the pointer is over the figure).
 GRID_BOXES = """() => {
@@ -32,22 +31,6 @@ ONE_HEAD = """() => {
     const r = h.getBoundingClientRect();
     return {text: h.innerText, top: r.top, bottom: r.bottom};
 }"""
-
-
-@pytest.fixture
-def device_tab(browser, app_server):
-    contexts = []
-
-    def make(device: dict):
-        context = browser.new_context(**device)
-        contexts.append(context)
-        tab = context.new_page()
-        tab.set_default_timeout(180_000)
-        return tab
-
-    yield make
-    for context in contexts:
-        context.close()
 
 
 GRID_AREA = """() => {
