@@ -62,7 +62,7 @@ def test_a_long_input_says_how_it_is_drawn():
         "resolution, and the line view shows 40 tokens at a time; the grid uses 32×32 "
         "thumbnails.")
     assert maps_page.long_input_caption(41, block_factor(41, 256)) == (
-        "Long input (41 tokens): only some axis labels are shown; hover a cell for its "
+        "Long input (41 tokens): only some axis labels are shown; click a cell for its "
         "tokens. The CSV downloads keep every cell.")
     assert maps_page.long_input_caption(40, 1) is None
     assert maps_page.heatmap_size(24) == {"max_size": 256, "max_ticks": 40, "height": None}
@@ -150,7 +150,7 @@ def test_a_large_matrix_is_summarised_in_one_line(inside):
     stats = summarise(inside.X)
     t, d = inside.X.shape
     caption = inside_page.summary_caption(inside.X, t, d)
-    assert caption == (f"{t} × {d} = {t * d:,} numbers, too many to print: hover a cell for "
+    assert caption == (f"{t} × {d} = {t * d:,} numbers, too many to print: click a cell for "
                        f"its value. Whole array: min {stats['min']:.4g} · max "
                        f"{stats['max']:.4g} · mean {stats['mean']:.4g} · std {stats['std']:.4g}"
                        f" · mean row norm {stats['mean row norm']:.4g}.")

@@ -13,6 +13,7 @@ from ... import analysis, plots
 from ...server import export
 from ..gestures import ask_scroll
 from ..messages import callback
+from ..settings import md_escape
 from ..output import GRID_CELL_PX_PRESENTING, download_csv, figure_columns, show_figure
 from ..state import set_value, synced
 
@@ -73,7 +74,7 @@ def long_input_caption(n_tokens: int, factor: int) -> str | None:
                 f"full resolution, and the line view shows {LINE_WINDOW} tokens at a time; "
                 f"the grid uses {GRID_THUMB}×{GRID_THUMB} thumbnails.")
     if is_long(n_tokens):
-        return (f"Long input ({n_tokens} tokens): only some axis labels are shown; hover a "
+        return (f"Long input ({n_tokens} tokens): only some axis labels are shown; click a "
                 f"cell for its tokens. The CSV downloads keep every cell.")
     return None
 
@@ -103,6 +104,68 @@ def thumbnail_texts(n_layer: int, n_head: int, n_tokens: int) -> dict[str, str]:
                        f"is a pass of its own, so it waits for the button above."}
 
 
+# ------------------------------------------------------------------ weights or what moves
+
+SINK_SECTION = "The first token both ways: much weight, little moved"
+SINK_TITLES = ("First token's share of the weights", "First token's share of what moves")
+
+
+def value_name(moves: bool) -> str:
+    """What a cell of a map holds: a weight, or a share of what the head moves."""
+    return "share moved" if moves else "weight"
+
+
+def map_title(name: str, moves: bool) -> str:
+    return f"{name}: what moves from each key" if moves else f"{name}: who attends to whom"
+
+
+def map_caption(moves: bool, pickable: bool) -> str:
+    """How to read one head's map, for a desk and a touch screen alike (no hovering)."""
+    reading = ("Row = query (the token that receives), column = key (the token sending): "
+               "each row is what the head moves into the query from each key, the weight "
+               "times the size of the key's vector, as shares that sum to 1."
+               if moves else
+               "Row = query (the token that reads), column = key (the token read from).")
+    return reading + (" Click a cell for its value and why the head attends there."
+                      if pickable else " Click a cell for its value.")
+
+
+def lines_caption(moves: bool) -> str:
+    return ("The same shares as lines from each query (left) to each key (right); thicker "
+            "and darker = more moved." if moves else
+            "The same weights as lines from each query (left) to each key (right); thicker "
+            "and darker = more attention.")
+
+
+def moves_can_be_shown(selection) -> bool:
+    """Whether the page can trace what heads move: a model of its own (not a saved trace),
+    not an encoder-decoder."""
+    model = selection.model
+    return (selection.uploaded is None and model is not None
+            and not model.info.encoder_decoder)
+
+
+def sink_text(first_token: str, shares) -> str:
+    """The first token's share of the weights and of what moves (analysis.sink_shares), and
+    what the difference means on this model and text."""
+    took, sent = shares.weights_mean, shares.moved_mean
+    said = (f"Over every head and query, the first token ('{md_escape(first_token)}') takes "
+            f"**{took:.2f}** of the attention weights and **{sent:.2f}** of what the heads "
+            f"move. ")
+    if sent < 0.8 * took:
+        return said + ("A large weight is not a large message: heads park their attention on "
+                       "the first token when nothing else fits, and it sends them back small "
+                       "vectors, so little of it reaches the queries (Kobayashi et al. 2020, "
+                       "*Attention is Not Only a Weight*). Read a map of weights as where a "
+                       "head looks, the shares of what moves as what it carries.")
+    if sent > 1.25 * took:
+        return said + ("Here the first token sends larger vectors than the others: it "
+                       "carries more than its weights say.")
+    return said + ("Here the two agree: on this model and text the first token is no sink "
+                   "that takes weight and sends little (Kobayashi et al. 2020 found such "
+                   "sinks in BERT and GPT-2).")
+
+
 def shown_name(layer: int, head: int, layer_mean: bool) -> str:
     """The name of what the page shows: a head ('L3.H7') or its layer's head mean."""
     return f"L{layer} head mean" if layer_mean else analysis.head_name(layer, head)
@@ -121,7 +184,7 @@ def window_caption(start: int, stop: int, inside: float, first_token: float) -> 
     return (f"These {stop - start} queries give {inside:.0%} of their attention to keys "
             f"inside the window" + (f" and {first_token:.0%} to the first token shown"
                                     if start > 0 else "")
-            + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
+            + ". Rows are queries, columns keys; click a cell for *query → key: weight*.")
 
 
 def window_lines_caption(n_drawn: int, layer: int, layer_mean: bool) -> str:

@@ -16,6 +16,7 @@ from ...analysis.one_head.steps import inside_bytes_per_squared_token, inside_on
 from ...server import export
 from .. import lesson as lesson_mode
 from ..words import one_head as words
+from . import inside_one_head_lesson as lesson_steps
 from . import inside_one_head_parts as parts
 
 
@@ -58,7 +59,7 @@ def show() -> None:
             st.info(short_note)
         # opens on the token the text is about ('it', else the last) and the head that links it
         # most strongly to the token it reads most, not on L0.H0 (analysis.opening_view)
-        focus, _, *linking_head = ui.opening(trace)
+        focus, linked_key, *linking_head = ui.opening(trace)
         # in a lesson the choices wait in the sidebar, out of the class's way
         pick_col, query_col = (st.sidebar, st.sidebar) if lesson else st.columns([2, 1])
         with pick_col:
@@ -91,14 +92,18 @@ def show() -> None:
         show_matrix = parts.show_matrix
         csv_button = partial(parts.csv_button, stem=stem, lesson=lesson)
 
+        def pick(chart: str):
+            """A click on a query x key matrix: follow that query, ask why about that key."""
+            return partial(ui.pick_cell, chart, "query", "wk")
+
         def matrix_step(number: int | str, step: str, array, rows, cols, title: str, what: str,
                         row_title: str, col_title: str, key: str | None = None,
-                        span: float | None = None) -> None:
+                        span: float | None = None, on_select=None) -> None:
             """A step's heading, its matrix and the matrix as CSV (key: the figure's and the
             download's, the step's own by default; span: its colour scale's reach)."""
             parts.step_header(number, steps[step])
             show_matrix(array, rows, cols, title, key or step, row_title=row_title,
-                        col_title=col_title, span=span)
+                        col_title=col_title, span=span, on_select=on_select)
             csv_button(array, rows, cols, what, key or step)
 
         # Each step of the head draws itself; lesson_mode.show_steps shows them all in order, or,
@@ -162,7 +167,8 @@ def show() -> None:
             matrix_step(5, key, getattr(inside, key), tok, key_tok,
                         f"scores Q Kᵀ × {inside.scale:.4g}"
                         + (" before the cap" if inside.softcap else "") + f": {t} × {s_keys}",
-                        key.replace("_", " "), "query", "key", span=parts.score_span(inside))
+                        key.replace("_", " "), "query", "key", span=parts.score_span(inside),
+                        on_select=pick(key))
 
         def softcap_step() -> None:  # Gemma 2: the scores through c·tanh(S / c)
             c = inside.softcap
@@ -214,7 +220,7 @@ def show() -> None:
             show_matrix(inside.weights, tok, key_tok,
                         f"softmax: the attention weights, {t} × {s_keys}", "weights",
                         diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
-                        col_title="key")
+                        col_title="key", on_select=pick("weights"))
             difference = inside.largest_difference(the_map)
             st.caption(f"These are exactly the weights of {name} on the Attention maps page "
                        f"(largest difference {difference:.1e}). Every row sums to 1.")
@@ -257,6 +263,10 @@ def show() -> None:
                                                                d_cols, k_cols),
             "cost": lambda: ui.attention_cost(model.info),
             "learning": parts.learning_step,
+            "why": lambda: ui.why_body(selection, trace, layer, head, (query, linked_key),
+                                       query=query, key_name="wk"),
+            "textbook": lambda: lesson_steps.textbook_step(selection),
+            "moves": lambda: lesson_steps.moves_step(selection, layer, head),
         }
         lesson_mode.show_steps(parts.sections(inside, lesson, query, labels[query],
                                                     gradients=seq is None), draw, lesson)

@@ -66,7 +66,7 @@ def summary_caption(array: np.ndarray, shown_rows: int, shown_cols: int) -> str:
     cut = (shown_rows, shown_cols) != (n_rows, n_cols)
     return (f"{n_rows} × {n_cols} = {n_rows * n_cols:,} numbers, too many to print: "
             + (f"showing the first {shown_rows} rows and {shown_cols} columns; " if cut else "")
-            + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+            + "click a cell for its value. Whole array: " + " · ".join(parts) + ".")
 
 
 def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
@@ -97,8 +97,15 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
         ("The mask", "mask", True),
         ("Softmax: the attention weights", "softmax", True),
         *([(f"Follow query {query} '{query_label}'", "follow", True)] if lesson else []),
+        # a cell clicked on the scores or the weights, by source (ui.why); the lesson's
+        # screen shows the textbook case instead, on the induction toy
+        ("Why an induction head attends where it does" if lesson else
+         "Why this head attends there: its score split by source",
+         "textbook" if lesson else "why", True),
         ("Chunked and flash attention: the same weights with less memory", "flash", True),
         ("Weights × V: each token's mix of values", "context", True),
+        *([("What a head moves: the weights times the values' size", "moves", True)]
+          if lesson else []),
         ("W_O: from one head back to the model's width", "output", True),
         *([("The head's contribution, and all heads together", "contribution", True)]
           if lesson else []),
@@ -240,15 +247,17 @@ def in_code(kind: str | None, layer: int, head: int) -> str:
 def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
                 diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
                 row_title: str = "", col_title: str = "", share: float = 1.0,
-                span: float | None = None) -> None:
+                span: float | None = None, on_select=None) -> None:
     """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
     without values, plus a one-line summary of the whole array. span: the diverging scale's
-    ±reach (default the drawn part's largest |value|)."""
+    ±reach (default the drawn part's largest |value|). on_select: a click on a cell calls it
+    (a query x key map: ui.pick_cell)."""
     small, n_rows, n_cols, fmt = matrix_view(*array.shape, fmt)
     fig = plots.tensor_figure(array[:n_rows, :n_cols], rows[:n_rows], cols[:n_cols], title,
                               show_values=small, diverging=diverging, colorscale=colorscale,
-                              fmt=fmt, row_title=row_title, col_title=col_title, span=span)
-    show_figure(fig, key=key, alt=title, share=share)
+                              fmt=fmt, row_title=row_title, col_title=col_title, span=span,
+                              pickable=on_select is not None)
+    show_figure(fig, key=key, alt=title, share=share, on_select=on_select)
     if not small:
         st.caption(summary_caption(array, n_rows, n_cols))
 

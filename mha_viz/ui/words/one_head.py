@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .why import source_words
+
 __all__ = ["Step", "head_steps", "layout_step", "projection_text"]
 
 
@@ -328,3 +330,50 @@ def head_steps(inside) -> list[Step]:
              f"over all {inside.n_head} heads of C W_O^h, plus the output bias b_O; it is "
              f"then added to the residual stream.", "token", "dimension of d_model"),
     ]
+
+
+# ------------------------------------------------------------ the lesson's wider screens
+
+MOVES_NOT_HERE = ("What a head moves is computed for encoder-only and decoder-only models "
+                  "traced from the sidebar's text: pick one to see this head both ways.")
+
+
+def textbook_text(case, labels: list[str], score: float, parts: list[tuple[str, float]],
+                  shown_on_toy: bool) -> str:
+    """The induction head's score at its target, and where it comes from (the textbook case
+    when the previous-token head's key side gives the most)."""
+    name = f"L{case.layer}.H{case.head}"
+    before = f"L{case.previous_layer}.H{case.previous_head}"
+    q, k = case.query, case.key
+    where = ("On this text" if shown_on_toy else
+             "On the bundled **induction toy** (two layers, trained on repeated passages; "
+             "the same computation as every step so far, on a model small enough to read)")
+    said = (f"{where}, **{name}** is an induction head (induction score "
+            f"{case.induction_score:.2f}): at query {q} '{labels[q]}' it puts "
+            f"{case.weight:.2f} of its weight on key {k} '{labels[k]}', the token that "
+            f"followed the earlier '{labels[q]}'. Its score there is {score:+.1f}. ")
+    top, value = parts[0]
+    if top != before:
+        return said + (f"The largest part of it comes from the key side of "
+                       f"{source_words(top, {})} ({value:+.1f}).")
+    return said + (f"**{value:+.1f} of it comes from the key side of {before}**, the "
+                   f"previous-token head (score {case.previous_score:.2f}): {before} wrote "
+                   f"into key {k} the token before it, '{labels[k - 1]}', and {name}'s query "
+                   f"at '{labels[q]}' asks for exactly that. One head's output read by "
+                   f"another's keys is K-composition (Elhage et al. 2021): the circuit that "
+                   f"copies what followed before (Olsson et al. 2022).")
+
+
+def moves_text(name: str, first_token: str, took: float, sent: float) -> str:
+    """This head's first-token share of the weights and of what it moves, and what the
+    difference says."""
+    said = (f"A weight says where {name} looks; what reaches the query is the weight times "
+            f"the vector the key sends, ‖α_ij · f(x_j)‖ with f the value and output "
+            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes as "
+            f"shares. The first token ('{first_token}') takes {took:.2f} of this head's "
+            f"weight and {sent:.2f} of what it moves")
+    if sent < 0.8 * took:
+        return said + (": it is a sink, a place to put weight that sends back little. Where "
+                       "a map of weights is dark at the first token, this head mostly reads "
+                       "nothing.")
+    return said + ": here the two agree."
