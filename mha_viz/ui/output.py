@@ -27,8 +27,7 @@ _PAGE_CSS = """
 [data-testid="stHeaderActionElements"] {display: none;}
 /* the viewport reporter, the tap helper and the scroller draw nothing and take no room */
 .st-key-_mv_viewport, .st-key-_mv_taps, [class*="st-key-_mv_scroll_"] {display: none;}
-/* what a click brings into view stops below the page's header, not under it */
-[class*="st-key-_mv_at_"] {scroll-margin-top: 4rem;}
+[class*="st-key-_mv_at_"] {scroll-margin-top: 4rem;}  /* what a click shows: below the header */
 /* on a phone a folded section's figures get the column's whole width: the section's side
    padding would cut a map's plot area below 250 px */
 @media (max-width: 640px) {
@@ -211,14 +210,15 @@ def viewport() -> dict | None:
 
 
 def figure_screen(share: float = 1.0) -> fit.Screen | None:
-    """The Screen a figure in a column of ``share`` of the page's width is shown on."""
+    """The Screen of a figure in a column of ``share`` of the width (a lesson: less high)."""
     size = viewport()
     if size is None or size["width"] < 100:
         return None
-    width = size["width"]
+    width, height = size["width"], size["height"] - st.session_state.get("_mv_reserved_px", 0)
     if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
         width = int(width * share - 16)  # the columns' gap
-    return fit.Screen(width=width, height=size["height"] or None, present=presenting())
+    return fit.Screen(width=width, height=max(height, 200) if size["height"] else None,
+                      present=presenting())
 
 
 def figure_columns(spec, **kwargs) -> list:

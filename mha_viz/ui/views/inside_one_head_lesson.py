@@ -10,6 +10,7 @@ import streamlit as st
 
 from ... import analysis, plots, ui
 from ...core.errors import MhaVizError
+from .. import lesson
 from ..words import one_head as words
 from ..words import why as why_words
 
@@ -37,23 +38,20 @@ def _toy_case(selection: ui.Selection):
 def textbook_step(selection: ui.Selection) -> None:
     """The induction head's score at its target, split by source: most of it comes from the
     key side of the previous-token head (K-composition)."""
-    st.markdown("#### Why an induction head attends where it does")
     toy, trace, case = _toy_case(selection)
     found = ui.memo(analysis.score_attribution, toy.model, toy.text, case.layer, case.head,
                     case.query, contrast="mean")
     parts = found.strongest_sources(case.key, "key", k=6)
     labels = list(trace.display_tokens)
-    text_col, figure_col = ui.figure_columns([2, 3])
-    with text_col:
-        st.markdown(words.textbook_text(case, labels, float(found.capped_scores[
-            found.column(case.key)]), parts, shown_on_toy=toy is selection))
-        if toy is not selection:
-            st.page_link("pages/5_Inside_One_Head.py", icon="▶",
-                         label="Open the lesson on the toy, at this step",
-                         query_params={"model": TOY, "text": TOY_TEXT, "lesson": "1",
-                                       "layer": str(case.layer), "head": str(case.head),
-                                       "query": str(case.query), "wk": str(case.key)})
-    with figure_col:
+    st.markdown(words.textbook_text(case, labels, float(found.capped_scores[
+        found.column(case.key)]), parts, shown_on_toy=toy is selection))
+    if toy is not selection:
+        st.page_link("pages/5_Inside_One_Head.py", icon="▶",
+                     label="Open the lesson on the toy",
+                     query_params={"model": TOY, "text": TOY_TEXT, "lesson": "1",
+                                   "layer": str(case.layer), "head": str(case.head),
+                                   "query": str(case.query), "wk": str(case.key)})
+    with lesson.figure_place():
         name = plots.head_name(case.layer, case.head)
         ui.show_figure(plots.source_bars(
             [why_words.source_label(s) for s, _ in parts], np.array([v for _, v in parts]),
@@ -66,7 +64,6 @@ def textbook_step(selection: ui.Selection) -> None:
 def moves_step(selection: ui.Selection, layer: int, head: int) -> None:
     """This head's map of weights beside its map of what moves, and the first token's share
     of each."""
-    st.markdown("#### What a head moves: the weights times the values' size")
     model = selection.model
     if selection.kind is not None or model is None or model.info.encoder_decoder \
             or selection.uploaded is not None:
@@ -80,11 +77,13 @@ def moves_step(selection: ui.Selection, layer: int, head: int) -> None:
                                  float(shares.of_weights[layer, head]),
                                  float(shares.of_moved[layer, head])))
     labels = list(looks.display_tokens)
+    with lesson.figure_place():
+        places = st.columns(2)
     for place, trace, title, key, value_name in zip(
-            ui.figure_columns(2), (looks, moves),
+            places, (looks, moves),
             (f"{name}: where it looks (weights)", f"{name}: what it moves"),
             ("moves_weights", "moves_moved"), ("weight", "share moved")):
         with place:
             ui.show_figure(plots.head_heatmap(trace.head_map(layer, head), labels, title=title,
                                               causal=trace.causal, value_name=value_name),
-                           key=key, alt=title, share=ui.column_share(0.5))
+                           key=key, alt=title, share=0.3)
