@@ -13,7 +13,7 @@ from ..core.errors import InputError
 # block_factor is also head_heatmap's argument name
 from ..maps.downsample import block_factor as factor_for
 from ..maps.downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
-from .picking import add_pickable_cells, can_pick
+from .picking import ZOOM_BUTTONS, add_pickable_cells, can_pick
 from ._style import (GRID_SCALE, HIGHLIGHT, MASK_GREY, PAIR_COLOUR, WEIGHT_SCALE, _base_layout,
                      _check_labels, _esc, _mask_path, _no_dollar, _square_map, _title)
 
@@ -178,10 +178,6 @@ def head_heatmap(
     return fig
 
 
-GRID_MODEBAR_REMOVED = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
-                        "resetscale"]
-
-
 def model_view_grid(
     attentions: np.ndarray,
     thumb_size: int = 32,
@@ -298,9 +294,7 @@ def model_view_grid(
         plot_bgcolor="white",
         clickmode="event+select",
         dragmode=False,
-        # a grid is clicked, not zoomed: the toolbar keeps its camera alone, one button at
-        # the top right that a title beside it does not reach (its row of nine covered it)
-        modebar=dict(remove=GRID_MODEBAR_REMOVED),
+        modebar=dict(remove=ZOOM_BUTTONS),  # a grid is clicked, not zoomed (picking)
     )
     return fig
 

@@ -59,3 +59,15 @@ def cell_of_point(point: Mapping) -> tuple[int, int] | None:
     if custom is None or len(custom) < 2 or None in custom[:2]:
         return None
     return int(custom[0]), int(custom[1])
+
+
+# A figure read or clicked, not zoomed: its toolbar keeps the camera alone, one button at the
+# top right that its title does not reach (a row of nine covered a phone's title).
+ZOOM_BUTTONS = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
+                "resetscale"]
+
+
+def camera_only(fig: go.Figure) -> go.Figure:
+    """fig's toolbar without its zoom buttons (in place; returned for chaining)."""
+    fig.update_layout(modebar=dict(remove=ZOOM_BUTTONS))
+    return fig

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..core.errors import InputError
+from .picking import ZOOM_BUTTONS
 from ._style import _base_layout, _check_labels, _esc, _title
 
 RAISES, LOWERS = "#b2182b", "#2166ac"  # the ends of DIVERGING_SCALE: red up, blue down
@@ -32,6 +33,7 @@ def source_bars(labels: Sequence[str], values: np.ndarray, title: str, note: str
         hovertemplate=f"%{{y}}: %{{x:+.3f}}<extra>{_esc(value_name)}</extra>"))
     return _base_layout(
         fig, _title(title, note), height=int(120 + 28 * v.size), showlegend=False,
+        modebar=dict(remove=ZOOM_BUTTONS),  # read, not zoomed
         margin=dict(l=110, r=30, b=50),
         xaxis=dict(title=dict(text=_esc(value_name)), zeroline=True, zerolinewidth=2,
                    range=[low - pad if low < 0 else low, high + pad]),

@@ -158,7 +158,7 @@ def why_panel(selection: Selection, trace, layer: int, head: int, query: int, ke
                                   f"{name}'s score, query {query} → key {key}, by source",
                                   diverging=True, row_title="query side",
                                   col_title="key side")
-        show_figure(plots.columns_at_bottom(fig), key="why_matrix",
+        show_figure(plots.camera_only(plots.columns_at_bottom(fig)), key="why_matrix",
                     alt="The score split by query and key source", share=column_share(0.6))
         st.caption(words.COLOURS + (" The soft-cap bends the sum afterwards."
                                     if found.softcap else ""))

@@ -45,6 +45,9 @@ GRID_AREA = """() => {
 
 def grid_area(tab) -> dict:
     """The All heads figure scrolled to the top of the screen; its plot area's box."""
+    tab.wait_for_function("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .some(g => String((g.layout.title || {}).text || '').startsWith('All heads'))""")
+    wait_fitted(tab)
     tab.evaluate(GRID_AREA)
     tab.wait_for_timeout(400)
     return tab.evaluate(GRID_AREA)
