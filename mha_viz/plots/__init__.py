@@ -35,7 +35,7 @@ from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
-from .picking import camera_only, cell_of_point
+from .picking import camera_only, can_pick, cell_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
@@ -46,6 +46,7 @@ __all__ = [
     "training_curves", "head_scores_over_steps",
     "FIGURE_CONFIG",
     "camera_only",
+    "can_pick",
     "cell_of_point",
     "source_bars",
     "DIVERGING_SCALE",

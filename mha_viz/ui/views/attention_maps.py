@@ -147,13 +147,14 @@ def show() -> None:
             line_stop = min(stop, start + parts.LINE_WINDOW)
             lines = plots.line_view(shown.rows(layer, start, line_stop)[:, :, start:line_stop],
                                     labels[start:line_stop], heads=None if which == "all" else [head],
-                                    layer=layer, offset=start, title=f"Layer {layer}: query → key")
+                                    layer=layer, offset=start, title=f"Layer {layer}: query → key",
+                                    value_name=value_name)
             ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
             st.caption(parts.window_lines_caption(line_stop - start, layer, layer_mean))
         else:
             heat_col, line_col = parts.side_by_side(n_shown)
             with heat_col:
-                st.caption(parts.map_caption(moves, pickable=not layer_mean))
+                st.caption(parts.map_caption(moves, layer_mean, n_shown))
                 heat = plots.head_heatmap(
                     the_map, labels, title=parts.map_title(name, moves), causal=shown.causal,
                     grey_causal_mask=grey, pair_boundary=pair_boundary, value_name=value_name,
@@ -174,7 +175,7 @@ def show() -> None:
                 lines = plots.line_view(
                     shown.rows(layer, start, stop)[:, :, start:stop], labels[start:stop],
                     heads=None if which == "all" else [head], layer=layer, offset=start,
-                    title=f"Layer {layer}: query → key")
+                    title=f"Layer {layer}: query → key", value_name=value_name)
                 # laid out for its column like every figure (a fixed 600 px overflowed a phone,
                 # and a 40 % column of a laptop's screen)
                 ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",

@@ -119,15 +119,20 @@ def map_title(name: str, moves: bool) -> str:
     return f"{name}: what moves from each key" if moves else f"{name}: who attends to whom"
 
 
-def map_caption(moves: bool, pickable: bool) -> str:
-    """How to read one head's map, for a desk and a touch screen alike (no hovering)."""
+def map_caption(moves: bool, layer_mean: bool, n_tokens: int) -> str:
+    """How to read one head's map, for a desk and a touch screen alike (no hovering), and
+    what a click on a cell does (a map drawn cell by cell up to plots.can_pick's size)."""
     reading = ("Row = query (the token that receives), column = key (the token sending): "
                "each row is what the head moves into the query from each key, the weight "
                "times the size of the key's vector, as shares that sum to 1."
                if moves else
                "Row = query (the token that reads), column = key (the token read from).")
-    return reading + (" Click a cell for its value and why the head attends there."
-                      if pickable else " Click a cell for its value.")
+    if layer_mean:
+        return reading + " Click a cell for its value."
+    if plots.can_pick(n_tokens, n_tokens):
+        return reading + " Click a cell for its value and why the head attends there."
+    return reading + (" Click a cell for its value; pick a query and a key in the section "
+                      "on why below to see why the head attends there.")
 
 
 def lines_caption(moves: bool) -> str:
