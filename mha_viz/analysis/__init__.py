@@ -61,10 +61,11 @@ from .special import drop_positions, kept_positions, shown_trace, special_keep_m
 from .token_classes import (CLS_CLASS, SEP_CLASS, TOKEN_CLASSES, entropy_and_mass,
                             is_punctuation, strip_token_markers, token_class_masks,
                             token_class_mass, window_mass)
-from .value_weighted import (ContextMixing, context_mixing, value_norms, value_weighted_maps,
-                             why_no_mixing)
-from .why import (CompositionOverTraining, CompositionScores, ScoreAttribution,
-                  composition_over_training, composition_scores, score_attribution,
+from .value_weighted import (ContextMixing, SinkShares, context_mixing, sink_shares, value_norms,
+                             value_weighted_maps, why_no_mixing)
+from .why import (CompositionOverTraining, CompositionScores, InductionExample,
+                  ScoreAttribution, composition_over_training, composition_scores,
+                  induction_example, score_attribution,
                   text_composition, weight_composition)
 
 __all__ = [
@@ -115,8 +116,9 @@ __all__ = [
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
     "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
-    "score_attribution", "ScoreAttribution", "composition_scores", "CompositionScores",
+    "score_attribution", "ScoreAttribution", "induction_example", "InductionExample", "composition_scores", "CompositionScores",
     "text_composition", "weight_composition", "composition_over_training",
     "CompositionOverTraining",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
+    "sink_shares", "SinkShares",
 ]

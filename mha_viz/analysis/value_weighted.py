@@ -26,9 +26,10 @@ from ..core.errors import InputError
 from ..engine.interventions import Interventions
 from ..maps.ondemand import BLOCK_ELEMENTS
 from ..maps.value_weighted import ValueNorms, weigh_maps
+from .token_classes import token_class_mass
 
 __all__ = ["value_weighted_maps", "value_norms", "context_mixing", "ContextMixing",
-           "why_no_mixing"]
+           "why_no_mixing", "SinkShares", "sink_shares"]
 
 
 def _check_model(model) -> None:
@@ -219,3 +220,30 @@ def _layer_mixing(block, stream, values, heads_out, rows, n_tokens) -> dict[str,
             others = norms.sum(axis=1)
             out[stage][start:stop] = others / (others + own_norm)
     return out
+
+
+@dataclass(frozen=True)
+class SinkShares:
+    """The first token's share of the weights and of what heads move: per head [L, H] (the
+    mean over every query row, token_class_mass's "first token") and over every head."""
+    of_weights: np.ndarray
+    of_moved: np.ndarray
+
+    @property
+    def weights_mean(self) -> float:
+        return float(self.of_weights.mean())
+
+    @property
+    def moved_mean(self) -> float:
+        return float(self.of_moved.mean())
+
+
+def sink_shares(weights_trace, moved_trace) -> SinkShares:
+    """The first token both ways (Kobayashi et al. 2020): its share of the attention weights
+    (a trace of weights) beside its share of what the heads move (the same input traced
+    with weights="value")."""
+    if weights_trace.value_weighted or not moved_trace.value_weighted:
+        raise InputError("sink_shares takes a trace of the weights, then one of what moves "
+                         "(Model.trace(..., weights='value'))")
+    return SinkShares(token_class_mass(weights_trace)["first token"],
+                      token_class_mass(moved_trace)["first token"])

@@ -239,6 +239,21 @@ def _bundled_series(name: str) -> CheckpointSeries:
     return series_from_folder(folder, None, name, description)
 
 
+def bundled_run_checkpoint(name) -> "ResolvedCheckpoint | None":
+    """A bundled run's name ("induction-toy") -> its last checkpoint, as load_model reads a
+    checkpoint (the model picker lists the runs under their names); None for any other
+    name."""
+    text = str(name).strip().lower()
+    if text not in BUNDLED_SERIES:
+        return None
+    from . import ResolvedCheckpoint
+
+    last = _bundled_series(text).checkpoints[-1]
+    return ResolvedCheckpoint(last.folder(), f"{BUNDLED_SERIES[text][1]}, its last checkpoint "
+                              f"(step {last.step:,}; every checkpoint is on the Training page)",
+                              text)
+
+
 def hub_revisions(repo_id: str) -> list[tuple[int, str]]:
     """(step, revision) of a hub repository's branches named by their step, in order."""
     from huggingface_hub import constants, list_repo_refs

@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from .. import checkpoints
+from ..checkpoints.series import bundled_run_checkpoint
 from ..core import memory
 from ..core.budget import choose_maps
 from ..core.digest import digest
@@ -295,8 +296,8 @@ class Model(TextInput, Scoring, Predicting, Generating):
 
 def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None = None, *,
                dtype="float32", device="cpu") -> Model:
-    """A bundled name ("minilm", "smollm2"), a local checkpoint folder or .gguf file, or a
-    hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
+    """A bundled name ("minilm", "smollm2"; "induction-toy": a bundled training run's last
+    checkpoint), a local checkpoint folder or .gguf file, or a hub id ("gpt2"). ``local_dirs``: limit local paths to these folders (the app passes
     checkpoints.allowed_dirs() for its visitors); None allows any.
 
     dtype: "float32" (exact: maps equal transformers' to 1e-5), "bfloat16" or "float16"
@@ -304,7 +305,8 @@ def load_model(name: str | os.PathLike = "minilm", local_dirs: list[Path] | None
     device: "cpu", "cuda", "cuda:N" or "mps". A model whose weights would not fit the memory
     free on the device is refused, with the sizes, before any weight is read."""
     where = placement(dtype, device)
-    resolved = checkpoints.resolve(name, local_dirs=local_dirs)
+    resolved = (bundled_run_checkpoint(name)  # a bundled training run: its last step
+                or checkpoints.resolve(name, local_dirs=local_dirs))
     memory.return_large_blocks()  # before the first big allocations: see mha_viz.core.memory
     network, tokenizer = checkpoints.load(resolved, where)
     # transformers' own notion of the context is not the model's here: we truncate ourselves

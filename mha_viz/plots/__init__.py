@@ -20,7 +20,8 @@ view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass
 ``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
 ``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
 (an encoder-decoder's target x source cross-attention), ``training`` (curves and every
-head's score over training steps); ``_style``
+head's score over training steps), ``why`` (a score's parts by source), ``picking`` (maps
+whose cells a click picks); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -34,14 +35,20 @@ from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
+from .picking import camera_only, can_pick, cell_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
 from .training import head_scores_over_steps, training_curves
+from .why import source_bars
 
 __all__ = [
     "training_curves", "head_scores_over_steps",
     "FIGURE_CONFIG",
+    "camera_only",
+    "can_pick",
+    "cell_of_point",
+    "source_bars",
     "DIVERGING_SCALE",
     "GRID_SCALE",
     "HIGHLIGHT",

@@ -26,6 +26,7 @@ def line_view(
     title: str | None = None,
     offset: int = 0,
     width: int | None = 560,
+    value_name: str = "weight",
 ) -> go.Figure:
     """BertViz-style head view: queries on the left, keys on the right, one line per weight.
 
@@ -34,7 +35,8 @@ def line_view(
     when layer is given). Lines are grouped into a few opacity bins per head, one
     trace each. ``query`` draws only that query's lines (an index into ``attention``).
     ``offset`` is added to the positions shown in hovers, for a window cut from a longer
-    input. ``width`` None lets the figure fill its container.
+    input. ``width`` None lets the figure fill its container. ``value_name``: what a line
+    stands for ("weight"; a value-weighted map's "share moved").
     """
     a = np.asarray(attention)
     if a.ndim == 2:
@@ -119,7 +121,7 @@ def line_view(
             )
         )
     fig = go.Figure(data=traces)
-    notes = [f"lines: weight ≥ {min_weight:g}; darker and thicker = larger weight"]
+    notes = [f"lines: {value_name} ≥ {min_weight:g}; darker and thicker = larger {value_name}"]
     if shown < n_tok:
         notes.append(f"showing the first {shown} of {n_tok} tokens (weights to later keys hidden)")
     if query is not None:

@@ -13,6 +13,7 @@ from ..core.errors import InputError
 # block_factor is also head_heatmap's argument name
 from ..maps.downsample import block_factor as factor_for
 from ..maps.downsample import block_ranges, block_reduce, downsampled_labels, thin_labels
+from .picking import ZOOM_BUTTONS, add_pickable_cells, can_pick
 from ._style import (GRID_SCALE, HIGHLIGHT, MASK_GREY, PAIR_COLOUR, WEIGHT_SCALE, _base_layout,
                      _check_labels, _esc, _mask_path, _no_dollar, _square_map, _title)
 
@@ -32,6 +33,8 @@ def head_heatmap(
     block_factor: int | None = None,
     offset: int = 0,
     highlight: tuple[int, int] | None = None,
+    value_name: str = "weight",
+    pickable: bool = False,
 ) -> go.Figure:
     """One head's [T, T] map: query on y (top to bottom), key on x.
 
@@ -43,6 +46,10 @@ def head_heatmap(
     tokens (AttentionTrace.block_mean: the overview of a long input). offset: the first
     position shown (a window of a long input; positions are labelled from it). highlight:
     (start, stop) positions outlined on both axes (where the window lies in an overview).
+    value_name: what a cell holds ("weight"; a value-weighted map's "share moved").
+    pickable: a click on a cell selects it (picking.add_pickable_cells; cell_of_point reads
+    the (query, key) back, offset included) on a map drawn cell by cell, up to
+    picking.PICK_MAX_CELLS.
     """
     a = _square_map(attention)
     if block_factor is None:
@@ -91,7 +98,7 @@ def head_heatmap(
     tickvals = [desc[p] for p in tick_pos]
     finite = z[np.isfinite(z)]
     top = float(zmax) if zmax is not None else (float(finite.max()) if finite.size else 1.0)
-    value_word = "weight" if f == 1 else "mean weight"
+    value_word = value_name if f == 1 else f"mean {value_name}"
 
     fig = go.Figure()
     if masked is not None and masked.any():
@@ -166,6 +173,8 @@ def head_heatmap(
             scaleanchor="x", constrain="domain",
         ),
     )
+    if pickable and f == 1 and can_pick(n, n):
+        add_pickable_cells(fig, desc, desc, z, "query %{y} → key %{x}", offset=offset)
     return fig
 
 
@@ -285,6 +294,7 @@ def model_view_grid(
         plot_bgcolor="white",
         clickmode="event+select",
         dragmode=False,
+        modebar=dict(remove=ZOOM_BUTTONS),  # a grid is clicked, not zoomed (picking)
     )
     return fig
 

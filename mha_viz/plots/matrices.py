@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from ..core.errors import InputError
 from ..maps.downsample import thin_labels
+from .picking import add_pickable_cells, can_pick
 from ._style import DIVERGING_SCALE, MASK_GREY, _base_layout, _check_labels, _esc, _squarish, _title
 
 
@@ -87,6 +88,7 @@ def tensor_figure(
     max_ticks: int = 48,
     height: int | None = None,
     span: float | None = None,
+    pickable: bool = False,
 ) -> go.Figure:
     """One step's tensor (X, Q, K, V, scores, weights, ...) as a heatmap, cheap at any size.
 
@@ -97,7 +99,9 @@ def tensor_figure(
     entries (-inf scores under a causal mask) are gaps on a grey background.
     diverging centres a red-blue scale on 0 (signed values) reaching ±span (default: the
     largest |value|; two steps given one span share one scale); otherwise ``colorscale``
-    (default Viridis) from the smallest to the largest value.
+    (default Viridis) from the smallest to the largest value. pickable: a click on a cell
+    selects it (picking.cell_of_point reads (row, column) back), up to
+    picking.PICK_MAX_CELLS cells.
     """
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim != 2:
@@ -141,4 +145,6 @@ def tensor_figure(
                    tickvals=[rows[i] for i in yv], ticktext=yt, showgrid=False,
                    zeroline=False, autorange="reversed"),
     )
+    if pickable and can_pick(n_row, n_col):
+        add_pickable_cells(fig, cols, rows, z, "%{y} → %{x}", fmt=fmt)
     return fig

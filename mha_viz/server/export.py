@@ -58,12 +58,17 @@ def _write(rows) -> bytes:
     return buffer.getvalue().encode("utf-8")
 
 
-def position_labels(labels: Sequence[str], positions: Sequence[int] | None = None) -> list[str]:
+def position_labels(labels: Sequence[str], positions: Sequence[int] | None = None,
+                    max_chars: int | None = None) -> list[str]:
     """["0 [CLS]", "1 the", ...]: unique even when tokens repeat. ``positions`` gives the
-    original positions (e.g. after special tokens were hidden)."""
+    original positions (e.g. after special tokens were hidden); ``max_chars`` cuts a longer
+    token to that many characters, "…" the last (axis labels on a screen that has little
+    room: "0 <|endo…")."""
     positions = range(len(labels)) if positions is None else positions
     if len(positions) != len(labels):
         raise InputError(f"{len(positions)} positions for {len(labels)} labels")
+    if max_chars is not None:
+        labels = [t if len(t) <= max_chars else t[:max(max_chars - 1, 1)] + "…" for t in labels]
     return [f"{int(p)} {t}" for p, t in zip(positions, labels)]
 
 

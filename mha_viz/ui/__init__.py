@@ -41,6 +41,8 @@ What lives here:
 - ``synced(widget, name, label, default, ...)``: any widget whose value survives page
   switches and lives in the URL's query parameter ``name``; ``set_value``/``get_value``
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
+- ``weights_switch(model)``: "attention" or "value" (what heads move), the shared "weights"
+  switch; ``get_trace(selection, weights=...)`` reads it.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
   renormalized, read like any trace, long or short), ``hidden_note``, ``trace_notes``
@@ -65,8 +67,12 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
 - ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
 - ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
+- ``gestures``: one tap picks a figure's point; ``ask_scroll``/``scroll_anchor`` bring what a
+  click changed into view.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
+- ``why``: why a head attends where it does, for a clicked cell (``why_section``,
+  ``pick_cell``): its score by source and who composes into it.
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
 - ``views``: one module per page (its controls and sections), the top of ui: nothing in ui
   imports a view. ``words``: labels, button texts, captions and number formats.
@@ -77,9 +83,10 @@ from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_trace, sidebar,
-                       target_metric_picker)
+                       target_metric_picker, weights_switch)
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
+from .gestures import ask_scroll, scroll_anchor
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
                      column_share, download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
@@ -91,6 +98,7 @@ from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MO
                        md_escape, pruning_runs_on_open, ray_cluster, runs_on_open, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
+from .why import pick_cell, why_body, why_panel, why_section
 from .warm import start_preparing_default
 
 configure_torch()
@@ -99,7 +107,7 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
-    "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
+    "shown_trace", "weights_switch", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "result_key", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
@@ -107,12 +115,13 @@ __all__ = [
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "lesson_step", "attention_cost", "figure_columns",
     "column_share", "drawn_when_opened", "section_open_key", "layer_window",
-    "GRID_CELL_PX_PRESENTING", "caveat",
+    "GRID_CELL_PX_PRESENTING", "caveat", "ask_scroll", "scroll_anchor",
     "md_escape",
     "app_pages", "page_files", "PageFile",
     "saved_trace_picker", "default_model", "APP_DIR", "APP_NAME", "EXAMPLES", "CAVEAT",
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
     "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
-    "prepare_lesson", "start_preparing_default",
+    "prepare_lesson", "start_preparing_default", "pick_cell", "why_body", "why_panel",
+    "why_section",
 ]

@@ -4,6 +4,7 @@ the URL (?lesson=1&lstep=4), so a teacher can prepare a lesson as links."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import streamlit as st
@@ -33,11 +34,23 @@ export default function(component) {
     return () => document.removeEventListener('keydown', onKey);
 }
 """
-# a lesson's screen belongs to its step: a smaller page title above it
+# A lesson's screen belongs to its step: the page's title and the lesson switch give their
+# rows to it (the progress line names the step; the sidebar leaves the lesson), its text is
+# set a little smaller than the page's, and the step's heading sits tight.
 _LESSON_CSS = """<style>
-[data-testid="stMainBlockContainer"] h1 {font-size: 1.6rem; padding: 0 0 0.5rem;}
+[data-testid="stMainBlockContainer"] h1, .st-key-_mv_w_lesson {display: none;}
 .st-key-_mv_lesson_keys {display: none;}
+[data-testid="stMainBlockContainer"] {padding-bottom: 0.5rem !important;}
+.st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] p,
+.st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] li {font-size: 0.8rem !important;}
+.st-key-_mv_lesson_text h4 {font-size: 1.1rem !important; padding-top: 0 !important;}
+.st-key-_mv_lesson_text [data-testid="stCaptionContainer"] {font-size: 0.7rem !important;}
 </style>"""
+# The height a lesson's screen keeps for its own rows: the header, the progress line, the
+# margins. Figures are laid out for what is left (output.figure_screen).
+LESSON_CHROME_PX = 250
+_RESERVED = "_mv_reserved_px"  # read by output.figure_screen
+_PLACES = "_mv_lesson_places"  # this run's (text, figures) columns of a lesson's step
 
 
 def _arrow_keys() -> int:
@@ -59,6 +72,8 @@ def lesson_step(titles: list[str]) -> int:
     with st.sidebar:  # jumping to a step is for the teacher; the row below is for the class
         current = synced(st.selectbox, STEP, "Lesson step", 1, options=list(range(1, n + 1)),
                          format_func=lambda k: f"{k}. {titles[k - 1]}")
+        st.button("Leave the lesson: the whole page", key="_mv_lesson_leave",
+                  on_click=set_value, args=("lesson", False))
     back, progress, forward = st.columns([1, 4, 1], vertical_alignment="center")
     progress.progress(current / n, text=f"Step {current} of {n}: {titles[current - 1]}")
     back.button("← Back", key="_mv_lesson_back", disabled=current == 1, width="stretch",
@@ -68,14 +83,41 @@ def lesson_step(titles: list[str]) -> int:
     return current
 
 
+def figure_place():
+    """Where a lesson step's figures go: the column beside its text (show_steps); on the
+    whole page, and in a step of words alone, where the step is drawn."""
+    places = st.session_state.get(_PLACES)
+    return places[1] if places else contextlib.nullcontext()
+
+
+def on_lesson_screen() -> bool:
+    """Whether a lesson's step with figures is being drawn (its figures stand alone)."""
+    return bool(st.session_state.get(_PLACES))
+
+
 def show_steps(steps: list[tuple[str, str, bool]], draw: dict[str, Callable[[], None]],
-               lesson: bool) -> None:
+               lesson: bool, words_only: frozenset = frozenset()) -> None:
     """A page's steps (title, key, folded), each drawn by draw[key]: in a lesson one per screen
-    (the page stops after it); else all in order, a folded one computed and drawn when opened
-    (drawn_when_opened, under its key)."""
+    (the page stops after it), its words in a column beside its figures (figure_place) unless
+    its key is in words_only, and its figures laid out for the height the screen has left;
+    else all in order, a folded one computed and drawn when opened (drawn_when_opened, under
+    its key)."""
     if lesson:
         number = lesson_step([title for title, _, _ in steps])
-        draw[steps[number - 1][1]]()
+        key = steps[number - 1][1]
+        try:
+            st.session_state[_RESERVED] = LESSON_CHROME_PX
+            if key in words_only:
+                with st.container(key="_mv_lesson_text"):
+                    draw[key]()
+            else:
+                text, figures = st.columns([2, 3], gap="medium")
+                st.session_state[_PLACES] = (text, figures)
+                with text.container(key="_mv_lesson_text"):
+                    draw[key]()
+        finally:  # the next page's figures have the whole screen
+            st.session_state[_PLACES] = None
+            st.session_state[_RESERVED] = 0
         st.stop()
     for title, key, folded in steps:
         if folded:

@@ -16,16 +16,18 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS, Model
 from ..plots import fit
 from ..server import export
-from .compute import Selection, cached_trace
+from .compute import Selection, cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
+from .gestures import taps_select
 from .state import browser_component, image_format, presenting, synced, take_incoming_params
 
 _PAGE_CSS = """
 <style>
 /* the heading anchors link to the page itself; they only add noise here */
 [data-testid="stHeaderActionElements"] {display: none;}
-/* the viewport reporter draws nothing and should take no room */
-.st-key-_mv_viewport {display: none;}
+/* the viewport reporter, the tap helper and the scroller draw nothing and take no room */
+.st-key-_mv_viewport, .st-key-_mv_taps, [class*="st-key-_mv_scroll_"] {display: none;}
+[class*="st-key-_mv_at_"] {scroll-margin-top: 4rem;}  /* what a click shows: below the header */
 /* on a phone a folded section's figures get the column's whole width: the section's side
    padding would cut a map's plot area below 250 px */
 @media (max-width: 640px) {
@@ -70,6 +72,7 @@ def page_setup(title: str, intro: str | None = None) -> None:
                        initial_sidebar_state="collapsed" if present else "auto")
     st.html(_PAGE_CSS + (_PRESENT_CSS if present else ""))
     _measure_viewport()
+    taps_select()
     st.title(title)
     if intro:
         st.markdown(intro, help=terms_in(intro))
@@ -207,14 +210,15 @@ def viewport() -> dict | None:
 
 
 def figure_screen(share: float = 1.0) -> fit.Screen | None:
-    """The Screen a figure in a column of ``share`` of the page's width is shown on."""
+    """The Screen of a figure in a column of ``share`` of the width (a lesson: less high)."""
     size = viewport()
     if size is None or size["width"] < 100:
         return None
-    width = size["width"]
+    width, height = size["width"], size["height"] - st.session_state.get("_mv_reserved_px", 0)
     if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
         width = int(width * share - 16)  # the columns' gap
-    return fit.Screen(width=width, height=size["height"] or None, present=presenting())
+    return fit.Screen(width=width, height=max(height, 200) if size["height"] else None,
+                      present=presenting())
 
 
 def figure_columns(spec, **kwargs) -> list:
@@ -301,10 +305,17 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
     The bytes are made on the click, from the trace looked up again by the selection: a
     closure over ``trace`` would keep it alive as long as Streamlit keeps the session (two
     minutes after the tab closes), past the memory budget's eviction."""
+    weights = "value" if trace.value_weighted else "attention"  # a string: no closure
+
     def trace_again() -> bytes:
         if selection.uploaded is not None:
             return export.trace_npz(selection.uploaded)
-        return export.trace_npz(cached_trace(*selection.key))
+        if selection.kind is not None:  # an encoder-decoder's stack, as the page shows it
+            return export.trace_npz(cached_seq2seq_trace(
+                selection.model_name, selection.text, selection.target).as_trace(selection.kind))
+        return export.trace_npz(cached_trace(selection.model_name, selection.text,
+                                             selection.text_pair, selection.max_tokens,
+                                             weights=weights))
 
     where = where or st
     # A long input's file holds each layer's queries and keys, which rebuild its maps.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checkpoints
+from ..checkpoints.series import BUNDLED_SERIES
 
 APP_DIR = Path(__file__).resolve().parents[2]  # where app.py and pages/ live
 
@@ -50,12 +51,16 @@ def ray_cluster() -> tuple[str, int] | None:
 
 
 FOLDER_CHOICE = "folder"  # the model picker's "local checkpoint folder" entry
-MODEL_CHOICES = [*checkpoints.BUNDLED, *checkpoints.HUB_SUGGESTIONS, FOLDER_CHOICE]
+# the bundled models, the bundled training runs (their last checkpoints), hub ids, a folder
+MODEL_CHOICES = [*checkpoints.BUNDLED, *BUNDLED_SERIES, *checkpoints.HUB_SUGGESTIONS,
+                 FOLDER_CHOICE]
 MODEL_LABELS = {
     "minilm": "MiniLM (bundled, offline)",
     "smollm2": "SmolLM2-135M (bundled, causal LM)",
     "t5-toy": "Toy T5 translator (bundled, encoder-decoder)",
     "reader-toy": "Toy digit reader (bundled, image to text)",
+    "induction-toy": "Induction toy, trained (bundled, 2 layers, attention only)",
+    "induction-toy-mlp": "Induction toy with MLPs, trained (bundled, 2 layers)",
     "gpt2": "gpt2: GPT-2 small (hub)",
     "distilgpt2": "distilgpt2 (hub)",
     "gpt2-medium": "gpt2-medium (hub)",

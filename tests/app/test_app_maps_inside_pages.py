@@ -4,6 +4,8 @@ inside_one_head_parts.py) and mha_viz/ui/lesson.py: their
 size policies, the texts they write from numbers and which steps they show, each against the
 real model's values."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -62,7 +64,7 @@ def test_a_long_input_says_how_it_is_drawn():
         "resolution, and the line view shows 40 tokens at a time; the grid uses 32×32 "
         "thumbnails.")
     assert maps_page.long_input_caption(41, block_factor(41, 256)) == (
-        "Long input (41 tokens): only some axis labels are shown; hover a cell for its "
+        "Long input (41 tokens): only some axis labels are shown; click a cell for its "
         "tokens. The CSV downloads keep every cell.")
     assert maps_page.long_input_caption(40, 1) is None
     assert maps_page.heatmap_size(24) == {"max_size": 256, "max_ticks": 40, "height": None}
@@ -150,7 +152,7 @@ def test_a_large_matrix_is_summarised_in_one_line(inside):
     stats = summarise(inside.X)
     t, d = inside.X.shape
     caption = inside_page.summary_caption(inside.X, t, d)
-    assert caption == (f"{t} × {d} = {t * d:,} numbers, too many to print: hover a cell for "
+    assert caption == (f"{t} × {d} = {t * d:,} numbers, too many to print: click a cell for "
                        f"its value. Whole array: min {stats['min']:.4g} · max "
                        f"{stats['max']:.4g} · mean {stats['mean']:.4g} · std {stats['std']:.4g}"
                        f" · mean row norm {stats['mean row norm']:.4g}.")
@@ -167,13 +169,21 @@ def test_the_steps_shown_on_the_page_and_in_a_lesson(inside, t5_toy):
 
     page = inside_page.sections(inside, False, 7, "it", gradients=True)
     assert [key for _, key, _ in page] == ["overview", "X", "qkv", "scores", "mask", "softmax",
-                                           "flash", "context", "output", "gradients", "cost"]
+                                           "why", "flash", "context", "output", "gradients",
+                                           "cost"]
     assert [key for _, key, folded in page if not folded] == ["overview", "X"]
     lesson = inside_page.sections(inside, True, 7, "it", gradients=True)
     assert [key for _, key, _ in lesson] == [
-        "overview", "X", "qkv", "layout", "scores", "mask", "softmax", "follow", "flash",
-        "context", "output", "contribution", "gradients", "learning", "cost"]
+        "overview", "X", "qkv", "layout", "scores", "mask", "softmax", "follow", "textbook",
+        "flash", "context", "moves", "output", "contribution", "gradients", "learning", "cost"]
     assert ("Follow query 7 'it'", "follow", True) in lesson
+    # one numbering on the screen: the page's steps, or the lesson's screens
+    numbers = inside_page.step_numbers(inside, lesson, True)
+    assert numbers["scores"] == "5" and numbers["learning"] == "16"
+    assert inside_page.step_ref(numbers, "gradients") == "step 15"
+    page_numbers = inside_page.step_numbers(inside, page, False)
+    assert page_numbers["scores"] == "5" and page_numbers["softmax"] == "7"
+    assert inside_page.step_ref(page_numbers, "rope") == "step 4b"
     cross = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "cross", 0, 0)
     keys = [key for _, key, _ in inside_page.sections(cross, False, 0, "x", gradients=False)]
     assert keys[:3] == ["overview", "memory", "X"] and "gradients" not in keys
@@ -195,8 +205,14 @@ def test_the_overviews_texts_are_the_heads_sizes(inside, t5_toy):
     assert inside_page.head_formula(inside, None) == (
         r"\mathrm{head}_h = \operatorname{softmax}\!\left(\frac{(XW_Q^h)(XW_K^h)^{\top}}"
         r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
-    caption = inside_page.overview_caption(inside)
+    ref = partial(inside_page.step_ref, inside_page.step_numbers(inside, [], False))
+    caption = inside_page.overview_caption(inside, ref)
     assert f"d_k = {dk}; √d_k = {dk ** 0.5:.3f}. Rows are tokens" in caption
+    # GPT-2 has every attention bias: the caption and the formulas say so
+    assert caption.endswith("its biases are included (b_Q, b_K, b_V, b_O once for the whole "
+                            "layer).")
+    assert inside_page.qkv_formula(inside) == (r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h "
+                                               r"\qquad V = XW_V^h + b_V^h")
     cross = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "cross", 0, 0)
     n_keys = len(cross.columns)
     assert inside_page.overview_heading(cross, "cross").endswith(" (cross-attention)")
@@ -206,7 +222,11 @@ def test_the_overviews_texts_are_the_heads_sizes(inside, t5_toy):
                                                                     cross.n_tokens)
     formula = inside_page.head_formula(cross, "cross")
     assert r"\frac" not in formula and r"(MW_K^h)" in formula  # T5: no 1/sqrt(d_k)
-    assert "T5 does not divide by it" in inside_page.overview_caption(cross)
+    assert "T5 does not divide by it" in inside_page.overview_caption(cross, ref)
+    # T5 has no attention biases: nothing says it has
+    assert inside_page.overview_caption(cross, ref).endswith(
+        "this model's attention has no biases (no b_Q, b_K, b_V or b_O).")
+    assert "b_" not in inside_page.qkv_formula(cross)
     encoder = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "encoder", 0, 0)
     assert " + B^h + M" in inside_page.head_formula(encoder, "encoder")
     assert "**+ relative position bias**" in inside_page.pipeline_text(encoder, "encoder", 5)
@@ -215,7 +235,10 @@ def test_the_overviews_texts_are_the_heads_sizes(inside, t5_toy):
 def test_the_followed_query_and_the_heads_share_of_the_output(inside):
     query = 7
     followed = inside.followed_query(query)
-    text = inside_page.followed_text(inside, query, inside.tokens[query], followed.strongest)
+    ref = partial(inside_page.step_ref, {"context": "8"})
+    text = inside_page.followed_text(inside, query, inside.tokens[query], followed.strongest,
+                                     ref)
+    assert "(row 7 of step 8)" in text
     row = inside.weights[query]
     top = np.argsort(-row, kind="stable")[:3]
     assert text.startswith(f"Token {query} '{inside.tokens[query]}' puts "

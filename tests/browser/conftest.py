@@ -79,3 +79,21 @@ def sized_tab(browser, app_server):
     yield make
     for context in contexts:
         context.close()
+
+
+@pytest.fixture
+def device_tab(browser, app_server):
+    """tab(device): a fresh session in a browser context of that device (DEVICES["phone"]: a
+    400 px touch screen, DEVICES["desk"]); every tab made is closed after the test."""
+    contexts = []
+
+    def make(device: dict):
+        context = browser.new_context(**device)
+        contexts.append(context)
+        tab = context.new_page()
+        tab.set_default_timeout(180_000)
+        return tab
+
+    yield make
+    for context in contexts:
+        context.close()

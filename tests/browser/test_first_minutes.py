@@ -4,29 +4,12 @@ size where it was seen, with real key presses and taps."""
 from __future__ import annotations
 
 import pytest
+from tests.support.browser import DEVICES
 
 pytestmark = pytest.mark.browser
 
-PHONE = {"viewport": {"width": 400, "height": 860}, "has_touch": True, "is_mobile": True}
-DESK = {"viewport": {"width": 1400, "height": 900}}
+PHONE, DESK = DEVICES["phone"], DEVICES["desk"]
 SIDEBAR_TEXT = '[data-testid="stSidebar"] textarea[aria-label="Text"]'
-
-
-@pytest.fixture
-def device_tab(browser, app_server):
-    """tab(device): a fresh session in a browser context of that device (PHONE or DESK)."""
-    contexts = []
-
-    def make(device: dict):
-        context = browser.new_context(**device)
-        contexts.append(context)
-        tab = context.new_page()
-        tab.set_default_timeout(180_000)
-        return tab
-
-    yield make
-    for context in contexts:
-        context.close()
 
 
 def finished(tab) -> None:

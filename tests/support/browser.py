@@ -174,6 +174,10 @@ def wait_fitted(tab) -> None:
 
 
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
+# browser contexts of a device: a phone is a touch screen (taps, no hover)
+DEVICES = {"phone": {"viewport": {"width": 400, "height": 860}, "has_touch": True,
+                     "is_mobile": True},
+           "desk": {"viewport": {"width": 1400, "height": 900}}}
 
 
 def _status(server) -> dict[str, int]:

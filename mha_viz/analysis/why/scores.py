@@ -26,6 +26,7 @@ from ...engine.positions import apply_rotary
 from .stream import WORK, StreamParts, check_head, encoded_ids, stream_parts
 
 POSITION_BIAS = "position_bias"
+OTHER = "other"  # top_matrix's row and column of every source not listed
 
 
 def projected(stream: StreamParts, head: int, parts: str = "qkv", rows=None
@@ -185,6 +186,24 @@ class ScoreAttribution:
         names = self.query_sources if side == "query" else self.key_sources
         order = np.argsort(-np.abs(values), kind="stable")[:int(k)]
         return [(names[o], float(values[o])) for o in order]
+
+    def top_matrix(self, key: int, k: int = 6, contrasted: bool = False
+                   ) -> tuple[list[str], list[str], np.ndarray]:
+        """The matrix at key cut to the k query sources and the k key sources with the
+        largest |share| (query_side, key_side), strongest first, plus one row and one column
+        "other" holding the rest: (query names, key names, [k + 1, k + 1]) whose entries
+        still sum to the score (or to the contrast). Fewer sources than k: all of them."""
+        matrix = self._matrix(key, contrasted)
+        rows = np.argsort(-np.abs(matrix.sum(1)), kind="stable")[:int(k)]
+        cols = np.argsort(-np.abs(matrix.sum(0)), kind="stable")[:int(k)]
+        rest_rows = np.setdiff1d(np.arange(matrix.shape[0]), rows)
+        rest_cols = np.setdiff1d(np.arange(matrix.shape[1]), cols)
+        row_groups = [[r] for r in rows] + ([list(rest_rows)] if rest_rows.size else [])
+        col_groups = [[c] for c in cols] + ([list(rest_cols)] if rest_cols.size else [])
+        cut = np.array([[matrix[np.ix_(a, b)].sum() for b in col_groups] for a in row_groups])
+        names = ([self.query_sources[r] for r in rows] + [OTHER] * bool(rest_rows.size),
+                 [self.key_sources[c] for c in cols] + [OTHER] * bool(rest_cols.size))
+        return names[0], names[1], cut
 
     def contrast_with(self, reference) -> np.ndarray:
         """[n_q, n_k, K] terms minus those of key `reference` (one of the keys held) or,

@@ -23,8 +23,12 @@ INTRO = ("Each head spreads every token's attention (a row, the *query*) over th
 def show() -> None:
     selection = ui.sidebar()
     with ui.guard():
+        # the weights, or what heads move (Kobayashi et al. 2020): every figure below reads it
+        weights = ui.weights_switch(selection.model)
         trace = ui.get_trace(selection, cross_view=partial(cross.cross_attention_view,
-                                                           stem=selection.file_stem))
+                                                           stem=selection.file_stem),
+                             weights=weights)
+        moves = trace.value_weighted
         ui.trace_notes(trace)
         ui.long_input_note(trace)
 
@@ -62,6 +66,10 @@ def show() -> None:
             st.caption(long_caption)
         name = parts.shown_name(layer, head, layer_mean)
         shown_head = None if layer_mean else head  # None: the layer's head mean
+        value_name = parts.value_name(moves)
+        # a click on a cell of one head's map asks why it attends there (ui.why)
+        pick = partial(ui.pick_cell, query_name="wq", key_name="wk",
+                       positions=[int(p) for p in kept])
         stem = selection.file_stem
         heat_size = parts.heatmap_size(n_shown)
 
@@ -73,10 +81,11 @@ def show() -> None:
         sharing = ui.kv_sharing_note(trace)
         if sharing:
             st.caption(sharing)
-        cell_px = parts.grid_cell_px(trace.n_head)
         first, stop = ui.layer_window(trace.n_layer, layer)
-        if (first, stop) != (0, trace.n_layer):  # a projector: a few layers, large thumbnails
-            cell_px = ui.GRID_CELL_PX_PRESENTING
+        screen = ui.figure_screen()
+        # a projector shows a few layers at a time, with large thumbnails
+        cell_px = parts.grid_cell_px(trace.n_head, screen and screen.width,
+                                     windowed=(first, stop) != (0, trace.n_layer))
         # every head's map block-averaged once per input, in one pass over the rows (a long
         # input's maps are computed for it, so that waits for a click)
         thumb_texts = parts.thumbnail_texts(trace.n_layer, trace.n_head, n_shown)
@@ -94,7 +103,9 @@ def show() -> None:
                            alt="Grid of every head's attention map")
 
         # ---------------------------------------------------------------- one head
-        st.subheader(parts.head_subheader(layer, head, trace.n_head, layer_mean, factor > 1))
+        with ui.scroll_anchor(parts.ONE_HEAD):  # a thumbnail picked: its map comes in view
+            st.subheader(parts.head_subheader(layer, head, trace.n_head, layer_mean,
+                                              factor > 1))
         sharing = None if layer_mean else ui.kv_sharing_note(trace, head)
         if sharing:
             st.caption(sharing)
@@ -108,7 +119,7 @@ def show() -> None:
             heat = plots.head_heatmap(the_map, labels, title=f"{name}: overview",
                                       causal=shown.causal, grey_causal_mask=grey,
                                       block_factor=factor, highlight=(start, stop), max_ticks=24,
-                                      height=760)
+                                      height=760, value_name=value_name)
             ui.show_figure(heat, key="head", alt=f"Overview of {name}", share=1.0)
             st.caption(f"Each cell is the mean weight of a {factor}×{factor} block of query and "
                        f"key tokens; the red square is the window below.")
@@ -118,10 +129,12 @@ def show() -> None:
                     else shown.rows(layer, start, stop, [head])[0])  # [size, T]: every key
             window = rows[:, start:stop]
             fig = plots.head_heatmap(window, labels[start:stop],
-                                     title=f"{name}: who attends to whom", causal=shown.causal,
+                                     title=parts.map_title(name, moves), causal=shown.causal,
                                      grey_causal_mask=grey, offset=start, max_ticks=32,
-                                     height=None if stop - start <= 64 else 720)
-            ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0)
+                                     height=None if stop - start <= 64 else 720,
+                                     value_name=value_name, pickable=not layer_mean)
+            ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0,
+                           on_select=None if layer_mean else partial(pick, "window"))
             st.caption(parts.window_caption(start, stop,
                                                 *analysis.window_mass(rows, start, stop)))
             positions = export.position_labels(labels[start:stop], kept[start:stop])
@@ -134,38 +147,43 @@ def show() -> None:
             line_stop = min(stop, start + parts.LINE_WINDOW)
             lines = plots.line_view(shown.rows(layer, start, line_stop)[:, :, start:line_stop],
                                     labels[start:line_stop], heads=None if which == "all" else [head],
-                                    layer=layer, offset=start, title=f"Layer {layer}: query → key")
+                                    layer=layer, offset=start, title=f"Layer {layer}: query → key",
+                                    value_name=value_name)
             ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}", share=1.0)
             st.caption(parts.window_lines_caption(line_stop - start, layer, layer_mean))
         else:
             heat_col, line_col = parts.side_by_side(n_shown)
             with heat_col:
-                st.caption("Row = query (the token that reads), column = key (the token read "
-                           "from). Hover a cell for *query → key: weight*.")
+                st.caption(parts.map_caption(moves, layer_mean, n_shown))
                 heat = plots.head_heatmap(
-                    the_map, labels, title=f"{name}: who attends to whom", causal=shown.causal,
-                    grey_causal_mask=grey, pair_boundary=pair_boundary, **heat_size)
+                    the_map, labels, title=parts.map_title(name, moves), causal=shown.causal,
+                    grey_causal_mask=grey, pair_boundary=pair_boundary, value_name=value_name,
+                    pickable=not layer_mean, **heat_size)
                 ui.show_figure(heat, key="head", alt=f"Attention map of {name}",
-                               share=ui.column_share(0.6))
+                               share=ui.column_share(0.6),
+                               on_select=None if layer_mean else partial(pick, "head"))
                 ui.download_csv(
                     partial(export.matrix_csv, the_map, export.position_labels(labels, kept),
                             export.position_labels(labels, kept)),
                     export.safe_filename(stem, name, suffix=".csv"), f"{name} as CSV",
                     key="dl_head", help="Every weight of this map (row = query, column = key).")
             with line_col:
-                st.caption("The same weights as lines from each query (left) to each key (right); "
-                           "thicker and darker = more attention.")
+                st.caption(parts.lines_caption(moves))
                 which = parts.lines_for(name, layer, layer_mean)
                 start = parts.line_view_start(n_shown)
                 stop = min(n_shown, start + parts.LINE_WINDOW)
                 lines = plots.line_view(
                     shown.rows(layer, start, stop)[:, :, start:stop], labels[start:stop],
                     heads=None if which == "all" else [head], layer=layer, offset=start,
-                    title=f"Layer {layer}: query → key")
+                    title=f"Layer {layer}: query → key", value_name=value_name)
                 # laid out for its column like every figure (a fixed 600 px overflowed a phone,
                 # and a 40 % column of a laptop's screen)
                 ui.show_figure(lines, key="lines", alt=f"Line view of layer {layer}",
                                share=ui.column_share(0.4))
+
+        # ------------------------------------------------- why: a clicked cell, by source
+        if not layer_mean:
+            ui.why_section(selection, trace, layer, head, default=ui.opening(trace)[:2])
 
         # ------------------------------------------- below the first screen: drawn when opened
         def aggregates() -> None:
@@ -212,6 +230,20 @@ def show() -> None:
                                 trace.causal, " (rows renormalized over the shown tokens)"
                                 if keep is not None else "", stem)
 
+        def sink() -> None:  # the first token both ways, side by side (Kobayashi et al. 2020)
+            shares = ui.memo(analysis.sink_shares, ui.get_trace(selection),
+                             ui.get_trace(selection, weights="value"))
+            st.markdown(parts.sink_text(trace.display_tokens[0], shares))
+            for share, place, title, key in zip(
+                    (shares.of_weights, shares.of_moved), ui.figure_columns(2),
+                    parts.SINK_TITLES, ("sink_weights", "sink_moved")):
+                with place:
+                    ui.show_figure(plots.layer_head_heatmap(
+                        share, title, "share", colorscale="Blues", zmin=0.0, zmax=1.0),
+                        key=key, alt=title, share=ui.column_share(0.5))
+
+        if parts.moves_can_be_shown(selection):
+            ui.drawn_when_opened(parts.SINK_SECTION, "sink", sink, expanded=moves)
         ui.drawn_when_opened("Aggregates over heads and layers", "aggregates", aggregates)
         ui.drawn_when_opened("Which heads link two tokens", "token_pair", token_pair)
 

@@ -11,8 +11,10 @@ import streamlit as st
 
 from ... import analysis, plots
 from ...server import export
+from ..gestures import ask_scroll
 from ..messages import callback
-from ..output import download_csv, figure_columns, show_figure
+from ..settings import md_escape
+from ..output import GRID_CELL_PX_PRESENTING, download_csv, figure_columns, show_figure
 from ..state import set_value, synced
 
 HEATMAP_MAX = 256  # larger maps are block-averaged for display (the CSV keeps every cell)
@@ -24,7 +26,7 @@ LONG_INPUT = 40  # more tokens: fewer axis labels and a height that fits the squ
 
 @callback
 def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
-    """Grid click -> the shared layer/head choice."""
+    """Grid click -> the shared layer/head choice, and the head's map brought into view."""
     state = st.session_state.get("grid") or {}
     points = (state.get("selection") or {}).get("points") or []
     for point in points:
@@ -32,12 +34,23 @@ def pick_from_grid(n_head: int, first_layer: int = 0) -> None:
         if picked is not None:
             set_value("layer", picked[0])
             set_value("head", picked[1])
+            ask_scroll(ONE_HEAD)
             return
 
 
-def grid_cell_px(n_head: int) -> int:
-    """A grid thumbnail's size on screen: few heads, bigger thumbnails (40 to 110 px)."""
-    return int(min(110, max(40, 720 // n_head)))
+ONE_HEAD = "one_head"  # where the page scrolls after a thumbnail is picked
+GRID_MARGIN_PX = 70  # the grid's side margins: its layer labels and the right edge
+
+
+def grid_cell_px(n_head: int, width: int | None = None, windowed: bool = False) -> int:
+    """A grid thumbnail's size on screen: few heads, bigger thumbnails (40 to 110 px; a
+    projector's window of a few layers, GRID_CELL_PX_PRESENTING), and never wider than the
+    screen gives each head (the figure's height follows its thumbnails: a phone's 30 x 9
+    grid was 2,540 px tall for 1,000 px of thumbnails)."""
+    cell = GRID_CELL_PX_PRESENTING if windowed else min(110, max(40, 720 // n_head))
+    if width:
+        cell = min(cell, (width - GRID_MARGIN_PX) / n_head)
+    return int(max(cell, 8))
 
 
 def pair_boundary(segment_ids: np.ndarray, outline: bool) -> int | None:
@@ -61,7 +74,7 @@ def long_input_caption(n_tokens: int, factor: int) -> str | None:
                 f"full resolution, and the line view shows {LINE_WINDOW} tokens at a time; "
                 f"the grid uses {GRID_THUMB}×{GRID_THUMB} thumbnails.")
     if is_long(n_tokens):
-        return (f"Long input ({n_tokens} tokens): only some axis labels are shown; hover a "
+        return (f"Long input ({n_tokens} tokens): only some axis labels are shown; click a "
                 f"cell for its tokens. The CSV downloads keep every cell.")
     return None
 
@@ -91,6 +104,73 @@ def thumbnail_texts(n_layer: int, n_head: int, n_tokens: int) -> dict[str, str]:
                        f"is a pass of its own, so it waits for the button above."}
 
 
+# ------------------------------------------------------------------ weights or what moves
+
+SINK_SECTION = "The first token both ways: much weight, little moved"
+SINK_TITLES = ("First token's share of the weights", "First token's share of what moves")
+
+
+def value_name(moves: bool) -> str:
+    """What a cell of a map holds: a weight, or a share of what the head moves."""
+    return "share moved" if moves else "weight"
+
+
+def map_title(name: str, moves: bool) -> str:
+    return f"{name}: what moves from each key" if moves else f"{name}: who attends to whom"
+
+
+def map_caption(moves: bool, layer_mean: bool, n_tokens: int) -> str:
+    """How to read one head's map, for a desk and a touch screen alike (no hovering), and
+    what a click on a cell does (a map drawn cell by cell up to plots.can_pick's size)."""
+    reading = ("Row = query (the token that receives), column = key (the token sending): "
+               "each row is what the head moves into the query from each key, the weight "
+               "times the size of the key's vector, as shares that sum to 1."
+               if moves else
+               "Row = query (the token that reads), column = key (the token read from).")
+    if layer_mean:
+        return reading + " Click a cell for its value."
+    if plots.can_pick(n_tokens, n_tokens):
+        return reading + " Click a cell for its value and why the head attends there."
+    return reading + (" Click a cell for its value; pick a query and a key in the section "
+                      "on why below to see why the head attends there.")
+
+
+def lines_caption(moves: bool) -> str:
+    return ("The same shares as lines from each query (left) to each key (right); thicker "
+            "and darker = more moved." if moves else
+            "The same weights as lines from each query (left) to each key (right); thicker "
+            "and darker = more attention.")
+
+
+def moves_can_be_shown(selection) -> bool:
+    """Whether the page can trace what heads move: a model of its own (not a saved trace),
+    not an encoder-decoder."""
+    model = selection.model
+    return (selection.uploaded is None and model is not None
+            and not model.info.encoder_decoder)
+
+
+def sink_text(first_token: str, shares) -> str:
+    """The first token's share of the weights and of what moves (analysis.sink_shares), and
+    what the difference means on this model and text."""
+    took, sent = shares.weights_mean, shares.moved_mean
+    said = (f"Over every head and query, the first token ('{md_escape(first_token)}') takes "
+            f"**{took:.2f}** of the attention weights and **{sent:.2f}** of what the heads "
+            f"move. ")
+    if sent < 0.8 * took:
+        return said + ("A large weight is not a large message: heads park their attention on "
+                       "the first token when nothing else fits, and it sends them back small "
+                       "vectors, so little of it reaches the queries (Kobayashi et al. 2020, "
+                       "*Attention is Not Only a Weight*). Read a map of weights as where a "
+                       "head looks, the shares of what moves as what it carries.")
+    if sent > 1.25 * took:
+        return said + ("Here the first token sends larger vectors than the others: it "
+                       "carries more than its weights say.")
+    return said + ("Here the two agree: on this model and text the first token is no sink "
+                   "that takes weight and sends little (Kobayashi et al. 2020 found such "
+                   "sinks in BERT and GPT-2).")
+
+
 def shown_name(layer: int, head: int, layer_mean: bool) -> str:
     """The name of what the page shows: a head ('L3.H7') or its layer's head mean."""
     return f"L{layer} head mean" if layer_mean else analysis.head_name(layer, head)
@@ -109,7 +189,7 @@ def window_caption(start: int, stop: int, inside: float, first_token: float) -> 
     return (f"These {stop - start} queries give {inside:.0%} of their attention to keys "
             f"inside the window" + (f" and {first_token:.0%} to the first token shown"
                                     if start > 0 else "")
-            + ". Rows are queries, columns keys; hover a cell for *query → key: weight*.")
+            + ". Rows are queries, columns keys; click a cell for *query → key: weight*.")
 
 
 def window_lines_caption(n_drawn: int, layer: int, layer_mean: bool) -> str:

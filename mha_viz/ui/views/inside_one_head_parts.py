@@ -15,6 +15,7 @@ from ...analysis.one_head import gradients as head_gradients
 from ...analysis.one_head.steps import HeadInternals, summarise
 from ...server import export
 from ..compute import Selection, memo
+from ..lesson import figure_place, on_lesson_screen
 from ..output import download_csv, show_figure
 from ..settings import md_escape, terms_in
 from ..state import synced
@@ -24,6 +25,7 @@ VALUES_MAX = 40  # matrices up to this many rows and columns show their values i
 VIEW_ROWS = 64  # larger matrices: this many rows (tokens) are drawn ...
 VIEW_COLS = 768  # ... and this many columns; the CSV has everything
 SHORT_TEXT = 40  # the page suggests texts up to about this many tokens
+LESSON_LABEL_CHARS = 6  # a lesson's axis labels: tokens cut to this many characters
 
 KIND_NAMES = {"encoder": " (encoder self-attention)", "decoder": " (decoder self-attention)",
               "cross": " (cross-attention)"}
@@ -66,7 +68,7 @@ def summary_caption(array: np.ndarray, shown_rows: int, shown_cols: int) -> str:
     cut = (shown_rows, shown_cols) != (n_rows, n_cols)
     return (f"{n_rows} × {n_cols} = {n_rows * n_cols:,} numbers, too many to print: "
             + (f"showing the first {shown_rows} rows and {shown_cols} columns; " if cut else "")
-            + "hover a cell for its value. Whole array: " + " · ".join(parts) + ".")
+            + "click a cell for its value. Whole array: " + " · ".join(parts) + ".")
 
 
 def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
@@ -97,8 +99,15 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
         ("The mask", "mask", True),
         ("Softmax: the attention weights", "softmax", True),
         *([(f"Follow query {query} '{query_label}'", "follow", True)] if lesson else []),
+        # a cell clicked on the scores or the weights, by source (ui.why); the lesson's
+        # screen shows the textbook case instead, on the induction toy
+        ("Why an induction head attends where it does" if lesson else
+         "Why this head attends there: its score split by source",
+         "textbook" if lesson else "why", True),
         ("Chunked and flash attention: the same weights with less memory", "flash", True),
         ("Weights × V: each token's mix of values", "context", True),
+        *([("What a head moves: the weights times the values' size", "moves", True)]
+          if lesson else []),
         ("W_O: from one head back to the model's width", "output", True),
         *([("The head's contribution, and all heads together", "contribution", True)]
           if lesson else []),
@@ -108,6 +117,46 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
           if lesson else []),
         ("What attention costs: parameters and the KV cache", "cost", True),
     ]
+
+
+# the lesson's screens of words alone (the others: words beside their figures)
+WORDS_ONLY = frozenset({"overview", "layout", "follow", "cost", "learning"})
+
+
+def step_numbers(inside: HeadInternals, sections: list[tuple[str, str, bool]],
+                 lesson: bool) -> dict[str, str]:
+    """Each step's number as the screen shows it, by key: the page's steps of the head's
+    computation (X is 1, the scores 5, a soft-cap 5b, ...) or, in a lesson, its screens (1 to
+    n, as its progress line counts them): one numbering on the screen, and every reference
+    to a step ("RoPE, step 4b") names the step as it is shown."""
+    if lesson:
+        return {key: str(k) for k, (_, key, _) in enumerate(sections, 1)}
+    return {"memory": "0", "X": "1", "qkv": "2–4", "layout": "4a", "qknorm": "4b",
+            "rope": rope_number(inside), "scores": "5", "softcap": "5b", "bias": "5b",
+            "mask": "6", "softmax": "7", "follow": "7", "why": "7", "flash": "7",
+            "context": "8", "output": "9", "contribution": "10", "gradients": "10",
+            "cost": "10"}
+
+
+def step_ref(numbers: dict[str, str], key: str) -> str:
+    """A reference to a step: "step 4b" (the page), "step 5" (a lesson's screen); "" for a
+    step this page or lesson does not show."""
+    return f"step {numbers[key]}" if key in numbers else ""
+
+
+def numbered(number: str | int | None) -> str:
+    """A heading's number and its dot ("5. "), or nothing (a lesson's screen)."""
+    return "" if number is None else f"{number}. "
+
+
+def qkv_formula(inside: HeadInternals, lesson: bool = False) -> str:
+    """Q, K and V as this model computes them: with their biases only when it has them (a
+    lesson's narrow column: one under another)."""
+    lines = [f"{letter} = XW_{letter}^h" + (f" + b_{letter}^h" if bias is not None else "")
+             for letter, bias in (("Q", inside.b_Q), ("K", inside.b_K), ("V", inside.b_V))]
+    if lesson:
+        return r"\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}"
+    return r" \qquad ".join(lines)
 
 
 # ------------------------------------------------------------------ the overview's texts
@@ -171,47 +220,61 @@ def head_formula(inside: HeadInternals, kind: str | None) -> str:
             rf" + M\right) {keys_from} W_V^h \; W_O^h")
 
 
-def overview_caption(inside: HeadInternals) -> str:
+def biases_text(inside: HeadInternals) -> str:
+    """Which biases this head's layer adds, as it has them."""
+    found = [name for name, bias in (("b_Q", inside.b_Q), ("b_K", inside.b_K),
+                                     ("b_V", inside.b_V)) if bias is not None]
+    if inside.output_bias is not None:
+        found.append("b_O once for the whole layer")
+    if not found:
+        return "this model's attention has no biases (no b_Q, b_K, b_V or b_O)."
+    return "its biases are included (" + ", ".join(found) + ")."
+
+
+def overview_caption(inside: HeadInternals, ref) -> str:
     dk = inside.d_k
     return (f"Scaled dot-product attention, as in Vaswani et al. 2017 (*Attention Is All "
             f"You Need*). d_k = {dk}; √d_k = {dk ** 0.5:.3f}"
             + ("" if inside.scaled_by_sqrt_d_k else " (T5 does not divide by it: the scale is "
                                                     "folded into its initialisation of W_Q)")
             + ". "
-            + ("Q and K are normalized (QK-norm, step 4b) before the rotation. "
+            + (f"Q and K are normalized (QK-norm, {ref('qknorm')}) before the rotation. "
                if inside.Q_normed is not None else "")
-            + (f"Q and K are rotated by position (RoPE, step {rope_number(inside)}) before "
-               f"the scores. " if inside.rotary else "")
+            + (f"Q and K are rotated by position (RoPE, {ref('rope')}) before the scores. "
+               if inside.rotary else "")
             + (f"The scores are soft-capped, {inside.softcap:g}·tanh(S / "
-               f"{inside.softcap:g}), before the mask (step 5b). " if inside.softcap else "")
+               f"{inside.softcap:g}), before the mask ({ref('softcap')}). " if inside.softcap
+               else "")
             + (f"Key/value heads are shared: query heads "
                f"{', '.join(f'H{h}' for h in inside.sharing)} read the same K and V "
                f"(key/value head {inside.kv_head}). "
                if inside.n_kv_head and inside.n_kv_head < inside.n_head else "")
             + "Rows are tokens throughout (row i = token i), as in the library's code; "
-              "biases are included (b_Q, b_K, b_V, and b_O once for the whole layer).")
+            + biases_text(inside))
 
 
 # ------------------------------------------------------------------ the later steps' texts
 
 
 def followed_text(inside: HeadInternals, query: int, query_label: str,
-                  strongest: list[tuple[int, float]]) -> str:
+                  strongest: list[tuple[int, float]], ref) -> str:
     """Where one query puts its weight, and what its output from the head is."""
     key_labels = inside.columns
     return (f"Token {query} '{md_escape(query_label)}' puts "
             + ", ".join(f"{share:.0%} on {j} '{md_escape(key_labels[j])}'"
                         for j, share in strongest)
-            + f". Its output from this head (row {query} of step 8) is the weighted "
+            + f". Its output from this head (row {query} of {ref('context')}) is the weighted "
               f"average of the value rows: Σⱼ weightⱼ · Vⱼ.")
 
 
-def all_heads_text(inside: HeadInternals) -> str:
-    """How the heads' contributions make the layer's output, and this head's share of it."""
+def all_heads_text(inside: HeadInternals, lesson: bool = False) -> str:
+    """How the heads' contributions make the layer's output, and this head's share of it (a
+    lesson's screen leaves the note on rollout, another page's, to the whole page)."""
     name = plots.head_name(inside.layer, inside.head)
     return (f"**Putting the heads together.** The attention output of layer {inside.layer} is "
-            f"the sum of the {inside.n_head} heads' contributions plus the output bias b_O "
-            f"(this is the same as concatenating the heads' outputs, T × d_model, and "
+            f"the sum of the {inside.n_head} heads' contributions"
+            + (" plus the output bias b_O" if inside.output_bias is not None else "")
+            + f" (this is the same as concatenating the heads' outputs, T × d_model, and "
             f"multiplying by the full W_O). {name}'s contribution has "
             f"{inside.share_of_output:.0%} of the size (Frobenius norm) of all heads' "
             f"contributions together. "
@@ -219,9 +282,10 @@ def all_heads_text(inside: HeadInternals) -> str:
                if inside.pre_ln else
                "A post-norm model (BERT) then adds it to the residual stream and normalizes: "
                "h ← LN(h + attention output).")
-            + " Because of that residual path a token keeps much of its own information "
-              "whatever its heads attend to; attention rollout (Abnar & Zuidema 2020, on the "
-              "Attention maps page) models it as 0.5·A + 0.5·I per layer.")
+            + ("" if lesson else
+               " Because of that residual path a token keeps much of its own information "
+               "whatever its heads attend to; attention rollout (Abnar & Zuidema 2020, on the "
+               "Attention maps page) models it as 0.5·A + 0.5·I per layer."))
 
 
 def in_code(kind: str | None, layer: int, head: int) -> str:
@@ -240,25 +304,29 @@ def in_code(kind: str | None, layer: int, head: int) -> str:
 def show_matrix(array: np.ndarray, rows: list[str], cols: list[str], title: str, key: str,
                 diverging: bool = True, colorscale: str | None = None, fmt: str = ".2f",
                 row_title: str = "", col_title: str = "", share: float = 1.0,
-                span: float | None = None) -> None:
+                span: float | None = None, on_select=None) -> None:
     """Small: a heatmap with the values written in. Large: the top-left corner as a heatmap
     without values, plus a one-line summary of the whole array. span: the diverging scale's
-    ±reach (default the drawn part's largest |value|)."""
+    ±reach (default the drawn part's largest |value|). on_select: a click on a cell calls it
+    (a query x key map: ui.pick_cell)."""
     small, n_rows, n_cols, fmt = matrix_view(*array.shape, fmt)
     fig = plots.tensor_figure(array[:n_rows, :n_cols], rows[:n_rows], cols[:n_cols], title,
                               show_values=small, diverging=diverging, colorscale=colorscale,
-                              fmt=fmt, row_title=row_title, col_title=col_title, span=span)
-    show_figure(fig, key=key, alt=title, share=share)
-    if not small:
+                              fmt=fmt, row_title=row_title, col_title=col_title, span=span,
+                              pickable=on_select is not None)
+    show_figure(fig, key=key, alt=title, share=share, on_select=on_select)
+    if not small and not on_lesson_screen():  # a lesson's screen holds the figure alone
         st.caption(summary_caption(array, n_rows, n_cols))
 
 
-def step_header(number: int | str, step: Step, title: str | None = None,
-                help_terms: bool = True) -> None:
-    """A step's heading (its number, symbol and shape), formula and explanation."""
-    st.markdown(f"#### {number}. {title or step.symbol}: {step.shape_text}")
+def step_header(number: int | str | None, step: Step, title: str | None = None,
+                help_terms: bool = True, explain: bool = True) -> None:
+    """A step's heading (its number, none on a lesson's screen; symbol and shape), formula
+    and explanation (unless explain is False)."""
+    st.markdown(f"#### {numbered(number)}{title or step.symbol}: {step.shape_text}")
     st.latex(step.formula)
-    st.markdown(step.explanation, help=terms_in(step.explanation) if help_terms else None)
+    if explain:
+        st.markdown(step.explanation, help=terms_in(step.explanation) if help_terms else None)
 
 
 def csv_button(array, rows, cols, what: str, key: str, stem: str, lesson: bool) -> None:
@@ -271,16 +339,17 @@ def csv_button(array, rows, cols, what: str, key: str, stem: str, lesson: bool) 
                  key=f"dl_{key}")
 
 
-def learning_step() -> None:
-    """The lesson's link to the Training page: the same weights, watched as they trained."""
-    st.markdown("#### Watch heads learn")
+def learning_step(ref) -> None:
+    """The lesson's link to the Training page: the same weights, watched as they trained
+    (its title is the lesson's progress line)."""
+    shown = ref("gradients")  # where they are, if this lesson shows them
     st.markdown(
-        "Every number so far came from one trained checkpoint. The gradients above are how "
-        "it got there: step by step, W_Q, W_K, W_V and W_O move. mha-viz trained a small "
-        "two-layer model in the open and kept 30 checkpoints. Watch a **previous-token head** "
-        "form in layer 0, then, suddenly, an **induction head** in layer 1 that reads it: "
-        "the loss on repeated text drops at the same moment (the phase change of Olsson et "
-        "al., 2022).")
+        "Every number so far came from one trained checkpoint. Gradients "
+        + (f"(those of {shown}) " if shown else "") + "are how it got there: step by step, "
+        "W_Q, W_K, W_V and W_O move. mha-viz trained a small two-layer model in the open and "
+        "kept its checkpoints along the way. Watch a **previous-token head** form in layer 0, "
+        "then, suddenly, an **induction head** in layer 1 that reads it: the loss on repeated "
+        "text drops at the same moment (the phase change of Olsson et al., 2022).")
     st.page_link("pages/10_Training.py", icon="▶", label="**Open Training: watch attention "
                  "learn**", query_params={"series": "induction-toy"})
 
@@ -307,10 +376,11 @@ def gradients_section(model, selection: Selection, layer: int, head: int, d_cols
                  head=head, loss=loss)
     st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
                 f"two formulas: {found.largest_difference:.1e}.")
-    show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",
-                fmt=".2g", row_title="d_model", col_title="d_k")
-    show_matrix(found.d_W_O, k_cols, d_cols, "dL/dW_O of this head", "grad_o",
-                fmt=".2g", row_title="d_k", col_title="d_model")
+    with figure_place():
+        show_matrix(found.d_W_Q, d_cols, k_cols, "dL/dW_Q of this head", "grad_q",
+                    fmt=".2g", row_title="d_model", col_title="d_k")
+        show_matrix(found.d_W_O, k_cols, d_cols, "dL/dW_O of this head", "grad_o",
+                    fmt=".2g", row_title="d_k", col_title="d_model")
 
 
 def flash_section(inside: HeadInternals, query: int, query_label: str) -> None:
@@ -332,13 +402,15 @@ def flash_section(inside: HeadInternals, query: int, query_label: str) -> None:
         "l and the output so far are multiplied by exp(m_old − m_new). No row ever holds all "
         "its scores, and the result is the same: the largest difference from the plain "
         f"softmax here is {max(checks.values()):.1e}.")
-    st.markdown(f"Query {query} '{md_escape(query_label)}', {block} keys at a time:")
-    st.dataframe(blockwise.running_table(online, query, list(inside.columns)), hide_index=True,
-                 width="stretch")
-    memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
-    st.dataframe(memory, hide_index=True, width="stretch")
-    st.caption("Working memory of one head's scores in float32. On a short input the "
-               "online softmax's running output (a row of d_k floats per query) can cost "
-               "more than it saves; the saving grows with the square of the length: at 8,192 "
-               "tokens the plain softmax holds 256 MiB per head, the online one a few hundred "
-               "KiB.")
+    with figure_place():  # a lesson's screen: the tables beside the words
+        st.markdown(f"Query {query} '{md_escape(query_label)}', {block} keys at a time:")
+        running = blockwise.running_table(online, query, list(inside.columns))
+        st.dataframe(running, hide_index=True, width="stretch",
+                     height=min(180, 38 + 35 * len(running)) if on_lesson_screen() else "auto")
+        memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
+        st.dataframe(memory, hide_index=True, width="stretch")
+        if not on_lesson_screen():  # a lesson's screen: the tables and their words alone
+            st.caption("Working memory of one head's scores in float32. The online softmax's "
+                       "running output (d_k floats per query) can cost more than it saves "
+                       "on a short input; at 8,192 tokens the plain softmax holds 256 MiB per "
+                       "head, the online one a few hundred KiB.")

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .why import source_words
+
 __all__ = ["Step", "head_steps", "layout_step", "projection_text"]
+
+# the page's numbers of the steps another step names (a lesson numbers its screens instead)
+STEP_NUMBERS = {"qknorm": "4b", "softcap": "5b"}
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,13 @@ def projection_text(inside) -> str:
             f"{t} × {h * dk}, reshaped to (1, {t}, {h}, {dk}) and transposed to (batch, "
             f"heads, seq, d_k) = (1, {h}, {t}, {dk}), the shape the engine holds Q in; "
             f"merging the heads after attention does the reverse. In index notation "
-            f"Q_ia = Σ_b X_ib W_Q,ba + b_a: np.einsum('ib,ba->ia', X, W_Q) on these "
-            f"numbers gives this Q (largest difference {inside.einsum_difference:.1e})."
+            f"Q_ia = Σ_b X_ib W_Q,ba" + (" + b_a" if inside.b_Q is not None else "")
+            + f": np.einsum('ib,ba->ia', X, W_Q)"
+            + (" + b_Q" if inside.b_Q is not None else "")
+            + f" on these numbers gives this Q (largest difference "
+              f"{inside.einsum_difference:.1e})."
             + (f" This model then clamps every entry of Q, K and V to ±{inside.clip_qkv:g} "
                f"(clip_qkv), and Q here is the clamped one." if inside.clip_qkv else ""))
-
 
 
 def layout_step(inside) -> Step | None:
@@ -68,7 +75,8 @@ def layout_step(inside) -> Step | None:
     return Step("W_Q", "W_Q, W_K, W_V in the checkpoint, split into heads",
                 f"(batch, heads, seq, d_k) = (1, {inside.n_head}, {inside.n_tokens}, "
                 f"{inside.d_k})",
-                r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba} + b^{h}_{a}",
+                r"Q^{h}_{ia} = \sum_{b} X_{ib}\, W^{h}_{Q,\,ba}"
+                + (r" + b^{h}_{a}" if inside.b_Q is not None else ""),
                 projection_text(inside), "dimension of d_model", "dimension of d_k")
 
 
@@ -198,8 +206,14 @@ def softcap_step(inside) -> Step:
         "query token", "key token")
 
 
-def head_steps(inside) -> list[Step]:
-    """The steps in order, with shapes written in the page's notation."""
+def _bias(letter: str, bias) -> str:
+    """" + b_Q^{h}" when the model has that bias, else nothing (LaTeX)."""
+    return "" if bias is None else rf" + b_{letter}^{{h}}"
+
+
+def head_steps(inside, ref=lambda key: f"step {STEP_NUMBERS[key]}") -> list[Step]:
+    """The steps in order, with shapes written in the page's notation; ref(key) names
+    another step as the screen numbers it ("step 5b" on the page, "step 7" in a lesson)."""
     t, d, dk = inside.n_tokens, inside.d_model, inside.d_k
     s = len(inside.columns)  # keys: t, or the source's tokens for cross-attention
     symbol = "LN" if inside.norm_name == "LayerNorm" else inside.norm_name
@@ -226,7 +240,7 @@ def head_steps(inside) -> list[Step]:
                   if inside.scale != 1.0 else
                   "not scaled: T5 folds 1/√d_k into its initialisation of W_Q.")
     if inside.softcap:
-        scale_note += " This model soft-caps them next (step 5b)."
+        scale_note += f" This model soft-caps them next ({ref('softcap')})."
     mask_text = ("Causal: query i may only see keys j ≤ i, so every score above "
                  "the diagonal becomes −∞ (its weight will be exactly 0)."
                  + window_text(inside)
@@ -246,7 +260,7 @@ def head_steps(inside) -> list[Step]:
                  f"(θ = {inside.rope_theta:g}). Then q'_i · k'_j depends on i − j only: "
                  f"positions enter the scores, never the values (V is not rotated)."
                  + rope_base_text(inside)
-                 + (" What is rotated is Q̂ and K̂, after the QK-norm (step 4b)."
+                 + (f" What is rotated is Q̂ and K̂, after the QK-norm ({ref('qknorm')})."
                     if inside.Q_normed is not None else "")
                  + (f" This checkpoint rotates adjacent pairs (2j, 2j + 1) instead; it is "
                     f"the same rotation of reordered dimensions, so mha-viz reordered the "
@@ -285,16 +299,16 @@ def head_steps(inside) -> list[Step]:
         Step("X", "X", f"T × d_model = {t} × {d}", r"X \in \mathbb{R}^{T \times d_{model}}",
              f"The input of layer {inside.layer}'s attention, one row per token, coming from "
              f"{where}. " + x_note, "token", "dimension of d_model"),
-        Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h} + b_Q^{h}",
+        Step("Q", "Q", f"T × d_k = {t} × {dk}", r"Q = X\,W_Q^{h}" + _bias("Q", inside.b_Q),
              f"Queries: what each token is looking for. W_Q^h (d_model × d_k = {d} × {dk}) "
              f"is this head's slice of the query projection.",
              "token", "dimension of d_k"),
         Step("K", "K", f"{'S' if inside.cross else 'T'} × d_k = {s} × {dk}",
-             f"K = {kv_from}" + r"\,W_K^{h} + b_K^{h}",
+             f"K = {kv_from}" + r"\,W_K^{h}" + _bias("K", inside.b_K),
              "Keys: what each token offers to be found by." + shared, "token",
              "dimension of d_k"),
         Step("V", "V", f"{'S' if inside.cross else 'T'} × d_k = {s} × {dk}",
-             f"V = {kv_from}" + r"\,W_V^{h} + b_V^{h}",
+             f"V = {kv_from}" + r"\,W_V^{h}" + _bias("V", inside.b_V),
              "Values: what each token passes on when it is attended to.", "token",
              "dimension of d_k"),
         *([qk_norm_step(inside)] if inside.Q_normed is not None else []),
@@ -325,6 +339,55 @@ def head_steps(inside) -> list[Step]:
         Step("contribution", "contribution", f"T × d_model = {t} × {d}",
              r"C\,W_O^{h}",
              f"What this head adds to the layer's output. The attention output is the sum "
-             f"over all {inside.n_head} heads of C W_O^h, plus the output bias b_O; it is "
+             f"over all {inside.n_head} heads of C W_O^h"
+             + (", plus the output bias b_O" if inside.output_bias is not None else "")
+             + "; it is "
              f"then added to the residual stream.", "token", "dimension of d_model"),
     ]
+
+
+# ------------------------------------------------------------ the lesson's wider screens
+
+MOVES_NOT_HERE = ("What a head moves is computed for encoder-only and decoder-only models "
+                  "traced from the sidebar's text: pick one to see this head both ways.")
+
+
+def textbook_text(case, labels: list[str], score: float, parts: list[tuple[str, float]],
+                  shown_on_toy: bool) -> str:
+    """The induction head's score at its target, and where it comes from (the textbook case
+    when the previous-token head's key side gives the most)."""
+    name = f"L{case.layer}.H{case.head}"
+    before = f"L{case.previous_layer}.H{case.previous_head}"
+    q, k = case.query, case.key
+    where = ("On this text" if shown_on_toy else
+             "On the bundled **induction toy** (two layers, trained on repeated passages; "
+             "the same computation as every step so far, on a model small enough to read)")
+    said = (f"{where}, **{name}** is an induction head (induction score "
+            f"{case.induction_score:.2f}): at query {q} '{labels[q]}' it puts "
+            f"{case.weight:.2f} of its weight on key {k} '{labels[k]}', the token that "
+            f"followed the earlier '{labels[q]}'. Its score there is {score:+.1f}. ")
+    top, value = parts[0]
+    if top != before:
+        return said + (f"The largest part of it comes from the key side of "
+                       f"{source_words(top, {})} ({value:+.1f}).")
+    return said + (f"**{value:+.1f} of it comes from the key side of {before}**, the "
+                   f"previous-token head (score {case.previous_score:.2f}): {before} wrote "
+                   f"into key {k} the token before it, '{labels[k - 1]}', and {name}'s query "
+                   f"at '{labels[q]}' asks for exactly that. One head's output read by "
+                   f"another's keys is K-composition (Elhage et al. 2021): the circuit that "
+                   f"copies what followed before (Olsson et al. 2022).")
+
+
+def moves_text(name: str, first_token: str, took: float, sent: float) -> str:
+    """This head's first-token share of the weights and of what it moves, and what the
+    difference says."""
+    said = (f"A weight says where {name} looks; what reaches the query is the weight times "
+            f"the vector the key sends, ‖α_ij · f(x_j)‖ with f the value and output "
+            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes as "
+            f"shares. The first token ('{first_token}') takes {took:.2f} of this head's "
+            f"weight and {sent:.2f} of what it moves")
+    if sent < 0.8 * took:
+        return said + (": it is a sink, a place to put weight that sends back little. Where "
+                       "a map of weights is dark at the first token, this head mostly reads "
+                       "nothing.")
+    return said + ": here the two agree."
