@@ -41,6 +41,8 @@ What lives here:
 - ``synced(widget, name, label, default, ...)``: any widget whose value survives page
   switches and lives in the URL's query parameter ``name``; ``set_value``/``get_value``
   change/read it from code (e.g. in a callback). Draw each synced name once per page.
+- ``weights_switch(model)``: "attention" or "value" (what heads move), the shared "weights"
+  switch; ``get_trace(selection, weights=...)`` reads it.
 - ``head_picker(trace)`` (shared "layer"/"head"), ``hide_special_toggle(trace)`` (keep mask),
   ``shown_trace(selection, trace, keep)`` (the trace with hidden tokens removed, rows
   renormalized, read like any trace, long or short), ``hidden_note``, ``trace_notes``
@@ -77,7 +79,7 @@ from .compute import (Selection, cancelled, clear, computed, get_model, get_run,
                       set_figure_meta)
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_trace, sidebar,
-                       target_metric_picker)
+                       target_metric_picker, weights_switch)
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
@@ -99,7 +101,7 @@ __all__ = [
     "Selection", "page_setup", "sidebar", "get_model", "get_trace", "get_run", "synced",
     "get_seq2seq_trace",
     "set_value", "get_value", "presenting", "head_picker", "hide_special_toggle",
-    "shown_trace", "hidden_note", "long_input_note", "one_pass_is_quick",
+    "shown_trace", "weights_switch", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "result_key", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -91,13 +92,15 @@ def get_model(name: str) -> Model:
 
 
 def _forward_cached(kind: str, name: str, text: str, pair: str | None,
-                    max_tokens: int | None):
+                    max_tokens: int | None, weights: str = "attention"):
     """model.trace(...) or model.run(...), kept in the server's byte-bounded store. An input
     whose maps would not fit the memory budget gets on-demand maps (maps="budget"); one whose
-    on-demand trace would not fit either is refused with a message first."""
+    on-demand trace would not fit either is refused with a message first. weights: the
+    maps' rows, "attention" or "value" (what heads move), as Model.trace takes it."""
     model = get_model(name)
     forward = getattr(model, kind)
-    key = result_key(forward, text, text_pair=pair, max_tokens=max_tokens, maps="budget")
+    key = result_key(forward, text, text_pair=pair, max_tokens=max_tokens, maps="budget",
+                     weights=weights)
     store = results_store()
     found, value = store.get(key)
     if found:
@@ -121,7 +124,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         # Model serialises its tokenizer calls itself; forwards of several sessions may overlap.
         with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
             return store.get_or_compute(key, lambda: forward(
-                text, text_pair=pair, max_tokens=max_tokens, maps="budget"))
+                text, text_pair=pair, max_tokens=max_tokens, maps="budget", weights=weights))
     finally:
         turns.release()
 
@@ -131,9 +134,9 @@ def _forward_turns() -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(jobs.default_max_running())
 
 
-def cached_trace(name: str, text: str, pair: str | None, max_tokens: int | None
-                  ) -> AttentionTrace:
-    return _forward_cached("trace", name, text, pair, max_tokens)
+def cached_trace(name: str, text: str, pair: str | None, max_tokens: int | None,
+                 weights: str = "attention") -> AttentionTrace:
+    return _forward_cached("trace", name, text, pair, max_tokens, weights)
 
 
 @dataclass(frozen=True)
@@ -221,12 +224,16 @@ CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page 
                       "self-attention* in the sidebar.")
 
 
-def get_trace(selection: Selection, cross_view: Callable | None = None) -> AttentionTrace:
-    """The trace for the selection (computed once per (model, text, pair, max_tokens) and
-    cached), or the saved trace the person opened in the sidebar. On bad input it shows the
-    error on the page and stops the page. For an encoder-decoder: the self-attention of the
-    stack the sidebar picked, as an AttentionTrace; for its cross-attention, the page's
-    cross_view(EncoderDecoderTrace) draws the page, which then stops."""
+def get_trace(selection: Selection, cross_view: Callable | None = None,
+              weights: str = "attention") -> AttentionTrace:
+    """The trace for the selection (computed once per (model, text, pair, max_tokens,
+    weights) and cached), or the saved trace the person opened in the sidebar. On bad input
+    it shows the error on the page and stops the page. For an encoder-decoder: the
+    self-attention of the stack the sidebar picked, as an AttentionTrace; for its
+    cross-attention, the page's cross_view(EncoderDecoderTrace) draws the page, which then
+    stops. weights: "attention" or "value" (its rows what each head moves from each key,
+    normalized: controls.weights_switch); an encoder-decoder's and a saved trace's maps are
+    what they are (the switch says so)."""
     if selection.kind is not None and selection.uploaded is None:
         if selection.kind == "cross":
             if cross_view is None:
@@ -239,9 +246,13 @@ def get_trace(selection: Selection, cross_view: Callable | None = None) -> Atten
         st.info(f"Showing the saved trace **{md_escape(selection.uploaded.model_name)}** "
                 f"({selection.uploaded.n_tokens} tokens) opened in the sidebar; close it "
                 f"there to trace the text again.")
+        if (weights == "value") != selection.uploaded.value_weighted:
+            st.caption("The saved trace holds "
+                       + ("what heads move" if selection.uploaded.value_weighted
+                          else "attention weights") + ": its maps are shown as saved.")
         set_figure_meta(selection)
         return selection.uploaded
-    return _computed_or_stop(selection, cached_trace)
+    return _computed_or_stop(selection, partial(cached_trace, weights=weights))
 
 
 # ----------------------------------------------------------------------- memo

@@ -304,6 +304,31 @@ def head_picker(trace: AttentionTrace, where=None, default: tuple[int, int] | No
     return layer, head
 
 
+WEIGHTS_LABELS = {"attention": "Attention weights", "value": "What moves"}
+WEIGHTS_HELP = ("**Attention weights**: the softmax, where each token reads from (every row "
+                "sums to 1). **What moves**: each weight times the size of the vector its key "
+                "sends through the head, ‖α_ij · f(x_j)‖ (Kobayashi et al. 2020), each row "
+                "rescaled to sum to 1. A token that takes a large weight but sends a small "
+                "vector (often the first token) moves little.")
+
+
+def weights_switch(model: Model | None = None, where=None) -> str:
+    """The "weights / what moves" switch every page that draws maps shares (synced as
+    "weights": "attention" or "value", kept across pages and in the URL); -> what
+    get_trace(selection, weights=...) should read. An encoder-decoder's maps are its weights
+    only (Model.trace of a translator has no value-weighted form): "attention", said in a
+    caption."""
+    where = where or st
+    choice = synced(where.radio, "weights", "The maps show", "attention",
+                    options=list(WEIGHTS_LABELS), format_func=WEIGHTS_LABELS.get,
+                    horizontal=True, help=WEIGHTS_HELP)
+    if choice == "value" and model is not None and model.info.encoder_decoder:
+        where.caption("What moves is computed for encoder-only and decoder-only models: "
+                      "this encoder-decoder's maps show its attention weights.")
+        return "attention"
+    return choice
+
+
 def opening(trace: AttentionTrace) -> tuple[int, int, int, int]:
     """(query, key, layer, head) to open the pages on (analysis.opening_view): one query row
     of every head is read, cheap enough to recompute on every run."""

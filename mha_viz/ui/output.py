@@ -16,7 +16,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS, Model
 from ..plots import fit
 from ..server import export
-from .compute import Selection, cached_trace
+from .compute import Selection, cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .state import browser_component, image_format, presenting, synced, take_incoming_params
 
@@ -301,10 +301,17 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
     The bytes are made on the click, from the trace looked up again by the selection: a
     closure over ``trace`` would keep it alive as long as Streamlit keeps the session (two
     minutes after the tab closes), past the memory budget's eviction."""
+    weights = "value" if trace.value_weighted else "attention"  # a string: no closure
+
     def trace_again() -> bytes:
         if selection.uploaded is not None:
             return export.trace_npz(selection.uploaded)
-        return export.trace_npz(cached_trace(*selection.key))
+        if selection.kind is not None:  # an encoder-decoder's stack, as the page shows it
+            return export.trace_npz(cached_seq2seq_trace(
+                selection.model_name, selection.text, selection.target).as_trace(selection.kind))
+        return export.trace_npz(cached_trace(selection.model_name, selection.text,
+                                             selection.text_pair, selection.max_tokens,
+                                             weights=weights))
 
     where = where or st
     # A long input's file holds each layer's queries and keys, which rebuild its maps.
