@@ -135,7 +135,8 @@ def in_sidebar(bar, model: Model | None, name: str, prompt: str) -> Generation |
         generation = _written(model, name, prompt, wanted)
     wanted = asked()
     write_url_value(COUNT, str(wanted.count) if wanted.count else None)
-    write_url_value(TEMPERATURE, f"{wanted.temperature:g}" if wanted.count and wanted.sampled
+    # as Home's synced widget writes it (str of a float), so the two never disagree
+    write_url_value(TEMPERATURE, str(wanted.temperature) if wanted.count and wanted.sampled
                     else None)
     write_url_value(SEED, str(wanted.seed) if wanted.count and wanted.sampled else None)
     note = note_for(name, prompt)

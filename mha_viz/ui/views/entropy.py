@@ -61,10 +61,9 @@ def cross_attention_entropy(selection, seq, normalized: bool, smoothing: float) 
     ui.caveat()
 
 
-def entropy_options():
-    """Raw or normalized entropy, smoothing, and the column for the hide-tokens choice."""
-    c1, c2, c3 = st.columns(3)
-    with c1:
+def entropy_options(scale_col, smooth_col) -> tuple[bool, float]:
+    """Raw or normalized entropy, and smoothing, in the two columns given."""
+    with scale_col:
         # links written before the spelling settled say "normalised"
         scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalized"],
                           parse=lambda raw: "normalized" if raw == "normalised" else raw,
@@ -75,27 +74,29 @@ def entropy_options():
                                "have, ln(number of keys it sees): ln(i+1) for a causal model's "
                                "row i, ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
                                "single key are left out.")
-    with c2:
+    with smooth_col:
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
-    return scale == "normalized", SMOOTHING if smooth else 0.0, c3
+    return scale == "normalized", SMOOTHING if smooth else 0.0
 
 
 def show() -> None:
     selection = ui.sidebar()
     with ui.guard():
-        # the statistics read the weights or what the heads move (issue 49): one argument
-        weights = ui.weights_switch(selection.model)
+        # one row of choices; the statistics read the weights or what the heads move (issue
+        # 49): one argument
+        weights_col, scale_col, smooth_col, hide_col = st.columns(4)
+        weights = ui.weights_switch(selection.model, weights_col)
         trace = ui.get_trace(selection, cross_view=lambda seq: cross_attention_entropy(
-            selection, seq, *entropy_options()[:2]), weights=weights)
+            selection, seq, *entropy_options(scale_col, smooth_col)), weights=weights)
         ui.trace_notes(trace)
         moved = value_weights.TITLE_SUFFIX if trace.value_weighted else ""
         if trace.value_weighted:
             st.caption(value_weights.STATISTICS_READ)
 
-        normalized, smoothing, c3 = entropy_options()
-        keep = ui.hide_special_toggle(trace, c3)
+        normalized, smoothing = entropy_options(scale_col, smooth_col)
+        keep = ui.hide_special_toggle(trace, hide_col)
         # the trace as shown (hidden tokens removed, rows renormalized), read like any trace
         shown = ui.shown_trace(selection, trace, keep)
         kept, labels = A.kept_positions(shown), list(shown.display_tokens)

@@ -35,8 +35,10 @@ INTRO = ("Some heads do one recognisable job: read the **previous token**, read 
 def show() -> None:
     selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
     with ui.guard():
-        # every score reads the weights or what the heads move (issue 49): one argument
-        weights = ui.weights_switch(selection.model)
+        # one row of choices; every score reads the weights or what the heads move (issue
+        # 49): one argument
+        weights_col, hide_col, norm_col = st.columns(3)
+        weights = ui.weights_switch(selection.model, weights_col)
         trace = ui.get_trace(selection, weights=weights)
         model = selection.model
         ui.trace_notes(trace)
@@ -50,7 +52,6 @@ def show() -> None:
         first_name = trace.display_tokens[0] if not causal and trace.special_mask[0] else first
         stem = selection.file_stem
 
-        hide_col, norm_col = st.columns(2)
         keep = ui.hide_special_toggle(trace, hide_col)
         norm = ui.synced(norm_col.selectbox, "norm", "Normalization", "ours",
                          options=list(A.NORMALIZATIONS), format_func=NORMS.get,
