@@ -16,7 +16,7 @@ import math
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -75,6 +75,34 @@ def _check_request(max_new_tokens, temperature, seed) -> tuple[int, float, int |
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise InputError(f"seed must be a whole number or None, got {seed!r}")
     return int(max_new_tokens), temperature, None if seed is None else int(seed)
+
+
+def written_from(prompt_ids, ids) -> int:
+    """Where the model's writing starts in ids, the tokens of a prompt's text followed by
+    the text the model wrote, tokenized again: how many leading ids are the prompt's own.
+    Tokenizing the whole text again can join the prompt's last token with the first one
+    written (a prompt ending in a space, then "Paris": " Paris"); the written part then starts
+    at the joined token."""
+    start = 0
+    for prompt_id, token_id in zip(prompt_ids, ids):
+        if int(prompt_id) != int(token_id):
+            break
+        start += 1
+    return start
+
+
+def mark_written(trace: AttentionTrace, prompt_ids, mark: str) -> AttentionTrace:
+    """The trace of a prompt and what a model wrote after it, with the written positions'
+    display tokens beginning with ``mark`` (every figure and table that labels tokens shows
+    it) and extra["prompt_length"] saying where the writing starts (written_from), as
+    Model.generate's own trace records it. The maps are the trace's own, not copied; the
+    mark and prompt_length make it another input to stored results than the same text
+    typed in."""
+    start = written_from(prompt_ids, trace.token_ids)
+    labels = [token if position < start else f"{mark}{token}"
+              for position, token in enumerate(trace.display_tokens)]
+    return replace(trace, attentions=trace.maps_source if trace.on_demand else trace.attentions,
+                   display_tokens=labels, extra={**trace.extra, "prompt_length": start})
 
 
 class Generating:

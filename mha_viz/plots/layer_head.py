@@ -219,7 +219,8 @@ def class_mass_by_layer(
         )
     fig = _base_layout(
         fig,
-        _title(title, "mean over the heads of each layer; hover for the min and max head"),
+        _title(title, "mean over the heads of each layer; point at a layer for the min and "
+                      "max head"),
         height=420,
         xaxis=dict(title=dict(text="layer"), tickmode="array",
                    tickvals=list(range(n_layer)), ticktext=[f"L{l}" for l in range(n_layer)]),

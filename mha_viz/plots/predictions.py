@@ -36,7 +36,9 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
     fig = go.Figure(go.Heatmap(
         z=z, text=text, customdata=tips, texttemplate="%{text}", textfont=dict(size=13),
         hovertemplate="%{customdata}<extra></extra>", hoverongaps=False,
-        colorscale="YlOrRd", zmin=0.0, zmax=max(top, 1e-6), xgap=2, ygap=2,
+        # purple, not red: on the Predictions page red and blue say which way a head pushes
+        # the prediction (one colour meaning per page)
+        colorscale="Purples", zmin=0.0, zmax=max(top, 1e-6), xgap=2, ygap=2,
         # a colour bar beside a strip two rows high cannot hold its labels: the note says
         # what the colours mean, the hover gives each value
         showscale=False))
@@ -50,9 +52,10 @@ def token_loss_strip(tokens: Sequence[str], loss: np.ndarray, hover: Sequence[st
         hovertemplate="%{hovertext}<extra></extra>", showlegend=False, name="tokens"))
     return _base_layout(
         fig, _title(title, f"colour = −log p(token | {given}), from white (0) to "
-                           f"dark red ({max(top, 1e-6):.1f} nats); hover for the model's top "
-                           f"guesses" + (", click a token to explain its prediction"
-                                         if clickable else "")),
+                           f"dark purple ({max(top, 1e-6):.1f} nats); point at a token for "
+                           f"the model's top guesses" + (
+                               ", click or tap it to explain its prediction" if clickable
+                               else "")),
         # one row of cells ~40 px high: the title and its note take the top 80
         height=int(90 + 40 * rows), margin=dict(l=10, r=70, t=80, b=10),
         xaxis=dict(visible=False, range=[-0.5, per_row - 0.5], fixedrange=True),

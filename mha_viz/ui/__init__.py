@@ -74,6 +74,11 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``why``: why a head attends where it does, for a clicked cell (``why_section``,
   ``pick_cell``): its score by source and who composes into it.
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
+- ``continuation``: the model's continuation of the sidebar's text (Home's Continue): asked
+  for in the session and the URL (cont, ctemp, cseed), written as a job, read by every page
+  with the written tokens marked (settings.WRITTEN_MARK; compute marks the traces and runs).
+- ``token_boxes``: Home's text as one box per token. ``narrow``: what a phone needs (the
+  folded sidebar's button names what it holds; the sidebar folds once a page is chosen).
 - ``views``: one module per page (its controls and sections), the top of ui: nothing in ui
   imports a view. ``words``: labels, button texts, captions and number formats.
 """

@@ -9,7 +9,7 @@ import gc
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -23,10 +23,11 @@ from ..core.digest import call_key, digest
 from ..core.errors import MhaVizError, OfflineError
 from ..engine.placement import placement_from_environment
 from ..maps.trace import AttentionTrace
+from ..models.generation import Generation, mark_written
 from ..models.model import ForwardRun, Model, load_model
 from ..server import export, jobs
 from .messages import callback, show_error
-from .settings import APP_DIR, md_escape
+from .settings import APP_DIR, WRITTEN_MARK, md_escape
 
 # A result is stored under its function's qualified name and one digest of its arguments
 # (core.digest.call_key): every store here, the warm start and the pages derive it alike.
@@ -156,6 +157,16 @@ class Selection:
     # attention shown ("encoder", "decoder", "cross"); None for other models
     target: str | None = None
     kind: str | None = None
+    # what the model wrote after the sidebar's text (Continue, on Home): ``text`` is the two
+    # together, and the written tokens are marked in every trace and run the pages read
+    generation: Generation | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def typed_text(self) -> str:
+        """The sidebar's text as typed, without the model's continuation."""
+        if self.generation is None:
+            return self.text
+        return self.text[:len(self.text) - len(self.generation.text)]
 
     @property
     def key(self) -> tuple:
@@ -192,10 +203,19 @@ def _computed_or_stop(selection: Selection, compute: Callable):
         value = compute(selection.model_name, selection.text, selection.text_pair,
                         selection.max_tokens)
         set_figure_meta(selection)
-        return value
+        return value if selection.generation is None else _marked(value, selection.generation)
     except MhaVizError as error:
         show_error(error)
         st.stop()
+
+
+def _marked(value, generation: Generation):
+    """A trace or run of a text and the model's continuation, its written tokens marked (a
+    view of the stored one: the maps are not copied, and the stored one is not changed)."""
+    if isinstance(value, ForwardRun):
+        return value if value.trace is None else replace(
+            value, trace=_marked(value.trace, generation))
+    return mark_written(value, generation.prompt_ids, WRITTEN_MARK)
 
 
 def cached_seq2seq_trace(name: str, source: str, target: str | None):

@@ -18,7 +18,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
 from ..models.seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
 from .compute import Selection, get_model, memo, results_store
-from . import navigation
+from . import continuation, navigation
 from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
@@ -111,13 +111,15 @@ def _apply_example(name: str) -> None:
     set_value("pair", pair)
 
 
-def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = None
-            ) -> Selection:
-    """The shared sidebar: model, text, sentence B (BERT), examples, options, a saved trace
-    to open, caveat. Pages that run the model themselves (not only read maps) pass
-    shows_saved_traces=False: their Selection never carries an opened trace.
-    encoder_decoders: whether the page reads an encoder-decoder (default: the pages that only
-    read maps do); the others say they do not and stop."""
+def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = None,
+            explains_mark: bool = True) -> Selection:
+    """The shared sidebar: model, text, the model's continuation of it (Continue, on Home),
+    sentence B (BERT), examples, options, a saved trace to open, caveat. Pages that run the
+    model themselves (not only read maps) pass shows_saved_traces=False: their Selection
+    never carries an opened trace. encoder_decoders: whether the page reads an
+    encoder-decoder (default: the pages that only read maps do); the others say they do not
+    and stop. explains_mark: say at the top of the page what marks the written tokens (Home
+    says it beside them)."""
     bar = st.sidebar
     synced(bar.toggle, "present", "Presentation mode", False,
            help="Large type and figures that fit one screen, for a projector; the sidebar "
@@ -185,6 +187,7 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
                       help="Encoder self-attention: source tokens read source tokens. "
                            "Decoder self-attention: target tokens read earlier target "
                            "tokens. Cross-attention: target tokens read the source.")
+    written = continuation.in_sidebar(bar, model, name, clean_str(text))
     if len(text) > URL_MAX_CHARS:
         bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
                     f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
@@ -227,12 +230,14 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
                 f"the Attention maps, Entropy, Head similarity, Pruning impact, Inside one head "
                 f"and Predictions pages read its encoder, decoder and cross-attention.")
         st.stop()
-    return Selection(model_name=name, text=clean_str(text),
+    if written is not None and uploaded is None and explains_mark:
+        continuation.explain_mark(written)
+    return Selection(model_name=name, text=clean_str(text) + (written.text if written else ""),
                      text_pair=clean_str(pair) if pair and pair.strip() else None,
                      max_tokens=int(max_tokens), model=model, model_error=model_error,
                      uploaded=uploaded, upload_digest=digest,
                      target=clean_str(target) if target and target.strip() else None,
-                     kind=kind)
+                     kind=kind, generation=written)
 
 
 def _close_saved_trace() -> None:

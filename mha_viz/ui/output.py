@@ -16,6 +16,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS, Model
 from ..plots import fit
 from ..server import export
+from . import narrow
 from .compute import Selection, cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .gestures import taps_select
@@ -70,9 +71,10 @@ def page_setup(title: str, intro: str | None = None) -> None:
     present = presenting()
     st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
-    st.html(_PAGE_CSS + (_PRESENT_CSS if present else ""))
+    st.html(_PAGE_CSS + narrow.CSS + (_PRESENT_CSS if present else ""))
     _measure_viewport()
     taps_select()
+    narrow.fold_after_choosing()
     st.title(title)
     if intro:
         st.markdown(intro, help=terms_in(intro))

@@ -134,6 +134,9 @@ CAVEAT = ("Attention weights show where each token reads information from, not w
           "made a prediction (Jain & Wallace 2019, *Attention is not Explanation*; Wiegreffe & "
           "Pinter 2019). Read the maps as hypotheses to test, e.g. with head ablation.")
 NUMBERING = "Layers and heads count from 0: L5.H1 = layer 5, head 1, counted from 0."
+# the mark every token axis, table and download shows on the tokens the model wrote after the
+# sidebar's text (Continue, on Home)
+WRITTEN_MARK = "✎"
 
 
 # --------------------------------------------------------- what runs on opening

@@ -150,6 +150,18 @@ def _default_serializer(default):
     return str
 
 
+def take_url_value(name: str) -> str | None:
+    """The query parameter ``name`` of a link not written by us (a copied link, a reload, an
+    edited URL), taken once: for a value kept without a widget (write_url_value writes it)."""
+    incoming = st.session_state.get(_INCOMING) or {}
+    return incoming.pop(name, None)
+
+
+def write_url_value(name: str, text: str | None) -> None:
+    """Put a value kept without a widget in the URL (None: take it out)."""
+    _write_param(name, text)
+
+
 def set_value(name: str, value: Any) -> None:
     """Set a synced value from code (e.g. in a callback); the widget shows it on the next draw."""
     st.session_state[_STATE + name] = value

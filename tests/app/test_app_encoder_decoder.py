@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
-from tests.support.app_pages import array, chart, folder_params, run_page, texts  # noqa: E402
+from tests.support.app_pages import (array, chart, folder_params, home_tokens, run_page,  # noqa: E402
+                                     texts)
 from tests.support.seq2seq_pages import SOURCE, TARGET, params  # noqa: E402
 
 from mha_viz.ui import page_files  # noqa: E402
@@ -91,9 +92,8 @@ def test_every_page_opens_on_an_encoder_decoder():
         assert not at.exception and not at.error, (page, texts(at.exception), texts(at.error))
         shown = " ".join(texts(at.info) + texts(at.markdown) + texts(at.caption))
         if page == "app.py":
-            codes = [str(c.value) for c in at.code]
-            assert codes[0].startswith("0:red  1:car") and codes[1].startswith(
-                "0:<pad>  1:voiture"), codes
+            rows = [[token for token, _ in row] for row in home_tokens(at)]
+            assert rows[0][:2] == ["red", "car"] and rows[1][:2] == ["<pad>", "voiture"], rows
             assert "encoder 2 + decoder 2" in " ".join(texts(at.sidebar.caption))
         if page == "pages/8_Corpus.py":  # the texts are sources: the encoder is read
             assert "encoder's self-attention" in " ".join(texts(at.info)), page

@@ -95,7 +95,9 @@ def test_one_sweep_asked_by_two_pages_runs_once(gpt2_folder, gpt2_model, monkeyp
     at = run_page(PREDICT, query)
     assert_clean(at)
     assert len(runs) == 1 and runs[0] is not None  # the sweep of one target metric
-    predicted = array(chart(at, "Exact effect of switching each head off")["data"][0]["z"])
+    # Predictions shows what each head adds (on − off: red = raises the metric), the sweep's
+    # own off − on turned over
+    predicted = -array(chart(at, "Exact effect of each head")["data"][0]["z"])
     at = run_page(PRUNE, query | {"measure": "target"})
     assert_clean(at)
     assert len(runs) == 1  # found, not run again

@@ -12,8 +12,8 @@ import re
 from urllib.parse import quote, urlparse
 
 import pytest
-from tests.support.browser import (assert_no_exception, assert_only_own_host, error_texts,
-                                   open_page, settle, shoot)
+from tests.support.browser import (HOME_TOKENS, assert_no_exception, assert_only_own_host,
+                                   error_texts, open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +40,7 @@ def test_every_page_renders(page, app_server, screenshots, model, gpt2_folder):
         assert_no_exception(page, app_server)
         assert not error_texts(page)
         if n_charts == 0:
-            assert page.locator('[data-testid="stCode"]').count() == 1  # the tokens
+            assert page.locator(HOME_TOKENS).count() == 1  # the tokens
         else:
             assert page.locator(".js-plotly-plot").count() == n_charts
             # every figure shows this run's input

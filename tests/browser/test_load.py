@@ -10,12 +10,12 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.support.browser import WORDS, _status, shown_tokens, wait_home
+from tests.support.browser import HOME_TOKENS, WORDS, _status, shown_tokens, wait_home
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 BUDGET_MB = 2560  # the default, for a 4 GB container (the budget_server fixture)
-WAITING = ('[data-testid="stCode"], [data-testid="stSpinner"], [data-testid="stAlert"]')
+WAITING = (f'{HOME_TOKENS}, [data-testid="stSpinner"], [data-testid="stAlert"]')
 
 
 def _long_text(i: int, n_words: int) -> str:

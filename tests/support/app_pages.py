@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,23 @@ def run_page(page: str, params: dict | None = None, session: dict | None = None)
 def texts(elements) -> list[str]:
     """Element texts as shown: markdown escapes removed."""
     return [str(e.value).replace("\\", "") for e in elements]
+
+
+_BOX = re.compile(r'<span class="mv-token( mv-written)?"[^>]*><span class="mv-token-pos">(\d+)'
+                  r'</span><span class="mv-token-text">(.*?)</span></span>', re.S)
+
+
+def home_tokens(at: AppTest) -> list[list[tuple[str, bool]]]:
+    """Each row of token boxes Home draws (mha_viz.ui.token_boxes), as (token, written by the
+    model) in order."""
+    rows = []
+    for element in at.get("html"):
+        body = element.proto.body
+        if 'class="mv-tokens"' in body:
+            boxes = _BOX.findall(body)
+            assert [int(pos) for _, pos, _ in boxes] == list(range(len(boxes))), body[:300]
+            rows.append([(html.unescape(text), bool(written)) for written, _, text in boxes])
+    return rows
 
 
 def charts(at: AppTest) -> list[dict]:

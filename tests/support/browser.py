@@ -117,10 +117,14 @@ def sections_open(query: str) -> str:
     return f"{query}{'&' if query else '?'}open={OPENED}"
 
 
+# the home page's tokens, one box each (mha_viz.ui.token_boxes)
+HOME_TOKENS = ".mv-tokens"
+
+
 def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
     page.goto(f"{server.url}/{path}{sections_open(query)}")
-    if n_charts == 0:  # the home page: its last element is the token list
-        page.wait_for_selector('[data-testid="stCode"]')
+    if n_charts == 0:  # the home page: its figure is the token boxes
+        page.wait_for_selector(HOME_TOKENS)
     settle(page, n_charts)
 
 
@@ -203,17 +207,16 @@ WORDS = ["apple", "river", "mountain", "violin", "copper", "lantern", "meadow", 
 
 
 def shown_tokens(page) -> list[str]:
-    """The home page's token list ("0:[CLS]  1:the ...") as a list of tokens."""
-    code = page.locator('[data-testid="stCode"]').inner_text()
-    return [item.split(":", 1)[1] for item in code.split() if ":" in item]
+    """The home page's tokens, as its boxes show them (the text of each box)."""
+    return page.locator(f"{HOME_TOKENS} .mv-token-text").all_inner_texts()
 
 
-OUTCOME = ('[data-testid="stCode"], [data-testid="stAlertContentError"], '
+OUTCOME = (f'{HOME_TOKENS}, [data-testid="stAlertContentError"], '
            '[data-testid="stException"]')
 
 
 def wait_home(page, server=None) -> None:
-    """Wait for the home page's token list, or for whatever the page shows instead (an error,
+    """Wait for the home page's token boxes, or for whatever the page shows instead (an error,
     a traceback): a failure then says what the visitor saw and what the server logged."""
     try:
         page.wait_for_selector(OUTCOME)
@@ -223,7 +226,7 @@ def wait_home(page, server=None) -> None:
             "?.getAttribute('data-test-script-state')")
         shows = page.locator('[data-testid="stMain"]').inner_text()[:600]
         log = server.log_tail() if server else ""
-        raise AssertionError(f"no token list at {page.url[:120]}: script state {state}; "
+        raise AssertionError(f"no token boxes at {page.url[:120]}: script state {state}; "
                              f"the page shows {shows!r}\n{log}") from None
     if server is not None:
         assert_no_exception(page, server)

@@ -143,17 +143,22 @@ class InductionProbe:
 
 
 def induction_probe(model, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
-                    prepend_bos: bool = True, progress=None) -> InductionProbe:
+                    prepend_bos: bool = True, progress=None,
+                    weights: str = "attention") -> InductionProbe:
     """Run the repeated-random-tokens probe (see induction_scores) and keep its scores in
     both normalizations, with and without the prefix / suffix tokens, and the first
-    sequence's trace. progress(done, total), if given, is called after each sequence."""
+    sequence's trace. progress(done, total), if given, is called after each sequence.
+    weights: "attention" (the softmax's weights) or "value" (what each head moves:
+    Model.trace_ids(ids, weights="value"), as every statistic reads it)."""
     sequences, offset = repeated_random_tokens(model, seq_len, n_seqs, seed, prepend_bos)
     seq_len, n_seqs, seed = int(seq_len), int(n_seqs), int(seed)
     variants = [(norm, drop) for norm in NORMALIZATIONS for drop in (False, True)]
     sums = {v: None for v in variants}
     first = None
     for done, ids in enumerate(sequences, start=1):
-        trace = model.trace_ids(ids)
+        # a stack that reads only weights (an encoder-decoder's) is asked as before
+        trace = model.trace_ids(ids) if weights == "attention" else \
+            model.trace_ids(ids, weights=weights)
         if first is None:
             first = trace
         outside = np.ones(len(ids), dtype=bool)

@@ -12,13 +12,16 @@ import streamlit as st
 
 from ... import analysis as A
 from ... import plots, ui
+from ..words import value_weights
 from ...server import export
 
 TOP = 5  # broadest / most focused heads listed
 SMOOTHING = 1e-4  # Clark et al. 2019: A' = 0.9999 A + 0.0001 / n
-INTRO = ("The entropy of a row, H = −Σ a·ln a (in nats), measures how spread out one token's "
-         "attention is: 0 when it all goes to one token, ln n when it is spread evenly over n "
-         "tokens. A head's entropy is the mean over its query tokens.")
+INTRO = ("How spread out each head's attention is. A head whose tokens each read from one "
+         "place is *focused*: its entropy is 0. One that spreads each token's attention evenly "
+         "over n tokens is *broad*: its entropy is ln n, the most there can be. A token's "
+         "entropy is H = −Σ a·ln a over the weights a of its row, in nats; a head's is the mean "
+         "over its tokens.")
 
 
 def cross_attention_entropy(selection, seq, normalized: bool, smoothing: float) -> None:
@@ -58,10 +61,9 @@ def cross_attention_entropy(selection, seq, normalized: bool, smoothing: float) 
     ui.caveat()
 
 
-def entropy_options():
-    """Raw or normalized entropy, smoothing, and the column for the hide-tokens choice."""
-    c1, c2, c3 = st.columns(3)
-    with c1:
+def entropy_options(scale_col, smooth_col) -> tuple[bool, float]:
+    """Raw or normalized entropy, and smoothing, in the two columns given."""
+    with scale_col:
         # links written before the spelling settled say "normalised"
         scale = ui.synced(st.radio, "scale", "Entropy", "raw", options=["raw", "normalized"],
                           parse=lambda raw: "normalized" if raw == "normalised" else raw,
@@ -72,22 +74,29 @@ def entropy_options():
                                "have, ln(number of keys it sees): ln(i+1) for a causal model's "
                                "row i, ln n for BERT. 1 = uniform, 0 = one token. Rows that see a "
                                "single key are left out.")
-    with c2:
+    with smooth_col:
         smooth = ui.synced(st.toggle, "smooth", "Clark et al. smoothing", False,
                            help="Mix a little uniform attention in before the log, "
                                 "A' = 0.9999 A + 0.0001/n, as Clark et al. (2019) do.")
-    return scale == "normalized", SMOOTHING if smooth else 0.0, c3
+    return scale == "normalized", SMOOTHING if smooth else 0.0
 
 
 def show() -> None:
     selection = ui.sidebar()
     with ui.guard():
+        # one row of choices; the statistics read the weights or what the heads move (issue
+        # 49): one argument
+        weights_col, scale_col, smooth_col, hide_col = st.columns(4)
+        weights = ui.weights_switch(selection.model, weights_col)
         trace = ui.get_trace(selection, cross_view=lambda seq: cross_attention_entropy(
-            selection, seq, *entropy_options()[:2]))
+            selection, seq, *entropy_options(scale_col, smooth_col)), weights=weights)
         ui.trace_notes(trace)
+        moved = value_weights.TITLE_SUFFIX if trace.value_weighted else ""
+        if trace.value_weighted:
+            st.caption(value_weights.STATISTICS_READ)
 
-        normalized, smoothing, c3 = entropy_options()
-        keep = ui.hide_special_toggle(trace, c3)
+        normalized, smoothing = entropy_options(scale_col, smooth_col)
+        keep = ui.hide_special_toggle(trace, hide_col)
         # the trace as shown (hidden tokens removed, rows renormalized), read like any trace
         shown = ui.shown_trace(selection, trace, keep)
         kept, labels = A.kept_positions(shown), list(shown.display_tokens)
@@ -113,14 +122,15 @@ def show() -> None:
                                                "uniform attention", "nats")
 
         # ---------------------------------------------------------------- layer x head
-        st.subheader("Mean entropy of every head")
+        st.subheader(f"Mean entropy of every head{moved}")
         what = "normalized entropy" if normalized else "entropy (nats)"
         uniform_text = ("1.0" if normalized else
                         (f"ln {n} = {reference:.2f} nats" if not trace.causal else
                          f"{reference:.2f} nats, the mean of ln(i+1) over the rows"))
         st.caption(f"Dark = focused heads, bright = broad heads; the colour scale ends at "
-                   f"uniform attention, {uniform_text}. Hover a cell for its value.")
-        fig = plots.layer_head_heatmap(ent, f"Mean {what} per head", unit, reference=reference,
+                   f"uniform attention, {uniform_text}. Point at or tap a cell for its value.")
+        fig = plots.layer_head_heatmap(ent, f"Mean {what} per head{moved}", unit,
+                                       reference=reference,
                                        reference_name=reference_name, fmt=".2f", zmin=0.0,
                                        zmax=reference)
         ui.show_figure(fig, key="entropy", alt="Mean entropy per head")
@@ -194,8 +204,8 @@ def show() -> None:
                        "entropy of uniform attention over the tokens that query can see"
                        + (" (it grows along the text, as a causal model's row i sees i+1 tokens)."
                           if trace.causal and not normalized else ".")
-                       + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; hover "
-                          f"the chart to see each one." if n > 60 else ""))
+                       + (f" With {n} tokens only every {-(-n // 60)}th token is labelled; point "
+                          f"at or tap the chart to see each one." if n > 60 else ""))
             ui.download_csv(partial(export.per_query_csv,
                                     {unit: per_row, "uniform attention": np.broadcast_to(
                                         np.asarray(row_ref, dtype=float), per_row.shape)},

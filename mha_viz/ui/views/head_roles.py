@@ -16,6 +16,7 @@ from ... import plots, ui
 from ...maps.downsample import block_factor
 from ...server import export
 from .. import picks
+from ..words import value_weights
 
 TOP = 15  # heads listed unless every head is asked for
 HEAD_MAP_HEIGHT = 560  # a square map in half the page width, without empty bands
@@ -34,9 +35,16 @@ INTRO = ("Some heads do one recognisable job: read the **previous token**, read 
 def show() -> None:
     selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
     with ui.guard():
-        trace = ui.get_trace(selection)
+        # one row of choices; every score reads the weights or what the heads move (issue
+        # 49): one argument
+        weights_col, hide_col, norm_col = st.columns(3)
+        weights = ui.weights_switch(selection.model, weights_col)
+        trace = ui.get_trace(selection, weights=weights)
         model = selection.model
         ui.trace_notes(trace)
+        moved = value_weights.TITLE_SUFFIX if trace.value_weighted else ""
+        if trace.value_weighted:
+            st.caption(value_weights.STATISTICS_READ + " The probe reads them too.")
         causal = trace.causal
         first, separator = A.SINK_ROLES  # the role scores' names of the two sinks
         # a bidirectional model's first token is its own special token ([CLS], <s>): named as the
@@ -44,7 +52,6 @@ def show() -> None:
         first_name = trace.display_tokens[0] if not causal and trace.special_mask[0] else first
         stem = selection.file_stem
 
-        hide_col, norm_col = st.columns(2)
         keep = ui.hide_special_toggle(trace, hide_col)
         norm = ui.synced(norm_col.selectbox, "norm", "Normalization", "ours",
                          options=list(A.NORMALIZATIONS), format_func=NORMS.get,
@@ -105,6 +112,7 @@ def show() -> None:
                 help="numpy default_rng(seed) draws the sequences: the same seed, the same "
                      "probe."))
         probe = ui.computed(A.induction_probe, probed, seq_len=seq_len, n_seqs=n_seqs, seed=seed,
+                            weights="value" if trace.value_weighted else "attention",
                             label="Running the induction probe", large=True)
         frame = probe.frame
         drop_probe = keep is not None
@@ -134,7 +142,7 @@ def show() -> None:
         probes["duplicate token"] = probes["induction (text)"] = f"{text_probe} ({repeats})"
 
         # ---------------------------------------------------------------- the table
-        st.subheader("Each head's strongest role")
+        st.subheader(f"Each head's strongest role{moved}")
         roles = A.strongest_roles(all_scores, probes, first_token_name=first_name)
         st.caption(
             f"The rule: among previous token{'' if causal else ', next token'}, duplicate token "
@@ -216,9 +224,9 @@ def show() -> None:
         maps = [m for m in maps if m[0] in all_scores]
 
         def role_maps() -> None:
-            st.caption("Layers down, heads across; hover a cell for its value. Every score runs from "
-                       "0 to 1. Under each map: what it measures, the input that gave it (the probe) "
-                       "and the normalization.")
+            st.caption("Layers down, heads across; point at or tap a cell for its value. Every "
+                       "score runs from 0 to 1. Under each map: what it measures, the input that "
+                       "gave it (the probe) and the normalization.")
             per_row = 2 if trace.n_head > 9 else 3
             for start in range(0, len(maps), per_row):
                 columns = ui.figure_columns(per_row)
@@ -226,7 +234,8 @@ def show() -> None:
                     with column:
                         unit = "mass" if key in A.SINK_ROLES else (
                             "entropy" if key == "entropy" else "score")
-                        fig = plots.layer_head_heatmap(all_scores[key], title, unit, fmt=".2f",
+                        fig = plots.layer_head_heatmap(all_scores[key], title + moved, unit,
+                                                       fmt=".2f",
                                                        zmin=0.0, zmax=1.0)
                         plots.columns_at_bottom(fig)
                         ui.show_figure(fig, key=f"map_{key}", alt=f"{title} per head",
@@ -273,14 +282,15 @@ def show() -> None:
                 probe_labels = [probe_labels[i] for i in probe_kept]
             text_col, probe_col = ui.figure_columns(2)
             with text_col:
-                fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text",
+                fig = plots.head_heatmap(text_map, labels, title=f"{name} on the text{moved}",
                                          causal=causal, max_ticks=30, block_factor=factor,
                                          height=None if len(labels) <= 24 else HEAD_MAP_HEIGHT)
                 ui.show_figure(fig, key="head_text", alt=f"{name} on the text",
                                share=ui.column_share(0.5))
             with probe_col:
                 fig = plots.head_heatmap(probe_map, probe_labels,
-                                         title=f"{name} on the probe (sequence 1 of {n_seqs})",
+                                         title=f"{name} on the probe (sequence 1 of "
+                                               f"{n_seqs}){moved}",
                                          causal=causal, max_ticks=14, height=HEAD_MAP_HEIGHT)
                 ui.show_figure(fig, key="head_probe", alt=f"{name} on the probe",
                                share=ui.column_share(0.5))

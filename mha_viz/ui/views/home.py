@@ -1,68 +1,35 @@
-"""The Home page's view (app.py): what the app is, a link to every page with what it shows,
-the lesson, "prepare every page" for a teacher's text, the model card and the tokens of the
-current text as the model reads them."""
+"""The Home page's view (app.py): what the app is and where its controls are, the text as
+the model reads it, Continue (the model writes after the text), how to read the maps, a link
+to every page with what it shows, the lesson, "prepare every page" for a teacher's text, and
+last the model's card."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from ... import ui
+from .. import continuation
+from ..narrow import SIDEBAR_BUTTON
+from ..settings import WRITTEN_MARK
+from ..token_boxes import legend, token_boxes
 
-INTRO = ("This app runs real checkpoints (BERT, GPT-2 and Llama-family models such as the "
-         "bundled SmolLM2, and encoder-decoders: T5, BART, Marian and the bundled toy T5 "
-         "translator) through our own multi-head-attention code and records, for every layer "
-         "and head, how much each token attends to every other token. Pick a model and a text "
-         "in the sidebar, then explore the maps on the pages listed there.")
+INTRO = ("See what the attention heads of a language model do with your text: for every "
+         "layer and head, how much each token reads from every other token. Choose the model "
+         "and type your text in the sidebar: on the left of the page, or, where it is folded "
+         f"(on a phone), behind **» {SIDEBAR_BUTTON}** at the top left. The pages listed "
+         "below, and at the top of the sidebar, each show one view of the same text.")
 
 
 def show() -> None:
-    selection = ui.sidebar()
+    selection = ui.sidebar(explains_mark=False)
     with ui.guard():
-        st.subheader("Pages")
-        pages = [page for page in ui.page_files() if page.path != "app.py"]
-        per_row = min(3, len(pages)) or 1
-        for k, page in enumerate(pages):
-            if k % per_row == 0:  # a row of columns at a time: on a phone they stack in order
-                columns = st.columns(per_row)
-            with columns[k % per_row]:
-                st.page_link(page.path, label=f"**{page.label}**")
-                st.caption(ui.md_escape(page.summary))
-
-        st.page_link("pages/5_Inside_One_Head.py", icon="🎓", query_params={"lesson": "1"},
-                     label="**A lesson: inside one head, one step per screen**",
-                     help="Inside one head in lesson mode: X, Q, K, V, scores, mask, softmax, "
-                          "W_O, chunked and flash attention, gradients and the KV cache, with "
-                          "this model's real numbers for your text. Back / Next or the arrow "
-                          "keys; add &present=1 to the link for a projector.")
-
-        prepare_lesson(selection)
-
-        st.subheader("Model card")
         if selection.model is None:
             ui.show_error(selection.model_error)
+            pages(selection)
             st.stop()
-        ui.model_card(selection.model)
-
-        st.subheader("The text, as the model reads it")
-        if selection.kind is not None:  # an encoder-decoder: the source, then the target
-            seq = ui.get_seq2seq_trace(selection)
-            for title, tokens in (("The source (the encoder reads it)", seq.source_tokens),
-                                  ("The decoder's input (the start token, then the target)"
-                                   if not seq.generated else "The decoder's input: the start "
-                                   "token, then the model's own output", seq.target_tokens)):
-                st.caption(title)
-                st.code("  ".join(f"{i}:{token}" for i, token in enumerate(tokens)),
-                        language=None, wrap_lines=True)
-            trace = seq.as_trace("encoder")
-        else:
-            trace = ui.get_trace(selection)
-            ui.trace_notes(trace)
-            st.code("  ".join(f"{i}:{token}" for i, token in enumerate(trace.display_tokens)),
-                    language=None, wrap_lines=True)
-        st.caption("Each box is one token with its position. ␣ marks a leading space "
-                   "(byte-level BPE: GPT-2, SmolLM2); ## marks a word piece that continues a "
-                   "word (BERT).")
-        ui.download_trace(selection, trace)
+        st.subheader("Your text, as the model reads it")
+        trace = text_as_tokens(selection)
+        continue_text(selection)
 
         st.subheader("How to read the maps")
         st.markdown(
@@ -73,9 +40,111 @@ def show() -> None:
             "directions.\n"
             "- Many heads park attention on [CLS], [SEP] or a causal model's first token when "
             "they have nothing better to do; hide them with the *Special tokens* option to see "
-            "the rest.\n"
+            "the rest, or switch the maps to *what moves* to see how little those tokens "
+            "send.\n"
             f"- {ui.NUMBERING}")
+        pages(selection)
+
+        st.subheader("About this model")
+        ui.model_card(selection.model)
+        ui.download_trace(selection, trace)
         st.info(ui.CAVEAT)
+
+
+def text_as_tokens(selection):
+    """The boxes of the text's tokens (an encoder-decoder: the source's, then the decoder's
+    input) and what a box is; -> the trace the page's download saves."""
+    if selection.kind is not None:  # an encoder-decoder: the source, then the target
+        seq = ui.get_seq2seq_trace(selection)
+        for title, tokens in (("The source (the encoder reads it)", seq.source_tokens),
+                              ("The decoder's input (the start token, then the target)"
+                               if not seq.generated else "The decoder's input: the start "
+                               "token, then the model's own output", seq.target_tokens)):
+            st.caption(title)
+            token_boxes(list(tokens))
+        st.caption(legend(None))
+        return seq.as_trace("encoder")
+    trace = ui.get_trace(selection)
+    ui.trace_notes(trace)
+    written = continuation.written_from(trace)
+    token_boxes(list(trace.display_tokens), written)
+    st.caption(legend(None if written is None else trace.n_tokens - written))
+    return trace
+
+
+def continue_text(selection) -> None:
+    """Continue: the model writes after the text (how many tokens, greedy or sampled), with
+    progress and Cancel; what it wrote, why it stopped, and a button that removes it."""
+    model = selection.model
+    st.subheader("Let the model continue your text")
+    refused = continuation.why_not(model)
+    if refused or selection.uploaded is not None:
+        st.caption(f"No *Continue* here: {ui.md_escape(refused)}." if refused else
+                   "A saved trace is open in the sidebar: close it to let the model write.")
+        return
+    st.caption("The model writes one token at a time after your text: each time its most "
+               "likely next token (temperature 0), or one drawn at random from its guesses (a "
+               "temperature above 0; the same seed draws the same). What it writes joins your "
+               "text on every page, in yellow boxes marked " + WRITTEN_MARK + ".")
+    count_col, temperature_col, seed_col, button_col = st.columns(
+        4, vertical_alignment="bottom")
+    count = ui.synced(count_col.number_input, "cont_n", "Tokens to write", 20, min_value=0,
+                      max_value=continuation.MAX_COUNT, step=5,
+                      help="How many tokens the model writes after the text (it stops sooner "
+                           "if it writes its end-of-text token).")
+    temperature = ui.synced(temperature_col.number_input, continuation.TEMPERATURE,
+                            "Temperature", 0.0, min_value=0.0, max_value=5.0, step=0.1,
+                            help="0: always the most likely token (the same text every time). "
+                                 "Above 0: drawn from the model's probabilities, sharpened "
+                                 "below 1 and flattened above it.")
+    ui.synced(seed_col.number_input, continuation.SEED, "Seed", 0, min_value=0,
+              max_value=2 ** 31 - 1, step=1, disabled=not temperature,
+              help="The random draws when the temperature is above 0: the same seed writes the "
+                   "same tokens.")
+    written = selection.generation
+    pressed = button_col.button("Continue further" if written else "Continue",
+                                type="primary", key="_mv_continue", width="stretch")
+    room = continuation.room(model, selection.typed_text, written, selection.max_tokens)
+    if pressed:
+        refused = continuation.ask_more(selection.model_name, selection.typed_text, int(count),
+                                        room)
+        if refused is None:
+            st.rerun()
+        st.warning(refused)
+    note = continuation.note_for(selection.model_name, selection.typed_text)
+    if note:
+        st.caption(note)
+    if written is None:
+        return
+    asked = continuation.asked()
+    st.markdown(f"**The model wrote {len(written.new_ids)} tokens** ({asked.how}; "
+                f"{written.tokens_per_second:,.0f} tokens a second). "
+                f"{continuation.STOPPED[written.stop_reason]}")
+    with st.container(border=True):
+        st.markdown(ui.md_escape(written.text))
+    st.button("Remove the continuation", key="_mv_cont_remove_home",
+              on_click=ui.callback(continuation.remove))
+
+
+def pages(selection) -> None:
+    """A link to every page with what it shows, the lesson, and "prepare every page"."""
+    st.subheader("Pages")
+    files = [page for page in ui.page_files() if page.path != "app.py"]
+    per_row = min(3, len(files)) or 1
+    for k, page in enumerate(files):
+        if k % per_row == 0:  # a row of columns at a time: on a phone they stack in order
+            columns = st.columns(per_row)
+        with columns[k % per_row]:
+            st.page_link(page.path, label=f"**{page.label}**")
+            st.caption(ui.md_escape(page.summary))
+
+    st.page_link("pages/5_Inside_One_Head.py", icon="🎓", query_params={"lesson": "1"},
+                 label="**A lesson: inside one head, one step per screen**",
+                 help="Inside one head in lesson mode: X, Q, K, V, scores, mask, softmax, "
+                      "W_O, chunked and flash attention, gradients and the KV cache, with "
+                      "this model's real numbers for your text. Back / Next or the arrow "
+                      "keys; add &present=1 to the link for a projector.")
+    prepare_lesson(selection)
 
 
 def prepare_lesson(selection) -> None:

@@ -11,6 +11,7 @@ import streamlit as st
 
 from ... import analysis as A
 from ... import plots, ui
+from .. import continuation
 from ...analysis import pruning
 from ...analysis.attribution import check_attributable
 from ...core.errors import MhaVizError
@@ -18,6 +19,9 @@ from ...plots import fit
 from ...server import export
 
 K = 5
+# the page's one colour rule, said once above its red-blue maps
+COLOURS = ("In the maps below, red = the head raises the metric (it pushes the prediction "
+           "toward the target), blue = it lowers it; white = no effect.")
 INTRO = ("What the model predicts at every position, how surprised it was by each token of the "
          "text, and, for one prediction, which heads write it: each head's direct effect on "
          "the logit (direct logit attribution) beside the exact effect of switching it off.")
@@ -52,8 +56,8 @@ def decoder_predictions(selection, seq) -> None:
     st.subheader("How surprised the decoder was by each target token")
     st.caption(f"The decoder reads {whose} teacher-forced: at each position it has the source "
                f"and the target tokens before. Mean loss {pred.mean_loss:.3f} "
-               f"nats/token. Dark cells are tokens it did not expect; hover a cell for its "
-               f"probability and the decoder's top {K} guesses there.")
+               f"nats/token. Dark cells are tokens it did not expect; point at or tap a cell "
+               f"for its probability and the decoder's top {K} guesses there.")
     # at least 1 nat at the dark end: a near-perfect model's 0.001 should not look alarming
     fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row(),
                                  title="How surprised the decoder was by each target token",
@@ -96,6 +100,7 @@ def decoder_attribution(selection, pred) -> None:
     if refused:
         st.info(refused)
         return
+    st.caption(COLOURS)
     attribution = ui.memo(A.direct_logit_attribution_seq2seq, selection.model, selection.text,
                           target=selection.target, position=int(position),
                           contrast=contrast_text or runner_up)
@@ -171,14 +176,18 @@ def show() -> None:
         # ---------------------------------------------------------------- every position
         if info.causal:
             pred = ui.memo(run.predict, k=K)
-            labels = pred.tokens
+            # the tokens the model wrote after the text (Continue, on Home) carry their mark
+            labels = continuation.marked_labels(trace, pred.tokens)
             loss = pred.token_loss  # NaN for the first token: nothing predicts it
             hover = strip_hover(labels, pred, shift=1)
             st.subheader("How surprised the model was by each token")
             st.caption(f"Mean loss {pred.mean_loss:.3f} nats/token (perplexity "
                        f"{pred.perplexity:.1f}). Dark cells are tokens the model did not "
-                       f"expect; hover a cell for its probability and the model's top {K} guesses "
-                       f"for that place.")
+                       f"expect; point at or tap a cell for its probability and the model's top "
+                       f"{K} guesses for that place."
+                       + (" The model wrote the marked tokens itself, so each was among its "
+                          "own guesses (its first, when it wrote greedily)."
+                          if selection.generation is not None else ""))
             fig = plots.token_loss_strip(labels, loss, hover, per_row=strip_per_row())
             ui.show_figure(fig, key="loss_strip", on_select=ui.callback(explain_clicked_token),
                            alt="Per-token loss of the text")
@@ -219,7 +228,7 @@ def show() -> None:
         n = len(pred.tokens)
         positions = list(range(n)) if info.causal else [int(p) for p in pred.positions]
         row_of = {int(p): r for r, p in enumerate(pred.positions)}
-        metric = ui.target_metric_picker(model, pred.tokens, positions,
+        metric = ui.target_metric_picker(model, labels if info.causal else pred.tokens, positions,
                                          lambda p: pred.top_ids[row_of[p]][:2])
         position, target, contrast = metric.position, metric.target, metric.contrast
         if contrast is None:  # attribution reads a direction: the second guess unless one is given
@@ -244,6 +253,7 @@ def show() -> None:
                     f"In code: `model.score(text, metric=TargetMetric(...))`; `ablation_effects`, "
                     f"`gradient_importance` and `pruning_curve` take the same `metric=`.")
 
+        st.caption(COLOURS)
         dla_col, ablation_col = ui.figure_columns(2)
         with dla_col:
             refused = attribution_refused(model) if run is not None else None
@@ -283,13 +293,15 @@ def show() -> None:
                         f"{ui.RUNS_ON_OPEN['predictions.ablation'].up_to} tokens it waits for "
                         f"the button above.")
             else:
+                # what each head adds: the metric with every head on − with it switched off
+                # (ablation_effects is off − on: the sweep Pruning impact shares)
                 fig = plots.layer_head_heatmap(
-                    effects, "Exact effect of switching each head off",
-                    "Δ metric", fmt=".2f", diverging=True)
+                    -effects, "Exact effect of each head",
+                    "metric on − off", fmt=".2f", diverging=True)
                 plots.columns_at_bottom(fig)
-                ui.show_figure(fig, key="ablation_metric", alt="Ablation effect on the metric",
-                               share=ui.column_share(0.5))
-                st.caption("Each cell: the metric with that head switched off − the metric with "
-                           "every head on. Blue = the head was helping the target; it counts "
-                           "every path, direct and through later layers.")
+                ui.show_figure(fig, key="ablation_metric", alt="Exact effect of each head on "
+                               "the metric", share=ui.column_share(0.5))
+                st.caption("Each cell: the metric with every head on − the metric with that "
+                           "head switched off, so what the head adds to it. It counts every "
+                           "path, direct and through later layers.")
         ui.caveat()
