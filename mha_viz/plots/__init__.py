@@ -37,10 +37,10 @@ from .matrices import matrix_figure, tensor_figure
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
-from .training import head_scores_over_steps, training_curves
+from .training import composition_over_steps, head_scores_over_steps, training_curves
 
 __all__ = [
-    "training_curves", "head_scores_over_steps",
+    "training_curves", "head_scores_over_steps", "composition_over_steps",
     "FIGURE_CONFIG",
     "DIVERGING_SCALE",
     "GRID_SCALE",

@@ -17,6 +17,7 @@ import numpy as np
 from ...core.errors import InputError, LoadError
 from ...models.series import checkpoint_series, load_checkpoint
 from ..dynamics import probe_length
+from ..heads import head_name
 from ..roles import probe_description, repeated_random_tokens
 from .composition import KINDS, text_composition
 from .stream import encoded_ids
@@ -48,6 +49,20 @@ class CompositionOverTraining:
         if not (0 <= int(layer) < self.layer and 0 <= int(head) < values.shape[2]):
             raise InputError(f"head L{layer}.H{head} is not before layer {self.layer}")
         return values[:, int(layer), int(head)]
+
+    def sources(self, kind: str, at_least: float = 0.0) -> dict[str, np.ndarray]:
+        """[S] shares by source: every earlier head's (named L0.H0, ...), then each source
+        that is not a head (other) whose share reaches at_least at some step."""
+        found = {head_name(m, h): self.share(kind, m, h) for m in range(self.layer)
+                 for h in range(getattr(self, kind).shape[2])}
+        found.update({name: np.asarray(values) for name, values in
+                      self.other.get(kind, {}).items() if np.max(values) >= at_least})
+        return found
+
+    def largest(self, kind: str, index: int = -1) -> tuple[str, float]:
+        """The source (head or not) with the largest share at checkpoint `index`, and it."""
+        return max(((name, float(values[index])) for name, values in
+                    self.sources(kind).items()), key=lambda item: item[1])
 
     def save(self, path) -> Path:
         """Write every array to an .npz (no pickled object: the rest is JSON text)."""
