@@ -68,7 +68,7 @@ def pair_inputs(selection, model):
         parts.swap_helper(model, clean, memo_tokens(model, clean),
                           comparison.differing[0] if fresh and comparison.differing else None,
                           expanded="corrupted" in stale)
-        parts.prediction_pills(model, clean)
+        parts.prediction_pills(model, clean, corrupted if fresh else None)
     metric_col, direction_col = st.columns(2)
     kind = ui.synced(metric_col.radio, "c_metric", "Metric", "logit_diff",
                      options=list(ui.METRIC_LABELS), format_func=ui.METRIC_LABELS.get,

@@ -232,12 +232,13 @@ def _selected_points(key: str) -> list:
 
 
 @callback
-def set_target_from_pills(choices: list[str]) -> None:
-    """A prediction clicked: it becomes the target, the likeliest other one the contrast."""
+def set_target_from_pills(contrasts: list[str]) -> None:
+    """A prediction clicked: it becomes the target, the first of `contrasts` that is not
+    it the contrast."""
     picked = st.session_state.get("_mv_circuit_pills")
     if picked:
         set_value("c_target", picked)
-        others = [choice for choice in choices if choice != picked]
+        others = [choice for choice in contrasts if choice != picked]
         if others:
             set_value("c_contrast", others[0])
 
@@ -316,7 +317,11 @@ def swap_helper(model, clean: str, tokens: list[str], at: int | None,
     """A corrupted prompt made from the clean one with one token swapped: the clean
     prompt's tokens to choose from (a new prompt, new choices), `at` the one chosen first
     (None: the last)."""
-    with st.expander("Make a corrupted prompt: swap one token of the clean prompt",
+    # opened, under its own label, when the corrupted prompt no longer fits the clean one
+    # (a label seen before would keep the state the person left it in)
+    with st.expander("Make a corrupted prompt from the new clean prompt: swap one of its "
+                     "tokens" if expanded else
+                     "Make a corrupted prompt: swap one token of the clean prompt",
                      expanded=expanded):
         swap_col, with_col, button_col = st.columns([2, 2, 1], vertical_alignment="bottom")
         choices = list(enumerate(tokens))
@@ -335,15 +340,20 @@ def swap_helper(model, clean: str, tokens: list[str], at: int | None,
                 show_error(error)
 
 
-def prediction_pills(model, clean: str) -> None:
+def prediction_pills(model, clean: str, corrupted: str | None) -> None:
     """The model's top predictions after the clean prompt; a click makes one the target
-    and the most likely other one the contrast."""
-    predicted = memo(model.predict, clean, k=6)
-    choices = [model.tokenizer.decode([int(i)]) for i in predicted.top_ids[-1]]
+    and the contrast what the corrupted prompt predicts most (the answer it pushes
+    towards; the clean prompt's next guess while there is no fitting corrupted prompt)."""
+    def top(text: str) -> list[str]:
+        return [model.tokenizer.decode([int(i)]) for i in memo(model.predict, text,
+                                                               k=6).top_ids[-1]]
+
+    choices = top(clean)
     st.pills("The model's top predictions after the clean prompt (click one to make it "
-             "the target, and the likeliest other one the contrast)", choices,
-             format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
-             on_change=set_target_from_pills, args=(choices,))
+             "the target; the contrast becomes the corrupted prompt's top prediction)",
+             choices, format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
+             on_change=set_target_from_pills,
+             args=(top(corrupted) if corrupted else choices,))
 
 
 def ioi_pairs_input(model) -> list[prompts.PromptPair]:
