@@ -13,6 +13,7 @@
         [--metric logit_diff] --out patch.npz
     python -m mha_viz dynamics SERIES [--text "..." | --input FILE] [--steps 1000,2000]
         --out dyn.npz         (every checkpoint's head statistics, [step, layer, head])
+        [--composition comp.npz]   (the induction head's composition at every checkpoint)
     python -m mha_viz prepare [--model smollm2] [--text "..."]
         (the app's pages for this text, kept on disk: the server's next start opens them at once)
 """
@@ -176,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     dynamics_cmd.add_argument("--n-seqs", type=int, default=8)
     dynamics_cmd.add_argument("--seed", type=int, default=0)
     dynamics_cmd.add_argument("--out", required=True, help="the results, .npz")
+    dynamics_cmd.add_argument("--composition", default=None,
+                              help="also write the strongest induction head's composition "
+                                   "with every earlier head at each checkpoint, on the probe's "
+                                   "first sequence (.npz; what the Training page draws)")
     args = parser.parse_args(argv)
     if args.command == "dynamics":
         return dynamics_command(args)
@@ -401,6 +406,36 @@ def dynamics_command(args) -> int:
               f"{repeated[change]:.3f} nats)")
     result.save(args.out)
     print(f"saved {args.out}")
+    return 0 if args.composition is None else composition_command(args, series, result)
+
+
+def composition_command(args, series, dynamics) -> int:
+    """The strongest induction head's composition over the checkpoints (--composition)."""
+    from .analysis import composition_over_training
+
+    head = dynamics.induction_head()
+    if head is None:
+        print("error: a model of one layer has no head that reads another", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rcomposition of L{head[0]}.H{head[1]}: {done}/{total} checkpoints ",
+              end="", file=sys.stderr, flush=True)
+
+    try:
+        found = composition_over_training(series, *head, seq_len=dynamics.info["seq_len"],
+                                          seed=dynamics.info["seed"], progress=progress)
+    except MhaVizError as error:
+        print(f"\nerror: {error}", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    source = dynamics.previous_token_head(head[0])
+    share = found.share("k", *source)
+    print(f"K-composition of L{head[0]}.H{head[1]} with L{source[0]}.H{source[1]} (the "
+          f"strongest previous-token head): {share[0]:.2f} at step {found.steps[0]:,}, "
+          f"{share[-1]:.2f} at step {found.steps[-1]:,}")
+    found.save(args.composition)
+    print(f"saved {args.composition}")
     return 0
 
 

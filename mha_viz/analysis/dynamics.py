@@ -105,6 +105,23 @@ class TrainingDynamics:
         order = np.argsort(-peak, axis=None, kind="stable")[:k]
         return [tuple(int(i) for i in np.unravel_index(o, peak.shape)) for o in order]
 
+    def induction_head(self) -> tuple[int, int] | None:
+        """The head above layer 0 whose induction score peaks highest (an induction head
+        reads what an earlier head wrote); None for a model of one layer."""
+        return self._strongest("induction", range(1, self.n_layer))
+
+    def previous_token_head(self, below: int) -> tuple[int, int] | None:
+        """The head under layer `below` whose previous-token score peaks highest: the head
+        an induction head of layer `below` can read (None under layer 0)."""
+        return self._strongest("previous_token", range(0, min(int(below), self.n_layer)))
+
+    def _strongest(self, name: str, layers: range) -> tuple[int, int] | None:
+        if not len(layers):
+            return None
+        peak = self.heads[name].max(axis=0)[list(layers)]
+        row, head = np.unravel_index(int(np.argmax(peak)), peak.shape)
+        return int(layers[int(row)]), int(head)
+
     def phase_change(self) -> int | None:
         """The index of the checkpoint where the loss on the probe's repeated copy falls
         fastest per step on a log scale (the induction bump of Olsson et al.): the largest

@@ -45,10 +45,20 @@ class Seq2SeqPatching:
         span = self.clean - self.corrupted
         return {kind: (v - self.corrupted) / span for kind, v in self.values.items()}
 
+    @property
+    def effect(self) -> dict[str, np.ndarray]:
+        """What each patch changed on the same scale (0 = the corrupted run, 1 = the clean
+        run): normalized minus the run being patched (0 when denoising, 1 when noising);
+        +1 moved the metric the whole way to the clean run, -1 to the corrupted one."""
+        base = 0.0 if self.direction == "denoise" else 1.0
+        return {kind: v - base for kind, v in self.normalized.items()}
+
     def strongest(self, k: int = 10) -> list[tuple[str, int, int, float]]:
         """The k heads of any kind whose patch moves the metric most toward the other run
-        (kind, layer, head, normalized effect), strongest first; unpatched heads skipped."""
-        found = [(kind, l, h, float(v[l, h])) for kind, v in self.normalized.items()
+        (kind, layer, head, the share of the way moved: restored when denoising, lost when
+        noising), strongest first; unpatched heads skipped."""
+        toward = 1.0 if self.direction == "denoise" else -1.0
+        found = [(kind, l, h, toward * float(v[l, h])) for kind, v in self.effect.items()
                  for l in range(v.shape[0]) for h in range(v.shape[1])
                  if np.isfinite(v[l, h])]
         return sorted(found, key=lambda item: -item[3])[:k]

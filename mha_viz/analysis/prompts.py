@@ -413,6 +413,25 @@ def _one_token(model, text: str) -> bool:
         return False
 
 
+def _check_leading_space(model, replaced: int, replacement, index: int) -> None:
+    """A word that replaces one written after a space takes the space too: "Alice" for
+    " John" would glue it to the word before ("park,Alice"). Refused with the spelling to
+    use, as metric_token refuses a target without its space."""
+    if not isinstance(replacement, str) or replacement[:1].isspace():
+        return
+    shown = model.display_tokens([int(replaced)])[0]
+    if shown[:1] not in ("␣", "▁", "Ġ"):
+        return
+    spaced = " " + replacement
+    try:
+        spaced_id = model.token_id(spaced)
+    except InputError:
+        return
+    raise InputError(f"the token at position {index}, '{shown}', starts with a space and "
+                     f"'{replacement}' has none, so the text would run the two words "
+                     f"together: use '{spaced}' (token {spaced_id})")
+
+
 def swap_token(model, text: str, position: int, replacement: str | int) -> str:
     """A corrupted prompt: ``text`` with its token at ``position`` replaced by another single
     token (a label such as " John", or an id); the result has the same token count."""
@@ -425,6 +444,7 @@ def swap_token(model, text: str, position: int, replacement: str | int) -> str:
     if encoding.special_mask[index]:
         raise InputError(f"token {index} is a special token of the model; pick a word")
     new_id = model.token_id(replacement)
+    _check_leading_space(model, ids[index], replacement, index)
     ids[index] = new_id
     start = 1 if encoding.special_mask[0] else 0
     stop = n - 1 if encoding.special_mask[-1] and n > 1 else n

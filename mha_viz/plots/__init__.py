@@ -39,11 +39,11 @@ from .picking import camera_only, can_pick, cell_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
-from .training import head_scores_over_steps, training_curves
+from .training import composition_over_steps, head_scores_over_steps, training_curves
 from .why import source_bars
 
 __all__ = [
-    "training_curves", "head_scores_over_steps",
+    "training_curves", "head_scores_over_steps", "composition_over_steps",
     "FIGURE_CONFIG",
     "camera_only",
     "can_pick",

@@ -12,9 +12,14 @@ from ..core.errors import InputError
 from ._style import DIVERGING_SCALE, _base_layout, _esc, _title
 
 POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"  # the ends of DIVERGING_SCALE: red > 0, blue < 0
+NEUTRAL = "#555555"  # marks with no sign: red and blue mean one thing on a patching page
 
 
-def _span(values: np.ndarray) -> float:
+def _span(values: np.ndarray, fixed: float | None = None) -> float:
+    """The colour scale's half-width: ``fixed`` (maps that share one scale), else the
+    largest |value|."""
+    if fixed is not None:
+        return float(fixed)
     finite = np.abs(values[np.isfinite(values)])
     top = float(finite.max()) if finite.size else 1.0
     return top if top > 0 else 1.0
@@ -23,9 +28,11 @@ def _span(values: np.ndarray) -> float:
 def patching_heatmap(shown: np.ndarray, raw: np.ndarray, title: str, colorbar_title: str,
                      kv_heads: Sequence[int] = (), raw_name: str = "patched metric",
                      shown_name: str = "normalized", fmt: str = ".3f",
-                     clickable: bool = False, layers_across: bool | None = None) -> go.Figure:
+                     clickable: bool = False, layers_across: bool | None = None,
+                     span: float | None = None) -> go.Figure:
     """[L, H] patching effects (``shown``, e.g. normalized) per layer and head, on a
-    diverging scale centred on 0; hover gives both ``shown`` and the ``raw`` metric.
+    diverging scale centred on 0 (from -span to span when given: maps that share one
+    scale); hover gives both ``shown`` and the ``raw`` metric.
     kv_heads[h] is the key/value head query head h reads: groups sharing one are marked by
     lines between them and named on the axis. layers_across puts the layers along x (a deep,
     narrow model then fills a wide screen instead of a thin column); None: when there are
@@ -41,7 +48,7 @@ def patching_heatmap(shown: np.ndarray, raw: np.ndarray, title: str, colorbar_ti
     grouped = len(set(kv)) < n_head
     names = np.array([[f"L{l}.H{h}" + (f" (key/value head {kv[h]})" if grouped else "")
                        for h in range(n_head)] for l in range(n_layer)])
-    span = _span(shown)
+    span = _span(shown, span)
 
     def oriented(a):  # [L, H] -> as drawn: rows down the y axis, columns along x
         return a.T if across else a
@@ -96,16 +103,16 @@ def patching_heatmap(shown: np.ndarray, raw: np.ndarray, title: str, colorbar_ti
                 members = [h for h in range(n_head) if kv[h] == g]
                 fig.add_annotation(x=(members[0] + members[-1]) / 2, y=0.0, yref="paper",
                                    yanchor="top", text=f"kv{g}", showarrow=False,
-                                   font=dict(size=10, color="#555"))
+                                   font=dict(size=12, color="#555"))
     return fig
 
 
 def position_patching_map(shown: np.ndarray, raw: np.ndarray, tokens: Sequence[str],
                           title: str, colorbar_title: str, differing: Sequence[int] = (),
-                          fmt: str = ".3f") -> go.Figure:
+                          fmt: str = ".3f", span: float | None = None) -> go.Figure:
     """[L, T] patching effects of a stream (residual stream, attention or MLP output) at each
-    layer and position, tokens along the x axis; positions where the prompts differ are
-    marked with a star."""
+    layer and position, tokens along the x axis, on a diverging scale (from -span to span
+    when given); positions where the prompts differ are marked with a star."""
     shown, raw = np.asarray(shown, dtype=float), np.asarray(raw, dtype=float)
     if shown.ndim != 2 or shown.shape != raw.shape:
         raise InputError(f"shown and raw must be the same [L, T] shape, got {shown.shape} "
@@ -116,7 +123,7 @@ def position_patching_map(shown: np.ndarray, raw: np.ndarray, tokens: Sequence[s
     marked = set(int(p) for p in differing)
     labels = [f"{'★' if i in marked else ''}{_esc(t)}" for i, t in enumerate(tokens)]
     text = [[f"L{l} · {i}: {_esc(tokens[i])}" for i in range(n_tokens)] for l in range(n_layer)]
-    span = _span(shown)
+    span = _span(shown, span)
     trace = go.Heatmap(
         z=shown, x=np.arange(n_tokens), y=np.arange(n_layer), text=text, customdata=raw,
         hovertemplate=(f"%{{text}}<br>normalized effect: %{{z:{fmt}}}<br>patched metric: "
@@ -157,7 +164,7 @@ def attribution_scatter(estimate: np.ndarray, exact: np.ndarray, r: float,
                    name="estimate = exact"),
         go.Scatter(x=x, y=y, mode="markers+text", name="heads",
                    text=[n if n in worst else "" for n in names], textposition="top center",
-                   customdata=names, marker=dict(size=8, color="#4a7fb5", opacity=0.75),
+                   customdata=names, marker=dict(size=8, color=NEUTRAL, opacity=0.75),
                    hovertemplate="%{customdata}<br>exact: %{x:.3f}<br>estimate: %{y:.3f}"
                                  "<extra></extra>"),
     ])
@@ -256,22 +263,23 @@ def circuit_graph(edges: Sequence, n_layer: int, n_head: int, title: str = "Circ
         kind = ("mlp" if name.startswith("MLP") else "end" if name in ("embed", "logits")
                 else "head")
         symbols.append({"mlp": "square", "end": "diamond", "head": "circle"}[kind])
-        colours.append({"mlp": "#8c8c8c", "end": "#222222", "head": "#4a7fb5"}[kind])
+        colours.append({"mlp": "#a6a6a6", "end": "#222222", "head": NEUTRAL}[kind])
         hover.append(f"{name}: {links[name]} edge(s), Σ|score| {weight[name]:.4g}"
                      + ("<br>click: its attention map" if kind == "head" else ""))
     traces.append(go.Scatter(
         x=xs, y=ys, mode="markers+text", name="nodes", customdata=names, text=names,
         # the MLPs' column is the rightmost: their names go on its left, inside the plot
         textposition=["middle left" if n.startswith("MLP") else "middle right" for n in names],
-        textfont=dict(size=10), hovertext=hover,
+        textfont=dict(size=12), hovertext=hover,
         hovertemplate="%{hovertext}<extra></extra>",
         marker=dict(size=sizes, symbol=symbols, color=colours, line=dict(color="white",
                                                                          width=1))))
-    note = f"{len(edges)} edges" + (f"; faithfulness {faithfulness:.2f}"
+    note = f"{len(edges)} edges" + (f"; recovered {faithfulness:.0%} of the way from the "
+                                    f"corrupted run to the clean run"
                                     if faithfulness is not None and np.isfinite(faithfulness)
                                     else "")
     fig = _base_layout(
-        go.Figure(traces), _title(title, note + "; red helps the clean answer, blue opposes"),
+        go.Figure(traces), _title(title, note),
         height=int(max(420, 24 * (n_layer + 2) + 140)), showlegend=False,
         meta=dict(nodes=names, node_curve=len(traces) - 1),
         xaxis=dict(tickmode="array", tickvals=list(range(n_head)) + [n_head + 0.5],

@@ -7,10 +7,15 @@ the width of the page's main column). ``fit_figure`` then:
   with ``layout.meta["cells"] = [rows, columns]``) square cells of a natural size, so the
   map is neither a sliver on a phone nor a wall on a desktop, and its colour bar, which
   Plotly draws as tall as the plot area, is as tall as the map;
-- drops the numbers written in cells too small to hold them, and thins tick labels that
-  would print over each other (measured from the cell size and the font size);
-- wraps titles to the width, so they are not cut off at the right edge;
-- in presentation mode enlarges every font and keeps each figure within one screen.
+- writes numbers in cells at 12 px at least (14 in presentation mode), widening the cells
+  of a map where the screen has room for its longest number (measured from its format and
+  its values: "0.00090" needs more than "0.12"), and drops them where they do not fit;
+  thins tick labels that would print over each other (measured from the cell size and the
+  font size);
+- wraps titles to the figure's width (a map narrower than the screen wraps to its own), so
+  they are not cut off at the right edge;
+- in presentation mode enlarges every font (no figure text under 14 px) and keeps each
+  figure within one screen.
 No Streamlit here: a notebook can call it with any width.
 """
 
@@ -20,6 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 
 GLYPH_WIDTH = 0.6  # average glyph width of the app's sans-serif font, as a fraction of its size
@@ -27,7 +33,9 @@ COLOUR_BAR_PX = 74  # a vertical colour bar with its tick labels and a sideways 
 CELL_PX = 34  # largest cell of a grid map on a normal screen
 PRESENT_CELL_PX = 56  # and in presentation mode
 PRESENT_CELL_MAX_W = 160  # a presentation-mode cell may grow this wide to fill the width
-PRESENT_MIN_TEXT_PX = 14  # the smallest number written in a cell on a projector
+PRESENT_MIN_TEXT_PX = 14  # the smallest figure text on a projector, numbers in cells too
+MIN_CELL_TEXT_PX = 12  # the smallest number written in a cell on a desk or a phone
+WORDS_MIN_PX = 8  # and the smallest word (a token in a strip of tokens)
 FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
 BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
@@ -37,6 +45,8 @@ PRESENT_FONT = 18
 _MARKUP = r"<[^>]+>|&[a-z#0-9]+;"  # a tag or an escaped character: one glyph at most
 _TAGS = re.compile(_MARKUP)
 _GLYPHS = re.compile(_MARKUP + "|.")
+_CELL_FIELD = re.compile(r"%\{(\w+)(?::([^}]*))?\}")  # what a texttemplate writes: %{z:.2g}
+_SAMPLE = 512  # values of each end read to find a map's longest number
 # a colour bar lying under its plot, across its width (its y is set per figure)
 _BAR_UNDER = dict(orientation="h", len=1.0, x=0.0, xanchor="left", yanchor="top",
                   thickness=12, title_side="bottom")
@@ -101,6 +111,13 @@ def _wrap_title(layout, width: int, font: int) -> int:
     return int(size * 1.3 * n_lines + 24)
 
 
+def _rewrap_title(layout, title: str, width: int, font: int) -> int:
+    """The title, as the builder wrote it, wrapped again to a narrower width; returns the
+    px it needs above the plot."""
+    layout.title.text = title
+    return _wrap_title(layout, width, font)
+
+
 def _thin(axis, px_per_category: float, n_categories: int, font: int) -> None:
     """Keep every k-th tick label when neighbours would print over each other."""
     values = list(axis.tickvals) if axis.tickvals is not None else []
@@ -116,18 +133,66 @@ def _thin(axis, px_per_category: float, n_categories: int, font: int) -> None:
         axis.ticktext = list(axis.ticktext)[::step]
 
 
+def _formatted(value: float, spec: str) -> str:
+    """A number as Plotly's d3 format `spec` writes it, near enough to count its glyphs:
+    Python's format, with d3's trailing zeros of "g" kept ("#")."""
+    if spec.endswith("g") and "#" not in spec:
+        spec = re.sub(r"^([+\- ]?)", r"\1#", spec)
+    try:
+        return format(value, spec)
+    except ValueError:
+        return f"{value:.3g}"
+
+
+def _cell_chars(trace) -> int:
+    """The glyphs of the longest text the trace's texttemplate writes in a cell."""
+    found = _CELL_FIELD.search(str(trace.texttemplate))
+    if found is None:
+        return 5
+    field, spec = found.groups()
+    values = getattr(trace, field, None) if field in ("z", "text", "customdata") else None
+    if values is None:
+        return 5
+    if not spec:  # words (a token strip's): their builder sizes them, as it always has
+        return 5
+    flat = np.asarray(values, dtype=object).ravel()
+    numbers = np.array([v for v in flat if isinstance(v, (int, float, np.number))], float)
+    numbers = numbers[np.isfinite(numbers)]
+    if numbers.size > 4 * _SAMPLE:  # the longest lie at the ends, in size and in value
+        by_size, by_value = np.sort(np.abs(numbers)), np.sort(numbers)
+        numbers = np.concatenate([by_size[:_SAMPLE], by_size[-_SAMPLE:], by_value[:_SAMPLE],
+                                  by_value[-_SAMPLE:]])
+    return max((len(_formatted(float(v), spec)) for v in numbers), default=0)
+
+
+def _cell_text_px(trace, present: bool) -> tuple[int, float]:
+    """(the smallest size a cell's text may have, the size the builder asked for, raised
+    to it): numbers MIN_CELL_TEXT_PX, words WORDS_MIN_PX; on a projector
+    PRESENT_MIN_TEXT_PX."""
+    size = trace.textfont.size if trace.textfont and trace.textfont.size else 10
+    numbers = bool((_CELL_FIELD.search(str(trace.texttemplate)) or [None] * 3)[2])
+    least = (PRESENT_MIN_TEXT_PX if present else
+             MIN_CELL_TEXT_PX if numbers else WORDS_MIN_PX)
+    return least, max(size * 1.6 if present else size, least)
+
+
+def _needed_cell_width(heatmaps, present: bool) -> float:
+    """The width a cell needs to write the longest number of the maps at the smallest
+    legible size (0 when they write none)."""
+    widths = [_cell_text_px(t, present)[0] * (GLYPH_WIDTH * _cell_chars(t) + 0.3)
+              for t in heatmaps if t.texttemplate]
+    return max(widths, default=0.0)
+
+
 def _cell_values(trace, cell_w: float, cell_h: float, present: bool) -> None:
-    """Write numbers in cells only where they fit; larger in presentation mode."""
+    """Write numbers in cells only where they fit, never under MIN_CELL_TEXT_PX (on a
+    projector PRESENT_MIN_TEXT_PX): smaller, nobody reads them (hovering still gives
+    them)."""
     if not trace.texttemplate:
         return
-    size = (trace.textfont.size if trace.textfont and trace.textfont.size else 10)
-    if present:
-        size = size * 1.6
-    chars = 5  # "-0.12", "0.123": the formats the builders use
-    fits = min(cell_w / (GLYPH_WIDTH * chars + 0.3), cell_h / 1.25)
-    # smaller than 8 px nobody reads it, and on a projector nobody at the back under 14 px:
-    # drop the numbers (hovering still gives them)
-    if fits < (PRESENT_MIN_TEXT_PX if present else 8):
+    least, size = _cell_text_px(trace, present)
+    fits = min(cell_w / (GLYPH_WIDTH * _cell_chars(trace) + 0.3), cell_h / 1.25)
+    if fits < least:
         trace.texttemplate = None
         return
     trace.textfont.size = int(min(size, fits))
@@ -192,6 +257,7 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                 note.font.size = max(note.font.size, PRESENT_MIN_TEXT_PX)
         if layout.legend.font.size:
             layout.legend.font.size = max(layout.legend.font.size, PRESENT_MIN_TEXT_PX)
+    title = layout.title.text if layout.title and layout.title.text else ""
     title_px = _wrap_title(layout, width, font)
     heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None
                 and (t.xaxis or "x") == "x" and (t.yaxis or "y") == "y"]
@@ -243,6 +309,8 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                 cell_w = max(cell, min(across, PHONE_PLOT_PX / n_cols))
             else:
                 cell_w = cell
+            # wide enough for the longest number where the screen has the room
+            cell_w = max(cell_w, min(across, _needed_cell_width(heatmaps, screen.present)))
             if cell_w > cell:  # a builder's square cells (scaleanchor) would undo it
                 layout.xaxis.scaleanchor = layout.yaxis.scaleanchor = None
             layout.height = int(cell * n_rows + top + bottom)
@@ -250,6 +318,12 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             natural = int(cell_w * n_cols + left + right)
             if natural < width - 4:
                 layout.width = natural
+                # the title wraps to the map's width, not the screen's
+                grow = _rewrap_title(layout, title, natural, font) - title_px
+                if grow > 0:
+                    top += grow
+                    layout.height += grow
+                    layout.margin.t = top
             plot_w, plot_h = cell_w * n_cols, cell * n_rows
         else:
             _grow_top(layout, title_px)

@@ -65,6 +65,26 @@ def _mark(fig: go.Figure, step: float | None, label: str, x: np.ndarray, log_x: 
                        text=_esc(label), font=dict(color=PHASE_COLOUR if phase else "#555"))
 
 
+def _marks(fig: go.Figure, phase_step: int | None, current_step: int | None, x: np.ndarray,
+           log_x: bool) -> None:
+    """The phase change and the step under the slider, marked."""
+    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "",
+          x, log_x)
+    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", x, log_x,
+          phase=False)
+
+
+def _curve(fig: go.Figure, x: np.ndarray, label: str, values, line: dict, fmt: str = ".3f",
+           mode: str = "lines+markers", showlegend: bool = True) -> None:
+    """One curve against the steps, its label's lines broken in the legend and the hover."""
+    y = np.asarray(values, dtype=float)
+    if y.shape != x.shape:
+        raise InputError(f"{label}: {y.shape[0]} values for {x.shape[0]} steps")
+    fig.add_trace(go.Scatter(
+        x=x, y=y, mode=mode, name=_lines(label), line=line, showlegend=showlegend,
+        hovertemplate=f"{_lines(label)}<br>step %{{x:,}}: %{{y:{fmt}}}<extra></extra>"))
+
+
 def training_curves(steps: Sequence[int], curves: Mapping[str, np.ndarray],
                     phase_step: int | None = None, current_step: int | None = None,
                     training: tuple[Sequence[int], Sequence[float]] | None = None,
@@ -82,17 +102,8 @@ def training_curves(steps: Sequence[int], curves: Mapping[str, np.ndarray],
             line=dict(color="#bbbbbb", width=1),
             hovertemplate="step %{x:,}<br>training loss %{y:.3f}<extra></extra>"))
     for k, (label, values) in enumerate(curves.items()):
-        y = np.asarray(values, dtype=float)
-        if y.shape != x.shape:
-            raise InputError(f"{label}: {y.shape[0]} values for {x.shape[0]} steps")
-        fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines+markers", name=_lines(label),
-            line=dict(color=HEAD_COLOURS[k % len(HEAD_COLOURS)], width=2),
-            hovertemplate=f"{_lines(label)}<br>step %{{x:,}}: %{{y:.3f}}<extra></extra>"))
-    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "",
-          x, log_x)
-    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", x, log_x,
-          phase=False)
+        _curve(fig, x, label, values, dict(color=HEAD_COLOURS[k % len(HEAD_COLOURS)], width=2))
+    _marks(fig, phase_step, current_step, x, log_x)
     return _base_layout(
         fig, _title(title), height=400, xaxis=_step_axis(x, log_x),
         yaxis=dict(title=dict(text=_esc(y_title))), hovermode="closest",
@@ -128,11 +139,34 @@ def head_scores_over_steps(steps: Sequence[int], scores: np.ndarray, score_name:
             line=dict(color=HEAD_COLOURS[k % len(HEAD_COLOURS)], width=3),
             hovertemplate=f"{head_name(layer, head)}<br>step %{{x:,}}: %{{y:.3f}}"
                           f"<extra></extra>"))
-    _mark(fig, phase_step, f"phase change (step {phase_step:,})" if phase_step else "",
-          x, log_x)
-    _mark(fig, current_step, f"step {current_step:,}" if current_step else "", x, log_x,
-          phase=False)
+    _marks(fig, phase_step, current_step, x, log_x)
     return _base_layout(
         fig, _title(title or f"{score_name} of every head over training"), height=400,
         xaxis=_step_axis(x, log_x), yaxis=dict(title=dict(text=name)), hovermode="closest",
         legend=dict(orientation="h", y=-0.25))
+
+
+def composition_over_steps(steps: Sequence[int], score: np.ndarray, score_label: str,
+                           shares: Mapping[str, np.ndarray], named: Sequence[str] = (),
+                           phase_step: int | None = None, current_step: int | None = None,
+                           title: str = "", y_title: str = "0 to 1") -> go.Figure:
+    """A head's score [S] (black, thick) beside the shares [S] of the sources it reads
+    (label -> values; the labels in `named` in colour, the others thin and grey), all
+    between 0 and 1, against the step on a log axis, with the phase change and the step
+    under the slider marked."""
+    x, log_x = _log_steps(steps)
+    fig = go.Figure()
+    named = list(named)
+    colours = [c for c in HEAD_COLOURS if c != PHASE_COLOUR]  # red marks the phase change
+    # the grey ones first: the coloured ones are drawn over them
+    for label, values in sorted(shares.items(), key=lambda item: item[0] in named):
+        drawn = label in named
+        _curve(fig, x, label, values, dict(
+            color=colours[named.index(label) % len(colours)] if drawn else "#bbbbbb",
+            width=3 if drawn else 1), ".2f", "lines+markers" if drawn else "lines", drawn)
+    _curve(fig, x, score_label, score, dict(color="#222222", width=3, dash="dot"), ".2f")
+    _marks(fig, phase_step, current_step, x, log_x)
+    return _base_layout(
+        fig, _title(title), height=420, xaxis=_step_axis(x, log_x),
+        yaxis=dict(title=dict(text=_esc(y_title)), range=[-0.02, 1.05]),
+        hovermode="closest", legend=dict(orientation="h", y=-0.25))

@@ -25,6 +25,6 @@ def test_the_drawn_circuits_heads_are_tested():
             assert not at.exception and not at.error
         expected = circuit_test(smollm2, PAIR, heads, "logit_diff", ablation)
         metrics = {m.label: m.value for m in at.metric}
-        assert metrics["Heads' faithfulness"] == f"{expected.faithfulness:.0%}"
-        assert metrics["Heads' necessity"] == f"{expected.necessity:.0%}"
+        assert metrics["Faithfulness of its heads"] == f"{expected.faithfulness:.0%}"
+        assert metrics["Necessity of its heads"] == f"{expected.necessity:.0%}"
         assert any(f"{len(heads)} heads" in c.value for c in at.caption)

@@ -108,7 +108,7 @@ def test_circuit_view_draws_the_graph_and_its_faithfulness(smollm2):
     at = clean_run({"c_view": "circuit", "c_edges": "40"})
     expected = circuit(smollm2, PAIR, None, "logit_diff", top_k=40)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Faithfulness"] == f"{expected.faithfulness:.2f}"
+    assert metrics["Recovered by the kept edges"] == f"{expected.faithfulness:.0%}"
     assert metrics["Edges kept"] == f"40 of {expected.scores.n_edges:,}"
     figure = charts(at)[0]
     nodes = [t for t in figure["data"] if t.get("name") == "nodes"][0]
@@ -151,7 +151,7 @@ def test_generated_ioi_pairs_give_the_mean_and_each_pair(smollm2):
 
 def test_the_swap_helper_makes_a_corrupted_prompt():
     at = clean_run({"corrupted": "When Mary and John went to the store, Paul gave a drink to"})
-    at.selectbox(key="_mv_swap_pos").set_value(9)
+    at.selectbox(key="_mv_swap_pos").set_value((9, "␣John"))
     at.text_input(key="_mv_swap_with").set_value(" Mary")
     [b for b in at.button if b.label == "Swap"][0].click().run()
     assert not at.exception and not at.error, texts(at.error)

@@ -61,7 +61,7 @@ def test_encoder_decoder_table_of_the_heads_needed_most():
     table = at.dataframe[0].value
     assert list(table["head"]) == [heads.head_name(l, h) for _, l, h in ranked]
     assert list(table["kind"]) == [KIND_NAMES[k] for k, _, _ in ranked]
-    np.testing.assert_allclose(table["Δ loss (nats/token)"],
+    np.testing.assert_allclose(table["Δ loss (nats/token)"],  # a loss: red when it rises
                                [round(float(effects[k][l, h]), 4) for k, l, h in ranked],
                                atol=1e-4)
     titles = [json.loads(e.proto.spec)["layout"]["title"]["text"]
@@ -97,11 +97,12 @@ def test_one_sweep_asked_by_two_pages_runs_once(gpt2_folder, gpt2_model, monkeyp
     assert len(runs) == 1 and runs[0] is not None  # the sweep of one target metric
     # Predictions shows what each head adds (on − off: red = raises the metric), the sweep's
     # own off − on turned over
-    predicted = -array(chart(at, "Exact effect of each head")["data"][0]["z"])
+    predicted = array(chart(at, "Exact effect of each head")["data"][0]["z"])
     at = run_page(PRUNE, query | {"measure": "target"})
     assert_clean(at)
     assert len(runs) == 1  # found, not run again
-    shown = array(chart(at, "when a head is switched off")["data"][0]["z"])
-    np.testing.assert_allclose(shown, predicted, rtol=1e-6)
-    np.testing.assert_allclose(shown, real(gpt2_model, TEXT, metric=runs[0]), rtol=1e-5,
+    # drawn as the metric lost (red: a head that helps the target), issue 51
+    shown = array(chart(at, "Metric lost when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(shown, -real(gpt2_model, TEXT, metric=runs[0]), rtol=1e-5,
                                atol=1e-6)
+    np.testing.assert_allclose(shown, predicted, rtol=1e-6)  # one colour meaning on both

@@ -222,8 +222,9 @@ def test_pruning_page_measures_a_target_metric(gpt2_folder, gpt2_model):
     metric = TargetMetric(len(gpt2_model.encode(IOI).input_ids) - 1, " Mary", " John")
     shown = " ".join(texts(at.markdown))
     assert "logit('␣Mary') − logit('␣John') at position" in shown
-    z = array(chart(at, "when a head is switched off")["data"][0]["z"])
-    np.testing.assert_allclose(z, ablation_effects(gpt2_model, IOI, metric=metric), atol=1e-5)
+    # the metric lost (issue 51: red = a head that helps the target)
+    z = array(chart(at, "Metric lost when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(z, -ablation_effects(gpt2_model, IOI, metric=metric), atol=1e-5)
     z = array(chart(at, "Gradient importance")["data"][0]["z"])
     np.testing.assert_allclose(z, gradient_importance(gpt2_model, IOI, metric=metric),
                                atol=1e-5)
@@ -248,8 +249,9 @@ def test_pruning_page_target_metric_of_a_masked_lm(bert_folder, bert_model):
     assert_clean(at, 3)
     fillers = bert_model.predict(TEXT, k=2, masked_positions=[3]).top_ids[0]
     metric = TargetMetric(3, int(fillers[0]), None, "logit")
-    z = array(chart(at, "when a head is switched off")["data"][0]["z"])
-    np.testing.assert_allclose(z, ablation_effects(bert_model, TEXT, metric=metric), atol=1e-5)
+    z = array(chart(at, "Metric lost when a head is switched off")["data"][0]["z"])
+    np.testing.assert_allclose(z, -ablation_effects(bert_model, TEXT, metric=metric),
+                               atol=1e-5)
 
 
 def test_encoders_offer_only_their_score():

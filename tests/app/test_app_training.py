@@ -47,7 +47,7 @@ def test_a_run_opens_and_the_slider_moves_the_maps(run_folder):
     assert not at.exception, texts(at.exception)
     assert not at.error, texts(at.error)
     shown = titles(at)
-    assert len(shown) == 5, shown
+    assert len(shown) == 6, shown
     assert any("at step 100" in t for t in shown), shown  # the slider opens on the last step
     at.select_slider(key="_mv_w_tstep").set_value(10).run()
     shown = titles(at)
@@ -81,7 +81,7 @@ def test_the_bundled_run_opens_on_its_phase_change():
     at = run_page(PAGE, {})
     assert not at.exception, texts(at.exception)
     assert not at.error, texts(at.error)
-    assert len(at.get("plotly_chart")) == 5
+    assert len(at.get("plotly_chart")) == 6
     captions = " ".join(texts(at.caption))
     assert "at step 757" in captions, captions  # the phase change, marked
     assert "held-out windows of this run's training distribution" in captions, captions
@@ -136,7 +136,7 @@ def test_the_step_axis_spans_the_run_whatever_the_slider_shows():
     a power of ten), squeezing every curve into its left third."""
     at = run_page(PAGE, {"tstep": "10"})
     assert not at.exception, texts(at.exception)
-    for figure in charts(at)[:3]:
+    for figure in charts(at)[:4]:
         axis = figure["layout"]["xaxis"]
         assert "range" in axis and "tickvals" in axis, axis  # else Plotly's autorange
         low, high = axis["range"]
@@ -144,3 +144,73 @@ def test_the_step_axis_spans_the_run_whatever_the_slider_shows():
         assert all(10 <= v <= 3000 for v in axis["tickvals"]), axis["tickvals"]
         marks = [a for a in figure["layout"]["annotations"] if a["text"] == "step 10"]
         assert len(marks) == 1 and marks[0]["x"] == pytest.approx(1.0), marks
+
+
+def figure_titled(at, start: str) -> dict:
+    found = [c for c in charts(at) if str(c["layout"]["title"]["text"]).startswith(start)]
+    assert len(found) == 1, [c["layout"]["title"]["text"] for c in charts(at)]
+    return found[0]
+
+
+@pytest.mark.parametrize("name", ["induction-toy", "induction-toy-mlp"])
+def test_the_induction_heads_keys_over_training_beside_its_induction_score(name):
+    """Issue 48 item 3: the strongest induction head's K-composition with every layer-0 head
+    (composition_over_training's shares) beside its induction score, the phase change
+    marked, and a sentence saying what it shows with the numbers drawn. In the
+    attention-only run the previous-token head's share rises at the phase change and is
+    the largest at the end; in the run with MLPs the sentence names the MLP instead."""
+    from mha_viz import checkpoint_series
+    from mha_viz.analysis import TrainingDynamics, composition_over_training
+
+    series = checkpoint_series(name)
+    dynamics = TrainingDynamics.load(series.root / "dynamics.npz")
+    reader = dynamics.induction_head()
+    previous = dynamics.previous_token_head(reader[0])
+    expected = composition_over_training(series, *reader, seq_len=31, seed=0)
+    at = run_page(PAGE, {} if name == "induction-toy" else {"series": name})
+    assert not at.exception, texts(at.exception)
+    reader_name, previous_name = f"L{reader[0]}.H{reader[1]}", f"L{previous[0]}.H{previous[1]}"
+    figure = figure_titled(at, f"How {reader_name} became an induction head")
+    lines = {t["name"]: values(t["y"]) for t in figure["data"]}
+    score = lines[f"induction score of {reader_name} (on the probe)"]
+    np.testing.assert_allclose(score, dynamics.heads["induction"][:, reader[0], reader[1]])
+    for head in range(4):
+        drawn = [v for n, v in lines.items() if n.startswith(f"share of {reader_name}'s keys "
+                                                             f"from L0.H{head}")]
+        assert len(drawn) == 1, list(lines)
+        np.testing.assert_allclose(drawn[0], expected.share("k", 0, head), atol=1e-6)
+    assert [s["x0"] for s in figure["layout"]["shapes"] if s["line"].get("dash") == "dash"] \
+        == [757]
+    said = " ".join(texts(at.caption))
+    assert "Olsson et al. (2022)" in said and "through its **keys**" in said
+    share = expected.share("k", *previous)
+    assert f"{share[0]:.2f} at step 10" in said and f"{share[-1]:.2f} at step 3,000" in said
+    if name == "induction-toy":
+        assert share[-1] - share[0] > 0.4
+        assert "it is the largest of every source" in said, said
+    else:
+        mlp = expected.other["k"]["L0.mlp"][-1]
+        assert f"the largest share is the layer-0 MLP's ({mlp:.2f})" in said, said
+        assert any(n.startswith(f"share of {reader_name}'s keys from the layer-0 MLP")
+                   for n in lines)
+
+
+def test_a_run_of_folders_measures_its_composition(run_folder):
+    """A run that ships no composition is measured: the figure's shares are
+    composition_over_training's for the strongest induction head above layer 0."""
+    from mha_viz import checkpoint_series
+    from mha_viz.analysis import composition_over_training
+
+    at = run_page(PAGE, params(run_folder))
+    assert not at.exception, texts(at.exception)
+    series = checkpoint_series(run_folder)
+    figure = [c for c in charts(at) if "became an induction head" in
+              str(c["layout"]["title"]["text"])]
+    assert len(figure) == 1
+    lines = {t["name"]: values(t["y"]) for t in figure[0]["data"]}
+    title = figure[0]["layout"]["title"]["text"]
+    layer, head = (int(c) for c in re.match(r"How L(\d+)\.H(\d+)", title).groups())
+    assert layer == 1
+    expected = composition_over_training(series, layer, head, seq_len=None, seed=0)
+    drawn = [v for n, v in lines.items() if "keys from L0.H0" in n]
+    np.testing.assert_allclose(drawn[0], expected.share("k", 0, 0), atol=1e-6)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from tests.support.browser import (SIZES, assert_no_exception, assert_only_own_host,  # noqa: E402
                                    error_texts, open_page, settle, shoot, wait_fitted)
+from tests.support.circuits_browser import NODE_CENTRE, click_point  # noqa: E402
 from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -31,17 +32,6 @@ CELL_CENTRE = """([layer, head]) => {
     return [box.left + fl.xaxis._offset + fl.xaxis.l2p(cells.x[i]),
             box.top + fl.yaxis._offset + fl.yaxis.l2p(cells.y[i])];
 }"""
-NODE_CENTRE = """(name) => {
-    const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
-        .find(p => p._fullData.some(t => t.name === 'nodes'));
-    const nodes = gd._fullData.find(t => t.name === 'nodes');
-    const i = Array.from(nodes.customdata).indexOf(name);
-    const fl = gd._fullLayout, box = gd.getBoundingClientRect();
-    return [box.left + fl.xaxis._offset + fl.xaxis.l2p(nodes.x[i]),
-            box.top + fl.yaxis._offset + fl.yaxis.l2p(nodes.y[i])];
-}"""
-
-
 def open_without_charts(page, server, query: str) -> None:
     """Open the page where a message, not a chart, ends it; wait until the run is over and
     the message is there (a rerun after the URL hand-over may redraw the page once)."""
@@ -49,18 +39,6 @@ def open_without_charts(page, server, query: str) -> None:
     for _ in range(2):
         page.wait_for_selector('[data-testid="stAlert"]')
         settle(page, 0)
-
-
-def click_point(tab, locate: str, arg) -> None:
-    """Scroll the point that ``locate`` finds (page coordinates of the viewport) to the middle
-    of the window, then click it."""
-    x, y = tab.evaluate(locate, arg)
-    height = tab.viewport_size["height"]
-    tab.mouse.move(x, height / 2)  # the wheel scrolls what is under the mouse: the page
-    tab.mouse.wheel(0, y - height / 2)
-    tab.wait_for_timeout(500)
-    x, y = tab.evaluate(locate, arg)
-    tab.mouse.click(x, y)
 
 
 def shown_head_map(tab) -> np.ndarray:
@@ -112,7 +90,7 @@ def test_the_circuit_graph_and_a_node_click(sized_tab, app_server, screenshots):
     open_page(tab, app_server, "Circuits", 1, QUERY + "&c_view=circuit")
     assert_no_exception(tab, app_server)
     body = tab.locator('[data-testid="stMain"]').inner_text()
-    assert "Faithfulness" in body and "Edges kept" in body
+    assert "Recovered by the kept edges" in body and "Edges kept" in body
     tab.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
     shoot(tab, screenshots, "circuits_desktop_graph")
     click_point(tab, NODE_CENTRE, "L23.H3")

@@ -7,6 +7,7 @@ presentation mode) no figure text is under 14 px; on a 400-px phone every plot i
 from __future__ import annotations
 
 import re
+import time
 from urllib.parse import quote
 
 import pytest
@@ -17,7 +18,9 @@ from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-N_CHARTS = 5  # loss, ICL score, heads over steps, the layer x head map, the head on the probe
+# loss, ICL score, the induction head's keys, heads over steps, the layer x head map, the
+# head on the probe
+N_CHARTS = 6
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720)}
 TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .map(p => String((p.layout.title || {}).text || ''))"""
@@ -77,7 +80,7 @@ def test_on_a_projector_no_figure_text_is_under_14_px(sized_tab, app_server, scr
     open_page(tab, app_server, "Training", N_CHARTS, "?present=1")
     assert_no_exception(tab, app_server)
     found = tab.evaluate(FIGURE_TEXTS)
-    assert len(found) > 50, found  # ticks, titles, legends of five figures
+    assert len(found) > 50, found  # ticks, titles, legends of six figures
     small = [(text, size) for text, size in found if size < 14]
     assert not small, small
 
@@ -105,3 +108,76 @@ def test_an_empty_series_folder_gets_a_message(sized_tab, app_server, tmp_path):
     errors = error_texts(tab)
     assert any("holds no checkpoints" in e for e in errors), errors
     assert str(tmp_path) not in " ".join(errors)
+
+
+# while ▶ Play runs: the slider's value, the step each line chart marks, and the play status
+# beside the button with whether it is on the screen
+PLAY_STATE = """() => {
+    const thumb = document.querySelector('[data-testid="stMain"] [data-testid="stSliderThumbValue"]');
+    const charts = Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(gd => gd.layout && gd.layout.xaxis && gd.layout.xaxis.type === 'log');
+    const marks = charts.map(gd => (gd.layout.annotations || []).map(a => String(a.text))
+        .filter(t => /^step [0-9,]+$/.test(t)).join(''));
+    const status = Array.from(document.querySelectorAll('[data-testid="stMarkdownContainer"]'))
+        .find(el => el.textContent.startsWith('Playing: step'));
+    const box = status ? status.getBoundingClientRect() : null;
+    return {slider: thumb ? thumb.textContent.trim() : null, marks,
+            status: status ? status.textContent : null,
+            visible: !!box && box.top >= 0 && box.bottom <= window.innerHeight};
+}"""
+
+
+def test_play_moves_the_slider_and_every_charts_marker_in_view(sized_tab, app_server,
+                                                               screenshots):
+    """Issue 51 item 6, on a projector (1280x720, presentation mode): ▶ Play used to leave
+    the slider and the loss chart's marker on their step for ~15 s, then jump to 3,000,
+    while only the maps 2,250 px below moved. Now each frame moves the slider and every
+    line chart's step marker together, and says which step it draws beside the button,
+    on the screen."""
+    tab = sized_tab(1280, 720)
+    open_page(tab, app_server, "Training", N_CHARTS, "?present=1")
+    assert_no_exception(tab, app_server)
+    tab.get_by_role("button", name="▶ Play").click()
+    seen, deadline = [], time.time() + 150
+    while time.time() < deadline:
+        state = tab.evaluate(PLAY_STATE)
+        seen.append(state)
+        if len(seen) > 5 and state["status"] is None and state["slider"] == "3,000":
+            break
+        tab.wait_for_timeout(150)
+    frames = [s for s in seen if s["status"]]
+    in_between = {s["slider"] for s in frames if s["slider"] not in ("10", "3,000")}
+    assert len(in_between) >= 5, seen[-5:]  # the slider walked the steps
+    moving = [s for s in frames if s["slider"] not in (None, "3,000")
+              and s["status"].startswith(f"Playing: step {s['slider']} ")]
+    assert moving, frames[:5]
+    # each line chart marks the slider's step while it plays (a frame can be caught while
+    # its charts are being replaced: most frames, not all)
+    together = [s for s in moving if s["marks"] and all(m == f"step {s['slider']}"
+                                                        for m in s["marks"])]
+    assert len(together) >= len(moving) // 2 and len(together[0]["marks"]) == 4, moving[:5]
+    assert all(s["visible"] for s in frames), [s for s in frames if not s["visible"]][:3]
+    shoot(tab, screenshots, "training_play_projector")
+    settle(tab, N_CHARTS)
+    assert tab.evaluate(PLAY_STATE)["slider"] == "3,000"
+    assert_no_exception(tab, app_server)
+
+
+def test_at_step_10_the_loss_axis_still_spans_the_run(sized_tab, app_server, screenshots):
+    """Issue 51 item 7, as seen on a projector: with the slider at step 10 the loss chart's
+    log axis ran to "10B" and squeezed every curve into its left third (fixed on main by the
+    marker's label; this holds it in the browser)."""
+    tab = sized_tab(1280, 720)
+    open_page(tab, app_server, "Training", N_CHARTS, "?present=1&tstep=10")
+    assert_no_exception(tab, app_server)
+    axes = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(gd => gd._fullLayout.xaxis.type === 'log')
+        .map(gd => ({range: gd._fullLayout.xaxis.range,
+                     ticks: Array.from(gd.querySelectorAll('.xtick text'))
+                                 .map(t => t.textContent)}))""")
+    assert len(axes) == 4, axes
+    for axis in axes:
+        low, high = axis["range"]
+        assert 0.9 < low < 1.0 and 3.47 < high < 3.6, axis
+        assert axis["ticks"] == ["10", "30", "100", "300", "1,000", "3,000"], axis
+    shoot(tab, screenshots, "training_step10_projector")

@@ -16,6 +16,7 @@ from mha_viz.analysis.patching import strongest_components
 from mha_viz.analysis.prompts import PromptPair, swap_token
 from mha_viz.core.errors import InputError
 from mha_viz.ui.views import circuits_parts as circuits_page
+from mha_viz.ui.words import circuits as words
 
 
 @pytest.fixture(scope="module")
@@ -109,29 +110,32 @@ def test_each_show_choice_is_what_the_pairs_patched_alone_give(patched):
         shown = circuits_page.shown_effect(together, number)
         np.testing.assert_allclose(shown.values, each[number] - base, atol=1e-4)
         np.testing.assert_allclose(shown.raw, alone[number].values, atol=1e-4)
-        assert (shown.what, shown.unit) == (f"normalized effect on pair {number}", "normalized")
+        assert (shown.what, shown.unit) == (f"normalized effect on pair {number}",
+                                            words.SCALE_TITLE)
+        assert shown.span == 1.0  # every effect on one fixed scale
     mean = circuits_page.shown_effect(together, "mean")
     np.testing.assert_allclose(mean.values, each.mean(0) - base, atol=1e-4)
     np.testing.assert_allclose(mean.raw, np.mean([r.values for r in alone], 0), atol=1e-4)
-    assert (mean.what, mean.unit) == ("mean normalized effect", "normalized")
+    assert (mean.what, mean.unit, mean.span) == ("mean normalized effect", words.SCALE_TITLE,
+                                                  1.0)
     spread = circuits_page.shown_effect(together, "std")
     np.testing.assert_allclose(spread.values, each.std(0, ddof=1), atol=1e-4)
-    assert (spread.what, spread.unit) == ("std of the normalized effect", "std")
+    assert (spread.what, spread.unit, spread.span) == ("std of the normalized effect", "std",
+                                                        None)
     title = circuits_page.heads_title(direction, mean.what)
     assert title == ("Denoising" if direction == "denoise" else "Noising") + \
         ": mean normalized effect"
 
 
 def test_the_heads_caption_names_both_runs(patched):
+    """Issue 51 item 11: one orientation in both directions, 0 = the corrupted run's metric,
+    1 = the clean run's (noising had said 0 = clean, -1 = corrupted)."""
     direction, together, _ = patched
     caption = circuits_page.heads_caption(together)
     clean, corrupted = f"{together.clean:.3f}", f"{together.corrupted:.3f}"
-    if direction == "denoise":
-        assert f"0 = the corrupted run's metric ({corrupted}), 1 = the clean run's ({clean})" \
-            in caption
-    else:
-        assert f"0 = no change from the clean run's metric ({clean}), −1 = all the way to " \
-               f"the corrupted run's ({corrupted})" in caption
+    assert f"The corrupted run's metric is {corrupted} (0 on the scale), the clean run's " \
+           f"{clean} (1)." in caption
+    assert "−1" not in caption and "no change from the clean" not in caption
 
 
 def test_the_strongest_heads_table_is_the_largest_effects(patched):
@@ -180,3 +184,57 @@ def test_the_seq2seq_table():
         "head": ["L2.H3", "L0.H1"], "kind": ["Cross-attention", "Encoder self-attention"],
         "share restored": [0.912, 0.5]}
     assert list(circuits_page.seq2seq_table(ranked, "noise")) == ["head", "kind", "share lost"]
+
+
+def test_a_map_within_noise_is_told_from_one_with_an_effect():
+    """Issue 51 item 11: path patching into L23.H3 had every cell within ±0.01. Noise: under
+    2% of the way between the runs, or, over several pairs, under twice the largest standard
+    error of a mean (worked out here)."""
+    from mha_viz.analysis.patching import noise_level, within_noise
+
+    one = SimpleNamespace(effect=np.array([[0.01, -0.012], [np.nan, 0.0]]), std=np.zeros((2, 2)),
+                          n_pairs=1)
+    assert noise_level(one) == 0.02 and within_noise(one)
+    one.effect[0, 0] = -0.05
+    assert not within_noise(one)
+    # four pairs that disagree: a standard error of 0.2 / 2 = 0.1, so 0.15 is noise
+    spread = SimpleNamespace(effect=np.array([[0.15, 0.0]]), std=np.array([[0.2, 0.05]]),
+                             n_pairs=4)
+    assert noise_level(spread) == pytest.approx(2 * 0.2 / 2) and within_noise(spread)
+    spread.effect[0, 1] = -0.25
+    assert not within_noise(spread)
+
+
+def test_the_darkest_cells_in_words():
+    """A caption true to the darkest cells: each named with its sign's direction, none under
+    the noise level."""
+    ranked = [("L9.H9", 0.52, 1.0), ("L10.H7", -0.2, 0.0), ("L1.H1", 0.01, 0.0)]
+    said = words.darkest(ranked, 0.02)
+    assert said == ("Darkest: L9.H9 (+0.52: 52% of the way toward the clean run); L10.H7 "
+                    "(-0.20: 20% of the way toward the corrupted run).")
+    assert words.darkest(ranked[2:], 0.02) == ""
+
+
+def test_a_share_over_100_percent_is_explained_where_shown():
+    """Issue 51 item 13: "Heads' necessity 210%" was explained only in a tooltip."""
+    said = words.heads_test_caption(0.61, 2.1, -1.3, 1.18)
+    assert "F(C) / F(M)" in said and "1 − F(M \\ C) / F(M)" in said
+    assert "Over 100%" in said and "F(M \\ C) = -1.300 against F(M) = 1.180" in said
+    assert "Over 100%" not in words.heads_test_caption(0.61, 0.9, 0.1, 1.18)
+
+
+def test_an_encoder_decoders_strongest_heads_when_noising():
+    """Noising: the heads whose corruption moves the metric most toward the corrupted run
+    come first (the normalized value nearest 0), as the share lost."""
+    from mha_viz.analysis.encoder_decoder_patching import Seq2SeqPatching
+
+    values = {"encoder": np.array([[2.0, 0.5]]), "decoder": np.array([[1.8, 1.9]]),
+              "cross": np.array([[0.0, 2.0]])}  # clean 2.0, corrupted 0.0
+    found = Seq2SeqPatching(values, 2.0, 0.0, "noise", "metric")
+    np.testing.assert_allclose(found.effect["encoder"], [[0.0, -0.75]])
+    assert [(k, l, h) for k, l, h, _ in found.strongest(2)] == [("cross", 0, 0),
+                                                                  ("encoder", 0, 1)]
+    assert found.strongest(1)[0][3] == pytest.approx(1.0)  # the whole way lost
+    denoised = Seq2SeqPatching(values, 2.0, 0.0, "denoise", "metric")
+    assert [(k, l, h) for k, l, h, _ in denoised.strongest(2)] == [("encoder", 0, 0),
+                                                                    ("cross", 0, 1)]

@@ -265,3 +265,54 @@ def test_the_step_axis_spans_the_run_and_marks_sit_at_their_steps(current):
     heads = plots.head_scores_over_steps(steps, np.zeros((6, 2, 2)), "score", [(1, 0)], 922,
                                          current)
     assert heads.layout.xaxis.range == axis.range
+
+
+def test_the_induction_head_and_the_previous_token_head_it_can_read():
+    """The heads the Training page's composition figure names: the highest peak of the
+    induction score above layer 0 (not a higher one in layer 0, which reads no head), and
+    the highest previous-token peak under that head's layer."""
+    steps = np.array([1, 10, 100])
+    induction = np.zeros((3, 3, 2))
+    induction[1, 0, 1] = 0.9  # layer 0 cannot be an induction head: it reads no head
+    induction[2, 2, 0], induction[1, 1, 1] = 0.5, 0.7
+    previous = np.zeros((3, 3, 2))
+    previous[2, 2, 1] = 1.0  # above the induction head: not one it reads
+    previous[0, 0, 0], previous[2, 0, 1] = 0.6, 0.4
+    found = TrainingDynamics(steps, {"induction": induction, "previous_token": previous}, {})
+    assert found.induction_head() == (1, 1)
+    assert found.previous_token_head(1) == (0, 0)
+    assert found.previous_token_head(0) is None
+    one_layer = TrainingDynamics(steps, {"induction": induction[:, :1],
+                                         "previous_token": previous[:, :1]}, {})
+    assert one_layer.induction_head() is None
+
+
+def test_the_command_line_writes_the_induction_heads_composition(neox_series, dynamics,
+                                                                 tmp_path, capsys):
+    """--composition: the strongest induction head's composition at every checkpoint, on the
+    probe's first sequence (BOS R R, drawn here as docs/analyses.md says), reopened from the
+    file with every kind's shares of every source summing to 1 at each step."""
+    from transformers import AutoTokenizer
+
+    from mha_viz.analysis import CompositionOverTraining
+
+    out, composition = tmp_path / "dyn.npz", tmp_path / "comp.npz"
+    code = cli(["dynamics", str(neox_series), "--text", TEXTS[0], "--seq-len", "20",
+                "--n-seqs", "3", "--seed", "1", "--out", str(out),
+                "--composition", str(composition)])
+    assert code == 0, capsys.readouterr().err
+    assert "saved" in capsys.readouterr().out
+    found = CompositionOverTraining.load(composition)
+    assert (found.layer, found.head) == TrainingDynamics.load(out).induction_head()
+    assert found.layer == 1 and found.steps.tolist() == list(STEPS)
+    tokenizer = AutoTokenizer.from_pretrained(str(neox_series / "step0"))
+    vocab = json.loads((neox_series / "step0" / "config.json").read_text())["vocab_size"]
+    assert found.ids == repeated_random_probe(tokenizer, vocab, 20, 1, 1)[0]
+    for kind in ("q", "k", "v"):
+        total = getattr(found, kind)[:, 0].sum(-1) + sum(found.other[kind].values())
+        np.testing.assert_allclose(total, 1.0, atol=1e-9)
+    (tmp_path / "bad.npz").write_bytes(b"not an npz")
+    with pytest.raises(InputError, match="not composition over training"):
+        CompositionOverTraining.load(tmp_path / "bad.npz")
+    with pytest.raises(InputError, match="not composition over training"):
+        CompositionOverTraining.load(out)  # a file of another kind

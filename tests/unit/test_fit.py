@@ -100,3 +100,46 @@ def test_viewport_cookie_is_read_strictly(monkeypatch, cookie, size):
     cookies = {} if cookie is None else {output.VIEWPORT_COOKIE: cookie}
     monkeypatch.setattr(output, "st", SimpleNamespace(context=SimpleNamespace(cookies=cookies)))
     assert output._size_from_cookie() == size
+
+
+# what Plotly's d3 writes for ".2g": two significant digits, trailing zeros kept
+MINILM_EFFECTS = np.array([[0.0009, -0.0019, 0.012] * 4] * 6)  # 6 layers x 12 heads
+LONGEST = "-0.0019"  # and "0.00090": 7 glyphs
+
+
+@pytest.mark.parametrize("screen", [Screen(1400), Screen(1280, height=720, present=True)])
+def test_cell_numbers_are_12_px_at_least_and_their_cells_hold_the_longest(screen):
+    """Issue 51 item 14: MiniLM's ablation map wrote ".2g" numbers at 10 px in 34-px cells,
+    where "0.00090" and "-0.0019" ran together. A desk writes them at 12 px at least (a
+    projector 14), in cells widened to hold the longest."""
+    fig = fit_figure(plots.layer_head_heatmap(MINILM_EFFECTS, "Δ shift", "Δ", fmt=".2g",
+                                              diverging=True), screen)
+    trace = fig.data[0]
+    assert trace.texttemplate, "the numbers fit a wide screen"
+    size = trace.textfont.size
+    assert size >= (14 if screen.present else 12)
+    m = fig.layout.margin
+    cell = ((fig.layout.width or screen.width) - m.l - m.r) / 12
+    assert cell >= size * 0.6 * len(LONGEST), (cell, size)
+
+
+def test_cell_numbers_that_do_not_fit_at_12_px_are_left_out():
+    fig = fit_figure(plots.layer_head_heatmap(MINILM_EFFECTS, "Δ shift", "Δ", fmt=".2g"),
+                     Screen(400))
+    assert not fig.data[0].texttemplate
+
+
+@pytest.mark.parametrize("screen", [Screen(1400), Screen(1280, height=720, present=True)])
+def test_a_maps_title_wraps_to_the_map_not_the_screen(screen):
+    """Issue 51 item 14: a map narrower than the screen kept its title on one line as wide
+    as the screen, cut at the map's edge ("…switched off (zero ablat")."""
+    title = "Δ embedding shift when a head is switched off (zero ablation)"
+    fig = fit_figure(plots.layer_head_heatmap(np.ones((2, 4)), title, "Δ", show_values=False),
+                     screen)
+    assert fig.layout.width is not None and fig.layout.width < screen.width
+    size = fig.layout.title.font.size
+    lines = fig.layout.title.text.split("<br>")
+    assert len(lines) > 1
+    assert all(len(line) * 0.6 * size <= fig.layout.width - 20 for line in lines), (
+        lines, fig.layout.width)
+    assert fig.layout.margin.t >= len(lines) * size * 1.3  # room above the plot for them

@@ -124,6 +124,31 @@ def test_what_the_page_shows_is_what_transformers_measures(name, attention_only,
                                    err_msg=head)
 
 
+@pytest.mark.parametrize("name", ["induction-toy", "induction-toy-mlp"])
+def test_the_composition_the_page_shows_is_the_functions(name):
+    """The Training page draws a bundled run's composition from the composition.npz beside
+    it: that file holds what composition_over_training gives now, for the run's strongest
+    induction head, on the first sequence of the page's probe. (The share's own parity with
+    transformers is tests/unit/test_composition.py's.)"""
+    from mha_viz.analysis import CompositionOverTraining, composition_over_training
+
+    series = checkpoint_series(name)
+    dynamics = TrainingDynamics.load(series.root / "dynamics.npz")
+    shipped = CompositionOverTraining.load(series.root / "composition.npz")
+    assert (shipped.layer, shipped.head) == dynamics.induction_head()
+    again = composition_over_training(series, shipped.layer, shipped.head,
+                                      seq_len=dynamics.info["seq_len"],
+                                      seed=dynamics.info["seed"])
+    assert shipped.steps.tolist() == again.steps.tolist() == series.steps
+    assert shipped.ids == again.ids and shipped.input == again.input
+    for kind in ("q", "k", "v"):
+        np.testing.assert_allclose(getattr(shipped, kind), getattr(again, kind), atol=1e-6,
+                                   rtol=0, err_msg=kind)
+        assert shipped.other[kind].keys() == again.other[kind].keys()
+        for source, values in again.other[kind].items():
+            np.testing.assert_allclose(shipped.other[kind][source], values, atol=1e-6, rtol=0)
+
+
 def test_the_run_is_about_thirty_log_spaced_checkpoints():
     series = checkpoint_series("induction-toy")
     steps = np.asarray(series.steps, dtype=float)

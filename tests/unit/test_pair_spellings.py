@@ -59,3 +59,26 @@ def test_wrong_spellings_name_the_pair():
     assert as_pairs([pair]) == [pair]
     assert as_pairs([["a b", "a c"]], target=" b", contrast=" c") == [
         PromptPair("a b", "a c", " b", " c", -1)]
+
+
+def test_a_swapped_word_takes_the_space_of_the_word_it_replaces(gpt2_folder, gpt2_model):
+    """Issue 51 item 12: "Replace it with: Alice" in place of ' John' made "park,Alice". As
+    the target field does, a replacement without the leading space of the token it replaces
+    is refused with the spelling to use; with the space, the prompt is transformers'
+    tokens with that one token changed."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gpt2_folder))
+    text = "When Mary and John went to the park, John gave a drink to"
+    ids = tokenizer(text)["input_ids"]
+    position = len(ids) - 5  # the second ' John'
+    assert tokenizer.decode([ids[position]]) == " John"
+    (spaced,) = tokenizer(" Mary")["input_ids"]
+    with pytest.raises(InputError, match=f"use ' Mary' \\(token {spaced}\\)"):
+        swap_token(gpt2_model, text, position, "Mary")
+    swapped = swap_token(gpt2_model, text, position, " Mary")
+    assert tokenizer(swapped)["input_ids"] == ids[:position] + [spaced] + ids[position + 1:]
+    # a token written without a space may be replaced by one without a space
+    comma = ids.index(tokenizer(",")["input_ids"][0])
+    assert tokenizer(swap_token(gpt2_model, text, comma, "."))["input_ids"][comma] == \
+        tokenizer(".")["input_ids"][0]

@@ -84,7 +84,8 @@ def test_circuit_graph_places_layers_top_to_bottom_and_takes_node_clicks():
     assert colours == {plots.circuits.POSITIVE, plots.circuits.NEGATIVE}
     widest = max(lines, key=lambda t: t.line.width)
     assert widest.line.color == plots.circuits.NEGATIVE  # the -2.0 edge
-    assert "faithfulness 0.75" in fig.layout.title.text
+    assert "recovered 75% of the way from the corrupted run to the clean run" in \
+        fig.layout.title.text
     hover = fig.data[-2].text
     assert "L0.H1 → L2.H0 (its q): -2" in hover
     index = list(nodes.customdata).index("L2.H0")
@@ -118,3 +119,28 @@ def test_patching_csv_has_one_row_per_component():
     loaded = np.load(io.BytesIO(export.npz_bytes(result.to_npz_dict())), allow_pickle=False)
     np.testing.assert_array_equal(loaded["values"], values)
     assert list(loaded["col_labels"]) == ["H0", "H1", "H2"]
+
+
+def test_patching_maps_take_one_fixed_symmetric_scale():
+    """Issue 51 item 11: path patching's cells within ±0.01 were drawn on a colour bar
+    stretched to ±0.01, noise drawn as structure. Maps that share an axis share one fixed
+    scale: -span to +span, whatever their values; without it, the largest |value|."""
+    tiny = np.array([[0.004, -0.01], [0.002, 0.0]])
+    fixed = plots.patching_heatmap(tiny, tiny, "t", "c", span=1.0).data[0]
+    assert (fixed.zmin, fixed.zmid, fixed.zmax) == (-1.0, 0.0, 1.0)
+    stretched = plots.patching_heatmap(tiny, tiny, "t", "c").data[0]
+    assert (stretched.zmin, stretched.zmax) == (-0.01, 0.01)
+    positions = plots.position_patching_map(tiny, tiny, ["a", "b"], "t", "c", span=1.0).data[0]
+    assert (positions.zmin, positions.zmax) == (-1.0, 1.0)
+
+
+def test_no_mark_of_a_patching_figure_is_red_or_blue_but_by_its_sign():
+    """One colour meaning per page (issue 51): on the Circuits page red and blue say which
+    way a patch or an edge moves the metric; nodes and scatter points are neither."""
+    edges = [Edge("embed", "L0.H1.k", 0.5), Edge("L0.H1", "logits", -1.0),
+             Edge("MLP0", "logits", 0.2)]
+    nodes = plots.circuit_graph(edges, n_layer=2, n_head=2).data[-1]
+    scatter = plots.attribution_scatter(np.eye(2), np.eye(2), 1.0).data[1]
+    for colour in [*nodes.marker.color, scatter.marker.color]:
+        red, green, blue = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+        assert max(red, green, blue) - min(red, green, blue) < 16, colour  # a grey

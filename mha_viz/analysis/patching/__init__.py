@@ -26,7 +26,7 @@ or a position, and what replaces it: the other prompt's activation, a mean or a 
 activation over reference prompts, zero or a value) together in one run and reads the metric.
 
 The package: metrics, interventions, common (results, pairs, batches, the metric), activation, attribution,
-paths.
+paths, noise (an effect too small to tell from none).
 """
 
 from .activation import activation_patching
@@ -38,6 +38,7 @@ from .interventions import (REPLACEMENTS, Intervention, InterventionRun, heads_r
                             run_with_interventions)
 from .metrics import (BUILT_IN_METRICS, Metric, as_metric, kl_divergence, logit, logit_diff,
                       logprob, probability)
+from .noise import NOISE_FLOOR, noise_level, within_noise
 from .paths import path_patching
 
 __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
@@ -46,4 +47,5 @@ __all__ = ["COMPONENTS", "DIRECTIONS", "PatchingResult", "activation_patching",
            "PairBatch", "rows_per_batch", "COMPONENT_ALIASES", "component_name", "Metric",
            "as_metric", "BUILT_IN_METRICS", "logit_diff", "logit", "logprob", "probability",
            "kl_divergence", "Intervention", "InterventionRun", "REPLACEMENTS",
-           "heads_replaced", "run_with_interventions"]
+           "heads_replaced", "run_with_interventions", "NOISE_FLOOR", "noise_level",
+           "within_noise"]

@@ -40,6 +40,7 @@ def pair_inputs(selection, model):
     corrupted = ui.synced(st.text_input, "corrupted", "Corrupted prompt", CORRUPTED,
                           help="The same prompt with the information that matters changed "
                                "(here the repeated name), with the same number of tokens.")
+    stale_place = st.empty()  # filled below, once every field that depends on it is read
     comparison = None
     try:
         comparison = prompts.compare_prompts(model, clean, corrupted)
@@ -47,7 +48,6 @@ def pair_inputs(selection, model):
         ui.show_error(error)
     if comparison is not None:
         parts.show_tokens(comparison)
-        parts.swap_helper(model, clean, comparison)
     target_col, contrast_col = st.columns(2)
     target = ui.synced(target_col.text_input, "c_target", "Target token", TARGET,
                        help="The answer on the clean prompt, one token. A word after a space "
@@ -59,8 +59,16 @@ def pair_inputs(selection, model):
                "follows a space as one token that starts with the space (shown ␣Mary), so "
                "type the target as ' Mary'. A target the model would write differently is "
                "refused with the spelling to use.")
-    if comparison is not None:
-        parts.prediction_pills(model, clean)
+    stale, made_for = parts.stale_fields(clean, {"corrupted": corrupted, "c_target": target,
+                                                 "c_contrast": contrast})
+    if source == "one" and stale:
+        parts.stale_warning(stale_place, stale, made_for, clean)
+    fresh = comparison is not None and "corrupted" not in stale
+    if clean.strip():
+        parts.swap_helper(model, clean, memo_tokens(model, clean),
+                          comparison.differing[0] if fresh and comparison.differing else None,
+                          expanded="corrupted" in stale)
+        parts.prediction_pills(model, clean, corrupted if fresh else None)
     metric_col, direction_col = st.columns(2)
     kind = ui.synced(metric_col.radio, "c_metric", "Metric", "logit_diff",
                      options=list(ui.METRIC_LABELS), format_func=ui.METRIC_LABELS.get,
@@ -71,13 +79,18 @@ def pair_inputs(selection, model):
                           help=DIRECTION_HELP)
     direction_col.caption(words.DIRECTION_CAPTIONS[direction])
     if source == "one":
-        if comparison is None or not clean.strip() or not corrupted.strip():
+        if comparison is None or stale or not clean.strip() or not corrupted.strip():
             return None, kind, direction
         return [prompts.PromptPair(clean, corrupted, target,
                                    contrast if kind == "logit_diff" else None)], kind, direction
     if source == "ioi":
         return parts.ioi_pairs_input(model), kind, direction
     return parts.pairs_file_input(), kind, direction
+
+
+def memo_tokens(model, text: str) -> list[str]:
+    """The text's tokens as shown (one prompt compared with itself)."""
+    return ui.memo(prompts.compare_prompts, model, text, text).clean_tokens
 
 
 def heads_view(selection, model, pairs, kind, direction, auto):
@@ -96,10 +109,11 @@ def heads_view(selection, model, pairs, kind, direction, auto):
                               format_func=partial(parts.effect_label, labels))
     shown = parts.shown_effect(result, picked)
     st.caption(parts.heads_caption(result))
+    parts.noise_or_darkest(result, "head's patch", picked == "std")
     fig = plots.patching_heatmap(
         shown.values, shown.raw, parts.heads_title(direction, shown.what), shown.unit,
         kv_heads=result.kv_heads, raw_name=f"patched {result.metric}", shown_name=shown.what,
-        clickable=True, layers_across=parts.layers_across())
+        clickable=True, layers_across=parts.layers_across(), span=shown.span)
     fig.layout.meta["pairs"] = parts.pairs_digest(pairs)  # which pairs it shows
     ui.show_figure(fig, key="patch_heads",
                    on_select=partial(parts.receiver_from_map, info.n_head),
@@ -123,12 +137,13 @@ def positions_view(selection, model, pairs, kind, direction, auto):
     if result is None:
         return
     differing = prompts.compare_prompts(model, pairs[0].clean, pairs[0].corrupted).differing
-    st.caption("Each cell: the normalized change of the metric when that layer's vector at "
-               "that position is patched (as in the Heads view). Information moves from the "
-               "differing token (★) to the last position as the layers climb.")
+    st.caption("Each cell: how far patching that layer's vector at that position moved the "
+               "metric (the scale above). Information moves from the differing token (★) to "
+               "the last position as the layers climb.")
+    parts.noise_or_darkest(result, "position's patch")
     fig = plots.position_patching_map(result.effect, result.values, result.col_labels,
                                       f"Patching the {STREAMS[stream]} by layer and position",
-                                      "normalized", differing)
+                                      words.SCALE_TITLE, differing, span=parts.FIXED_SPAN)
     ui.show_figure(fig, key="patch_positions", alt="Patching effect by layer and position")
     parts.downloads(result, stream, selection.file_stem)
 
@@ -184,15 +199,18 @@ def path_view(selection, model, pairs, kind, auto):
                    "output, so only the sender's direct path to the receiver changes: one "
                    "run per sender head.")
         return
-    st.caption(f"Each cell: the change of the metric, normalized, when that sender's path "
-               f"into {ui.md_escape(result.receivers)} is corrupted (0 = no change from the "
-               f"clean run, −1 = all the way to the corrupted run): blue senders feed the "
-               f"receiver what the answer needs.")
+    st.caption(f"Each cell: the clean run with that sender's path into "
+               f"{ui.md_escape(result.receivers)} taken from the corrupted run, every other "
+               f"head frozen at its clean output: how far that moved the metric (the scale "
+               f"above). A sender whose path carries what the answer needs moves it toward "
+               f"the corrupted run.")
+    parts.noise_or_darkest(result, f"sender's path into {result.receivers}")
     fig = plots.patching_heatmap(result.effect, result.values,
-                                 f"Path patching: senders → {result.receivers}", "normalized",
-                                 kv_heads=result.kv_heads,
+                                 f"Path patching: senders → {result.receivers}",
+                                 words.SCALE_TITLE, kv_heads=result.kv_heads,
                                  raw_name=f"patched {result.metric}",
-                                 layers_across=parts.layers_across())
+                                 shown_name="moved (normalized)",
+                                 layers_across=parts.layers_across(), span=parts.FIXED_SPAN)
     ui.show_figure(fig, key="paths", alt="Path patching effect of each sender head")
     parts.downloads(result, "paths", selection.file_stem)
 
@@ -220,9 +238,7 @@ def circuit_view(selection, model, pairs, kind, auto):
     if found is None:
         return
     c1, c2, c3 = st.columns(3)
-    c1.metric("Faithfulness", f"{found.faithfulness:.2f}",
-              help="(metric of the circuit alone − corrupted) / (clean − corrupted): 1 when "
-                   "the kept edges alone do what the whole model does, 0 when they do nothing.")
+    c1.metric(words.RECOVERED, f"{found.faithfulness:.0%}", help=words.RECOVERED_HELP)
     c2.metric("Edges kept", f"{found.n_edges} of {scores.n_edges:,}")
     c3.metric("Nodes", f"{len(found.nodes)}")
     fig = plots.circuit_graph(found.edges, model.info.n_layer, model.info.n_head,
@@ -233,7 +249,7 @@ def circuit_view(selection, model, pairs, kind, auto):
                    on_select=partial(parts.open_node, list(meta["nodes"]),
                                      int(meta["node_curve"]), pairs[0].clean),
                    alt="Circuit graph")
-    st.caption("Click a head to open its attention map on the clean prompt.")
+    st.caption(words.circuit_caption(found.faithfulness))
     st.table(parts.edge_table(found.edges))
     ui.download_csv(partial(export.table_csv, parts.edge_columns(found.edges)),
                     export.safe_filename(selection.file_stem, "circuit", top_k, suffix=".csv"),
@@ -273,6 +289,7 @@ def show() -> None:
         st.divider()
         view = ui.synced(st.radio, "c_view", "Result", "heads", options=list(VIEWS),
                          format_func=VIEWS.get, horizontal=True)
+        st.caption(words.COLOURS)
         if view == "heads":
             heads_view(selection, model, pairs, kind, direction, auto[view])
         elif view == "positions":

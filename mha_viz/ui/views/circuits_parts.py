@@ -29,6 +29,7 @@ from ..output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, do
                      figure_columns, show_figure, viewport)
 from ..settings import EXAMPLES, NUMBERING, md_escape, runs_on_open
 from ..state import set_value, synced
+from ..words import circuits as words
 from ..words.circuits import ABLATIONS
 
 METRIC_HELP = {
@@ -41,7 +42,9 @@ METRIC_HELP = {
 DIRECTION_HELP = ("Denoising runs the corrupted prompt and restores one clean activation: a "
                   "component that alone brings the answer back is sufficient. Noising runs the "
                   "clean prompt and breaks one activation: a component whose loss hurts is "
-                  "necessary. 0 on the colour scale is the corrupted run, 1 the clean run.")
+                  "necessary. Either way a cell is how far the patch moved the metric on one "
+                  "scale, 0 = the corrupted run, 1 = the clean run.")
+FIXED_SPAN = 1.0  # every patching map: -1 (the whole way to corrupted) to +1 (to clean)
 VIEWS = {"heads": "Heads", "positions": "Positions", "attribution": "Attribution vs exact",
          "paths": "Path patching", "circuit": "Circuit graph"}
 STREAMS = {"resid_pre": "residual stream entering the layer", "attn_out": "attention output",
@@ -51,6 +54,11 @@ KIND_TITLES = {"encoder": "Encoder self-attention", "decoder": "Decoder self-att
                "cross": "Cross-attention"}
 MAX_IOI = 256
 _OPEN_HEAD = "_mv_circuits_open_head"  # (layer, head, text) of a clicked node of the graph
+# this page's own parameters in the address (and the folded sections' "open"), which the
+# link to another page leaves behind
+PAGE_PARAMS = ("open", "c_pairs", "clean", "corrupted", "c_target", "c_contrast", "c_metric",
+               "c_dir", "c_view", "c_stream", "c_recv", "c_part", "c_edges", "c_ablation",
+               "c_n", "c_seed", "c_corrupted", "c_direction")
 
 
 # --- keys and what runs by itself ------------------------------------------------------------
@@ -101,32 +109,50 @@ class ShownEffect:
     raw: np.ndarray  # the patched metric under each cell
     what: str
     unit: str  # the colour bar's title
+    span: float | None = FIXED_SPAN  # the colour scale's half-width (None: the largest value)
 
 
 def shown_effect(result: patching.PatchingResult, choice) -> ShownEffect:
     """The head map of ``choice``: "mean" (the effect over pairs), "std" (its spread) or a
     pair's index."""
     if choice == "mean":
-        return ShownEffect(result.effect, result.values, "mean normalized effect", "normalized")
+        return ShownEffect(result.effect, result.values, "mean normalized effect",
+                           words.SCALE_TITLE)
     if choice == "std":
-        return ShownEffect(result.std, result.values, "std of the normalized effect", "std")
+        return ShownEffect(result.std, result.values, "std of the normalized effect", "std",
+                           None)
     return ShownEffect(result.per_pair_effect[choice], result.per_pair[choice],
-                       f"normalized effect on pair {choice}", "normalized")
+                       f"normalized effect on pair {choice}", words.SCALE_TITLE)
 
 
 def heads_caption(result: patching.PatchingResult) -> str:
-    """What a cell of the head map is, in the result's direction."""
+    """What a cell of the head map is, in the result's direction, with both runs' metrics."""
+    runs = (f"The corrupted run's metric is {result.corrupted:.3f} (0 on the scale), the "
+            f"clean run's {result.clean:.3f} (1).")
     if result.direction == "denoise":
         return (f"Each cell: the corrupted run with that head's output (before W_O) restored "
-                f"from the clean run, normalized: 0 = the corrupted run's metric "
-                f"({result.corrupted:.3f}), 1 = the clean run's ({result.clean:.3f}). Red "
-                f"heads bring the clean answer back by themselves. Click a head to trace "
+                f"from the clean run, and how far that moved the metric. {runs} A head that "
+                f"brings the clean answer back by itself is sufficient. Click a head to trace "
                 f"the paths into it.")
-    return (f"Each cell: the clean run with that head's output (before W_O) taken from "
-            f"the corrupted run, as the change it makes, normalized: 0 = no change from "
-            f"the clean run's metric ({result.clean:.3f}), −1 = all the way to the "
-            f"corrupted run's ({result.corrupted:.3f}). Blue heads are necessary. "
-            f"Click a head to trace the paths into it.")
+    return (f"Each cell: the clean run with that head's output (before W_O) taken from the "
+            f"corrupted run, and how far that moved the metric. {runs} A head whose "
+            f"corruption moves it toward the corrupted run is necessary. Click a head to "
+            f"trace the paths into it.")
+
+
+def noise_or_darkest(result: patching.PatchingResult, what: str, spread: bool = False) -> None:
+    """Under a patching map's caption: that nothing stands out from noise (every effect
+    within patching.noise_level), or its darkest cells in words. Nothing for a map of the
+    spread over pairs, whose colours are not effects."""
+    if spread:
+        return
+    level = patching.noise_level(result)
+    if patching.within_noise(result):
+        st.info(words.noise_note(level, what))
+        return
+    said = words.darkest(patching.strongest_components(result, 3), level)
+    if said:
+        st.caption(said)
 
 
 def heads_title(direction: str, what: str) -> str:
@@ -185,13 +211,20 @@ def layers_across() -> bool | None:
 
 
 def open_clicked_head() -> None:
-    """After a click on a head of the circuit graph: open its attention map on the text."""
+    """After a click on a head of the circuit graph: open its attention map on the text.
+    The link carries what the page will show (the sidebar's settings, the text, the head),
+    so that page writes nothing new into the address, and one Back press returns here (each
+    change of the address is a step of the browser's history)."""
     if _OPEN_HEAD in st.session_state:
         layer, head, text = st.session_state.pop(_OPEN_HEAD)
         set_value("text", text)
         set_value("layer", layer)
         set_value("head", head)
-        st.switch_page("pages/1_Attention_Maps.py")
+        carried = {name: value for name, value in st.query_params.to_dict().items()
+                   if name not in PAGE_PARAMS}
+        st.switch_page("pages/1_Attention_Maps.py",
+                       query_params={**carried, "text": text, "layer": str(layer),
+                                     "head": str(head)})
 
 
 def _selected_points(key: str) -> list:
@@ -199,10 +232,15 @@ def _selected_points(key: str) -> list:
 
 
 @callback
-def set_target_from_pills() -> None:
+def set_target_from_pills(contrasts: list[str]) -> None:
+    """A prediction clicked: it becomes the target, the first of `contrasts` that is not
+    it the contrast."""
     picked = st.session_state.get("_mv_circuit_pills")
     if picked:
         set_value("c_target", picked)
+        others = [choice for choice in contrasts if choice != picked]
+        if others:
+            set_value("c_contrast", others[0])
 
 
 @callback
@@ -229,6 +267,40 @@ def open_node(names: list, node_curve: int, text: str) -> None:
 # --- widgets ---------------------------------------------------------------------------------
 
 
+_MADE_FOR = "_mv_circuit_made_for"  # field -> the clean prompt it was last set for
+_LAST_SEEN = "_mv_circuit_last_seen"  # field -> its value as the last run drew it
+
+
+def stale_fields(clean: str, fields: dict[str, str]) -> tuple[list[str], str]:
+    """The fields (name -> value) that depend on the clean prompt and were set for another
+    one, and that prompt. A field whose value changed since the last run (typed, swapped,
+    picked from the predictions) counts as set for the clean prompt of this run."""
+    made_for = st.session_state.setdefault(_MADE_FOR, {})
+    seen = st.session_state.setdefault(_LAST_SEEN, {})
+    for name, value in fields.items():
+        if name not in made_for or seen.get(name) != value:
+            made_for[name] = clean
+        seen[name] = value
+    stale = [name for name in fields if made_for[name] != clean]
+    return stale, (made_for[stale[0]] if stale else clean)
+
+
+@callback
+def keep_fields(clean: str, names: list[str]) -> None:
+    made_for = st.session_state.setdefault(_MADE_FOR, {})
+    for name in names:
+        made_for[name] = clean
+
+
+def stale_warning(where, stale: list[str], made_for: str, clean: str) -> None:
+    """Says which fields were set for the previous clean prompt, with a button that keeps
+    them for the new one."""
+    with where.container():
+        st.warning(words.stale_note(stale, made_for))
+        st.button(words.KEEP_BUTTON, key="_mv_circuit_keep", on_click=keep_fields,
+                  args=(clean, list(stale)))
+
+
 def show_tokens(comparison: prompts.PromptComparison) -> None:
     """Both prompts' tokens side by side, the differing positions highlighted."""
     left, right = st.columns(2)
@@ -240,34 +312,48 @@ def show_tokens(comparison: prompts.PromptComparison) -> None:
         column.markdown(f"**{name}: {len(tokens)} tokens**  \n{chips}")
 
 
-def swap_helper(model, clean: str, comparison: prompts.PromptComparison) -> None:
-    """A corrupted prompt made from the clean one with one token swapped."""
-    with st.expander("Make a corrupted prompt: swap one token of the clean prompt"):
+def swap_helper(model, clean: str, tokens: list[str], at: int | None,
+                expanded: bool = False) -> None:
+    """A corrupted prompt made from the clean one with one token swapped: the clean
+    prompt's tokens to choose from (a new prompt, new choices), `at` the one chosen first
+    (None: the last)."""
+    # opened, under its own label, when the corrupted prompt no longer fits the clean one
+    # (a label seen before would keep the state the person left it in)
+    with st.expander("Make a corrupted prompt from the new clean prompt: swap one of its "
+                     "tokens" if expanded else
+                     "Make a corrupted prompt: swap one token of the clean prompt",
+                     expanded=expanded):
         swap_col, with_col, button_col = st.columns([2, 2, 1], vertical_alignment="bottom")
-        position = swap_col.selectbox(
-            "Token to replace", list(range(len(comparison.clean_tokens))),
-            index=len(comparison.clean_tokens) - 1 if not comparison.differing
-            else comparison.differing[0],
-            format_func=lambda i: f"{i}: {comparison.clean_tokens[i]}", key="_mv_swap_pos")
+        choices = list(enumerate(tokens))
+        picked = swap_col.selectbox(
+            "Token to replace", choices, index=len(choices) - 1 if at is None else at,
+            format_func=lambda choice: f"{choice[0]}: {choice[1]}", key="_mv_swap_pos")
         replacement = with_col.text_input("Replace it with", " John", key="_mv_swap_with",
-                                          help="One token, e.g. ' John' (with the space "
-                                               "the word has in the text).")
+                                          help="One token, with the space the word has in "
+                                               "the text: ' John' for ␣John.")
         if button_col.button("Swap", key="_mv_swap"):
             try:
-                set_value("corrupted", prompts.swap_token(model, clean, position, replacement))
+                set_value("corrupted", prompts.swap_token(model, clean, picked[0],
+                                                          replacement))
                 st.rerun()
             except MhaVizError as error:
                 show_error(error)
 
 
-def prediction_pills(model, clean: str) -> None:
-    """The model's top predictions after the clean prompt; a click makes one the target."""
-    predicted = memo(model.predict, clean, k=6)
-    ids = [int(i) for i in predicted.top_ids[-1]]
+def prediction_pills(model, clean: str, corrupted: str | None) -> None:
+    """The model's top predictions after the clean prompt; a click makes one the target
+    and the contrast what the corrupted prompt predicts most (the answer it pushes
+    towards; the clean prompt's next guess while there is no fitting corrupted prompt)."""
+    def top(text: str) -> list[str]:
+        return [model.tokenizer.decode([int(i)]) for i in memo(model.predict, text,
+                                                               k=6).top_ids[-1]]
+
+    choices = top(clean)
     st.pills("The model's top predictions after the clean prompt (click one to make it "
-             "the target)", [model.tokenizer.decode([i]) for i in ids],
-             format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
-             on_change=set_target_from_pills)
+             "the target; the contrast becomes the corrupted prompt's top prediction)",
+             choices, format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
+             on_change=set_target_from_pills,
+             args=(top(corrupted) if corrupted else choices,))
 
 
 def ioi_pairs_input(model) -> list[prompts.PromptPair]:
@@ -350,16 +436,17 @@ def encoder_decoder_view(selection: Selection, model) -> None:
         button=f"Patch every head ({total_heads(model)} runs)")
     if result is None:
         st.stop()
-    st.caption(f"Clean run: {result.clean:.3f}; corrupted run: {result.corrupted:.3f}. Each "
-               f"cell: the metric with one head's output (its z, before W_O) taken from the "
-               f"other run, as a share of the way from corrupted (0) to clean (1). The three "
-               f"maps share one colour scale, −1 to 1.")
+    st.caption(f"Clean run: {result.clean:.3f} (1 on the scale); corrupted run: "
+               f"{result.corrupted:.3f} (0). Each cell: the metric with one head's output (its "
+               f"z, before W_O) taken from the other run, and how far that moved it: "
+               f"**red** toward the clean run (+1 the whole way), **blue** toward the corrupted "
+               f"one (−1). The three maps share one colour scale, −1 to 1.")
     for note in result.notes:
         st.caption(note)
-    for column, (kind, values) in zip(figure_columns(3), result.normalized.items()):
+    for column, (kind, values) in zip(figure_columns(3), result.effect.items()):
         with column:
-            fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], "patched (0 → 1)",
-                                           fmt=".2f", diverging=True, zmax=1.0)
+            fig = plots.layer_head_heatmap(values, KIND_TITLES[kind], words.SCALE_TITLE,
+                                           fmt=".2f", diverging=True, zmax=FIXED_SPAN)
             show_figure(fig, key=f"patch_{kind}", share=column_share(1 / 3),
                         alt=f"Patching effect of every {kind} head")
     st.markdown("**The heads that carry the difference**, of every kind")
@@ -393,13 +480,11 @@ def circuit_test_view(model, pairs, kind: str, found) -> None:
         return
     faithful, needed = tested.spread("faithfulness"), tested.spread("necessity")
     c1, c2 = st.columns(2)
-    c1.metric("Heads' faithfulness", f"{tested.faithfulness:.0%}",
-              help="F(C) / F(M): the metric with every head outside the circuit ablated, over "
-                   "the model's own (means over pairs). 100% when the circuit alone does the "
-                   "task; Wang et al. report 87% for GPT-2 small's indirect-object circuit.")
-    c2.metric("Heads' necessity", f"{tested.necessity:.0%}",
-              help="1 − F(M \\ C) / F(M): the share of the metric lost when the circuit's "
-                   "heads alone are ablated.")
+    c1.metric(words.FAITHFULNESS, f"{tested.faithfulness:.0%}", help="F(C) / F(M)")
+    c2.metric(words.NECESSITY, f"{tested.necessity:.0%}", help="1 − F(M \\ C) / F(M)")
+    st.caption(words.heads_test_caption(tested.faithfulness, tested.necessity,
+                                        float(tested.without_circuit.mean()),
+                                        float(tested.model_metric.mean())))
     st.caption(circuit_test_caption(tested, faithful, needed))
     for note in tested.notes:
         st.caption(md_escape(note))

@@ -127,38 +127,40 @@ def ablation_section(m: Measured):
                 f"head, so it waits for the button above.")
     else:
         signed = pruning.effects_both_ways(effects, metric)
+        st.caption(words.colours(metric is not None))
+        lost = words.lost_label(metric is not None, score_unit)
         if metric is None:
             st.caption(f"Each cell: score with that head switched off − score with every head "
-                       f"on ({shown_baseline}). Red = the score got worse without the head (it "
-                       f"mattered)" + (", blue = it got better" if signed else "") + ". Exact: "
-                       "one forward pass per head, reusing the layers below each head.")
+                       f"on ({shown_baseline}). Exact: one forward pass per head, reusing the "
+                       f"layers below each head.")
+            title = f"Δ {score_unit} when a head is switched off ({mode} ablation)"
         else:
-            st.caption(f"Each cell: the metric with that head switched off − the metric with "
-                       f"every head on ({shown_baseline}). Blue = the metric fell without the "
-                       f"head (it was helping the target), red = it rose (the head was "
-                       f"working against it). Exact: one forward pass per head.")
+            st.caption(f"Each cell: the metric with every head on ({shown_baseline}) − the "
+                       f"metric with that head switched off: what the head adds to the "
+                       f"target. Exact: one forward pass per head.")
+            title = f"Metric lost when a head is switched off ({mode} ablation)"
+        # shown so that red is a head that helps: a loss rises, a metric falls without it
+        shown = pruning.harm_sign(metric) * effects
         fig = plots.layer_head_heatmap(
-            effects, f"Δ {score_unit} when a head is switched off ({mode} ablation)",
-            "Δ metric" if metric is not None else f"Δ {score_unit}",
-            fmt=".2g" if second_order else ".3f",
+            shown, title, lost, fmt=".2g" if second_order else ".3f",
             diverging=signed, colorscale=None if signed else "Reds", zmin=0.0,
             log_scale=log_colours)
         plots.columns_at_bottom(fig)
         ui.show_figure(fig, key="ablation", alt="Ablation effect of each head")
         ranked = pruning.heads_that_matter(effects, metric)
         top_col, help_col = st.columns(2)
-        column = f"Δ {score_unit}"
+        column = lost
         with top_col:
             st.markdown("**Heads that matter most** (largest "
                         f"{'increase' if metric is None else 'drop'})")
-            st.dataframe(words.effect_table(effects, ranked[:parts.TOP], column),
+            st.dataframe(words.effect_table(shown, ranked[:parts.TOP], column),
                          hide_index=True, width="stretch")
         with help_col:
             helps = pruning.heads_whose_removal_helps(effects, metric, parts.TOP)
             st.markdown("**Heads whose removal lowers the score**" if metric is None else
                         "**Heads whose removal raises the metric**")
             if helps:
-                st.dataframe(words.effect_table(effects, helps, column), hide_index=True,
+                st.dataframe(words.effect_table(shown, helps, column), hide_index=True,
                              width="stretch")
             else:
                 st.caption("None: switching off any single head makes the "
@@ -255,10 +257,11 @@ def switch_off_section(m: Measured, effects) -> None:
         diff_labels = downsampled_labels(trace.display_tokens,
                                          block_factor(trace.n_tokens, MAP_MAX))
         small = trace.n_tokens <= 24
+        # orange and purple: red and blue say whether a head helps, on this page
         fig = plots.tensor_figure(difference, diff_labels, diff_labels,
-                                  f"{name}: after − before (red = more attention with the "
-                                  f"heads off)", show_values=small, fmt=".2f",
-                                  row_title="query", col_title="key")
+                                  f"{name}: after − before (orange = more attention with the "
+                                  f"heads off, purple = less)", show_values=small, fmt=".2f",
+                                  colorscale="PuOr_r", row_title="query", col_title="key")
         ui.show_figure(fig, key="difference", alt=f"{name}: change of each weight")
         if name in off:
             note += ("This head is switched off itself: its map is what its softmax computed, "

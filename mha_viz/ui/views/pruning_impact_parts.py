@@ -150,7 +150,6 @@ def encoder_decoder_pruning(selection, seq) -> None:
                    target=target, metric=metric)
     scored = "the model's own output" if seq.generated else "the target"
     base = float(effects["base"])
-    delta = "Δ loss (nats/token)" if metric is None else "Δ metric"
     if metric is None:
         score_unit = "loss (nats/token)"
         st.caption(f"The score is the cross-entropy of {scored}, teacher-forced: {base:.3f} "
@@ -162,20 +161,21 @@ def encoder_decoder_pruning(selection, seq) -> None:
     else:
         score_unit = seq2seq_ablation.pair_score(model, source, target, metric).description
         st.caption(f"**Measured:** {md_escape(score_unit)}, teacher-forced on {scored}: "
-                   f"{base:.3f} with every head. Each cell is the metric with one head switched "
-                   f"off minus that: blue = the head was helping this token, red = working "
-                   f"against it.")
+                   f"{base:.3f} with every head. Each cell is that minus the metric with one "
+                   f"head switched off: what the head adds to this token.")
+    st.caption(words.colours(metric is not None))
     st.markdown(f"**Ablation: each {KIND_NAMES[kind]} head switched off alone**")
+    lost = words.lost_label(metric is not None, "loss (nats/token)")
+    harm = pruning.harm_sign(metric)  # red: a head that helps (a loss rises without it)
     fig = plots.layer_head_heatmap(
-        effects[kind], f"Δ {'loss' if metric is None else 'metric'}, head off", delta,
-        fmt=".3f", diverging=True)
+        harm * effects[kind], "Δ loss, head off" if metric is None else
+        "Metric lost, head off", lost, fmt=".3f", diverging=True)
     show_figure(fig, key="ablation", alt=f"Ablation effect of every {kind} head")
-    harm = pruning.harm_sign(metric)
     ranked = heads.rank_heads_of_kinds({k: harm * effects[k] for k in KINDS}, KINDS)[:TOP * 2]
     st.markdown("**The heads the model needs most**, of every kind")
     st.dataframe({"head": [heads.head_name(l, h) for _, l, h in ranked],
                   "kind": [KIND_NAMES[k] for k, _, _ in ranked],
-                  delta: [round(float(effects[k][l, h]), 4) for k, l, h in ranked]},
+                  lost: [round(float(harm * effects[k][l, h]), 4) for k, l, h in ranked]},
                  hide_index=True, width="stretch")
     download_csv(partial(export.layer_head_csv, effects[kind],
                          "loss_increase" if metric is None else "delta_target_metric"),

@@ -4,18 +4,18 @@ the maps at the step under a slider, which a play button walks."""
 
 from __future__ import annotations
 
-import time
-from typing import Callable
-
 import numpy as np
 import streamlit as st
 
 from ... import analysis as A
 from ... import checkpoints, corpus, plots, ui
 from ...core.errors import CheckpointNotFoundError
+from ...analysis.heads import head_name
 from ...models.series import BUNDLED_SERIES, checkpoint_series, load_checkpoint
 from ..compute import computed, memo
+from ..messages import callback
 from ..state import set_value, synced
+from ..words import training as words
 
 INTRO = ("Every other page shows one frozen model. Here a model is shown **as it trained**: one "
          "checkpoint per step, each measured on the same inputs. In a two-layer model, "
@@ -30,12 +30,16 @@ SERIES_LABELS = {"induction-toy": "Bundled: 2-layer attention-only (induction-to
 N_TEXTS = 8  # paragraphs of the demo corpus, for a run that keeps no held-out texts
 DEMO_ABOUT = (f"the first {N_TEXTS} paragraphs of the demo corpus (Python's documentation), "
               f"not known to be like this run's training text")
-PLAY_SECONDS = 0.5  # each step's frame while playing
+PLAY_SECONDS = 0.7  # each step's frame while playing (six charts drawn again)
 SCORES = {"induction": "Induction score", "previous_token": "Previous-token score",
           "duplicate_token": "Duplicate-token score", "entropy": "Entropy (nats)",
           "sink_mass": "Mass on the first token"}
 STEP = "tstep"
 PREPARED = "dynamics.npz"  # a bundled run's dynamics on default_texts(), the default probe
+# beside a bundled run: its induction head's composition at every checkpoint, on the probe's
+# first sequence (python -m mha_viz dynamics SERIES --out ... --composition ...)
+COMPOSITION = "composition.npz"
+_PLAYING = "_mv_train_playing"  # while ▶ Play runs: the index of the step it shows next
 
 
 def pick_series():
@@ -84,6 +88,54 @@ def dynamics_of(series):
         return computed(A.training_dynamics, series, label=label)
     return computed(A.training_dynamics, series, memo(default_texts), texts_about=DEMO_ABOUT,
                     label=label)
+
+
+def composition_of(series, dynamics, reader: tuple[int, int]):
+    """Head `reader`'s composition at every checkpoint on the probe's first sequence: a
+    bundled run's is shipped beside it (COMPOSITION: a slow test checks it against the
+    function), any other run's is measured once, a checkpoint at a time (a job: progress,
+    Cancel; None when cancelled)."""
+    shipped = None if series.root is None else series.root / COMPOSITION
+    if series.name in BUNDLED_SERIES and shipped is not None and shipped.is_file():
+        found = memo(A.CompositionOverTraining.load, shipped)
+        if (found.layer, found.head) == tuple(reader):
+            return found
+    info = dynamics.info
+    return computed(A.composition_over_training, series, *reader, seq_len=info["seq_len"],
+                    seed=info["seed"],
+                    label=f"Measuring {head_name(*reader)}'s composition at {len(series)} "
+                          f"checkpoints, one at a time")
+
+
+def composition_section(series, dynamics, steps: list[int], phase: int | None,
+                        step: int) -> None:
+    """The induction head's K-composition over the steps beside its induction score, the
+    phase change and the step under the slider marked, and what it shows in words."""
+    reader = dynamics.induction_head()
+    if reader is None:
+        st.caption("This model has one layer: no head reads another's output, so there is "
+                   "no composition between heads to show.")
+        return
+    found = composition_of(series, dynamics, reader)
+    if found is None:
+        st.info("Cancelled: change the run or reload the page to measure the composition.")
+        return
+    previous = dynamics.previous_token_head(reader[0])
+    name = head_name(*reader)
+    shares = found.sources("k", words.SHOWN_SOURCE)
+    labels, named = words.share_labels(list(shares), found.other.get("k", {}), reader,
+                                       previous, dynamics.n_layer)
+    largest, share = found.largest("k")
+    ui.show_figure(plots.composition_over_steps(
+        steps, dynamics.heads["induction"][:, reader[0], reader[1]],
+        words.score_label(*reader), {labels[s]: v for s, v in shares.items()}, named, phase,
+        step,
+        title=f"How {name} became an induction head: where its keys come from",
+        y_title="score or share"), key="train_composition",
+        alt=f"{name}'s K-composition over training")
+    st.caption(words.composition_caption(
+        found, reader, previous, (words.source_words(dynamics.n_layer).get(largest, largest),
+                                  share), phase))
 
 
 def probe_map(series, index: int, layer: int, head: int, seq_len: int, n_seqs: int,
@@ -143,24 +195,60 @@ def phase_step(dynamics) -> int | None:
     return None if index is None else int(dynamics.steps[index])
 
 
-def step_slider(steps: list[int]) -> int:
-    """The step under the slider (synced: in the URL, kept across pages)."""
+def step_slider(steps: list[int], frame: int | None) -> int:
+    """The step under the slider (synced: in the URL, kept across pages). While ▶ Play runs
+    (frame: the index of the step drawn) a slider that cannot be moved stands in for it,
+    at the frame's step: the synced one comes back, at the step Play stopped on, after."""
+    if frame is not None:
+        return int(st.select_slider("Training step", options=steps, value=steps[frame],
+                                    format_func=lambda s: f"{s:,}", disabled=True,
+                                    help="▶ Play is walking the steps: ■ Stop holds one."))
     return int(synced(st.select_slider, STEP, "Training step", steps[-1], options=steps,
                       valid=lambda v: v in steps, parse=int,
                       format_func=lambda s: f"{s:,}",
-                      help="The maps below show the checkpoint of this step; ▶ Play walks "
-                           "every step from the first."))
+                      help="Every chart marks this step and the maps below show its "
+                           "checkpoint; ▶ Play walks every step from the first."))
 
 
-def play(steps: list[int], draw: Callable[[int], None], where) -> None:
-    """Walk every step, drawing each frame in `where` (placeholders the page made), then
-    leave the slider at the last step."""
-    for step in steps:
-        with where.container():
-            draw(step)
-        time.sleep(PLAY_SECONDS)
-    set_value(STEP, steps[-1])
-    st.rerun()
+@callback
+def start_playing(first: int) -> None:
+    st.session_state[_PLAYING] = 0
+    set_value(STEP, first)
+
+
+@callback
+def stop_playing() -> None:
+    st.session_state.pop(_PLAYING, None)
+
+
+def playing_frame(steps: list[int]) -> int | None:
+    """While ▶ Play runs: the index of the step this run draws, the next run's already
+    counted (a frame cut short by the next one is skipped, never repeated); the slider is
+    set to it before it is drawn, so the slider and every chart's marker move with the maps.
+    None when not playing."""
+    index = st.session_state.get(_PLAYING)
+    if index is None or not 0 <= index < len(steps):
+        st.session_state.pop(_PLAYING, None)
+        return None
+    if index + 1 < len(steps):
+        st.session_state[_PLAYING] = index + 1
+    else:  # the last frame ends the walk, leaving the slider on the last step
+        st.session_state.pop(_PLAYING, None)
+    set_value(STEP, steps[index])
+    return int(index)
+
+
+def play_control(where, steps: list[int], index: int | None) -> None:
+    """▶ Play, or while playing ■ Stop with the step being drawn beside it."""
+    if index is None:
+        where.button("▶ Play", key="train_play", width="stretch", on_click=start_playing,
+                     args=(steps[0],), help="Walk every checkpoint from the first, "
+                                            f"{PLAY_SECONDS:g} s each: the slider, every "
+                                            f"chart's step marker and the maps move together.")
+        return
+    where.button("■ Stop", key="train_stop", width="stretch", on_click=stop_playing,
+                 help="Stop on the step shown.")
+    where.markdown(f"**Playing: step {steps[index]:,}** ({index + 1} of {len(steps)})")
 
 
 def named_heads(dynamics, score: str, k: int = 3) -> list[tuple[int, int]]:
@@ -180,16 +268,30 @@ def show() -> None:
         if dynamics is None:
             st.info("Cancelled: change the run or reload the page to measure it again.")
             st.stop()
+        # ▶ Play: the part of the page under the slider runs again every PLAY_SECONDS, each
+        # run one frame (a fragment; reruns of the whole script would stack the old charts
+        # under the new until the last one ends)
+        timed = _PLAYING in st.session_state
+        st.fragment(steps_view, run_every=PLAY_SECONDS if timed else None)(series, dynamics,
+                                                                            timed)
+
+
+def steps_view(series, dynamics, timed: bool) -> None:
+    """Everything under the slider: the step, ▶ Play, the curves with the step marked and
+    the maps at the step. timed: whether it runs again by itself (▶ Play); when that no
+    longer matches whether Play runs, the whole page runs again to start or stop it."""
+    with ui.guard():
+        if timed != (_PLAYING in st.session_state):
+            st.rerun(scope="app")
         info, steps = dynamics.info, [int(s) for s in dynamics.steps]
         phase = phase_step(dynamics)
+        frame_index = playing_frame(steps)
 
         # ----------------------------------------------------------- the step under the slider
         step_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
         with step_col:
-            step = step_slider(steps)
-        playing = play_col.button("▶ Play", key="train_play", width="stretch",
-                                  help="Walk every checkpoint from the first, "
-                                       f"{PLAY_SECONDS:g} s each.")
+            step = step_slider(steps, frame_index)
+        play_control(play_col, steps, frame_index)
 
         # ----------------------------------------------------------- the loss and the ICL score
         ui.show_figure(plots.training_curves(steps, loss_curves(dynamics), phase, step,
@@ -206,6 +308,7 @@ def show() -> None:
             title="In-context learning score", y_title="nats (lower: later tokens gain more)"),
             key="train_icl")
         st.caption(ui.md_escape(icl_caption(dynamics)))
+        composition_section(series, dynamics, steps, phase, step)
 
         # ----------------------------------------------------------- each head's score over steps
         score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(SCORES),
@@ -224,28 +327,22 @@ def show() -> None:
         chosen = ui.synced(st.selectbox, "thead", "Head shown on the probe",
                            plots.head_name(*best), options=head_choices)
         layer, head = A.parse_head_name(chosen)
-        frame = st.empty()
-
-        def draw(at: int) -> None:
-            k = steps.index(at)
-            left, right = st.columns(2)
-            with left:
-                ui.show_figure(plots.layer_head_heatmap(
-                    dynamics.heads[score][k], f"{SCORES[score]} at step {at:,}",
-                    SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
-                    if score != "entropy" else None), key=f"train_grid_{at}", share=0.5)
-            with right:
-                weights, tokens = probe_map(series, k, layer, head, info["seq_len"],
-                                               info["n_seqs"], info["seed"])
-                ui.show_figure(plots.head_heatmap(
-                    weights, tokens, f"{chosen} on the probe at step {at:,}", causal=True),
-                    key=f"train_probe_{at}", share=0.5)
-
-        if playing:
-            play(steps, draw, frame)
-        with frame.container():
-            draw(step)
+        k = steps.index(step)
+        left, right = st.columns(2)
+        with left:
+            ui.show_figure(plots.layer_head_heatmap(
+                dynamics.heads[score][k], f"{SCORES[score]} at step {step:,}",
+                SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
+                if score != "entropy" else None), key="train_grid", share=0.5)
+        with right:
+            weights, tokens = probe_map(series, k, layer, head, info["seq_len"],
+                                        info["n_seqs"], info["seed"])
+            ui.show_figure(plots.head_heatmap(
+                weights, tokens, f"{chosen} on the probe at step {step:,}", causal=True),
+                key="train_probe", share=0.5)
         st.caption("Right: the chosen head on the probe's first sequence (BOS, then R, then R "
                    "again). An induction head lights the stripe one above the diagonal of the "
                    "second copy's block: from each token to the token after its first occurrence.")
         ui.caveat()
+        if frame_index is not None and _PLAYING not in st.session_state:
+            st.rerun(scope="app")  # the last frame: stop running again by itself

@@ -46,3 +46,20 @@ def curve_button(per_step: int, steps: int, cost: str | None = None) -> str:
         return f"Run the pruning curve ({steps} steps of {per_step} heads)"
     return (f"Run the pruning curve ({steps} steps of {per_step} "
             f"head{'s' if per_step > 1 else ''}, one {cost} each)")
+
+
+def colours(target_metric: bool) -> str:
+    """The one meaning of red and blue on the page (issue 51: red = helps the target /
+    raises the metric), stated once above the first map."""
+    if target_metric:
+        return ("**Colours on this page:** **red** = the head helps the target (switching it "
+                "off lowers the metric), **blue** = it works against the target (switching "
+                "it off raises the metric).")
+    return ("**Colours on this page:** **red** = the head helps the model (switching it off "
+            "makes the score worse), **blue** = the model does better without it.")
+
+
+def lost_label(target_metric: bool, score_unit: str) -> str:
+    """What the ablation map's cells are: for a target metric, the metric lost when a head
+    is switched off (red when the head helps); for a score, its change (red when worse)."""
+    return "metric lost" if target_metric else f"Δ {score_unit}"
