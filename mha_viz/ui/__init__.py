@@ -92,10 +92,11 @@ from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_spe
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .gestures import ask_scroll, scroll_anchor
-from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, attention_cost, caveat,
-                     column_share, download_bytes, download_csv, download_trace, drawn_when_opened,
+from .model_card import attention_cost, model_card
+from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_share,
+                     download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
-                     long_input_note, model_card, one_pass_is_quick, page_setup, section_open_key,
+                     long_input_note, one_pass_is_quick, page_setup, section_open_key,
                      show_figure, too_long_for, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
                        EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_DEFAULTS,

@@ -17,6 +17,7 @@ from ...core.errors import MhaVizError
 from ...server import export
 from ..words import circuits as words
 from . import circuits_parts as parts
+from . import circuits_prompts as pair
 from .circuits_parts import DIRECTION_HELP, METRIC_HELP, SOURCES, STREAMS, VIEWS
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
@@ -47,7 +48,7 @@ def pair_inputs(selection, model):
     except MhaVizError as error:
         ui.show_error(error)
     if comparison is not None:
-        parts.show_tokens(comparison)
+        pair.show_tokens(comparison)
     target_col, contrast_col = st.columns(2)
     target = ui.synced(target_col.text_input, "c_target", "Target token", TARGET,
                        help="The answer on the clean prompt, one token. A word after a space "
@@ -59,16 +60,16 @@ def pair_inputs(selection, model):
                "follows a space as one token that starts with the space (shown ␣Mary), so "
                "type the target as ' Mary'. A target the model would write differently is "
                "refused with the spelling to use.")
-    stale, made_for = parts.stale_fields(clean, {"corrupted": corrupted, "c_target": target,
+    stale, made_for = pair.stale_fields(clean, {"corrupted": corrupted, "c_target": target,
                                                  "c_contrast": contrast})
     if source == "one" and stale:
-        parts.stale_warning(stale_place, stale, made_for, clean)
+        pair.stale_warning(stale_place, stale, made_for, clean)
     fresh = comparison is not None and "corrupted" not in stale
     if clean.strip():
-        parts.swap_helper(model, clean, memo_tokens(model, clean),
+        pair.swap_helper(model, clean, memo_tokens(model, clean),
                           comparison.differing[0] if fresh and comparison.differing else None,
                           expanded="corrupted" in stale)
-        parts.prediction_pills(model, clean, corrupted if fresh else None)
+        pair.prediction_pills(model, clean, corrupted if fresh else None)
     metric_col, direction_col = st.columns(2)
     kind = ui.synced(metric_col.radio, "c_metric", "Metric", "logit_diff",
                      options=list(ui.METRIC_LABELS), format_func=ui.METRIC_LABELS.get,
