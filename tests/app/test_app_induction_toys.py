@@ -1,7 +1,8 @@
 """The bundled training runs' last checkpoints in the model picker (issue 51, item 14 and its
 rule "every bundled model in the model picker"): the picker lists both induction toys under
 names a person understands, the name loads the run's last step, and every page opens on each
-with no exception and no error."""
+with no exception and no error, and none tells a touch screen to hover (issue 51's rule: no
+"hover" instructions)."""
 
 from pathlib import Path
 
@@ -41,6 +42,25 @@ def test_the_picker_lists_every_bundled_run_at_its_last_step():
                 == embedding.astype("float32")).all()
 
 
+def shown_words(at) -> str:
+    """Every word a page writes or puts in a tooltip (figures' specs aside: their hover
+    templates are Plotly's, and the browser tests read their titles)."""
+    words = []
+
+    def walk(node) -> None:
+        if getattr(node, "type", None) == "plotly_chart":
+            return
+        children = getattr(node, "children", None)
+        if children:
+            for child in children.values():
+                walk(child)
+        elif getattr(node, "proto", None) is not None:
+            words.append(str(node.proto))
+
+    walk(at._tree)
+    return " ".join(words)
+
+
 @pytest.mark.parametrize("name", list(BUNDLED_SERIES))
 def test_every_page_opens_on_the_induction_toys(name, monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")  # a bug raises instead of a generic message
@@ -51,5 +71,7 @@ def test_every_page_opens_on_the_induction_toys(name, monkeypatch):
                   if not (page == CIRCUITS and "a target must be a single token" in e)]
         assert not errors, (page, errors)
         assert at.get("plotly_chart") or page in NO_CHART + (CIRCUITS,), page
+        told = shown_words(at)
+        assert "hover" not in told.lower(), (page, told[told.lower().find("hover") - 80:][:200])
         pickers = [box.value for box in at.selectbox if box.key == "_mv_w_model"]
         assert pickers == [name] or page == "pages/10_Training.py", (page, pickers)

@@ -218,7 +218,7 @@ def _add_layer(block, got: dict, m: int, rows, bias, names: list[str]) -> None:
     head_bias = torch.zeros_like(bias)
     if attn.out.bias is not None:
         head_bias += attn.out.bias.to(WORK)
-    if block.post_norms:  # Gemma 2: the heads' sum normalised before it joins the stream
+    if block.post_norms:  # Gemma 2: the heads' sum normalized before it joins the stream
         frozen_norm(block.ln_attn_out, heads, head_bias, heads.sum(0) + head_bias)
     start = len(names)
     rows[start:start + attn.n_head] = heads

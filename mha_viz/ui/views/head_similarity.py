@@ -59,8 +59,8 @@ def distance_views(selection, dist, n_layer: int, n_head: int, layer: int, head:
                         help="Heads in layer order; the clustering order is in the map's CSV.")
     with map_col:
         st.caption("Metric MDS places the heads in 2-D so that distances on the map match the "
-                   "matrix as well as possible. Colour = layer; hover names the head; click a "
-                   "head to choose it below. The chosen head and its nearest heads are ringed.",
+                   "matrix as well as possible. Colour = layer; a point's label names "
+                   "its head; click or tap a head to choose it below. The chosen head and its nearest heads are ringed.",
                    help=ui.TERMS["MDS"])
         fig = plots.head_scatter(coords, n_head, highlight=[chosen, *nearest])
         ui.show_figure(fig, key="mds",

@@ -76,8 +76,8 @@ def show() -> None:
         log_colours = ui.synced(st.toggle, "logc", "Log colour scale for the head maps", False,
                                 help="Colour the ablation and gradient maps by the size of each "
                                      "value on a log scale (three decades), so one or two "
-                                     "large heads do not wash out the rest. Hover shows the "
-                                     "plain values.")
+                                     "large heads do not wash out the rest. A cell's label "
+                                     "(point at it, or tap it) gives the plain value.")
         baseline = ui.computed(model.score, selection.text, metric=metric,
                                label="Scoring the text…")
         m = Measured(selection, trace, metric, score_unit, score_tokens, mode, log_colours,
