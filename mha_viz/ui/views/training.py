@@ -305,7 +305,8 @@ def steps_view(series, dynamics, timed: bool) -> None:
                      f"{ui.md_escape(info.get('texts', ''))}.")
         ui.show_figure(plots.training_curves(
             steps, {icl_label(dynamics): dynamics.curves["icl_score"]}, phase, step,
-            title="In-context learning score", y_title="nats (lower: later tokens gain more)"),
+            # the reading in the title: an axis title this long was cut at 1280x720
+            title="In-context learning score (lower: later tokens gain more)", y_title="nats"),
             key="train_icl")
         st.caption(ui.md_escape(icl_caption(dynamics)))
         composition_section(series, dynamics, steps, phase, step)
