@@ -13,12 +13,12 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from tests.support.browser import HOME_TOKENS, assert_no_exception, settle, shoot, wait_fitted
+from tests.support.browser import (DEVICES, HOME_TOKENS, assert_no_exception, settle, shoot,
+                                   wait_fitted)
 
 pytestmark = pytest.mark.browser
 
-PHONE = {"viewport": {"width": 400, "height": 860}, "has_touch": True, "is_mobile": True}
-DESK = {"viewport": {"width": 1400, "height": 1000}}
+PHONE, DESK = DEVICES["phone"], DEVICES["desk"]
 TEXT = "the cat sat on the mat and the dog ran to the"
 MARK = "✎"
 IN_VIEW = """(selector) => {
@@ -32,22 +32,6 @@ HEATMAPS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map
     title: (g.layout.title && g.layout.title.text) || '',
     z: Array.from(g._fullData[0].z || [], row => Array.from(row)),
     scale: JSON.stringify(g._fullData[0].colorscale), zmid: g.data[0].zmid}))"""
-
-
-@pytest.fixture
-def tab_of(browser, app_server):
-    """tab(device): a fresh session in a browser context of that device."""
-    contexts = []
-
-    def make(device: dict):
-        contexts.append(browser.new_context(**device))
-        tab = contexts[-1].new_page()
-        tab.set_default_timeout(180_000)
-        return tab
-
-    yield make
-    for context in contexts:
-        context.close()
 
 
 def folder_query(folder, text: str = TEXT, **extra) -> str:
@@ -72,10 +56,10 @@ def tops(tab, *texts: str) -> list[float]:
 
 
 def test_the_sidebar_says_what_it_holds_and_folds_after_a_page_is_chosen(
-        tab_of, app_server, screenshots):
+        device_tab, app_server, screenshots):
     """51.4 on a 400 px touch screen: the folded sidebar was an unlabelled » that Home asked
     a newcomer to "pick in"; after choosing a page it stayed open over the page."""
-    tab = tab_of(PHONE)
+    tab = device_tab(PHONE)
     tab.goto(f"{app_server.url}/?model=minilm")
     settle(tab, 0)
     expand = tab.locator('[data-testid="stExpandSidebarButton"]')
@@ -98,11 +82,11 @@ def test_the_sidebar_says_what_it_holds_and_folds_after_a_page_is_chosen(
 
 
 def test_a_newcomer_meets_words_before_jargon_and_no_hover_on_a_phone(
-        tab_of, app_server, screenshots, gpt2_folder):
+        device_tab, app_server, screenshots, gpt2_folder):
     """51.5 at 400 px, touch: Home showed the architecture and the KV cache before "How to
     read the maps", and "Each box is one token" with no boxes drawn; Entropy opened on a
     formula and "Hover a cell"; no page may tell a touch screen to hover."""
-    tab = tab_of(PHONE)
+    tab = device_tab(PHONE)
     tab.goto(f"{app_server.url}/?model=minilm")
     tab.locator('[data-testid="stMetricLabel"]').first.wait_for()  # the model's card
     settle(tab, 0)
@@ -224,11 +208,11 @@ def test_continue_writes_tokens_marked_on_every_page(page, app_server, screensho
         shoot(page, screenshots, f"continue_marked_{link.replace(' ', '_')}")
 
 
-def test_cancel_stops_the_writing(tab_of, app_server, checkpoint_factory):
+def test_cancel_stops_the_writing(device_tab, app_server, checkpoint_factory):
     """A model with a long context asked for 3,000 tokens: Cancel, while its progress shows,
     stops it; nothing is written, and asking again starts over."""
     folder = checkpoint_factory("gpt2", n_layer=4, n_head=4, d_model=128, n_positions=4096)
-    tab = tab_of(DESK)
+    tab = device_tab(DESK)
     tab.goto(f"{app_server.url}/{folder_query(folder, max_tokens=4096)}")
     settle(tab, 0)
     box = tab.get_by_role("spinbutton", name="Tokens to write")
