@@ -15,6 +15,10 @@ dtype, each in a process of its own (so each peak is its own):
 Also SmolLM2 (the bundled GGUF) loaded in float32 and in bfloat16: the peak of each.
 
     python benchmarks/billion.py [--folder /tmp/llama-1b] [--threads 2] [--skip-smollm2]
+                                 [--device cuda]
+
+With --device cuda both sides run on the GPU (the timings wait for it: torch.cuda.synchronize)
+and the GPU's own peak (torch.cuda.max_memory_allocated) is printed beside the process's.
 """
 
 from __future__ import annotations
@@ -110,12 +114,22 @@ def prompt_pairs(tokenizer) -> dict[str, tuple[str, str]]:
     return pairs
 
 
-def run_side(side: str, folder: Path, threads: int) -> dict:
+def run_side(side: str, folder: Path, threads: int, device: str = "cpu") -> dict:
     """One side, in this process: what the parent prints."""
     import numpy as np
     import torch
 
     torch.set_num_threads(threads)
+    on_gpu = device.startswith("cuda")
+
+    def now() -> float:  # a GPU's work is queued: wait for it before reading the clock
+        if on_gpu:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def tensor(ids):
+        return torch.tensor([ids], device=device)
+
     sys.path.insert(0, str(ROOT))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -123,33 +137,34 @@ def run_side(side: str, folder: Path, threads: int) -> dict:
         from mha_viz import TargetMetric, load_model
         from mha_viz.analysis import activation_patching
     base = resident_mb()
-    start = time.perf_counter()
+    start = now()
     if side == "ours":
-        model = load_model(folder, dtype="bfloat16")
+        model = load_model(folder, dtype="bfloat16", device=device)
         tokenizer = model.tokenizer
     else:
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16,
                                                      attn_implementation="eager").eval()
+        model = model.to(device)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    load_s = time.perf_counter() - start
+    load_s = now() - start
     load_peak = peak_mb()
     ids = texts(tokenizer, 512)
     with torch.no_grad():  # first calls set up their kernels: not what is measured
         if side == "ours":
             model.trace_ids(ids[:16], maps="full")
         else:
-            model(torch.tensor([ids[:16]]), output_attentions=True)
+            model(tensor(ids[:16]), output_attentions=True)
     times = []
     for _ in range(TRACE_REPEATS):  # the median: a first run also pays for fresh memory
-        start = time.perf_counter()
+        start = now()
         if side == "ours":
             maps = model.trace_ids(ids, maps="full").attentions
         else:
             with torch.no_grad():
-                out = model(torch.tensor([ids]), output_attentions=True)
-            maps = torch.stack(out.attentions)[:, 0].float().numpy()
+                out = model(tensor(ids), output_attentions=True)
+            maps = torch.stack(out.attentions)[:, 0].float().cpu().numpy()
             del out
-        times.append(time.perf_counter() - start)
+        times.append(now() - start)
         if len(times) < TRACE_REPEATS:
             del maps
     trace_s = sorted(times)[len(times) // 2]
@@ -161,18 +176,20 @@ def run_side(side: str, folder: Path, threads: int) -> dict:
     if side == "ours":
         metric = TargetMetric(len(pair) - 1, pair[-1], pair[2])
         for name, (clean_text, corrupted_text) in pairs.items():
-            start = time.perf_counter()
+            start = now()
             values = activation_patching(model, clean_text, corrupted_text, metric).values
-            found[f"patch_{name}_s"] = time.perf_counter() - start
+            found[f"patch_{name}_s"] = now() - start
             assert values.shape == (16, 32)
     else:
         with torch.no_grad():
-            model(torch.tensor([pair]))  # warm
-            start = time.perf_counter()
+            model(tensor(pair))  # warm
+            start = now()
             for _ in range(3):
-                model(torch.tensor([pair]))
-        found["forward20_s"] = (time.perf_counter() - start) / 3
+                model(tensor(pair))
+        found["forward20_s"] = (now() - start) / 3
     found["peak_mb"] = peak_mb()
+    if on_gpu:
+        found["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return found
 
 
@@ -202,12 +219,13 @@ def main() -> None:
     parser.add_argument("--folder", default="/tmp/mha-viz-llama-1b")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-smollm2", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--smollm2", help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = Path(args.folder)
     if args.side:
-        print(json.dumps(run_side(args.side, folder, args.threads)))
+        print(json.dumps(run_side(args.side, folder, args.threads, args.device)))
         return
     if args.smollm2:
         print(json.dumps(smollm2_peak(args.smollm2)))
@@ -217,14 +235,17 @@ def main() -> None:
         write_checkpoint(folder)
     weights_mb = (folder / "model.safetensors").stat().st_size / 2**20
     print(f"Llama-3.2-1B shape, bfloat16, {weights_mb:,.0f} MB of weights, "
-          f"{args.threads} threads")
-    ours = child("--side", "ours", "--folder", str(folder), "--threads", str(args.threads))
-    theirs = child("--side", "transformers", "--folder", str(folder), "--threads",
-                   str(args.threads))
+          f"{args.threads} threads, on {args.device}")
+    side_args = ("--folder", str(folder), "--threads", str(args.threads), "--device",
+                 args.device)
+    ours = child("--side", "ours", *side_args)
+    theirs = child("--side", "transformers", *side_args)
     print(f"{'':34}{'mha-viz':>12}{'transformers':>14}{'ratio':>8}")
-    for label, key in (("load (s)", "load_s"), ("peak after load (MB)", "load_peak_mb"),
-                       ("512-token trace, every map (s)", "trace_s"),
-                       ("peak of the run (MB)", "peak_mb")):
+    rows = [("load (s)", "load_s"), ("peak after load (MB)", "load_peak_mb"),
+            ("512-token trace, every map (s)", "trace_s"), ("peak of the run (MB)", "peak_mb")]
+    if "gpu_peak_mb" in ours:
+        rows.append(("GPU peak of the run (MB)", "gpu_peak_mb"))
+    for label, key in rows:
         print(f"{label:34}{ours[key]:>12,.1f}{theirs[key]:>14,.1f}"
               f"{ours[key] / theirs[key]:>8.2f}")
     for name, side in (("mha-viz", ours), ("transformers", theirs)):

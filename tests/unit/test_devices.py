@@ -14,8 +14,10 @@ import torch
 
 from mha_viz import TargetMetric, load_model
 from mha_viz.analysis import (ablation_effects, activation_patching, attribution_patching,
-                              circuit_test, direct_logit_attribution, gradient_importance,
-                              path_patching, pruning_curve, run_with_interventions)
+                              circuit_test, composition_scores, context_mixing,
+                              direct_logit_attribution, gradient_importance, path_patching,
+                              pruning_curve, run_with_interventions, score_attribution,
+                              value_weighted_maps)
 from mha_viz.analysis.patching import heads_replaced
 from mha_viz.analysis.one_head.steps import inside_one_head
 
@@ -71,6 +73,23 @@ def analyses(model) -> dict[str, np.ndarray]:
             reference=[CORRUPTED, TEXT]).values,
         "circuit_test": np.array([circuit_test(model, [(TEXT, CORRUPTED)], [(1, 1)], metric,
                                                ablation="resample").faithfulness]),
+    }
+    # what issues 48 and 49 added: the score split by source and composition (float64 sums,
+    # refused on MPS by name), what heads move, and the cached generation's greedy ids
+    if model.network.device.type != "mps":
+        on_text = composition_scores(model, TEXT, 1, 1)
+        in_weights = composition_scores(model, layer=1, head=1)
+        found |= {
+            "score_terms": score_attribution(model, TEXT, 1, 1, len(ids) - 1).terms,
+            "composition_text": np.stack([on_text.q, on_text.k, on_text.v]),
+            "composition_weights": np.stack([in_weights.q, in_weights.k, in_weights.v]),
+        }
+    mixing = context_mixing(model, TEXT)
+    found |= {
+        "value_weighted": value_weighted_maps(model, TEXT),
+        "value_trace": model.trace(TEXT, weights="value").attentions,
+        "context_mixing": np.stack([mixing.attention, mixing.residual]),
+        "generate": np.array(model.generate(TEXT, max_new_tokens=6, trace=False).new_ids),
     }
     return {name: np.asarray(value, dtype=np.float64) for name, value in found.items()}
 

@@ -115,7 +115,7 @@ def text_composition(model, text, layer: int, head: int,
         by_query = scale * torch.einsum("sik,jk->sij", q, k.sum(0))
         by_key = scale * torch.einsum("ik,sjk->sij", q.sum(0), k)
         n = stream.n_tokens
-        seen = ~hidden_of(stream, torch.arange(n)).to(q.device)
+        seen = ~hidden_of(stream, torch.arange(n, device="cpu")).to(q.device)
         weights = stream.captured["pattern"][head].to(WORK) * seen
         names = list(stream.names)
         masses = {}
@@ -235,7 +235,7 @@ def random_baseline(d_model: int, d_head: int, samples: int = BASELINE_SAMPLES,
     generator = torch.Generator().manual_seed(seed)
 
     def draw(*shape):
-        return torch.randn(samples, *shape, generator=generator, dtype=WORK)
+        return torch.randn(samples, *shape, generator=generator, dtype=WORK, device="cpu")
 
     receiving = {"W_Q": draw(d_head, d_model), "W_K": draw(d_head, d_model),
                  "W_V": draw(d_head, d_model), "W_O": draw(d_model, d_head)}

@@ -109,7 +109,8 @@ def hidden_of(stream: StreamParts, rows: torch.Tensor) -> torch.Tensor:
     """[r, T] bool: the keys each query row may not see (causal mask, sliding window)."""
     n = stream.n_tokens
     hidden = hidden_keys(rows, n, stream.stack.config.causal, stream.block.attn.window)
-    return torch.zeros(len(rows), n, dtype=torch.bool) if hidden is None else hidden.cpu()
+    return (torch.zeros(len(rows), n, dtype=torch.bool, device="cpu") if hidden is None
+            else hidden.cpu())
 
 
 @dataclass
@@ -265,7 +266,7 @@ def score_attribution(model, text_or_ids, layer: int, head: int, query: int, key
         held = np.array([_position(k, n, "a key") for k in np.atleast_1d(keys)], dtype=np.int64)
     stream = stream_parts(model, ids, types, layer)
     attn = stream.block.attn
-    rows = torch.tensor([query])
+    rows = torch.tensor([query], device="cpu")
     with torch.inference_mode():
         q = projected(stream, head, "q", rows)[0][:, 0]  # [n, d_k]
         k = projected(stream, head, "k")[0]  # [n, T, d_k]
