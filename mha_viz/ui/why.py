@@ -109,7 +109,9 @@ def _refused(selection: Selection, trace, query: int, key: int) -> str | None:
 
 
 def _message(error: MhaVizError) -> str:
-    return md_escape(as_sentence(without_server_paths(str(error))))
+    """The library's message as a sentence of its own: capitalized, ending with a stop."""
+    said = as_sentence(without_server_paths(str(error)))
+    return md_escape(said if said.endswith((".", "!", "?", ")")) else said + ".")
 
 
 def why_panel(selection: Selection, trace, layer: int, head: int, query: int, key: int) -> None:
@@ -138,7 +140,7 @@ def why_panel(selection: Selection, trace, layer: int, head: int, query: int, ke
                      contrast=reference, text_pair=pair)
         column = found.column(key)
     except MhaVizError as error:
-        st.info(f"This score cannot be split by source: {_message(error)}")
+        st.info(f"This score cannot be split by source. {_message(error)}")
         return
     if found.masked[column]:
         st.info(f"Query {query} cannot see key {key} in this layer (its window or mask "
@@ -199,7 +201,7 @@ def composition(selection: Selection, text, layer: int, head: int) -> None:
                        text_pair=selection.text_pair)
         in_weights = memo(analysis.composition_scores, selection.model, layer=layer, head=head)
     except MhaVizError as error:
-        st.info(f"Composition cannot be measured here: {_message(error)}")
+        st.info(f"Composition cannot be measured here. {_message(error)}")
         return
     text_col, weights_col = figure_columns(2)
     with text_col:

@@ -108,7 +108,8 @@ def test_cells_that_cannot_be_explained_say_why(gpt2_folder, bert_folder):
     image = run_page(MAPS, {"model": "reader-toy", "kind": "encoder", "open": "why",
                             "wq": "2", "wk": "1"})
     assert not image.exception
-    assert "cannot be split by source: This encoder reads an image" in infos(image)
+    assert "cannot be split by source. This encoder reads an image" in infos(image)
+    assert any(i.rstrip().endswith("token inputs.") for i in texts(image.info)), infos(image)
 
 
 def test_a_saved_trace_has_no_model_to_split(gpt2_model):

@@ -134,3 +134,39 @@ def test_the_lessons_textbook_screen_runs_on_the_toy(device_tab, app_server, scr
     assert tab.locator(".js-plotly-plot").filter(has_text="its key side").count() == 1
     assert_no_exception(tab, app_server)
     shoot(tab, screenshots, "lesson_textbook_toy")
+
+
+# the plot area of a map and its number of rows (query positions), by title prefix
+AREA_AND_SIZE = """(prefix) => {
+    const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(
+        g => String((g.layout.title || {}).text || '').startsWith(prefix));
+    if (!gd) return null;
+    gd.scrollIntoView({block: 'center'});
+    const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+    return {x: r.left, y: r.top, width: r.width, height: r.height, n: gd._fullData[0].z.length};
+}"""
+
+
+def test_a_click_on_a_model_that_cannot_be_split_says_which_step_and_why(
+        device_tab, app_server, screenshots):
+    """The bundled image reader's encoder reads strips of pixels, not tokens: a click on its
+    map says why its score has no sources to split into, on the page, not a traceback."""
+    tab = device_tab(DEVICES["desk"])
+    tab.goto(f"{app_server.url}/Attention_Maps?model=reader-toy&kind=encoder&layer=0&head=0")
+    wait_fitted(tab)
+    tab.wait_for_function(f"() => ({AREA_AND_SIZE})('L0.H0: ') !== null")
+    tab.evaluate(AREA_AND_SIZE, "L0.H0: ")
+    tab.wait_for_timeout(400)
+    area = tab.evaluate(AREA_AND_SIZE, "L0.H0: ")
+    query, key = area["n"] - 1, 1
+    tab.mouse.click(area["x"] + area["width"] * (key + 0.5) / area["n"],
+                    area["y"] + area["height"] * (query + 0.5) / area["n"])
+    tab.wait_for_function("""() => Array.from(document.querySelectorAll(
+        '[data-testid="stAlertContainer"]')).some(a => a.innerText.includes(
+        'cannot be split by source'))""", timeout=120_000)
+    assert_no_exception(tab, app_server)
+    said = tab.locator('[data-testid="stAlertContainer"]').filter(
+        has_text="cannot be split by source").first.inner_text()
+    assert "reads an image" in said and "token" in said, said
+    assert not error_texts(tab)
+    shoot(tab, screenshots, "why_image_reader_refused")
