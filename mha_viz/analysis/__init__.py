@@ -66,7 +66,7 @@ from .value_weighted import (ContextMixing, SinkShares, context_mixing, sink_sha
 from .why import (CompositionOverTraining, CompositionScores, InductionExample,
                   ScoreAttribution, composition_over_training, composition_scores,
                   induction_example, score_attribution,
-                  text_composition, weight_composition)
+                  text_composition, weight_composition, why_no_split)
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
@@ -118,7 +118,7 @@ __all__ = [
     "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
     "score_attribution", "ScoreAttribution", "induction_example", "InductionExample", "composition_scores", "CompositionScores",
     "text_composition", "weight_composition", "composition_over_training",
-    "CompositionOverTraining",
+    "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares",
 ]

@@ -91,6 +91,9 @@ def _refused(selection: Selection, trace, query: int, key: int) -> str | None:
         return ("The decoder's self-attention reads the encoder's output through "
                 "cross-attention too: its scores' split by source is not built (the "
                 "encoder's is: pick encoder self-attention in the sidebar).")
+    cannot = None if selection.model is None else analysis.why_no_split(selection.model)
+    if cannot:
+        return f"This score cannot be split by source. {_message(cannot)}"
     if trace.truncated and trace.is_pair:
         return ("This sentence pair was cut to Max tokens: widen it in the sidebar to split "
                 "a score by source.")
@@ -108,7 +111,7 @@ def _refused(selection: Selection, trace, query: int, key: int) -> str | None:
     return None
 
 
-def _message(error: MhaVizError) -> str:
+def _message(error: MhaVizError | str) -> str:
     """The library's message as a sentence of its own: capitalized, ending with a stop."""
     said = as_sentence(without_server_paths(str(error)))
     return md_escape(said if said.endswith((".", "!", "?", ")")) else said + ".")

@@ -385,7 +385,7 @@ def test_bad_requests_get_a_message(families):
         found.strongest(1, contrasted=True)
 
 
-def test_a_model_that_cannot_be_split_says_why(tmp_path):
+def test_a_model_that_cannot_be_split_says_why(tmp_path, families):
     """An encoder reading an image has no token embedding to split its scores into."""
     from mha_viz.analysis import composition_scores
     from mha_viz.testing import make_image_to_text_checkpoint
@@ -395,3 +395,8 @@ def test_a_model_that_cannot_be_split_says_why(tmp_path):
                  lambda: composition_scores(model, "abc", 1, 0)):
         with pytest.raises(InputError, match="reads an image.*token embedding"):
             call()
+    # asked before a page offers the split: the same reason, and nothing for a text model
+    from mha_viz.analysis import why_no_split
+
+    assert "reads an image" in why_no_split(model)
+    assert all(why_no_split(text_model) is None for text_model, _ in families.values())

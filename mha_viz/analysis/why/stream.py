@@ -100,6 +100,16 @@ def encoded_ids(model, text_or_ids, text_pair=None) -> tuple[list[int], list[int
     return list(ids), list(types), model.display_tokens(ids)
 
 
+def why_no_split(model) -> str | None:
+    """Why no score of this model can be split by source (its device, an image encoder), or
+    None when its self-attention can be: what a page asks before offering the split."""
+    try:
+        stack_of(model)
+    except InputError as error:
+        return str(error)
+    return None
+
+
 def check_head(model, layer, head) -> tuple[int, int]:
     config = stack_of(model).config
     for value, name, limit in ((layer, "layer", config.n_layer), (head, "head", config.n_head)):
