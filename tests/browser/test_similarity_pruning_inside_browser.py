@@ -9,12 +9,13 @@ Screenshots land in artifacts/screenshots/ (p3_*, p4_*, p5_*; look at them).
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, urlparse
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
-from tests.support.browser import READY, sections_open  # noqa: E402
+from tests.support.browser import (assert_only_own_host, open_page, settle,  # noqa: E402
+                                   shoot, wait_fitted)
 
 pytestmark = pytest.mark.browser
 
@@ -24,17 +25,6 @@ PAGES = [("Head_Similarity", 3, 3), ("Pruning_Impact", 1, 3), ("Inside_One_Head"
 
 TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .map(p => (p.layout.title && p.layout.title.text) || '')"""
-
-
-def settle(page, n_charts: int) -> None:
-    page.wait_for_function(READY, arg=n_charts, polling=200)
-    page.wait_for_timeout(400)  # a rerun triggered by the URL hand-over, if any
-    page.wait_for_function(READY, arg=n_charts, polling=200)
-
-
-def open_page(page, server, path: str, n_charts: int, query: str = "") -> None:
-    page.goto(f"{server.url}/{path}{sections_open(query)}")
-    settle(page, n_charts)
 
 
 def assert_clean(page, server, n_charts: int | None = None) -> None:
@@ -47,17 +37,6 @@ def assert_clean(page, server, n_charts: int | None = None) -> None:
         ids = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"
                             ".map(p => p.layout.meta && p.layout.meta.input)")
         assert len(set(ids)) == 1 and ids[0]  # every figure shows this run's input
-
-
-def assert_only_own_host(page, server) -> None:
-    for url in page.requests:
-        if urlparse(url).scheme in ("data", "blob", "about"):
-            continue
-        assert urlparse(url).netloc == server.host, f"request to another host: {url}"
-
-
-def shoot(page, screenshots, name: str) -> None:
-    page.screenshot(path=str(screenshots / f"{name}.png"))
 
 
 def shoot_chart(page, screenshots, title_part: str, name: str) -> None:
@@ -171,10 +150,16 @@ def test_ablation_sweep_shows_progress(page, app_server, screenshots):
 
 def test_click_on_the_head_map_picks_a_head(page, app_server, screenshots):
     open_page(page, app_server, "Head_Similarity", 3, "?text=" + quote(TEXT))
+    # the figures are drawn again once the page's width is known: a click on the first
+    # drawing can land while it is replaced (seen under load in CI)
+    wait_fitted(page)
+    page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .find(p => p.layout.title.text.startsWith('Heads in 2-D'))
+        .scrollIntoView({block: 'center'})""")
+    page.wait_for_timeout(400)
     position = page.evaluate("""() => {
         const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
             .find(p => p.layout.title.text.startsWith('Heads in 2-D'));
-        gd.scrollIntoView();
         const trace = gd._fullData.find(t => t.name === 'L3');  // decoded arrays
         const k = 4;  // head 4 of layer 3
         const fl = gd._fullLayout, box = gd.getBoundingClientRect();
