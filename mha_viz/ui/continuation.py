@@ -21,10 +21,11 @@ from ..models.generation import Generation
 from ..models.model import Model
 from .compute import computed
 from .messages import callback, show_error
-from .settings import WRITTEN_MARK, as_sentence, md_escape
-from .state import get_value, set_value, take_url_value, write_url_value
+from .settings import DEFAULT_MAX_TOKENS, WRITTEN_MARK, as_sentence, md_escape
+from .state import get_value, incoming_value, set_value, take_url_value, write_url_value
 
 COUNT, TEMPERATURE, SEED = "cont", "ctemp", "cseed"  # their names in the URL and the session
+MAX_TOKENS = "max_tokens"  # the sidebar's Max tokens, as the controls name it
 MAX_COUNT = 100_000  # a link asking for more is ignored
 _FOR = "_mv_cont_for"  # (model name, text) the continuation was written for
 _NOTE = "_mv_cont_note"  # (message, (model name, text)) shown while that input stays
@@ -132,7 +133,9 @@ def in_sidebar(bar, model: Model | None, name: str, prompt: str) -> Generation |
     elif wanted.count > 0 and why_not(model):
         _drop(f"No continuation here: {as_sentence(why_not(model))}.", name, prompt)
     elif wanted.count > 0:
-        generation = _written(model, name, prompt, wanted)
+        wanted = _within_pages(model, name, prompt, wanted)
+        if wanted.count > 0:
+            generation = _written(model, name, prompt, wanted)
     wanted = asked()
     write_url_value(COUNT, str(wanted.count) if wanted.count else None)
     # as Home's synced widget writes it (str of a float), so the two never disagree
@@ -149,6 +152,32 @@ def in_sidebar(bar, model: Model | None, name: str, prompt: str) -> Generation |
         bar.button("Remove the continuation", key="_mv_cont_remove_sidebar",
                    on_click=callback(remove))
     return generation
+
+
+def _pages_limit(model: Model) -> int:
+    """The most tokens the pages read: the sidebar's Max tokens (as last drawn, or as a link
+    brings it before its widget is drawn), within the model's context."""
+    context = int(model.info.max_positions)
+    raw = get_value(MAX_TOKENS, incoming_value(MAX_TOKENS))
+    try:
+        asked_for = int(raw)
+    except (TypeError, ValueError):
+        asked_for = DEFAULT_MAX_TOKENS
+    return max(2, min(asked_for, context))
+
+
+def _within_pages(model: Model, name: str, prompt: str, wanted: Asked) -> Asked:
+    """A count cut to what the pages read: a link can ask for up to MAX_COUNT tokens, and
+    writing past Max tokens would spend the server's time on tokens no page shows. Home's
+    button asks only for what fits (ask_more), so the cut is a link's alone."""
+    left = _pages_limit(model) - len(model.encode(prompt).input_ids)
+    if wanted.count <= left:
+        return wanted
+    set_value(COUNT, max(0, left))
+    if left <= 0:
+        _note("The text already fills *Max tokens*: the model wrote nothing after it.", name,
+              prompt)
+    return asked()
 
 
 def _short(text: str, size: int = 160) -> str:

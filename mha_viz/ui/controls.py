@@ -206,7 +206,7 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
         context = model.info.max_positions if model is not None else None
         default_max = min(context, DEFAULT_MAX_TOKENS) if context else DEFAULT_MAX_TOKENS
         max_tokens = synced(
-            st.number_input, "max_tokens", "Max tokens", default_max, min_value=2,
+            st.number_input, continuation.MAX_TOKENS, "Max tokens", default_max, min_value=2,
             max_value=context or 100_000, step=32,
             valid=lambda v: 2 <= int(v) <= (context or 100_000),
             help="Longer texts are cut here (the model's context is the upper limit). Memory "

@@ -157,6 +157,11 @@ def take_url_value(name: str) -> str | None:
     return incoming.pop(name, None)
 
 
+def incoming_value(name: str) -> str | None:
+    """The value a link brings for ``name``, left for its widget to take when it is drawn."""
+    return (st.session_state.get(_INCOMING) or {}).get(name)
+
+
 def write_url_value(name: str, text: str | None) -> None:
     """Put a value kept without a widget in the URL (None: take it out)."""
     _write_param(name, text)

@@ -138,3 +138,23 @@ def test_a_model_that_cannot_write_says_why(bert_folder):
                                                 if n.label == "Tokens to write"]
     assert "cont" not in at.query_params
     assert not any(flag for _, flag in home_tokens(at)[0])
+
+
+def test_a_link_writes_no_further_than_the_pages_read(gpt2_folder):
+    """A hostile or stale link (cont=100000) makes the model write only up to the sidebar's
+    Max tokens, not to the model's context: tokens no page shows would cost the server their
+    time. A text that already fills Max tokens gets nothing written, and a note."""
+    n_prompt = len(load_model(gpt2_folder).encode(PROMPT).input_ids)
+    at = run_page("app.py", link(gpt2_folder, cont="100000", max_tokens=str(n_prompt + 5)))
+    clean(at)
+    assert at.query_params["cont"] == "5"
+    _, new_ids, _ = hf_continuation(gpt2_folder, PROMPT, 5)
+    assert sum(flag for _, flag in home_tokens(at)[0]) == len(new_ids) == 5
+    assert at.number_input(key="_mv_w_max_tokens").value == n_prompt + 5
+
+    full = run_page("app.py", link(gpt2_folder, cont="40", max_tokens=str(n_prompt)))
+    clean(full)
+    assert "cont" not in full.query_params
+    assert not any(flag for _, flag in home_tokens(full)[0])
+    assert any("already fills *Max tokens*" in c or "already fills Max tokens" in c
+               for c in texts(full.sidebar.caption))
