@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from tests.support.browser import (SIZES, assert_no_exception, assert_only_own_host,  # noqa: E402
                                    error_texts, open_page, settle, shoot, wait_fitted)
-from tests.support.circuits_browser import NODE_CENTRE, click_point  # noqa: E402
+from tests.support.circuits_browser import (NODE_CENTRE, click_point,  # noqa: E402
+                                            run_path_patching)
 from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -75,11 +76,7 @@ def test_head_patching_in_the_browser_matches_the_library(sized_tab, app_server,
     tab.wait_for_function("() => location.search.includes('c_recv=L20.H0')")
     settle(tab, 0)
     assert_no_exception(tab, app_server)
-    tab.get_by_role("button", name="Run path patching into L20.H0 (q)").click()
-    tab.wait_for_function("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
-                          ".some(p => (p.layout.title.text || '').includes('L20.H0.q'))",
-                          timeout=180_000)
-    settle(tab, 1)
+    run_path_patching(tab, "L20.H0", "q", timeout=180_000)
     assert_no_exception(tab, app_server)
     shoot(tab, screenshots, "circuits_desktop_paths")
     assert_only_own_host(tab, app_server)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 from tests.support.browser import (assert_no_exception, error_texts, open_page,  # noqa: E402
                                    settle, shoot)
-from tests.support.circuits_browser import NODE_CENTRE, click_point  # noqa: E402
+from tests.support.circuits_browser import (NODE_CENTRE, click_point,  # noqa: E402
+                                            run_path_patching)
 from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -73,11 +74,7 @@ def test_11_path_patching_within_noise_says_so_on_the_shared_scale(sized_tab, ap
     assert said.count("Colours on this page") == 1  # stated once
     assert "from the corrupted run's metric (0) to the clean run's (1)" in said
     tab.goto(f"{app_server.url}/Circuits{QUERY}&c_view=paths&c_recv=L23.H3&c_part=q")
-    tab.get_by_role("button", name="Run path patching into L23.H3 (q)").click()
-    tab.wait_for_function("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
-                          ".some(p => (p.layout.title.text || '').includes('L23.H3.q'))",
-                          timeout=300_000)
-    settle(tab, 1)
+    run_path_patching(tab, "L23.H3", "q", timeout=300_000)
     assert_no_exception(tab, app_server)
     paths = tab.evaluate(COLOUR_RANGES)
     assert [(low, high) for _, low, high in paths] == [(-1, 1)], paths  # not +-0.01

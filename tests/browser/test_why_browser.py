@@ -16,17 +16,17 @@ from tests.support.browser import (DEVICES, assert_no_exception, error_texts, sh
 pytestmark = pytest.mark.browser
 
 TEXT = "the cat sat on the mat. the cat sat on the mat."
-N_TOKENS = 48  # the toy reads characters, after its <|endoftext|>
 TARGET = (38, 15)  # 'n' of the second "on" -> the space after the first "on"
 PAGE = f"Attention_Maps?model=induction-toy&layer=1&head=0&text={quote(TEXT)}"
-# the plot area of the first figure whose title starts with a prefix, scrolled into view
+# the plot area of the first figure whose title starts with a prefix, scrolled into view, and
+# its number of rows (the map's query positions)
 AREA = """(prefix) => {
     const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(
         g => String((g.layout.title || {}).text || '').startsWith(prefix));
     if (!gd) return null;
     gd.scrollIntoView({block: 'center'});
     const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
-    return {x: r.left, y: r.top, width: r.width, height: r.height};
+    return {x: r.left, y: r.top, width: r.width, height: r.height, n: gd._fullData[0].z.length};
 }"""
 HEAD_MAP = "L1.H0: "
 WHY_OPEN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
@@ -36,12 +36,15 @@ MESSAGE = """() => Array.from(document.querySelectorAll('[data-testid="stAlertCo
 
 
 def cell_point(tab, prefix: str, query: int, key: int) -> tuple[float, float]:
+    """The middle of cell (query, key) of a square map (a negative index counts from the
+    end), scrolled into view."""
     tab.wait_for_function(f"() => ({AREA})({prefix!r}) !== null")
     tab.evaluate(AREA, prefix)
     tab.wait_for_timeout(400)
     area = tab.evaluate(AREA, prefix)
-    return (area["x"] + area["width"] * (key + 0.5) / N_TOKENS,
-            area["y"] + area["height"] * (query + 0.5) / N_TOKENS)
+    n = area["n"]
+    return (area["x"] + area["width"] * (key % n + 0.5) / n,
+            area["y"] + area["height"] * (query % n + 0.5) / n)
 
 
 def why_at_the_target(tab, server, touch: bool):
@@ -136,16 +139,6 @@ def test_the_lessons_textbook_screen_runs_on_the_toy(device_tab, app_server, scr
     shoot(tab, screenshots, "lesson_textbook_toy")
 
 
-# the plot area of a map and its number of rows (query positions), by title prefix
-AREA_AND_SIZE = """(prefix) => {
-    const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(
-        g => String((g.layout.title || {}).text || '').startsWith(prefix));
-    if (!gd) return null;
-    gd.scrollIntoView({block: 'center'});
-    const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
-    return {x: r.left, y: r.top, width: r.width, height: r.height, n: gd._fullData[0].z.length};
-}"""
-
 
 def test_a_click_on_a_model_that_cannot_be_split_says_which_step_and_why(
         device_tab, app_server, screenshots):
@@ -154,13 +147,7 @@ def test_a_click_on_a_model_that_cannot_be_split_says_which_step_and_why(
     tab = device_tab(DEVICES["desk"])
     tab.goto(f"{app_server.url}/Attention_Maps?model=reader-toy&kind=encoder&layer=0&head=0")
     wait_fitted(tab)
-    tab.wait_for_function(f"() => ({AREA_AND_SIZE})('L0.H0: ') !== null")
-    tab.evaluate(AREA_AND_SIZE, "L0.H0: ")
-    tab.wait_for_timeout(400)
-    area = tab.evaluate(AREA_AND_SIZE, "L0.H0: ")
-    query, key = area["n"] - 1, 1
-    tab.mouse.click(area["x"] + area["width"] * (key + 0.5) / area["n"],
-                    area["y"] + area["height"] * (query + 0.5) / area["n"])
+    tab.mouse.click(*cell_point(tab, "L0.H0: ", -1, 1))  # the last query, key 1
     tab.wait_for_function("""() => Array.from(document.querySelectorAll(
         '[data-testid="stAlertContainer"]')).some(a => a.innerText.includes(
         'cannot be split by source'))""", timeout=120_000)

@@ -1,5 +1,5 @@
-"""The Circuits page in chromium: where a node of the circuit graph is on the screen, and a
-click on a point of a figure (tests/browser)."""
+"""The Circuits page in chromium: where a node of the circuit graph is on the screen, a
+click on a point of a figure, and a path patching run (tests/browser)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def click_point(tab, locate: str, arg) -> None:
     tab.wait_for_timeout(500)
     x, y = tab.evaluate(locate, arg)
     tab.mouse.click(x, y)
+
+
+def run_path_patching(tab, receiver: str, part: str, timeout: int) -> None:
+    """Press the path patching button for a receiver's part ("L23.H3", "q") and wait (up to
+    timeout ms) until its map is drawn and the run is over."""
+    from tests.support.browser import settle
+
+    tab.get_by_role("button", name=f"Run path patching into {receiver} ({part})").click()
+    tab.wait_for_function("() => Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                          f".some(p => (p.layout.title.text || '').includes('{receiver}.{part}'))",
+                          timeout=timeout)
+    settle(tab, 1)
