@@ -21,7 +21,7 @@ from ..models.generation import Generation
 from ..models.model import Model
 from .compute import computed
 from .messages import callback, show_error
-from .settings import DEFAULT_MAX_TOKENS, WRITTEN_MARK, as_sentence, md_escape
+from .settings import WRITTEN_MARK, as_sentence, max_tokens_within, md_escape
 from .state import get_value, incoming_value, set_value, take_url_value, write_url_value
 
 COUNT, TEMPERATURE, SEED = "cont", "ctemp", "cseed"  # their names in the URL and the session
@@ -156,14 +156,9 @@ def in_sidebar(bar, model: Model | None, name: str, prompt: str) -> Generation |
 
 def _pages_limit(model: Model) -> int:
     """The most tokens the pages read: the sidebar's Max tokens (as last drawn, or as a link
-    brings it before its widget is drawn), within the model's context."""
-    context = int(model.info.max_positions)
-    raw = get_value(MAX_TOKENS, incoming_value(MAX_TOKENS))
-    try:
-        asked_for = int(raw)
-    except (TypeError, ValueError):
-        asked_for = DEFAULT_MAX_TOKENS
-    return max(2, min(asked_for, context))
+    brings it before its widget is drawn), read by the widget's own rule."""
+    return max_tokens_within(get_value(MAX_TOKENS, incoming_value(MAX_TOKENS)),
+                             int(model.info.max_positions))
 
 
 def _within_pages(model: Model, name: str, prompt: str, wanted: Asked) -> Asked:

@@ -21,10 +21,10 @@ from .compute import Selection, get_model, memo, results_store
 from . import continuation, navigation
 from .messages import callback
 from .output import caveat
-from .settings import (APP_DIR, DEFAULT_MAX_TOKENS, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE,
-                       IMAGE_FORMATS, IMAGE_TEXT, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS,
-                       NUMBERING, SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str,
-                       default_model, md_escape)
+from .settings import (APP_DIR, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE, IMAGE_FORMATS,
+                       IMAGE_TEXT, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING,
+                       SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str, default_model,
+                       max_tokens_within, md_escape)
 from .state import set_value, synced
 
 # ---------------------------------------------------------------------- pages
@@ -204,11 +204,10 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
 
     with bar.expander("Options"):
         context = model.info.max_positions if model is not None else None
-        default_max = min(context, DEFAULT_MAX_TOKENS) if context else DEFAULT_MAX_TOKENS
         max_tokens = synced(
-            st.number_input, continuation.MAX_TOKENS, "Max tokens", default_max, min_value=2,
-            max_value=context or 100_000, step=32,
-            valid=lambda v: 2 <= int(v) <= (context or 100_000),
+            st.number_input, continuation.MAX_TOKENS, "Max tokens",
+            max_tokens_within(None, context), min_value=2, max_value=context or 100_000,
+            step=32, valid=lambda v: max_tokens_within(v, context) == int(v),
             help="Longer texts are cut here (the model's context is the upper limit). Memory "
                  "grows with layers × heads × tokens².")
         synced(st.radio, "img", "Figure download format", "png", options=list(IMAGE_FORMATS),

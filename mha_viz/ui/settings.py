@@ -126,6 +126,19 @@ IMAGE_TEXT = EXAMPLES["reading"]["text"]  # an image encoder's digits by default
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
 # trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
 DEFAULT_MAX_TOKENS = 512
+
+
+def max_tokens_within(value, context: int | None) -> int:
+    """The sidebar's Max tokens as the pages read it: value when it is a whole number from 2
+    to the model's context (100,000 with no model), else the default cut to the context."""
+    limit = context or 100_000
+    try:
+        asked = int(value)
+    except (TypeError, ValueError):
+        asked = 0
+    return asked if 2 <= asked <= limit else min(limit, DEFAULT_MAX_TOKENS)
+
+
 URL_MAX_CHARS = 4000  # longer texts are not copied into the URL (browsers and proxies cut it)
 IMAGE_FORMATS = ("png", "svg")
 MAX_UPLOAD_BYTES = 200 * 2**20  # also server.maxUploadSize in .streamlit/config.toml

@@ -158,3 +158,16 @@ def test_a_link_writes_no_further_than_the_pages_read(gpt2_folder):
     assert not any(flag for _, flag in home_tokens(full)[0])
     assert any("already fills *Max tokens*" in c or "already fills Max tokens" in c
                for c in texts(full.sidebar.caption))
+
+
+def test_a_links_max_tokens_the_sidebar_refuses_does_not_set_the_writing(gpt2_folder):
+    """Max tokens outside 2..context in a link is refused by the sidebar (its default
+    stands): the continuation is cut by the same rule, not by the link's number."""
+    model = load_model(gpt2_folder)
+    n_prompt = len(model.encode(PROMPT).input_ids)
+    default = min(model.info.max_positions, 512)
+    for refused in ("1", str(model.info.max_positions + 50), "many"):
+        at = run_page("app.py", link(gpt2_folder, cont="100000", max_tokens=refused))
+        clean(at)
+        assert at.number_input(key="_mv_w_max_tokens").value == default, refused
+        assert int(at.query_params["cont"]) == default - n_prompt, refused
