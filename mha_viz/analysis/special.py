@@ -126,12 +126,11 @@ def shown_trace(trace, keep_mask):
         token_ids=[trace.token_ids[i] for i in kept],
         display_tokens=[trace.display_tokens[i] for i in kept],
         special_mask=trace.special_mask[kept], segment_ids=trace.segment_ids[kept],
-        n_tokens_before_truncation=0,
-        extra={**trace.extra, "kept_positions": [int(i) for i in kept]})
+        n_tokens_before_truncation=0, kept_positions=[int(i) for i in kept])
 
 
 def kept_positions(trace) -> np.ndarray:
     """Where each of a trace's tokens sits in the input it was read from: the kept positions
     of a shown_trace view, else 0..T-1."""
-    kept = trace.extra.get("kept_positions") if isinstance(trace.extra, dict) else None
+    kept = trace.kept_positions
     return np.arange(trace.n_tokens) if kept is None else np.asarray(kept, dtype=np.int64)

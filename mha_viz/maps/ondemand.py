@@ -31,6 +31,7 @@ from ..engine.placement import to_numpy
 from ..engine.positions import apply_rotary, relative_position_bucket
 from ..engine.transformer import \
     QUERY_CHUNK as ROW_CHUNK  # query rows scored at once, as the forward
+from .forms import Maps
 
 # Elements (float32) of one block of rows across a layer's heads: 64 MB.
 BLOCK_ELEMENTS = 1 << 24
@@ -40,13 +41,16 @@ class MapsTooLargeError(InputError):
     """All maps of a long input were asked for at once and would not fit."""
 
 
-class OnDemandMaps:
+class OnDemandMaps(Maps):
     """Any block of rows of any head's attention map, rebuilt from queries and keys.
 
-    Subclasses provide queries_keys(layer). Rows are query positions, columns key positions;
-    layers and heads are numbered from 0, as in AttentionTrace.attentions.
+    Subclasses provide queries_keys(layer), or a wrapper over another form its own
+    _weights(layer, heads, rows) (every read comes through it). Rows are query positions,
+    columns key positions; layers and heads are numbered from 0, as in
+    AttentionTrace.attentions.
     """
 
+    on_demand = True
     n_layer: int
     n_head: int
     n_tokens: int

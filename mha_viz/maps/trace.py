@@ -14,11 +14,16 @@ import numpy as np
 from ..core.digest import digest
 from ..core.errors import TraceFileError
 from ..core.text import visible
-from .ondemand import OnDemandMaps
+from . import ondemand
+from .forms import Maps
+from .held import HeldMaps
 from .trace_file import (ARRAYS, DEFAULT_MAX_TRACE_BYTES, check_maps, check_queries_keys,
-                         check_value_norms, read_members, special_tokens_read)
+                         check_value_norms, meaning_read, read_members, special_tokens_read)
+from .value_weighted import check_weights
 
-FORMAT_VERSION = 1
+# 2: what made the maps in typed keys (weights, head_mask, ..., kept_positions); version 1
+# files kept them in one "extra" dict, which load() still reads
+FORMAT_VERSION = 2
 # trace.attentions of an on-demand trace computes every map at once up to this size; past it
 # it says to ask for heads, layers or rows instead.
 MATERIALISE_MAX_BYTES = 1 << 30
@@ -34,16 +39,21 @@ class AttentionTrace:
     key position j, exactly as the softmax produced it (rows sum to 1; for causal models the
     upper triangle is 0). Layers and heads are numbered from 0.
 
-    The maps are held whole (float32 [L, H, T, T]: fastest for short inputs) or, for long
-    inputs, computed on demand from what rebuilds them (an OnDemandMaps: memory grows with T,
-    not T squared). Both kinds answer head_map, layer_maps, rows, gather_rows, row_blocks and
-    block_mean with the same numbers; `attentions` of an on-demand trace computes them all,
+    The maps are one of the forms of maps.forms.Maps, held in `maps`: held whole (float32
+    [L, H, T, T]: fastest for short inputs) or, for long inputs, computed on demand from what
+    rebuilds them (memory grows with T, not T squared). The trace hands every read to its
+    maps, whichever form they take: head_map, layer_maps, rows, gather_rows, row_blocks and
+    block_mean give the same numbers; `attentions` of an on-demand trace computes them all,
     when they fit in MATERIALISE_MAX_BYTES, and otherwise raises MapsTooLargeError saying so.
+
+    What made the maps is in typed fields (weights, head_mask and ablation, n_chars_given,
+    prompt_length, attention_kind, kept_positions), each None or its default when it does
+    not apply.
     """
 
     tokens: list[str]  # as the tokenizer names them ("Ġthe", "##ing", "[CLS]")
     token_ids: list[int]
-    attentions: np.ndarray = field(repr=False)  # float32 [L, H, T, T], or an OnDemandMaps
+    attentions: np.ndarray = field(repr=False)  # float32 [L, H, T, T], or a forms.Maps
     display_tokens: list[str]  # readable labels: the token's own text, spaces shown as "␣"
     special_mask: np.ndarray  # bool [T]: [CLS], [SEP], <|endoftext|>, ... positions
     segment_ids: np.ndarray  # int [T]: 0 for sentence A, 1 for sentence B (BERT pairs)
@@ -54,7 +64,6 @@ class AttentionTrace:
     model_type: str = ""
     text: str = ""
     text_pair: str | None = None
-    extra: dict = field(default_factory=dict)
     # kv_heads[h]: the key/value head query head h reads. Heads that share one read the same
     # keys and values (grouped- or multi-query attention); None means every head has its own.
     kv_heads: list[int] | None = None
@@ -65,6 +74,23 @@ class AttentionTrace:
     # the tokenizer's special tokens by role ({"cls": "[CLS]", "sep": "[SEP]"}, {"bos": ...}:
     # models.tokens.SPECIAL_ROLES), so an analysis asks for a role, never a family's token
     special_tokens: dict[str, str] = field(default_factory=dict)
+    # --- what made the maps (saved with them; part of the trace's identity) ---
+    # what the rows are: "attention" (the softmax's weights) or "value" (what each head moves
+    # from each key, normalized: Model.trace(..., weights="value"))
+    weights: str = "attention"
+    # the heads switched off when the text was traced (float32 [L, H], 1 keeps a head; None:
+    # every head ran) and what switching off meant (Model.score's ablation)
+    head_mask: np.ndarray | None = field(default=None, repr=False)
+    ablation: str = "zero"
+    # characters of the text as given, when it was longer than the MAX_TEXT_CHARS read
+    n_chars_given: int | None = None
+    # where the model's own writing starts (Model.generate, models.generation.mark_written)
+    prompt_length: int | None = None
+    # an encoder-decoder's stack these maps are ("encoder", "decoder": EncoderDecoderTrace)
+    attention_kind: str | None = None
+    # a view with some positions hidden (analysis.shown_trace): where each token sat in the
+    # input it was read from
+    kept_positions: list[int] | None = None
 
     def __post_init__(self):
         self.special_mask = np.asarray(self.special_mask, dtype=bool)
@@ -76,6 +102,14 @@ class AttentionTrace:
                 f"attentions must have shape [L, H, {self.n_tokens}, {self.n_tokens}], "
                 f"got {list(self.maps_shape)}"
             )
+        check_weights(self.weights)
+        if self.head_mask is not None:
+            self.head_mask = np.asarray(self.head_mask, dtype=np.float32)
+            if self.head_mask.shape != (self.n_layer, self.n_head):
+                raise TraceFileError(f"head_mask must be [L, H] = {[self.n_layer, self.n_head]}, "
+                                     f"got {list(self.head_mask.shape)}")
+        if self.kept_positions is not None:
+            self.kept_positions = [int(i) for i in self.kept_positions]
         if self.kv_heads is None:
             self.kv_heads = list(range(self.n_head))
         self.kv_heads = [int(k) for k in self.kv_heads]
@@ -87,58 +121,50 @@ class AttentionTrace:
                 raise TraceFileError(f"{name} has {len(getattr(self, name))} entries, "
                                      f"expected one per token ({self.n_tokens})")
 
-    # --- the maps, whole or on demand -------------------------------------------------------
+    # --- the maps: every read handed to their form -----------------------------------------
 
     def _get_attentions(self) -> np.ndarray:
-        if self.maps_source is None:
-            return self._full
-        return self.maps_source.materialise(MATERIALISE_MAX_BYTES)
+        return self.maps.materialise(MATERIALISE_MAX_BYTES)
 
     def _set_attentions(self, value) -> None:
-        if isinstance(value, OnDemandMaps):
-            self._full, self.maps_source = None, value
-        else:
-            self._full, self.maps_source = np.asarray(value, dtype=np.float32), None
+        # the one place a value handed to a trace becomes a form of maps: a form stays as it
+        # is, an array is held
+        self.maps = value if isinstance(value, Maps) else HeldMaps(value)
 
     @property
     def value_weighted(self) -> bool:
         """True when the rows are value-weighted (Model.trace(..., weights="value"): what each
         head moves from each key, normalized), not the softmax's weights."""
-        return self.extra.get("weights") == "value"
+        return self.weights == "value"
 
     @property
     def on_demand(self) -> bool:
         """True when the maps are computed when asked for, not held."""
-        return self.maps_source is not None
+        return self.maps.on_demand
+
+    @property
+    def maps_source(self) -> Maps | None:
+        """Deprecated (read `maps`): the maps when they are computed on demand, else None."""
+        return self.maps if self.maps.on_demand else None
 
     @property
     def maps_shape(self) -> tuple[int, ...]:
         """[L, H, T, T] without computing anything."""
-        if self.maps_source is None:
-            return tuple(self._full.shape)
-        m = self.maps_source
-        return (m.n_layer, m.n_head, m.n_tokens, m.n_tokens)
+        return tuple(self.maps.shape)
 
     def head_map(self, layer: int, head: int) -> np.ndarray:
         """One head's map, float32 [T, T]."""
-        if self.maps_source is None:
-            return self._full[layer, head]
-        return self.maps_source.head_map(layer, head)
+        return self.maps.head_map(layer, head)
 
     head = head_map
 
     def layer_maps(self, layer: int) -> np.ndarray:
         """Every head's map in one layer, float32 [H, T, T]."""
-        if self.maps_source is None:
-            return self._full[layer]
-        return self.maps_source.layer_maps(layer)
+        return self.maps.layer_maps(layer)
 
     def rows(self, layer: int, start: int, stop: int, heads=None) -> np.ndarray:
         """Query rows start..stop-1 of `heads` (default all) in `layer`: [H', rows, T]."""
-        if self.maps_source is None:
-            heads = slice(None) if heads is None else list(heads)
-            return self._full[layer, heads, max(0, start):stop]
-        return self.maps_source.rows(layer, start, stop, heads)
+        return self.maps.rows(layer, start, stop, heads)
 
     def weights_between(self, query: int, key: int) -> np.ndarray:
         """[L, H]: the weight from query to key in every head (one row per layer is read,
@@ -148,50 +174,28 @@ class AttentionTrace:
 
     def gather_rows(self, layer: int, rows, heads=None) -> np.ndarray:
         """The given query rows of `heads` (default all) in `layer`: [H', len(rows), T]."""
-        if self.maps_source is None:
-            heads = slice(None) if heads is None else list(heads)
-            return self._full[layer, heads][:, np.asarray(rows, dtype=np.int64)]
-        return self.maps_source.gather_rows(layer, rows, heads)
+        return self.maps.gather_rows(layer, rows, heads)
 
     def row_blocks(self, max_elements: int | None = None, layers=None):
         """(layer, start, stop, rows [H, stop - start, T]) over every layer's query rows, a
         bounded block at a time: how statistics stream over an on-demand trace."""
-        from .ondemand import BLOCK_ELEMENTS
-
-        max_elements = BLOCK_ELEMENTS if max_elements is None else max_elements
-        if self.maps_source is not None:
-            yield from self.maps_source.row_blocks(max_elements, layers)
-            return
-        step = max(1, int(max_elements) // (self.n_head * self.n_tokens))
-        for layer in range(self.n_layer) if layers is None else layers:
-            for start in range(0, self.n_tokens, step):
-                stop = min(start + step, self.n_tokens)
-                yield layer, start, stop, self._full[layer, :, start:stop]
+        max_elements = ondemand.BLOCK_ELEMENTS if max_elements is None else max_elements
+        yield from self.maps.row_blocks(max_elements, layers)
 
     def block_mean(self, layer: int, head: int | None, factor: int) -> np.ndarray:
         """The head's map (head=None: the mean of the layer's heads) averaged over factor x
         factor blocks: the overview of a long input, [ceil(T / f), ceil(T / f)]."""
-        if self.maps_source is not None:
-            return self.maps_source.block_mean(layer, head, factor)
-        from .downsample import block_mean
-
-        if head is None:
-            return block_mean(self._full[layer].mean(axis=0, dtype=np.float64), factor)
-        return block_mean(self._full[layer, head], factor)
+        return self.maps.block_mean(layer, head, factor)
 
     def held_bytes(self) -> int:
         """The bytes this trace holds (the maps, or what rebuilds them)."""
         held = self.special_mask.nbytes + self.segment_ids.nbytes + 8 * len(self.token_ids)
         held += sum(len(t) for t in self.tokens) + sum(len(t) for t in self.display_tokens)
-        if self.maps_source is None:
-            return held + int(self._full.nbytes)
-        return held + int(self.maps_source.held_bytes())
+        return held + int(self.maps.held_bytes())
 
     def saved_bytes(self) -> int:
         """About the size of the file save() writes: the maps, or what rebuilds them."""
-        if self.maps_source is None:
-            return int(self._full.nbytes)
-        return int(self.maps_source.saved_bytes())
+        return int(self.maps.saved_bytes())
 
     @property
     def n_layer(self) -> int:
@@ -227,9 +231,9 @@ class AttentionTrace:
 
     def identity(self) -> tuple:
         """What names this trace in a stored result's key (core.digest): the input that made
-        it, read from its fields (the model, token ids, text, and what extra records: a head
-        mask, the kept positions, the stack read), so a trace made again for the same input
-        keeps its results; a trace built by hand is named by its maps."""
+        it, read from its fields (the model, token ids, text, and what made the maps: a head
+        mask, the kept positions, the stack read, ...), so a trace made again for the same
+        input keeps its results; a trace built by hand is named by its maps."""
         origin = self.origin
         if not origin:
             origin = self.__dict__.get("_content_digest")
@@ -237,7 +241,25 @@ class AttentionTrace:
                 origin = self.__dict__["_content_digest"] = digest(
                     *(block for _, _, _, block in self.row_blocks()))
         return (origin, self.model_name, self.model_type, self.token_ids, self.segment_ids,
-                self.special_mask, self.text, self.text_pair, self.causal, self.extra)
+                self.special_mask, self.text, self.text_pair, self.causal, self.meaning())
+
+    def meaning(self) -> dict:
+        """What made the maps, by name, as plain values (what a file's metadata holds; None
+        and defaults left out)."""
+        found = {"weights": self.weights} if self.weights != "attention" else {}
+        if self.head_mask is not None:
+            found["head_mask"] = self.head_mask.tolist()
+            found["ablation"] = self.ablation
+        for name in ("n_chars_given", "prompt_length", "attention_kind", "kept_positions"):
+            if getattr(self, name) is not None:
+                found[name] = getattr(self, name)
+        return found
+
+    @property
+    def extra(self) -> dict:
+        """Deprecated (read the typed fields: weights, head_mask, ...): what made the maps as
+        the one dict traces carried before them; a copy, read-only."""
+        return self.meaning()
 
     # --- files -------------------------------------------------------------------------
 
@@ -252,7 +274,9 @@ class AttentionTrace:
             "model_type": self.model_type,
             "text": self.text,
             "text_pair": self.text_pair,
-            "extra": self.extra,
+            **self.meaning(),
+            # the same again for mha-viz before version 2, which read only this dict
+            "extra": self.meaning(),
             "kv_heads": self.kv_heads,
             "special_tokens": self.special_tokens,
         }
@@ -261,11 +285,9 @@ class AttentionTrace:
         """Write a compressed .npz that numpy can read with allow_pickle=False. An on-demand
         trace writes each layer's queries and keys after rotation (L x (H + H_kv) x T x d_k
         floats), which rebuild its maps with no model, instead of the maps."""
-        maps = ({"attentions": self._full} if self.maps_source is None
-                else self.maps_source.saved_arrays())
         np.savez_compressed(
             path_or_file,
-            **maps,
+            **self.maps.saved_arrays(),
             token_ids=np.asarray(self.token_ids, dtype=np.int64),
             tokens=np.asarray(self.tokens, dtype=np.str_),
             display_tokens=np.asarray(self.display_tokens, dtype=np.str_),
@@ -335,9 +357,9 @@ class AttentionTrace:
                 model_type=visible(metadata.get("model_type", metadata.get("arch", ""))),
                 text=str(metadata.get("text", "")),
                 text_pair=metadata.get("text_pair"),
-                extra=metadata.get("extra", {}),
                 kv_heads=metadata.get("kv_heads"),
                 special_tokens=special_tokens_read(metadata, tokens, data["special_mask"]),
+                **meaning_read(metadata, len(tokens)),
             )
             trace.origin = "file " + digest(*(data[name] for name in sorted(data)))
         except TraceFileError:
@@ -345,8 +367,7 @@ class AttentionTrace:
         except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError, EOFError,
                 OverflowError) as error:
             raise TraceFileError(f"not a readable mha_viz trace (.npz): {error}") from error
-        if not isinstance(trace.extra, dict) or not (
-                trace.text_pair is None or isinstance(trace.text_pair, str)):
+        if not (trace.text_pair is None or isinstance(trace.text_pair, str)):
             raise TraceFileError("the trace's metadata is garbled")
         if any(not 0 <= k < trace.n_head for k in trace.kv_heads):
             raise TraceFileError("kv_heads names a key/value head outside the model")

@@ -157,3 +157,47 @@ def special_tokens_read(metadata: dict, tokens: list[str], special_mask) -> dict
     if len(special) > 1:
         found["sep"] = tokens[special[-1]]
     return found
+
+
+# What made the maps, as a trace file names it (AttentionTrace's typed fields): each name's
+# check of a value read from anyone's file.
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short_text(value) -> bool:
+    return isinstance(value, str) and len(value) <= 64
+
+
+MEANING = {
+    "weights": lambda value: value in ("attention", "value"),
+    "head_mask": lambda value: isinstance(value, list) and all(
+        isinstance(row, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                      and 0 <= x <= 1 for x in row) for row in value),
+    "ablation": _short_text,
+    "n_chars_given": _count,
+    "prompt_length": _count,
+    "attention_kind": _short_text,
+    "kept_positions": lambda value: isinstance(value, list) and all(map(_count, value)),
+}
+
+
+def meaning_read(metadata: dict, n_tokens: int) -> dict:
+    """What made a file's maps, by AttentionTrace's field names: the file's own keys, or, in a
+    file written before they had their own (format version 1), its "extra" dict. A value that
+    is not what its name holds is refused; names the trace does not know are left out."""
+    said = metadata.get("extra", {}) if metadata.get("version", 1) == 1 else metadata
+    if not isinstance(said, dict):
+        raise TraceFileError("the trace's metadata is garbled")
+    found = {}
+    for name, valid in MEANING.items():
+        value = said.get(name)
+        if value is None:
+            continue
+        if not valid(value):
+            raise TraceFileError(f"the trace's {name} is garbled")
+        found[name] = value
+    kept = found.get("kept_positions")
+    if kept is not None and len(kept) != n_tokens:
+        raise TraceFileError("the trace's kept_positions do not name one position per token")
+    return found

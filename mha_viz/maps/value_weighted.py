@@ -165,5 +165,6 @@ class ValueWeightedMaps(OnDemandMaps):
         return int(self.base.saved_bytes()) + int(self.norms.nbytes)
 
     def _weights(self, layer: int, heads: list[int], rows: np.ndarray) -> np.ndarray:
-        return weigh_rows(self.base._weights(layer, heads, rows), self.norms[layer, heads],
+        # the base's rows as any reader gets them (its public gather_rows), then weighed
+        return weigh_rows(self.base.gather_rows(layer, rows, heads), self.norms[layer, heads],
                           self.normalized)

@@ -41,7 +41,7 @@ class Generation:
     new_ids: list[int]  # the tokens written (the end-of-text token included, when written)
     text: str  # the continuation's text
     stop_reason: str  # one of STOP_REASONS
-    trace: AttentionTrace | None  # prompt + continuation (trace.extra["prompt_length"])
+    trace: AttentionTrace | None  # prompt + continuation (trace.prompt_length)
     temperature: float
     seed: int | None  # the sampling seed used (None when greedy): the same seed writes again
     seconds: float  # time spent writing (the prompt's forward and every step)
@@ -94,15 +94,14 @@ def written_from(prompt_ids, ids) -> int:
 def mark_written(trace: AttentionTrace, prompt_ids, mark: str) -> AttentionTrace:
     """The trace of a prompt and what a model wrote after it, with the written positions'
     display tokens beginning with ``mark`` (every figure and table that labels tokens shows
-    it) and extra["prompt_length"] saying where the writing starts (written_from), as
+    it) and prompt_length saying where the writing starts (written_from), as
     Model.generate's own trace records it. The maps are the trace's own, not copied; the
     mark and prompt_length make it another input to stored results than the same text
     typed in."""
     start = written_from(prompt_ids, trace.token_ids)
     labels = [token if position < start else f"{mark}{token}"
               for position, token in enumerate(trace.display_tokens)]
-    return replace(trace, attentions=trace.maps_source if trace.on_demand else trace.attentions,
-                   display_tokens=labels, extra={**trace.extra, "prompt_length": start})
+    return replace(trace, attentions=trace.maps, display_tokens=labels, prompt_length=start)
 
 
 class Generating:
@@ -169,8 +168,8 @@ class Generating:
                 found = weigh_maps(found, writer.value_norms())
             prompt_text = text if isinstance(text, str) else ""
             shown = self._make_trace(self.encoding_of_ids([*prompt, *new]), found,
-                                     prompt_text + written, None, weights)
-            shown.extra["prompt_length"] = len(prompt)
+                                     prompt_text + written, None, weights,
+                                     prompt_length=len(prompt))
         return Generation(prompt, new, written, reason, shown, temperature,
                           seed if temperature > 0 else None, seconds)
 

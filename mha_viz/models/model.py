@@ -45,6 +45,7 @@ __all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "Generation", "MAX_
            "SCORE_NAMES", "ScoreInputs", "TargetMetric", "clean_text", "describe", "load_model"]
 
 
+
 class Model(TextInput, Scoring, Predicting, Generating):
     """A checkpoint loaded into our own engine, with its tokenizer."""
 
@@ -157,11 +158,8 @@ class Model(TextInput, Scoring, Predicting, Generating):
             raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
         attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
                                           kind, weights)
-        trace = self._make_trace(enc, attentions, text, text_pair, weights)
-        if head_mask is not None:
-            trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
-            trace.extra["ablation"] = ablation
-        return trace
+        return self._make_trace(enc, attentions, text, text_pair, weights, head_mask=head_mask,
+                                ablation=ablation)
 
     def run_hooked(self, text, hooks, text_pair: str | None = None,
                    max_tokens: int | None = None, maps="none"):
@@ -210,15 +208,18 @@ class Model(TextInput, Scoring, Predicting, Generating):
         yield from weights_by_layer(net, h, bias, mask, weights)
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair,
-                    weights: str = "attention") -> AttentionTrace:
+                    weights: str = "attention", head_mask=None, ablation: str = "zero",
+                    prompt_length: int | None = None) -> AttentionTrace:
+        """The trace of one forward's maps; head_mask, ablation, prompt_length: what made
+        them, recorded on the trace."""
         with self._tokenizer_lock:
             tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
-        extra = {} if weights == "attention" else {"weights": weights}
         if enc.n_chars_given is not None:  # only the first MAX_TEXT_CHARS were read
-            extra["n_chars_given"] = enc.n_chars_given
             text = text[:MAX_TEXT_CHARS]
         return AttentionTrace(
-            tokens=tokens, extra=extra,
+            tokens=tokens, weights=weights, n_chars_given=enc.n_chars_given,
+            head_mask=None if head_mask is None else np.asarray(head_mask, dtype=np.float32),
+            ablation=ablation, prompt_length=prompt_length,
             token_ids=enc.input_ids, attentions=attentions,
             display_tokens=self.display_tokens(enc.input_ids),
             special_mask=np.array(enc.special_mask, dtype=bool),
@@ -252,10 +253,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
                    for layer in range(self.info.n_layer)]
         trace = None
         if found is not None:
-            trace = self._make_trace(enc, found, text, text_pair, weights)
-            if head_mask is not None:
-                trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
-                trace.extra["ablation"] = "zero"
+            trace = self._make_trace(enc, found, text, text_pair, weights, head_mask=head_mask)
         return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden,
                           None if head_mask is None else np.asarray(head_mask, np.float32))
 

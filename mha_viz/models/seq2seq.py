@@ -144,7 +144,7 @@ class EncoderDecoderTrace:
             causal=not encoder, truncated=self.source_truncated and encoder,
             model_name=self.model_name, model_type=self.model_type,
             text=self.source_text if encoder else self.target_shown,
-            extra={"attention_kind": kind}, origin=digest(self))
+            attention_kind=kind, origin=digest(self))
 
 
 @dataclass(frozen=True)

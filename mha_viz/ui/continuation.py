@@ -256,7 +256,7 @@ def explain_mark(generation: Generation) -> None:
 
 def written_from(trace) -> int | None:
     """Where the model's continuation starts in a trace the pages read (None: it has none)."""
-    start = trace.extra.get("prompt_length") if isinstance(trace.extra, dict) else None
+    start = trace.prompt_length
     return None if start is None or start >= trace.n_tokens else int(start)
 
 

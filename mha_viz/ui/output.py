@@ -338,8 +338,8 @@ def download_trace(selection: Selection, trace: AttentionTrace, where=None) -> N
 
 def trace_notes(trace: AttentionTrace) -> None:
     """Token count, and a warning when the text was cut to the context / max tokens."""
-    given = trace.extra.get("n_chars_given") if isinstance(trace.extra, dict) else None
-    if isinstance(given, int):  # the length the visitor sent, not of what was read
+    given = trace.n_chars_given
+    if given is not None:  # the length the visitor sent, not of what was read
         st.warning(f"The text has {given:,} characters; only the first {MAX_TEXT_CHARS:,} are "
                    f"read, and the first {trace.n_tokens:,} tokens of those are traced (the "
                    f"model's context or the *Max tokens* option in the sidebar).")
@@ -348,10 +348,10 @@ def trace_notes(trace: AttentionTrace) -> None:
                    f"{trace.n_tokens:,} are traced (the model's context or the *Max tokens* "
                    f"option in the sidebar).")
     pair = " (sentence pair)" if trace.is_pair else ""
-    kind = trace.extra.get("attention_kind") if isinstance(trace.extra, dict) else None
     stack = {"encoder": "Encoder self-attention over the source: ",
              "decoder": "Decoder self-attention over the target (the decoder's input: the "
-                        "start token, then the target but its last token): "}.get(kind, "")
+                        "start token, then the target but its last token): "}.get(
+        trace.attention_kind, "")
     st.caption(f"{stack}{trace.n_tokens} tokens{pair} · {trace.n_layer} layers × "
                f"{trace.n_head} heads · {NUMBERING}")
 

@@ -3,6 +3,7 @@
 import io
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,6 +59,76 @@ def test_a_trace_keeps_its_tokenizers_special_tokens(bert_model, gpt2_model):
     for name, value in token_class_mass(bert).items():
         np.testing.assert_array_equal(token_class_mass(old)[name], value, err_msg=name)
     assert AttentionTrace.load(_without_special_tokens(gpt2.to_bytes())).special_tokens == {}
+
+
+# Trace files written by mha-viz before a trace said what made its maps in typed fields
+# (format version 1: one "extra" dict), by the code of commit 2f699d7: a random GPT-2 (2
+# layers x 4 heads, make_gpt2_checkpoint(seed=3)) traced with heads 0.2 and 1.0 switched off
+# and weights="value", held and on demand; a continuation written by it (4 tokens after a
+# 5-token prompt); its trace with positions 0 and 3 hidden (shown_trace); and the bundled
+# T5 toy's decoder maps of "12 + 7" -> "19" (EncoderDecoderTrace.as_trace).
+OLD_TRACES = Path(__file__).resolve().parents[1] / "data"
+OLD_MASK = [[1.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0]]
+
+
+def _metadata(data: bytes) -> dict:
+    with np.load(io.BytesIO(data), allow_pickle=False) as saved:
+        return json.loads(str(saved["metadata"]))
+
+
+def test_trace_files_of_the_first_format_open_with_what_made_their_maps():
+    from mha_viz.analysis import kept_positions
+
+    def old(name):
+        data = (OLD_TRACES / f"trace_v1_{name}.npz").read_bytes()
+        assert _metadata(data)["version"] == 1
+        return AttentionTrace.load(data), _metadata(data)["extra"]
+
+    held, said = old("value_masked")
+    lazy, _ = old("value_masked_on_demand")
+    assert said == {"weights": "value", "head_mask": OLD_MASK, "ablation": "zero"}
+    for trace in (held, lazy):
+        assert trace.weights == "value" and trace.value_weighted and trace.ablation == "zero"
+        np.testing.assert_array_equal(trace.head_mask, OLD_MASK)
+        assert trace.extra == said and trace.prompt_length is None
+    assert lazy.on_demand and not held.on_demand
+    # the long form's maps, rebuilt from its queries, keys and value norms with no model,
+    # are the maps the old code held for the same text
+    np.testing.assert_allclose(lazy.attentions, held.attentions, atol=1e-5)
+    written, said = old("written")
+    assert said == {"prompt_length": 5} and written.prompt_length == 5
+    assert written.weights == "attention" and written.head_mask is None
+    shown, said = old("shown")
+    assert shown.kept_positions == said["kept_positions"] == [1, 2, *range(4, 15)]
+    np.testing.assert_array_equal(kept_positions(shown), said["kept_positions"])
+    decoder, said = old("decoder")
+    assert decoder.attention_kind == said["attention_kind"] == "decoder"
+    # saved again, each keeps its meaning, now in typed keys (and the old dict beside them)
+    for trace in (held, lazy, written, shown, decoder):
+        again = AttentionTrace.load(trace.to_bytes())
+        assert again.meaning() == trace.meaning() == _metadata(trace.to_bytes())["extra"]
+        assert _metadata(trace.to_bytes())["version"] == 2
+
+
+@pytest.mark.parametrize("key, value", [
+    ("weights", "banana"), ("head_mask", [[1.0, 2.0]]), ("head_mask", [[1.0, 0.0]]),
+    ("prompt_length", -1), ("kept_positions", [0, "a"]), ("kept_positions", [0]),
+    ("attention_kind", ["encoder"])])
+def test_a_garbled_meaning_is_refused(gpt2_model, key, value):
+    """What made the maps, read from anyone's file: a value its name does not hold is refused
+    (in a file of either format), never taken."""
+    data = gpt2_model.trace("The cat sat.").to_bytes()
+    for version in (1, 2):
+        with np.load(io.BytesIO(data), allow_pickle=False) as saved:
+            arrays = {name: saved[name] for name in saved.files}
+        metadata = json.loads(str(arrays["metadata"]))
+        metadata["version"] = version
+        (metadata["extra"] if version == 1 else metadata)[key] = value
+        arrays["metadata"] = np.asarray(json.dumps(metadata))
+        out = io.BytesIO()
+        np.savez_compressed(out, **arrays)
+        with pytest.raises(TraceFileError, match=key):
+            AttentionTrace.load(out.getvalue())
 
 
 def test_truncation_flag_survives(tmp_path, gpt2_model):
