@@ -30,6 +30,7 @@ from ..core.arrays import (RowsDone, as_array, as_inputs, check_mask, is_many, p
                            resolve_causal, row_pieces, thread_map)
 from ..core.errors import InputError
 from ..maps.streaming import MapsSource, accumulate, fold_maps, is_source, keys_of, source_of
+from ..maps.trace import AttentionTrace
 
 __all__ = ["row_entropy", "entropy", "entropy_scales", "uniform_entropy", "max_row_entropy",
            "visible_keys", "RowEntropy"]
@@ -208,7 +209,7 @@ def _source_for(item, causal) -> tuple[object, bool, tuple]:
     if is_source(item):
         return item, item.causal if causal is None else bool(causal), (item.n_layer,
                                                                        item.n_head)
-    if hasattr(item, "row_blocks"):
+    if isinstance(item, AttentionTrace):
         return source_of(item), resolve_causal(item, None, causal), tuple(item.maps_shape[:2])
     array = as_array(item)
     maps, lead = fold_maps(array)
@@ -260,11 +261,10 @@ def head_row_entropy(maps, layer: int, head: int, **options) -> np.ndarray:
     """[T] each query's entropy in one head, as row_entropy(..., **options) of that head's
     map. maps: a trace (one head's map is read, or rebuilt on a long input) or an
     [L, H, T, T] array."""
-    one_head = maps.head_map(layer, head) if hasattr(maps, "head_map") else \
-        np.asarray(maps)[layer, head]
-    if "causal" not in options and hasattr(maps, "causal"):
-        options["causal"] = maps.causal
-    return row_entropy(one_head, **options)
+    if not isinstance(maps, AttentionTrace):
+        return row_entropy(np.asarray(maps)[layer, head], **options)
+    options.setdefault("causal", maps.causal)
+    return row_entropy(maps.head_map(layer, head), **options)
 
 
 def row_entropy(attentions, normalized: bool = False, smoothing: float = 0.0,

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..maps.downsample import block_factor
 from ..maps.streaming import keys_of, source_of
+from ..maps.trace import AttentionTrace
 
 
 def head_name(layer: int, head: int) -> str:
@@ -177,7 +178,7 @@ def opening_view(attentions, tokens, special_mask=None, focus_words=FOCUS_WORDS
     the most weight from query to key, so the page opens on a head whose map shows the
     link, not on L0.H0. attentions: maps [L, H, T, T], or a trace (only the query's row of
     each layer is read, whether it holds its maps or rebuilds them)."""
-    if hasattr(attentions, "gather_rows") and hasattr(attentions, "maps_shape"):
+    if isinstance(attentions, AttentionTrace):
         shape = tuple(attentions.maps_shape)
 
         def query_rows(i: int) -> np.ndarray:  # [L, H, T]

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core.arrays import RowsDone, as_inputs, maps_shape
 from ..core.errors import InputError
+from ..maps.trace import AttentionTrace
 from .similarity import _row_selection, head_distances, rows_in_groups
 
 
@@ -21,7 +22,7 @@ def map_cosine_similarity(attentions, max_rows: int | None = None,
     samples them). attentions: maps [L, H, T, T] (or cross-attention's [L, H, T, S]) or a
     trace (whole or on demand: only the compared rows are computed, a bounded group at a
     time). progress(done, total) over rows."""
-    if hasattr(attentions, "gather_rows"):  # a trace
+    if isinstance(attentions, AttentionTrace):
         as_inputs(attentions)
         item = attentions
     else:  # maps [..., T, S]: square, or cross-attention's target x source

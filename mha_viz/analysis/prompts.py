@@ -20,7 +20,11 @@ import csv
 import io
 import json
 import random
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
+
+import numpy as np
+import torch
 
 from ..core.errors import InputError
 from ..core.text import decode_text_file
@@ -62,9 +66,9 @@ class EncodedPair:
 def token_ids(value) -> tuple[int, ...] | None:
     """value as token ids, if it is a sequence of whole numbers (a list, a tuple, a 1-D
     numpy array or tensor); None if it is not."""
-    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sized):
         return None
-    if hasattr(value, "tolist") and hasattr(value, "ndim"):  # numpy array or torch tensor
+    if isinstance(value, (np.ndarray, torch.Tensor)):
         if value.ndim != 1 or not str(value.dtype).replace("torch.", "").startswith(
                 ("int", "uint")):
             return None
@@ -102,7 +106,7 @@ def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1,
         if clean_ids is not None:
             return [PromptPair(clean_ids, corrupted_ids, target, contrast, position)]
         return [PromptPair(clean, corrupted, target, contrast, position)]
-    if isinstance(clean, (bytes, dict)) or not hasattr(clean, "__iter__"):
+    if isinstance(clean, (bytes, dict)) or not isinstance(clean, Iterable):
         raise InputError(f"the pairs are a {type(clean).__name__}: give two texts, a "
                          f"PromptPair, a list of them, (clean, corrupted) tuples or two lists")
     pairs = list(clean)
@@ -112,7 +116,7 @@ def as_pairs(clean, corrupted=None, target=None, contrast=None, position=-1,
         raise InputError(f"{len(pairs):,} prompt pairs is more than one run takes "
                          f"({MAX_PAIRS:,}): split them into runs of at most {MAX_PAIRS:,}")
     if corrupted is not None:  # two lists: clean prompts and corrupted prompts
-        if isinstance(corrupted, str) or not hasattr(corrupted, "__iter__"):
+        if isinstance(corrupted, str) or not isinstance(corrupted, Iterable):
             raise InputError(f"the corrupted prompts are a {type(corrupted).__name__}: give a "
                              f"list of them, as long as the clean prompts")
         corrupted = list(corrupted)

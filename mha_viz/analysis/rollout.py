@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.arrays import as_inputs, maps_shape
 from ..core.errors import InputError
+from ..maps.trace import AttentionTrace
 
 __all__ = ["head_mean", "head_max", "rollout", "aggregate_bytes_per_token"]
 
@@ -26,8 +27,9 @@ def _layers(attentions) -> list:
 
 def _rows(value, layer: int, start: int, stop: int) -> np.ndarray:
     """[H, stop - start, T]: a trace's rows (held or computed), or an array's."""
-    return value.rows(layer, start, stop) if hasattr(value, "rows") else value[layer, :,
-                                                                             start:stop]
+    if isinstance(value, AttentionTrace):
+        return value.rows(layer, start, stop)
+    return value[layer, :, start:stop]
 
 
 def _mean_heads(array: np.ndarray) -> np.ndarray:
@@ -65,7 +67,7 @@ def _reduce_heads(source, reduce, layer, start, stop) -> np.ndarray:
     layers, start, stop = _window(maps_shape(source), layer, start, stop)
     n_head, n = maps_shape(source)[1], maps_shape(source)[-1]
     need = 8 * len(layers) * (stop - start) * n
-    held = source.held_bytes() if hasattr(source, "held_bytes") else source.nbytes
+    held = source.held_bytes() if isinstance(source, AttentionTrace) else source.nbytes
     if need > max(trace_module.MATERIALISE_MAX_BYTES, held):
         raise ondemand.MapsTooLargeError(
             f"the head {'mean' if reduce is _mean_heads else 'maximum'} of every layer of "

@@ -27,6 +27,7 @@ from ..core.arrays import (RowsDone, as_array, as_inputs, check_mask, default_th
                            maps_shape, per_input)
 from ..core.errors import InputError
 from ..maps.streaming import MapsSource
+from ..maps.trace import AttentionTrace
 
 __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels",
            "ComparedRows"]
@@ -180,7 +181,7 @@ STREAMED_SIMILARITY_WORK = 10 * SIMILARITY_WORK
 def _rows_of_every_head(item, chosen: np.ndarray) -> np.ndarray:
     """The rows `chosen` of every head's map, float32 [N, len(chosen), keys] (N = all heads,
     layer-major): a trace gives them however it holds its maps, an array by indexing."""
-    if hasattr(item, "gather_rows"):
+    if isinstance(item, AttentionTrace):
         n_layer, n_head, n, _ = item.maps_shape
         flat = np.empty((n_layer * n_head, len(chosen), n), dtype=np.float32)
         for layer in range(n_layer):
@@ -277,7 +278,7 @@ def head_distances(attentions, kind: str = "js", smoothing: float = 1e-3,
                 raise InputError("valid_mask is for maps over one sequence's tokens")
             item = item.maps
         else:
-            item = item if hasattr(item, "gather_rows") else as_array(item)
+            item = item if isinstance(item, AttentionTrace) else as_array(item)
         shape = maps_shape(item)
         n = shape[-1]  # keys
         mask = check_mask(mask, n)

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.arrays import RowsDone, is_many, thread_map
 from ..core.errors import InputError
 from ..maps.streaming import accumulate, source_of
+from ..maps.trace import AttentionTrace
 
 __all__ = ["TOKEN_CLASSES", "CLS_CLASS", "SEP_CLASS", "token_class_mass", "token_class_masks",
            "is_punctuation", "strip_token_markers", "entropy_and_mass", "ClassMass"]
@@ -152,12 +153,11 @@ _THREADED_ELEMENTS = 1 << 22
 
 
 def _source_of_trace(trace):
-    """A trace's rows; plain maps with tokens (an object with attentions and tokens) as
-    whole maps."""
-    if not hasattr(trace, "tokens"):
+    """A trace's rows, as the trace gives them (held or computed)."""
+    if not isinstance(trace, AttentionTrace):
         raise InputError("token_class_mass needs an AttentionTrace (tokens and attentions), "
                          f"got {type(trace).__name__}")
-    return source_of(trace, causal=bool(getattr(trace, "causal", False)))
+    return source_of(trace)
 
 
 def token_class_mass(trace, progress=None) -> dict[str, np.ndarray]:

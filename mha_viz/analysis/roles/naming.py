@@ -8,6 +8,7 @@ import numpy as np
 
 from ...core.arrays import RowsDone, is_many
 from ...core.errors import InputError
+from ...maps.trace import AttentionTrace
 from ..heads import head_name
 from ..token_classes import SEP_CLASS
 from .scores import (TEXT_SCORE_KEYS, _check_normalization, _mean_or_zero, _prepared,
@@ -50,7 +51,7 @@ def role_scores(trace, *, exclude=None, drop_special: bool = False,
     total) over those rows (it may raise to stop the computation).
     """
     _check_normalization(normalization)
-    if is_many(trace) or not hasattr(trace, "token_ids"):
+    if not isinstance(trace, AttentionTrace):
         raise InputError("role_scores takes one AttentionTrace")
     prepared, = _prepared(trace, exclude=exclude, drop_special=drop_special)
     renew_entropy = entropy_normalized is None or exclude is not None or drop_special

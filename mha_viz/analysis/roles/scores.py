@@ -10,6 +10,7 @@ import numpy as np
 from ...core.arrays import RowsDone, as_array, as_arrays, as_inputs, check_mask, is_many, per_input
 from ...core.errors import InputError
 from ...maps.streaming import MapsSource, RowBlock, TraceSource, fold_maps
+from ...maps.trace import AttentionTrace
 from ..entropy import RowEntropy, mean_over_rows
 from ..special import drop_positions, kept_block
 from ..token_classes import ClassMass
@@ -46,7 +47,7 @@ class _Prepared:
 
 
 def _source_and_lead(item) -> tuple[object, tuple]:
-    if hasattr(item, "row_blocks"):
+    if isinstance(item, AttentionTrace):
         return TraceSource(item), tuple(item.maps_shape[:2])
     maps, lead = fold_maps(as_array(item))
     # nothing here assumes a causal map: every key of every row is read
@@ -65,8 +66,8 @@ def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = Fal
     for item, ids, excluded in zip(items, ids_list, exclude_list):
         source, lead = _source_and_lead(item)
         n = source.n_tokens
-        if ids is None:
-            ids = getattr(item, "token_ids", None)
+        if ids is None and isinstance(item, AttentionTrace):
+            ids = item.token_ids
         if ids is not None:
             ids = np.asarray(ids)
             if ids.ndim != 1 or ids.shape[0] != n:
@@ -79,11 +80,10 @@ def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = Fal
         if mask is not None:
             drop |= mask
         if drop_special:
-            special = getattr(item, "special_mask", None)
-            if special is None:
+            if not isinstance(item, AttentionTrace):
                 raise InputError("drop_special needs a trace (it reads trace.special_mask); "
                                  "for plain arrays pass exclude= a bool mask [T]")
-            drop |= check_mask(special, n, name="special_mask")
+            drop |= check_mask(item.special_mask, n, name="special_mask")
         kept = None
         if drop.any():
             if drop.all():
@@ -92,7 +92,7 @@ def _prepared(attentions, token_ids=None, exclude=None, drop_special: bool = Fal
             if ids is not None:
                 ids = ids[kept]
         out.append(_Prepared(source, lead, ids, kept,
-                             item if hasattr(item, "row_blocks") else None))
+                             item if isinstance(item, AttentionTrace) else None))
     return out
 
 
