@@ -6,6 +6,7 @@
     trace.attentions                        # float32 [layers, heads, T, T]
     long = model.trace(book, maps="on_demand")   # maps computed when asked for
     long.head_map(3, 7)                     # [T, T]
+    model.plan(book)                        # tokens, cut or not, maps held / on demand / refused
     moved = model.trace(text, weights="value")   # rows: what each head moves (normalized)
     model.generate("Once upon a time", max_new_tokens=20).text   # causal models
     t5 = load_model("path/to/t5")           # an encoder-decoder (T5, BART, Marian)
@@ -18,7 +19,8 @@ from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpoi
                           UnsupportedModelError)
 from .maps.ondemand import MapsTooLargeError
 from .maps.trace import AttentionTrace
-from .models.model import Generation, Model, ModelInfo, Predictions, TargetMetric, load_model
+from .models.model import (Generation, Model, ModelInfo, Predictions, TargetMetric, TracePlan,
+                           load_model)
 from .models.seq2seq import EncoderDecoderModel, EncoderDecoderTrace
 from .models.series import CheckpointSeries, SeriesError, checkpoint_series
 
@@ -27,5 +29,5 @@ __all__ = [
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
     "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError", "checkpoint_series",
-    "CheckpointSeries", "SeriesError", "Generation",
+    "CheckpointSeries", "SeriesError", "Generation", "TracePlan",
 ]

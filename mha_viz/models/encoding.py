@@ -80,6 +80,12 @@ class TextInput(Tokenizing):
         return Encoding(ids, types, special, n_before > limit or cut, n_before,
                         n_chars if cut else None)
 
+    def n_tokens(self, text: str, text_pair: str | None = None,
+                 max_tokens: int | None = None) -> int:
+        """How many tokens trace(text, text_pair, max_tokens) reads: the text's tokens, cut
+        to the context (or max_tokens). What a page counts before it runs anything."""
+        return len(self.encode(text, text_pair, max_tokens).input_ids)
+
     # --- tracing -------------------------------------------------------------------------
 
     def encoding_of_ids(self, ids) -> Encoding:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,28 @@ from .seq2seq import EncoderDecoderModel
 __all__ = ["AUTO_FULL_MAPS_BYTES", "Encoding", "ForwardRun", "Generation", "MAX_TEXT_CHARS",
            "METRIC_KINDS",
            "MLM_MASK_FRACTION", "Model", "ModelInfo", "Predictions", "ResolvedMetric",
-           "SCORE_NAMES", "ScoreInputs", "TargetMetric", "clean_text", "describe", "load_model"]
+           "SCORE_NAMES", "ScoreInputs", "TargetMetric", "TracePlan", "clean_text", "describe",
+           "load_model"]
 
+
+@dataclass(frozen=True)
+class TracePlan:
+    """What Model.trace would do with a text, found without running the model (Model.plan):
+    how many tokens it reads, whether the text was cut, the form of its maps ("full": held
+    whole, "on_demand": rebuilt when looked at, "none": refused), the bytes they would hold
+    (on demand: each layer's input) and, when refused, why ("" otherwise)."""
+    n_tokens: int
+    n_tokens_before_truncation: int
+    truncated: bool
+    maps: str
+    maps_bytes: int
+    refused: str = ""
+
+    def check(self) -> "TracePlan":
+        """The plan, or InputError saying why the text is refused."""
+        if self.refused:
+            raise InputError(self.refused)
+        return self
 
 
 class Model(TextInput, Scoring, Predicting, Generating):
@@ -82,6 +103,26 @@ class Model(TextInput, Scoring, Predicting, Generating):
             return maps
         raise InputError(f"maps must be 'auto', 'budget', 'full', 'on_demand' or 'none', got "
                          f"{maps!r}")
+
+    def plan(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
+             maps="budget") -> TracePlan:
+        """What trace(text, text_pair, max_tokens, maps=maps) would read and hold (TracePlan),
+        from the tokenizer alone: "budget" (default, what the app runs) holds the maps whole
+        while they fit the server's share for one input, else on demand, and refuses a text
+        that fits neither way (the plan's refused says why; plan.check() raises it)."""
+        enc = self.encode(text, text_pair, max_tokens)
+        n = len(enc.input_ids)
+        refused = ""
+        try:
+            kind = self.maps_kind(n, maps)
+        except InputError as error:
+            if maps != "budget":  # a maps= no trace takes: the caller's mistake, said now
+                raise
+            kind, refused = "none", str(error)
+        held = {"full": 4 * self.info.n_layer * self.info.n_head * n * n,
+                "on_demand": self.on_demand_bytes(n)}
+        return TracePlan(n, enc.n_tokens_before_truncation, enc.truncated, kind,
+                         held.get(kind, self.on_demand_bytes(n)), refused)
 
     def on_demand_bytes(self, n_tokens: int) -> int:
         """What an on-demand trace of n_tokens holds: each layer's input, L x T x d floats."""

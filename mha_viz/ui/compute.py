@@ -106,11 +106,10 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
     found, value = store.get(key)
     if found:
         return value
-    n_tokens = len(model.encode(text, pair, max_tokens).input_ids)
     # maps held whole while they fit the budget's share for one input, else on demand; an
     # input that fits neither way is refused now, before it waits for a turn (a run, which
     # keeps more per token, checks its own share again before its forward)
-    model.maps_kind(n_tokens, "budget")
+    n_tokens = model.plan(text, pair, max_tokens).check().n_tokens
     turns = _forward_turns()
     waiting = None
     if not turns.acquire(blocking=False):

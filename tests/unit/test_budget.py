@@ -84,3 +84,45 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
     assert budget_bytes() == 4096 * 2**20
     monkeypatch.setenv("MHA_VIZ_MEMORY_MB", "lots")
     assert budget_bytes() == 2560 * 2**20
+
+
+def test_a_plan_says_what_a_trace_reads_and_holds_before_it_runs(monkeypatch, gpt2_model,
+                                                                 gpt2_folder):
+    """Model.plan counts a text's tokens as the checkpoint's own tokenizer does (transformers',
+    cut to the context or max_tokens) and names the form the budget gives its maps: held
+    while L x H x T^2 floats fit a quarter of the budget, else each layer's input (L x T x d
+    floats), else refused; Model.trace(maps="budget") then holds exactly that."""
+    from transformers import AutoTokenizer
+
+    from mha_viz.core import budget
+
+    text = "the cat sat on the mat and looked at the dog " * 20
+    ids = AutoTokenizer.from_pretrained(gpt2_folder)(text)["input_ids"]
+    info = gpt2_model.info
+    assert len(ids) > info.max_positions  # cut to the context: 128 tokens
+    assert gpt2_model.n_tokens(text) == info.max_positions
+    assert gpt2_model.n_tokens(text, max_tokens=40) == 40
+    n = 100
+    held = 4 * info.n_layer * info.n_head * n * n
+    rebuilt = 4 * info.n_layer * n * info.d_model
+    for quarter, form in ((held, "full"), (held - 1, "on_demand"), (rebuilt - 1, "none")):
+        monkeypatch.setattr(budget, "budget_bytes", lambda quarter=quarter: 4 * quarter)
+        plan = gpt2_model.plan(text, max_tokens=n)
+        assert (plan.n_tokens, plan.n_tokens_before_truncation, plan.truncated) == (
+            n, len(ids), True)
+        assert plan.maps == form, quarter
+        if form == "none":
+            assert "Shorten it to" in plan.refused
+            with pytest.raises(InputError, match="Shorten it to") as refused:
+                gpt2_model.trace(text, max_tokens=n, maps="budget")
+            assert str(refused.value) == plan.refused
+            with pytest.raises(InputError, match="Shorten it to"):
+                plan.check()
+            continue
+        assert plan.refused == "" and plan.check() is plan
+        trace = gpt2_model.trace(text, max_tokens=n, maps="budget")
+        assert trace.on_demand == (form == "on_demand")
+        assert plan.maps_bytes == (held if form == "full" else rebuilt)
+        assert trace.maps.held_bytes() == plan.maps_bytes  # the arrays the trace holds
+    with pytest.raises(InputError, match="maps must be"):
+        gpt2_model.plan(text, maps="sometimes")
