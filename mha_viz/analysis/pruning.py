@@ -62,7 +62,7 @@ def _ablation_one(model, text, mode, base, batch_size, progress=None, metric=Non
     ids, types = inputs.input_ids, inputs.token_type_ids
     bias = net.attention_bias(ids.shape[1])
     layer_inputs = []
-    h, _ = net.run_layers(net.embed(ids, types), 0, None, bias, base, mode,
+    h, _ = net.run_layers(net.embed(ids, types), 0, None, bias, head_mask=base, ablation=mode,
                           layer_inputs=layer_inputs)
     baseline = float(model.score_from_last_hidden(net.finish(h), inputs)[0])
     effects = np.zeros((n_layer, n_head))
@@ -74,7 +74,7 @@ def _ablation_one(model, text, mode, base, batch_size, progress=None, metric=Non
         for chunk in _chunks(heads, batch):
             masks = _one_hot_masks(base, chunk)
             start = layer_inputs[layer].expand(len(chunk), -1, -1)
-            out, _ = net.run_layers(start, layer, None, bias, masks, mode)
+            out, _ = net.run_layers(start, layer, None, bias, head_mask=masks, ablation=mode)
             scores = model.score_from_last_hidden(net.finish(out), inputs)
             for (l, hd), score in zip(chunk, scores.tolist()):
                 effects[l, hd] = score - baseline
@@ -129,7 +129,8 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
     batch = batch_size or _default_batch(model, ids.shape[1])
     with torch.no_grad():
         layer_inputs = []
-        net.run_layers(net.embed(ids, types), 0, None, bias, base, layer_inputs=layer_inputs)
+        net.run_layers(net.embed(ids, types), 0, None, bias, head_mask=base,
+                       layer_inputs=layer_inputs)
         with fwAD.dual_level():
             for layer in range(n_layer):
                 for chunk in _chunks([(layer, h) for h in range(n_head)], batch):
@@ -138,7 +139,7 @@ def embedding_jacobian_norms(model, text, head_mask=None, batch_size: int | None
                         tangent[row, l, h] = 1.0
                     gates = fwAD.make_dual(base.expand(len(chunk), -1, -1).clone(), tangent)
                     start = layer_inputs[layer].expand(len(chunk), -1, -1)
-                    out, _ = net.run_layers(start, layer, None, bias, gates)
+                    out, _ = net.run_layers(start, layer, None, bias, head_mask=gates)
                     embedding = F.normalize(net.finish(out).mean(1), dim=-1)
                     jacobian = fwAD.unpack_dual(embedding).tangent  # [chunk, d]
                     for (l, h), value in zip(chunk, jacobian.norm(dim=-1).tolist()):

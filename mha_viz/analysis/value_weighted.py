@@ -24,6 +24,7 @@ from torch import nn
 
 from ..core.errors import InputError
 from ..engine.interventions import Interventions
+from ..engine.wiring import ATTENTION, join_norm, output_norm
 from ..maps.ondemand import BLOCK_ELEMENTS
 from ..maps.value_weighted import ValueNorms, weigh_maps
 from .token_classes import token_class_mass
@@ -169,9 +170,11 @@ def _layer_mixing(block, stream, values, heads_out, rows, n_tokens) -> dict[str,
         output = output + attn.out.bias.detach().to("cpu", torch.float64)
     # the sub-layer's output norm (post_norms), then the stream; then a post-norm layer's
     # LayerNorm over their sum: each frozen at its scale on this input
-    outer = _FrozenNorm(block.ln_attn_out, output) if block.post_norms else None
+    own_norm, sum_norm = (output_norm(block.wiring, ATTENTION),
+                          join_norm(block.wiring, ATTENTION))
+    outer = None if own_norm is None else _FrozenNorm(block.module_of(own_norm), output)
     joined = stream + (output if outer is None else outer.linear(output) / outer.scale[:, None])
-    after = None if block.pre_ln else _FrozenNorm(block.ln_1, joined)
+    after = None if sum_norm is None else _FrozenNorm(block.module_of(sum_norm), joined)
 
     def own(z, queries, stage):
         """Query i's own term at a stage, from z [r, d] = sum_h alpha_hii f_h(x_i): through

@@ -157,17 +157,20 @@ class EncoderDecoderStack(nn.Module):
         cross = CrossInput(states, self.encoder.key_bias(attention_mask), cross_head_mask,
                            ablation, [] if keep_attentions else None, cross_out)
         h, kept = decoder.run_layers(h, 0, None, decoder.attention_bias(h.shape[1]),
-                                     head_mask, ablation, None, attentions_out,
-                                     keep_attentions, hooks=hooks, memory=cross)
+                                     head_mask=head_mask, ablation=ablation,
+                                     attentions_out=attentions_out,
+                                     keep_attentions=keep_attentions, hooks=hooks, memory=cross)
         return decoder.finish(h, hooks), kept, cross.kept or []
 
     def forward(self, input_ids, decoder_input_ids, attention_mask=None,
                 keep_attentions=False):
         """-> (logits [B, T, vocab], encoder, decoder and cross weights kept: lists of one
         [B, H, ., .] per layer, empty unless keep_attentions)."""
-        states, encoder_weights = self.encode(input_ids, attention_mask, keep_attentions)
+        states, encoder_weights = self.encode(input_ids, attention_mask=attention_mask,
+                                              keep_attentions=keep_attentions)
         last, decoder_weights, cross_weights = self.decode(
-            decoder_input_ids, states, attention_mask, keep_attentions)
+            decoder_input_ids, states, attention_mask=attention_mask,
+            keep_attentions=keep_attentions)
         return self.decoder.lm_logits(last), encoder_weights, decoder_weights, cross_weights
 
 

@@ -20,6 +20,7 @@ from .norms import RMSNorm
 from .placement import to_numpy
 from .positions import (apply_rotary, relative_position_bucket, relative_positions,
                         rotary_tables, sinusoidal_table)
+from .wiring import Step, wiring_of
 
 # Inputs longer than this run attention in blocks of QUERY_CHUNK query rows when no weights
 # are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
@@ -51,11 +52,13 @@ def make_norm(config: StackConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """One transformer layer: attention + MLP with residuals, pre-norm or post-norm."""
+    """One transformer layer: attention + MLP with residuals, pre-norm or post-norm.
+    wiring: what it reads and writes, in order (engine.wiring: the steps forward runs)."""
 
     def __init__(self, config: StackConfig, layer: int):
         super().__init__()
         self.layer = layer
+        self.wiring: tuple[Step, ...] = wiring_of(config)
         self.pre_ln = config.pre_norm
         self.attn = MultiHeadAttention(config.d_model, config.n_head, fused_qkv=True,
                                        bias=config.qkv_bias, scale=config.attention_scale(layer),
@@ -89,6 +92,10 @@ class Block(nn.Module):
         self.mlp_in = nn.Linear(config.d_model, width, bias=config.mlp_bias)
         self.mlp_out = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
 
+    def module_of(self, step: Step):
+        """The submodule (or, for the MLP, the method) that computes one step of wiring."""
+        return getattr(self, step.module)
+
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "experts"):
             return self.experts(x)
@@ -108,7 +115,7 @@ class Block(nn.Module):
     def after_self_attention(self, h, bias=None, rotary=None):
         """The stream after this layer's self-attention sub-layer (no gates, no hooks): what
         a decoder layer's cross-attention reads next (inside.py shows its steps)."""
-        attended, _ = self.attn(self.attention_input(h), bias, rotary=rotary)
+        attended, _ = self.attn(self.attention_input(h), bias=bias, rotary=rotary)
         if self.post_norms:
             attended = self.ln_attn_out(attended)
         return h + attended if self.pre_ln else self.ln_1(h + attended)
@@ -125,7 +132,7 @@ class Block(nn.Module):
         if gate is not None:  # [L, H], or [B, L, H]: a gate per sequence of the batch
             gate = gate[self.layer] if gate.dim() == 2 else gate[:, self.layer]
         attended, weights = self.cross(
-            self.cross_input(h), memory.bias, gate, memory.ablation,
+            self.cross_input(h), bias=memory.bias, head_mask=gate, ablation=memory.ablation,
             weights_out=memory.weights_out_for(self.layer), memory=memory.states,
             hooks=None if hooks is None else Prefixed(hooks), layer=self.layer)
         if hooks is not None:
@@ -134,7 +141,7 @@ class Block(nn.Module):
             memory.kept.append(weights)
         return h + attended if self.pre_ln else self.ln_cross(h + attended)
 
-    def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
+    def forward(self, h, *, bias=None, head_mask=None, ablation="zero", attention_mask=None,
                 weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
                 past=None, memory=None):
         """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
@@ -150,9 +157,10 @@ class Block(nn.Module):
         if hooks is not None:
             h = hooks("resid_pre", layer, h)
             attn_in = hooks("attn_in", layer, h)
-        attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
-                                      attention_mask, weights_out, rotary, query_chunk,
-                                      causal, hooks, layer, past)
+        attended, weights = self.attn(
+            self.attention_input(attn_in), bias=bias, head_mask=head_mask, ablation=ablation,
+            attention_mask=attention_mask, weights_out=weights_out, rotary=rotary,
+            query_chunk=query_chunk, causal=causal, hooks=hooks, layer=layer, past=past)
         if self.post_norms:
             attended = self.ln_attn_out(attended)
         if hooks is not None:
@@ -225,26 +233,43 @@ class TransformerStack(nn.Module):
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
               offset: int = 0):
         """[B, T] ids (or float [B, T, d], already embedded) at positions offset.. of the
-        text -> the input of layer 0."""
+        text -> the input of layer 0: embedding_terms summed, then the embedding norm."""
+        terms = self.embedding_terms(input_ids, token_type_ids, offset)
+        h = terms[0][1]
+        for _, term in terms[1:]:
+            h = h + term
+        norm = self.embedding_norm
+        return h if norm is None else norm(h)
+
+    def embedding_terms(self, input_ids: torch.Tensor,
+                        token_type_ids: torch.Tensor | None = None, offset: int = 0
+                        ) -> list[tuple[str, torch.Tensor]]:
+        """The named terms ([B, T, d], or [T, d] for all rows) whose sum, in order, is layer
+        0's input before the embedding norm: "embed" (times the family's scale; float ids are vectors already),
+        "pos_embed" (learned or fixed positions), "type_embed" (BERT's segments)."""
         config = self.config
         input_ids = input_ids.to(self.device)  # ids from a caller on the CPU, weights on a GPU
         vectors = input_ids.is_floating_point()
         h = input_ids if vectors else self.tok_emb(input_ids)
         if config.embed_scale != 1.0 and not vectors:  # scales token embeddings only
             h = h * config.embed_scale
+        terms = [("embed", h)]
         length = input_ids.shape[1]
         positions = torch.arange(offset, offset + length, device=input_ids.device)
         if config.positions == "learned":
-            h = h + self.pos_emb(positions + config.position_offset)
+            terms.append(("pos_embed", self.pos_emb(positions + config.position_offset)))
         elif config.positions == "sinusoidal":
-            h = h + self.sinusoids(offset + length)[offset:]
-        if self.config.type_vocab_size:
+            terms.append(("pos_embed", self.sinusoids(offset + length)[offset:]))
+        if config.type_vocab_size:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
-            h = h + self.type_emb(token_type_ids.to(self.device))
-        if self.config.embedding_norm:
-            h = self.emb_ln(h)
-        return h
+            terms.append(("type_embed", self.type_emb(token_type_ids.to(self.device))))
+        return terms
+
+    @property
+    def embedding_norm(self) -> nn.Module | None:
+        """The norm right after the embeddings (BERT), else None."""
+        return self.emb_ln if self.config.embedding_norm else None
 
     def sinusoids(self, length: int) -> torch.Tensor:
         """[T, d] fixed positions (attention.sinusoidal_table), built once for the context."""
@@ -342,7 +367,7 @@ class TransformerStack(nn.Module):
                                           attention_mask=attention_mask, keep_attentions=True)
                 yield layer, to_numpy(kept[0])
 
-    def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
+    def run_layers(self, h, start=0, stop=None, bias=None, *, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
                    layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None,
                    memory: CrossInput | None = None):
@@ -377,9 +402,10 @@ class TransformerStack(nn.Module):
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
             past = None if past_kv is None else past_kv[layer]
-            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            query_chunk, self.config.causal, hooks, past,
-                                            memory)
+            h, weights = self.blocks[layer](
+                h, bias=bias, head_mask=gate, ablation=ablation, attention_mask=attention_mask,
+                weights_out=out, rotary=rotary, query_chunk=query_chunk,
+                causal=self.config.causal, hooks=hooks, past=past, memory=memory)
             if keep_attentions:
                 kept.append(weights)
         return h, kept
@@ -456,12 +482,15 @@ class TransformerStack(nn.Module):
         h = self.embed(input_ids, token_type_ids)
         if (length > CHUNKED_FROM and not keep_attentions and attentions_out is None
                 and hooks is None and self.config.positions != "relative"):  # bias per row, key
-            h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask), head_mask,
-                                      ablation, attention_mask, layer_inputs=layer_inputs,
+            h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask),
+                                      head_mask=head_mask, ablation=ablation,
+                                      attention_mask=attention_mask, layer_inputs=layer_inputs,
                                       query_chunk=QUERY_CHUNK)
         else:
             bias = self.attention_bias(length, attention_mask)
-            h, kept = self.run_layers(h, 0, None, bias, head_mask, ablation, attention_mask,
-                                      attentions_out, keep_attentions, layer_inputs,
-                                      hooks=hooks)
+            h, kept = self.run_layers(h, 0, None, bias, head_mask=head_mask, ablation=ablation,
+                                      attention_mask=attention_mask,
+                                      attentions_out=attentions_out,
+                                      keep_attentions=keep_attentions,
+                                      layer_inputs=layer_inputs, hooks=hooks)
         return self.finish(h), kept

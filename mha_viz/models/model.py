@@ -128,7 +128,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
         """What an on-demand trace of n_tokens holds: each layer's input, L x T x d floats."""
         return 4 * self.info.n_layer * n_tokens * self.info.d_model
 
-    def _forward(self, ids: list[int], types: list[int] | None, mask=None,
+    def _forward(self, ids: list[int], types: list[int] | None, *, mask=None,
                  ablation: str = "zero", maps: str = "full", hooks=None,
                  weights: str = "attention"):
         """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
@@ -151,19 +151,19 @@ class Model(TextInput, Scoring, Predicting, Generating):
                 buffer = torch.empty(self.info.n_layer, self.info.n_head, n, n,
                                      dtype=torch.float32, device=net.device)
                 # The same chunked arithmetic as on-demand maps: both give identical maps.
-                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
-                                          attentions_out=buffer, query_chunk=QUERY_CHUNK,
-                                          hooks=hooks)
+                final, _ = net.run_layers(embedded, 0, None, None, head_mask=mask,
+                                          ablation=ablation, attentions_out=buffer,
+                                          query_chunk=QUERY_CHUNK, hooks=hooks)
                 found = buffer.cpu().numpy()  # the buffer itself on the CPU
             elif maps == "on_demand" or n > CHUNKED_FROM:
                 inputs: list | None = [] if maps == "on_demand" else None
-                final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
-                                          layer_inputs=inputs, query_chunk=QUERY_CHUNK,
-                                          hooks=hooks)
+                final, _ = net.run_layers(embedded, 0, None, None, head_mask=mask,
+                                          ablation=ablation, layer_inputs=inputs,
+                                          query_chunk=QUERY_CHUNK, hooks=hooks)
                 found = None if inputs is None else LayerInputMaps(net, inputs)
             else:
-                final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
-                                          ablation, hooks=hooks)
+                final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n),
+                                          head_mask=mask, ablation=ablation, hooks=hooks)
                 found = None
             if valued is not None and found is not None:
                 found = weigh_maps(found, valued.array())
@@ -175,8 +175,9 @@ class Model(TextInput, Scoring, Predicting, Generating):
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a trace takes one head mask of shape [layers, heads]")
-        found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
-                                                 self.maps_kind(len(ids), maps), None, weights)
+        found, _, _, last_hidden = self._forward(
+            ids, types, mask=mask, ablation=ablation, maps=self.maps_kind(len(ids), maps),
+            weights=weights)
         return found, to_numpy(last_hidden[0])
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
@@ -288,7 +289,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
             info.d_model + info.n_head * info.d_head))
         kept = Interventions(capture=["z", "mlp_out"])  # what attribution reads
         found, embedded, final, last_hidden = self._forward(
-            enc.input_ids, enc.token_type_ids, mask, "zero", kind, kept, weights)
+            enc.input_ids, enc.token_type_ids, mask=mask, maps=kind, hooks=kept, weights=weights)
         records = [{"context": kept.captured[("z", layer)],
                     "mlp_out": kept.captured[("mlp_out", layer)]}
                    for layer in range(self.info.n_layer)]

@@ -310,3 +310,53 @@ def test_direct_logit_attribution_sums_to_the_logit_difference(family_factory, c
     assert abs(found.total - (logits[5] - logits[6])) < 1e-4
     assert abs(found.heads.sum() + sum(found.rest.values()) - found.total) < 1e-3
     assert ("logits bias" in found.rest) == (case in ("phi", "gptj"))
+
+
+def _by_its_wiring(block, stack, h, layer: int):
+    """Block `layer` on h computed from its wiring alone: each step's own module (a norm,
+    the attention with the stack's bias and rotary positions, the MLP) on the values the
+    step names, in order; adds left to right."""
+    n = h.shape[1]
+    values = {"resid_pre": h}
+    for step in block.wiring:
+        read = [values[name] for name in step.reads]
+        if step.kind == "add":
+            out = read[0]
+            for value in read[1:]:
+                out = out + value
+        elif step.kind == "attention":
+            out = getattr(block, step.module)(read[0], bias=stack.attention_bias(n),
+                                              rotary=stack.rotary(n, layer))[0]
+        else:  # a norm or the MLP
+            out = getattr(block, step.module)(read[0])
+        values[step.writes] = out
+    return values["resid_post"]
+
+
+@pytest.mark.parametrize("case", [*FAMILIES, *ENCODERS])
+def test_every_block_does_what_its_wiring_says(family_factory, case):
+    """Each block's output computed from its wiring alone (engine.wiring: the steps in
+    order, on the values they name) is the engine's forward of the block; and the split of
+    the last layer's input by source (score attribution's, which reads that description and
+    checks each layer's sum against the engine's as it goes) adds up to it."""
+    import torch
+
+    from mha_viz.analysis.why.stream import stream_parts
+
+    model = load_model(family_factory(case))
+    net = model.network
+    enc = model.encode(TEXTS[1])
+    ids, types = torch.tensor([enc.input_ids]), torch.tensor([enc.token_type_ids])
+    inputs = []
+    with torch.inference_mode():
+        h = net.embed(ids, types if net.config.type_vocab_size else None)
+        out, _ = net.run_layers(h, 0, None, net.attention_bias(ids.shape[1]),
+                                layer_inputs=inputs)
+        for layer, block in enumerate(net.blocks):
+            after = (inputs[1:] + [out])[layer]
+            found = _by_its_wiring(block, net, inputs[layer], layer)
+            np.testing.assert_allclose(found, after, rtol=0, atol=1e-6 * float(
+                after.abs().max()), err_msg=f"layer {layer}")
+    split = stream_parts(model, enc.input_ids, enc.token_type_ids, net.config.n_layer - 1)
+    np.testing.assert_allclose(split.parts.sum(0), split.x, rtol=0,
+                               atol=1e-5 * float(split.x.abs().max()))

@@ -400,3 +400,43 @@ def test_a_model_that_cannot_be_split_says_why(tmp_path, families):
 
     assert "reads an image" in why_no_split(model)
     assert all(why_no_split(text_model) is None for text_model, _ in families.values())
+
+
+def test_a_block_wired_otherwise_than_described_is_an_error_not_a_figure(gpt2_model,
+                                                                         bert_model,
+                                                                         monkeypatch):
+    """The split follows each block's description of its wiring and checks, layer by layer,
+    that its parts add up to the stream the engine computed: a description that says
+    pre-norm for BERT's post-norm layer 0, one that says post-norm for GPT-2's layer 1, and
+    a forward changed without its description (GPT-2's layer 0 adding its input twice) each
+    stop with a WiringError naming the layer, instead of terms that add up to a wrong
+    stream."""
+    from mha_viz.engine.wiring import WiringError, block_wiring
+
+    def wiring(pre_norm):
+        return block_wiring(pre_norm=pre_norm, input_norms=True, post_norms=False,
+                            parallel=False, cross_attention=False)
+
+    for model in (gpt2_model, bert_model):  # as described: the split adds up
+        score_attribution(model, TEXT, 1, 0, 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(bert_model.network.blocks[0], "wiring", wiring(pre_norm=True))
+        with pytest.raises(WiringError, match="layer 0's output"):
+            score_attribution(bert_model, TEXT, 1, 0, 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(gpt2_model.network.blocks[1], "wiring", wiring(pre_norm=False))
+        with pytest.raises(WiringError, match="what layer 1's heads read"):
+            score_attribution(gpt2_model, TEXT, 1, 0, 3)
+    block = gpt2_model.network.blocks[0]
+    forward = block.forward
+
+    def input_twice(h, **options):
+        out, weights = forward(h, **options)
+        return out + h, weights
+
+    with monkeypatch.context() as patch:
+        patch.setattr(block, "forward", input_twice)
+        with pytest.raises(WiringError, match="layer 0's output .* relative gap"):
+            score_attribution(gpt2_model, TEXT, 1, 0, 3)
+    vars(block).pop("forward", None)  # the class's own forward again
+    score_attribution(gpt2_model, TEXT, 1, 0, 3)

@@ -72,8 +72,9 @@ def inside_one_head_seq2seq(model, source: str, target: str | None, kind: str, l
         else:
             attn, x, attn_bias = block.attn, block.attention_input(hidden), bias
             q, k, v = attn.project_qkv(x)
-            output, _ = attn(x, bias)
-        context, weights = scaled_dot_product_attention(q, k, v, attn_bias, attn.scale)
+            output, _ = attn(x, bias=bias)
+        context, weights = scaled_dot_product_attention(q, k, v, bias=attn_bias,
+                                                        scale=attn.scale)
         kv = attn.kv_heads[head]
         # The steps before the softmax, kept for display: the engine's own raw_scores and
         # hidden_keys, the pieces of attention_scores (as inside_one_head keeps them)

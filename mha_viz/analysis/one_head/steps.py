@@ -273,8 +273,9 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         q_used, k_used = (q_normed, k_normed) if rotary is None else (q_rot, k_rot)
         # The engine's own attention, for every head at once: its weights are the trace's.
         context, weights = scaled_dot_product_attention(
-            q_used, k_used, v, bias, attn.scale, window=attn.window, softcap=attn.softcap)
-        output, _ = attn(x, bias, rotary=rotary)
+            q_used, k_used, v, bias=bias, scale=attn.scale, window=attn.window,
+            softcap=attn.softcap)
+        output, _ = attn(x, bias=bias, rotary=rotary)
         kv = attn.kv_heads[head]
         # The steps before the softmax, kept for display: the engine's own raw_scores and
         # hidden_keys, the pieces of attention_scores

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ...core.errors import InputError
+from ...engine.wiring import ATTENTION, input_norm, output_norm
 from .scores import POSITION_BIAS, hidden_of, projected
 from .stream import WORK, check_head, encoded_ids, stack_of, stream_parts
 
@@ -164,7 +165,7 @@ def head_matrices(stack) -> dict[str, torch.Tensor]:
         w_q, w_k, w_v = (w.to(WORK) for w in attn.qkv_weights()[:3])
         index = attn.kv_index
         w_k, w_v = w_k[index], w_v[index]
-        reading = getattr(block.ln_1, "weight", None) if block.pre_ln else None
+        reading = _norm_weight(block, input_norm(block.wiring, ATTENTION))
         if reading is not None:
             w_q, w_k, w_v = (w * reading.to(WORK) for w in (w_q, w_k, w_v))
         if attn.qk_norm:
@@ -172,14 +173,20 @@ def head_matrices(stack) -> dict[str, torch.Tensor]:
             w_k = w_k * _qk_norm_weight(attn.k_norm, attn.qk_norm, attn.n_kv_head,
                                         attn.d_head)[index]
         w_out = attn.out.weight.to(WORK)
-        if block.post_norms and getattr(block.ln_attn_out, "weight", None) is not None:
-            w_out = block.ln_attn_out.weight.to(WORK)[:, None] * w_out
+        writing = _norm_weight(block, output_norm(block.wiring, ATTENTION))
+        if writing is not None:
+            w_out = writing.to(WORK)[:, None] * w_out
         found["W_Q"].append(w_q)
         found["W_K"].append(w_k)
         found["W_V"].append(w_v)
         found["W_O"].append(w_out.view(attn.d_model, attn.n_head, attn.d_head)
                             .permute(1, 0, 2))
     return {name: torch.stack(values) for name, values in found.items()}
+
+
+def _norm_weight(block, step) -> torch.Tensor | None:
+    """The weight of a norm step of the block's wiring (None: no step, or no weight)."""
+    return None if step is None else getattr(block.module_of(step), "weight", None)
 
 
 def _qk_norm_weight(norm, kind: str, n_head: int, d_head: int) -> torch.Tensor:
