@@ -216,7 +216,7 @@ def test_pages_leave_the_arithmetic_to_the_library():
 
 # How a trace holds its maps (whole, or rebuilt on demand) is the trace's business: pages
 # and the ui read heads, rows, block means and streamed statistics, the same for both.
-TRACE_STORAGE = {"attentions", "on_demand", "maps_source", "materialise", "_full"}
+TRACE_STORAGE = {"attentions", "on_demand", "maps", "maps_source", "materialise", "_full"}
 
 
 def test_no_page_or_ui_module_asks_how_a_trace_holds_its_maps():
@@ -226,6 +226,49 @@ def test_no_page_or_ui_module_asks_how_a_trace_holds_its_maps():
                    for path in readers for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.Attribute) and node.attr in TRACE_STORAGE)
     assert asked == []
+
+
+def attribute_reads(paths, name: str) -> list[str]:
+    """Where `.name` is read (or written) in these files: "path:line"."""
+    return sorted(f"{path.relative_to(ROOT)}:{node.lineno}" for path in paths
+                  for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Attribute) and node.attr == name)
+
+
+def calls_of(paths, name: str) -> list[str]:
+    """Where the function `name` is called in these files: "path:line"."""
+    return sorted(f"{path.relative_to(ROOT)}:{node.lineno}" for path in paths
+                  for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Call) and getattr(node.func, "id", "") == name)
+
+
+def test_one_form_of_maps():
+    """A trace always hands its reads to its Maps (maps/forms.py): the library asks which
+    storage form a trace has in at most one place (maps_source, the deprecated name of the
+    on-demand form, was tested in twelve)."""
+    asked = attribute_reads(PACKAGE.rglob("*.py"), "maps_source")
+    assert len(asked) <= 1, asked
+
+
+def test_the_statistics_take_typed_inputs():
+    """analysis/ tells a trace from an array by its type (isinstance AttentionTrace), not by
+    sniffing attributes: at most three hasattr there, each with its reason beside it (there
+    were twenty-one)."""
+    sniffed = calls_of(PACKAGE.joinpath("analysis").rglob("*.py"), "hasattr")
+    assert len(sniffed) <= 3, sniffed
+
+
+def test_what_made_a_traces_maps_is_typed():
+    """What made a trace's maps is in typed fields (weights, head_mask, prompt_length,
+    kept_positions, ...), not an untyped dict: AttentionTrace has no `extra` field, and no
+    library module reads or writes one (`.extra`)."""
+    trace_class = next(node for node in ast.parse((PACKAGE / "maps" / "trace.py").read_text()).body
+                       if isinstance(node, ast.ClassDef) and node.name == "AttentionTrace")
+    fields = {node.target.id for node in trace_class.body
+              if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+    assert {"weights", "head_mask", "prompt_length", "kept_positions"} <= fields
+    assert "extra" not in fields
+    assert attribute_reads(PACKAGE.rglob("*.py"), "extra") == []
 
 
 # ------------------------------------------------------ pages and views: call, not compute
