@@ -66,7 +66,10 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
   (``RUNS_ON_OPEN``: what a page runs by itself on opening, up to which size); ``md_escape``.
 - ``state``: ``synced`` widget values kept across pages and in the URL; presentation mode.
 - ``messages``: ``show_error``, ``guard``, ``callback``: errors without tracebacks or paths.
-- ``compute``: models, traces and runs within the memory budget; ``memo``; jobs.
+- ``loading``: the loaded models (``get_model``); ``selection``: what the sidebar chose
+  (``Selection``); ``stores``: results kept under the key of their call (``memo``);
+  ``jobs``: long computations with progress (``computed``, ``run_or_wait``); ``traces``:
+  the forward store and the traces and runs read through the Selection (``get_trace``).
 - ``gestures``: one tap picks a figure's point; ``ask_scroll``/``scroll_anchor`` bring what a
   click changed into view.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
@@ -83,9 +86,11 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
   imports a view. ``words``: labels, button texts, captions and number formats.
 """
 
-from .compute import (Selection, cancelled, clear, computed, get_model, get_run, get_seq2seq_trace,
-                      get_trace, job_runner, masked_trace, memo, peek, result_key, run_or_wait,
-                      set_figure_meta)
+from .jobs import cancelled, clear, computed, job_runner, run_or_wait
+from .loading import get_model
+from .selection import Selection
+from .stores import memo, peek, result_key
+from .traces import get_run, get_seq2seq_trace, get_trace, masked_trace, set_figure_meta
 from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_special_toggle,
                        opening, page_files, saved_trace_picker, shown_trace, sidebar,
                        target_metric_picker, weights_switch)

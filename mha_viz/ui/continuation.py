@@ -19,7 +19,7 @@ import streamlit as st
 from ..core.errors import MhaVizError
 from ..models.generation import Generation
 from ..models.model import Model
-from .compute import computed
+from .jobs import computed
 from .messages import callback, show_error
 from .settings import WRITTEN_MARK, as_sentence, max_tokens_within, md_escape
 from .state import get_value, incoming_value, set_value, take_url_value, write_url_value

@@ -17,7 +17,9 @@ from ..core.errors import CheckpointNotFoundError, MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
 from ..models.seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
-from .compute import Selection, get_model, memo, results_store
+from .loading import get_model
+from .selection import Selection
+from .stores import memo, results_store
 from . import continuation, navigation
 from .messages import callback
 from .output import caveat

@@ -16,7 +16,8 @@ from ..models.model import MAX_TEXT_CHARS
 from ..plots import fit
 from ..server import export
 from . import narrow
-from .compute import Selection, cached_seq2seq_trace, cached_trace
+from .selection import Selection
+from .traces import cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .gestures import taps_select
 from .state import browser_component, image_format, presenting, synced, take_incoming_params

@@ -20,8 +20,10 @@ from typing import Callable
 from ..analysis import pruning
 from ..server import jobs
 from ..server.results_on_disk import ResultsOnDisk
-from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
-                      result_key, run_cached)
+from .jobs import job_runner
+from .loading import get_model
+from .stores import _small_store, result_key
+from .traces import cached_seq2seq_trace, cached_trace, run_cached
 from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_DEFAULTS, RUNS_ON_OPEN,
                        SEQ2SEQ_TEXT, default_model, prepared_folder, pruning_runs_on_open)
 
@@ -36,7 +38,7 @@ def _results_on_disk() -> ResultsOnDisk | None:
 
 def _through_runner(model, text: str, fn: Callable, *args, **kwargs) -> None:
     """fn(*args, **kwargs) as the pages' job, its result in their store under the key the
-    pages derive for the same call (compute.result_key): read from the disk when an earlier
+    pages derive for the same call (stores.result_key): read from the disk when an earlier
     start of the server computed it, else computed and kept."""
     key = result_key(fn, *args, **kwargs)
     store = _small_store()
@@ -82,7 +84,7 @@ def prepare(model_name: str, text: str, pair: str | None = None,
 def _pruning_steps(model, text: str) -> list[tuple[str, Callable[[], object]]]:
     """What the pruning page computes by itself on opening, and nothing more."""
     mode, by, step, metric = (PRUNING_DEFAULTS[k] for k in ("mode", "by", "step", "metric"))
-    runs_itself = pruning_runs_on_open(model.info.score_kind, len(model.encode(text).input_ids),
+    runs_itself = pruning_runs_on_open(model.info.score_kind, model.n_tokens(text),
                                        metric, by)
     warm = {name.split(".", 1)[1] for name, policy in RUNS_ON_OPEN.items()
             if name.startswith("pruning.") and policy.warm}

@@ -14,7 +14,9 @@ import streamlit as st
 
 from .. import analysis, plots
 from ..core.errors import MhaVizError
-from .compute import Selection, get_trace, memo
+from .selection import Selection
+from .stores import memo
+from .traces import get_trace
 from .gestures import ask_scroll, scroll_anchor
 from .messages import callback, without_server_paths
 from .output import column_share, drawn_when_opened, figure_columns, section_open_key, show_figure

@@ -1,5 +1,5 @@
 """The Pruning impact page's view (mha_viz/ui/views/pruning_impact*.py) in Streamlit's AppTest:
-the score with heads switched off is stored under the key of its call (compute.result_key),
+the score with heads switched off is stored under the key of its call (stores.result_key),
 the measure says the model's score in the words of ModelInfo, the pruning curve section draws
 the library's curve, an encoder-decoder's table of the heads it needs most is
 rank_heads_of_kinds of the library's effects, and one sweep asked by two pages runs once."""
@@ -22,14 +22,14 @@ from tests.support.similarity_pruning_inside import (PRUNE, TEXT,  # noqa: E402,
 
 def test_score_with_heads_off_is_stored_under_its_key(gpt2_folder, gpt2_model):
     from mha_viz.analysis import heads, pruning
-    from mha_viz.ui import compute
+    from mha_viz.ui import loading, stores
     from mha_viz.ui.words.pruning import format_score
 
     at = run_page(PRUNE, folder(gpt2_folder) | {"text": TEXT, "off": "L0.H1"})
     assert_clean(at)
     mask = heads.names_to_mask(["L0.H1"], 2, 4)
-    model = compute.get_model(str(gpt2_folder))
-    found, stored = compute._small_store().get(compute.result_key(
+    model = loading.get_model(str(gpt2_folder))
+    found, stored = stores._small_store().get(stores.result_key(
         model.score, TEXT, head_mask=mask, ablation="zero", metric=None))
     assert found
     expected = gpt2_model.score(TEXT, head_mask=mask)

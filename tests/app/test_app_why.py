@@ -113,7 +113,7 @@ def test_cells_that_cannot_be_explained_say_why(gpt2_folder, bert_folder):
 
 
 def test_a_saved_trace_has_no_model_to_split(gpt2_model):
-    from mha_viz.ui.compute import Selection
+    from mha_viz.ui.selection import Selection
     from mha_viz.ui.why import _refused
 
     trace = gpt2_model.trace(TEXT)

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from mha_viz.ui import compute  # noqa: E402
+from mha_viz.ui import loading  # noqa: E402
 
 
 class _Node:
@@ -21,12 +21,12 @@ def test_a_load_freezes_the_live_heap_and_the_next_load_frees_cycles_let_go_of()
     cycle.me = cycle  # only a collection frees a cycle; reference counts never reach 0
     gone = weakref.ref(cycle)
     try:
-        assert compute._freezing_the_heap([cycle].pop) is cycle
+        assert loading._freezing_the_heap([cycle].pop) is cycle
         assert gc.get_freeze_count() > 1000  # the libraries, the test session, the cycle
         del cycle
         gc.collect()  # what Streamlit runs after a script: it no longer looks at frozen objects
         assert gone() is not None
-        compute._freezing_the_heap(lambda: None)  # the next model load
+        loading._freezing_the_heap(lambda: None)  # the next model load
         assert gone() is None
     finally:
         gc.unfreeze()

@@ -11,7 +11,7 @@ pytest.importorskip("streamlit")
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import pruning  # noqa: E402
-from mha_viz.ui import compute, warm  # noqa: E402
+from mha_viz.ui import jobs, loading, stores, warm  # noqa: E402
 from mha_viz.ui.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,11 +20,11 @@ TEXT = "A warm start keeps the class from waiting for the model."
 
 def stored_key(kind: str, name: str, text: str) -> str:
     """The key the pruning page derives for one of its results with its default choices."""
-    model = compute.get_model(name)
-    return {"score": compute.result_key(model.score, text, metric=None),
-            "ablation": compute.result_key(pruning.ablation_effects, model, text, mode="zero"),
-            "gradient": compute.result_key(pruning.gradient_importance, model, text),
-            "curve": compute.result_key(pruning.pruning_curve, model, text, step=0.1,
+    model = loading.get_model(name)
+    return {"score": stores.result_key(model.score, text, metric=None),
+            "ablation": stores.result_key(pruning.ablation_effects, model, text, mode="zero"),
+            "gradient": stores.result_key(pruning.gradient_importance, model, text),
+            "curve": stores.result_key(pruning.pruning_curve, model, text, step=0.1,
                                         by="gradient", mode="zero")}[kind]
 
 
@@ -56,7 +56,7 @@ def causal(gpt2_folder, monkeypatch) -> str:
 def test_prepare_fills_the_stores_the_pages_read(causal):
     """A causal model: what the pruning page runs by itself on opening, all of it."""
     assert len(prepared(causal)) == 6  # maps, run, score, sweep, gradient, curve
-    store = compute._small_store()
+    store = stores._small_store()
     model = load_model(causal)
     found, effects = store.get(stored_key("ablation", causal, TEXT))
     assert found
@@ -69,8 +69,8 @@ def test_prepare_fills_the_stores_the_pages_read(causal):
                                atol=1e-4)
     assert store.get(stored_key("score", causal, TEXT))[1] == pytest.approx(
         model.score(TEXT), abs=1e-5)
-    found, trace = compute.results_store().get(compute.result_key(
-        compute.get_model(causal).trace, TEXT, max_tokens=DEFAULT_MAX_TOKENS, maps="budget"))
+    found, trace = stores.results_store().get(stores.result_key(
+        loading.get_model(causal).trace, TEXT, max_tokens=DEFAULT_MAX_TOKENS, maps="budget"))
     assert found and trace.n_tokens == len(model.encode(TEXT).input_ids)
 
 
@@ -78,7 +78,7 @@ def test_prepare_does_only_what_the_page_does_by_itself():
     """MiniLM's score is the embedding shift: the page runs the score and the sweep, and waits
     for a button for the rest; so does the warm start."""
     assert len(prepared("minilm")) == 4  # maps, run, score, sweep
-    store = compute._small_store()
+    store = stores._small_store()
     assert store.get(stored_key("ablation", "minilm", TEXT))[0]
     assert not store.get(stored_key("gradient", "minilm", TEXT))[0]
 
@@ -107,13 +107,13 @@ def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_p
     assert len(list(tmp_path.glob("*.npz"))) == 4  # score, sweep, gradient, curve
     keys = [stored_key(kind, causal, text)
             for kind in ("score", "ablation", "gradient", "curve")]
-    first = [compute._small_store().get(key)[1] for key in keys]
-    compute.clear()  # a new server
+    first = [stores._small_store().get(key)[1] for key in keys]
+    jobs.clear()  # a new server
 
     for name in ("ablation_effects", "gradient_importance", "pruning_curve"):
         monkeypatch.setattr(pruning, name, refusing(getattr(pruning, name)))
     warm.prepare(causal, text)
-    again = [compute._small_store().get(key)[1] for key in keys]
+    again = [stores._small_store().get(key)[1] for key in keys]
     assert again[0] == first[0]
     np.testing.assert_array_equal(again[1], first[1])
     np.testing.assert_array_equal(again[2], first[2])
@@ -123,8 +123,8 @@ def test_a_lesson_prepared_before_a_restart_is_read_from_disk(monkeypatch, tmp_p
     # another text is another question: computed (here: refused by the patch), not reused
     other = text + " Another one."
     warm.prepare(causal, other)
-    assert not compute._small_store().get(stored_key("ablation", causal, other))[0]
-    compute.clear()
+    assert not stores._small_store().get(stored_key("ablation", causal, other))[0]
+    jobs.clear()
     warm._results_on_disk.cache_clear()
 
 
@@ -155,7 +155,7 @@ def test_home_prepares_a_teachers_text_with_progress():
     at = [b for b in at.button if b.label == "Prepare every page for this text"][0].click().run()
     assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
     assert at.get("progress")[-1].proto.text == "Every page is ready for this text."
-    assert compute._small_store().get(stored_key("ablation", "minilm", text))[0]
+    assert stores._small_store().get(stored_key("ablation", "minilm", text))[0]
 
 
 def test_the_server_finds_the_app_and_its_warm_start():

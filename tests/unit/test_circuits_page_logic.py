@@ -40,7 +40,7 @@ def patched(request, gpt2_model, pairs):
 def test_the_views_share_one_key_for_exact_head_patching(gpt2_model, pairs):
     """The Heads and the Attribution views ask the same call: one stored result."""
     from mha_viz.analysis import patching
-    from mha_viz.ui.compute import result_key
+    from mha_viz.ui.stores import result_key
 
     heads = result_key(patching.activation_patching, gpt2_model, pairs, None, "logit_diff",
                        "head", "noise")

@@ -23,7 +23,10 @@ from ...analysis.encoder_decoder_patching import activation_patching_seq2seq, fi
 from ...analysis.heads import head_name, parse_head_name
 from ...models.model import TargetMetric
 from ...server import export
-from ..compute import Selection, computed, figure_tag, memo, run_or_wait
+from ..jobs import computed, run_or_wait
+from ..selection import Selection
+from ..stores import memo
+from ..traces import figure_tag
 from ..messages import callback
 from ..output import (STACKED_BELOW_PX, caveat, column_share, download_bytes, download_csv,
                      figure_columns, show_figure, viewport)

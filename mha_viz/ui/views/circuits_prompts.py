@@ -9,7 +9,7 @@ import streamlit as st
 
 from ...analysis import prompts
 from ...core.errors import MhaVizError
-from ..compute import memo
+from ..stores import memo
 from ..messages import callback, show_error
 from ..settings import md_escape
 from ..state import set_value

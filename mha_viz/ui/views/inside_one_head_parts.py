@@ -14,7 +14,8 @@ from ...analysis.one_head import blockwise
 from ...analysis.one_head import gradients as head_gradients
 from ...analysis.one_head.steps import HeadInternals, summarise
 from ...server import export
-from ..compute import Selection, memo
+from ..selection import Selection
+from ..stores import memo
 from ..lesson import figure_place, on_lesson_screen
 from ..output import download_csv, show_figure
 from ..settings import md_escape, terms_in

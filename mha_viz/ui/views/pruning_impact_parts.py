@@ -14,7 +14,9 @@ from ...analysis import encoder_decoder_ablation as seq2seq_ablation
 from ...analysis import heads, pruning
 from ...models.seq2seq import KIND_NAMES, KINDS
 from ...server import export
-from ..compute import get_run, memo, run_or_wait
+from ..jobs import run_or_wait
+from ..stores import memo
+from ..traces import get_run
 from ..controls import target_metric_picker
 from ..output import caveat, download_csv, show_figure
 from ..settings import md_escape, runs_on_open

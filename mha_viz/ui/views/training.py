@@ -12,7 +12,8 @@ from ... import checkpoints, corpus, plots, ui
 from ...core.errors import CheckpointNotFoundError
 from ...analysis.heads import head_name
 from ...models.series import BUNDLED_SERIES, checkpoint_series, load_checkpoint
-from ..compute import computed, memo
+from ..jobs import computed
+from ..stores import memo
 from ..messages import callback
 from ..state import set_value, synced
 from ..words import training as words
