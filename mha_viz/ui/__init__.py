@@ -82,6 +82,7 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
   with the written tokens marked (settings.WRITTEN_MARK; compute marks the traces and runs).
 - ``token_boxes``: Home's text as one box per token. ``narrow``: what a phone needs (the
   folded sidebar's button names what it holds; the sidebar folds once a page is chosen).
+- ``sections``: a page is a context and its sections (``show_sections``, ``Folded``).
 - ``views``: one module per page (its controls and sections), the top of ui: nothing in ui
   imports a view. ``words``: labels, button texts, captions and number formats.
 """
@@ -103,6 +104,7 @@ from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_s
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
                      long_input_note, one_pass_is_quick, page_setup, section_open_key,
                      show_figure, too_long_for, trace_notes, viewport)
+from .sections import Folded, show_sections
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
                        EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_DEFAULTS,
                        RUNS_ON_OPEN, TERMS, URL_MAX_CHARS, OnOpen, configure_torch, default_model,
@@ -134,5 +136,5 @@ __all__ = [
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
     "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
     "prepare_lesson", "start_preparing_default", "pick_cell", "why_body", "why_panel",
-    "why_section",
+    "why_section", "Folded", "show_sections",
 ]
