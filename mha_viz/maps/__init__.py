@@ -4,7 +4,8 @@ that file may hold, checked as it is read), the one form of maps the trace deleg
 (forms.Maps: held whole in held.HeldMaps, rebuilt on demand from each layer's input in
 ondemand, value-weighted in value_weighted: what each head moves), the one protocol by which
 every statistic reads maps a block of rows at a time (streaming), and block averages for
-overviews (downsample).
+overviews (downsample); the named sets of a model's maps (sets: its self-attention, or an
+encoder-decoder's encoder, decoder and cross-attention).
 
 May import: core, engine.
 """

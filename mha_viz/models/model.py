@@ -29,7 +29,8 @@ from ..engine.transformer import CHUNKED_FROM, QUERY_CHUNK, TransformerStack
 from ..maps import trace as traces
 from ..maps.ondemand import LayerInputMaps
 from ..maps.trace import AUTO_FULL_MAPS_BYTES, AttentionTrace
-from ..maps.value_weighted import ValueNorms, check_weights, weigh_maps, weights_by_layer
+from ..maps.sets import ONE_STACK
+from ..maps.value_weighted import WEIGHTS, ValueNorms, check_weights, weigh_maps, weights_by_layer
 from .encoding import MAX_TEXT_CHARS, Encoding, TextInput, clean_text
 from .forward_run import ForwardRun
 from .generation import Generating, Generation
@@ -69,6 +70,11 @@ class TracePlan:
 
 class Model(TextInput, Scoring, Predicting, Generating):
     """A checkpoint loaded into our own engine, with its tokenizer."""
+
+    # the sets of maps its trace holds (maps.sets: its self-attention), and what their rows
+    # can be: the softmax, or what heads move (trace(weights="value"))
+    map_sets = ONE_STACK
+    map_weights = WEIGHTS
 
     def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
         super().__init__(tokenizer)

@@ -28,15 +28,16 @@ from ..core.errors import InputError
 from ..engine.encoder_decoder import EncoderDecoderStack
 from ..engine.placement import to_numpy
 from ..maps import trace as traces
+from ..maps.sets import ENCODER_DECODER
 from ..maps.trace import AttentionTrace
 from ..maps.value_weighted import weights_by_layer
 from .tokens import Tokenizing
 
 DEFAULT_NEW_TOKENS = 32
 MAX_NEW_TOKENS = 128
-KINDS = ("encoder", "decoder", "cross")
-KIND_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
-              "cross": "cross-attention"}
+# an encoder-decoder's three sets of maps (maps.sets), by name, and their labels
+KINDS = tuple(s.name for s in ENCODER_DECODER)
+KIND_NAMES = {s.name: s.label for s in ENCODER_DECODER}
 
 
 @dataclass
@@ -166,6 +167,11 @@ def _check_kind(kind: str) -> str:
 
 class EncoderDecoderModel(Tokenizing):
     """An encoder-decoder checkpoint in our engine (EncoderDecoderStack), with its tokenizer."""
+
+    # its three sets of maps (maps.sets), whose rows are the softmax alone (its trace has no
+    # value-weighted form)
+    map_sets = ENCODER_DECODER
+    map_weights = ("attention",)
 
     def __init__(self, network: EncoderDecoderStack, tokenizer, info):
         super().__init__(tokenizer)

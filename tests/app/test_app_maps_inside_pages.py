@@ -1,6 +1,6 @@
 """What the Attention maps and Inside one head pages compute outside their widgets, in their
 views' parts (mha_viz/ui/views/attention_maps_parts.py, attention_maps_cross.py,
-inside_one_head_parts.py) and mha_viz/ui/lesson.py: their
+inside_one_head/, ui/words/inside_one_head.py) and mha_viz/ui/lesson.py: their
 size policies, the texts they write from numbers and which steps they show, each against the
 real model's values."""
 
@@ -14,7 +14,9 @@ from mha_viz.analysis.one_head.steps import inside_one_head, summarise
 from mha_viz.maps.downsample import block_factor
 from mha_viz.ui.views import attention_maps_cross as cross_view
 from mha_viz.ui.views import attention_maps_parts as maps_page
-from mha_viz.ui.views import inside_one_head_parts as inside_page
+from mha_viz.ui.views.inside_one_head import contents as inside_page
+from mha_viz.ui.views.inside_one_head import matrices as inside_matrices
+from mha_viz.ui.words import inside_one_head as inside_words
 
 TEXT = "The cat sat on the mat because it was warm."
 
@@ -130,28 +132,28 @@ def test_the_strongest_heads_of_a_link_are_its_largest_weights(gpt2_trace):
 
 
 def test_dims_and_the_refusal_and_length_notes():
-    assert inside_page.dims(3, "d") == ["d0", "d1", "d2"]
-    assert inside_page.dims(2, "bucket ") == ["bucket 0", "bucket 1"]
-    assert inside_page.too_long_what(9, 8000) == (
+    assert inside_words.dims(3, "d") == ["d0", "d1", "d2"]
+    assert inside_words.dims(2, "bucket ") == ["bucket 0", "bucket 1"]
+    assert inside_words.too_long_what(9, 8000) == (
         "Inside one head (every step of one layer's attention: 9 heads' weights and this "
         "head's scores, 8,000² each)")
-    assert inside_page.short_text_note(40) is None
-    assert inside_page.short_text_note(41).startswith("This text has 41 tokens.")
+    assert inside_words.short_text_note(40) is None
+    assert inside_words.short_text_note(41).startswith("This text has 41 tokens.")
 
 
 def test_how_a_matrix_is_drawn_by_its_size(inside, minilm):
     t, dk = inside.Q.shape
-    assert inside_page.matrix_view(t, dk, ".2f") == (True, t, dk, ".2f")
-    assert inside_page.matrix_view(10, 30, ".2f") == (True, 10, 30, ".1f")  # wide: 1 decimal
+    assert inside_matrices.matrix_view(t, dk, ".2f") == (True, t, dk, ".2f")
+    assert inside_matrices.matrix_view(10, 30, ".2f") == (True, 10, 30, ".1f")  # wide: 1 decimal
     d = minilm.info.d_model  # X of MiniLM: 384 columns, no values, drawn whole
-    assert inside_page.matrix_view(t, d, ".2f") == (False, t, d, ".2f")
-    assert inside_page.matrix_view(100, 1000, ".2g") == (False, 64, 768, ".2g")
+    assert inside_matrices.matrix_view(t, d, ".2f") == (False, t, d, ".2f")
+    assert inside_matrices.matrix_view(100, 1000, ".2g") == (False, 64, 768, ".2g")
 
 
 def test_a_large_matrix_is_summarised_in_one_line(inside):
     stats = summarise(inside.X)
     t, d = inside.X.shape
-    caption = inside_page.summary_caption(inside.X, t, d)
+    caption = inside_words.summary_caption(inside.X, t, d)
     assert caption == (f"{t} × {d} = {t * d:,} numbers, too many to print: click a cell for "
                        f"its value. Whole array: min {stats['min']:.4g} · max "
                        f"{stats['max']:.4g} · mean {stats['mean']:.4g} · std {stats['std']:.4g}"
@@ -159,7 +161,7 @@ def test_a_large_matrix_is_summarised_in_one_line(inside):
     masked = inside.masked_scores  # causal: the future is -inf
     n_masked = int(np.isneginf(masked).sum())
     assert n_masked == t * (t - 1) // 2
-    caption = inside_page.summary_caption(masked, 4, t)
+    caption = inside_words.summary_caption(masked, 4, t)
     assert "showing the first 4 rows and " + str(t) + " columns; " in caption
     assert caption.endswith(f" · {n_masked} −∞ entries.")
 
@@ -178,12 +180,12 @@ def test_the_steps_shown_on_the_page_and_in_a_lesson(inside, t5_toy):
         "flash", "context", "moves", "output", "contribution", "gradients", "learning", "cost"]
     assert ("Follow query 7 'it'", "follow", True) in lesson
     # one numbering on the screen: the page's steps, or the lesson's screens
-    numbers = inside_page.step_numbers(inside, lesson, True)
+    numbers = inside_words.step_numbers(inside, lesson, True)
     assert numbers["scores"] == "5" and numbers["learning"] == "16"
-    assert inside_page.step_ref(numbers, "gradients") == "step 15"
-    page_numbers = inside_page.step_numbers(inside, page, False)
+    assert inside_words.step_ref(numbers, "gradients") == "step 15"
+    page_numbers = inside_words.step_numbers(inside, page, False)
     assert page_numbers["scores"] == "5" and page_numbers["softmax"] == "7"
-    assert inside_page.step_ref(page_numbers, "rope") == "step 4b"
+    assert inside_words.step_ref(page_numbers, "rope") == "step 4b"
     cross = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "cross", 0, 0)
     keys = [key for _, key, _ in inside_page.sections(cross, False, 0, "x", gradients=False)]
     assert keys[:3] == ["overview", "memory", "X"] and "gradients" not in keys
@@ -197,46 +199,46 @@ def test_the_overviews_texts_are_the_heads_sizes(inside, t5_toy):
     from mha_viz.analysis.one_head.seq2seq_steps import inside_one_head_seq2seq
 
     t, d, dk = inside.n_tokens, inside.d_model, inside.d_k
-    assert inside_page.overview_heading(inside, None) == "Head L1.H2: layer 1, head 2 of 4"
-    pipeline = inside_page.pipeline_text(inside, None, t)
+    assert inside_words.overview_heading(inside, None) == "Head L1.H2: layer 1, head 2 of 4"
+    pipeline = inside_words.pipeline_text(inside, None, t)
     assert pipeline.startswith(f"**X** (T × d_model = {t} × {d}) → **Q, K, V** of this head "
                                f"(T × d_k = {t} × {dk} each) → **scores** Q Kᵀ / √d_k "
                                f"({t} × {t}) → **mask**")
-    assert inside_page.head_formula(inside, None) == (
+    assert inside_words.head_formula(inside, None) == (
         r"\mathrm{head}_h = \operatorname{softmax}\!\left(\frac{(XW_Q^h)(XW_K^h)^{\top}}"
         r"{\sqrt{d_k}} + M\right) X W_V^h \; W_O^h")
-    ref = partial(inside_page.step_ref, inside_page.step_numbers(inside, [], False))
-    caption = inside_page.overview_caption(inside, ref)
+    ref = partial(inside_words.step_ref, inside_words.step_numbers(inside, [], False))
+    caption = inside_words.overview_caption(inside, ref)
     assert f"d_k = {dk}; √d_k = {dk ** 0.5:.3f}. Rows are tokens" in caption
     # GPT-2 has every attention bias: the caption and the formulas say so
     assert caption.endswith("its biases are included (b_Q, b_K, b_V, b_O once for the whole "
                             "layer).")
-    assert inside_page.qkv_formula(inside) == (r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h "
+    assert inside_words.qkv_formula(inside) == (r"Q = XW_Q^h + b_Q^h \qquad K = XW_K^h + b_K^h "
                                                r"\qquad V = XW_V^h + b_V^h")
     cross = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "cross", 0, 0)
     n_keys = len(cross.columns)
-    assert inside_page.overview_heading(cross, "cross").endswith(" (cross-attention)")
-    assert inside_page.cross_note(cross.n_tokens, n_keys).endswith(
+    assert inside_words.overview_heading(cross, "cross").endswith(" (cross-attention)")
+    assert inside_words.cross_note(cross.n_tokens, n_keys).endswith(
         f"so its scores and weights are {cross.n_tokens} × {n_keys}.")
-    assert "; K and V from M, S × d_k" in inside_page.pipeline_text(cross, "cross",
+    assert "; K and V from M, S × d_k" in inside_words.pipeline_text(cross, "cross",
                                                                     cross.n_tokens)
-    formula = inside_page.head_formula(cross, "cross")
+    formula = inside_words.head_formula(cross, "cross")
     assert r"\frac" not in formula and r"(MW_K^h)" in formula  # T5: no 1/sqrt(d_k)
-    assert "T5 does not divide by it" in inside_page.overview_caption(cross, ref)
+    assert "T5 does not divide by it" in inside_words.overview_caption(cross, ref)
     # T5 has no attention biases: nothing says it has
-    assert inside_page.overview_caption(cross, ref).endswith(
+    assert inside_words.overview_caption(cross, ref).endswith(
         "this model's attention has no biases (no b_Q, b_K, b_V or b_O).")
-    assert "b_" not in inside_page.qkv_formula(cross)
+    assert "b_" not in inside_words.qkv_formula(cross)
     encoder = inside_one_head_seq2seq(t5_toy, "the cat sleeps", None, "encoder", 0, 0)
-    assert " + B^h + M" in inside_page.head_formula(encoder, "encoder")
-    assert "**+ relative position bias**" in inside_page.pipeline_text(encoder, "encoder", 5)
+    assert " + B^h + M" in inside_words.head_formula(encoder, "encoder")
+    assert "**+ relative position bias**" in inside_words.pipeline_text(encoder, "encoder", 5)
 
 
 def test_the_followed_query_and_the_heads_share_of_the_output(inside):
     query = 7
     followed = inside.followed_query(query)
-    ref = partial(inside_page.step_ref, {"context": "8"})
-    text = inside_page.followed_text(inside, query, inside.tokens[query], followed.strongest,
+    ref = partial(inside_words.step_ref, {"context": "8"})
+    text = inside_words.followed_text(inside, query, inside.tokens[query], followed.strongest,
                                      ref)
     assert "(row 7 of step 8)" in text
     row = inside.weights[query]
@@ -246,12 +248,12 @@ def test_the_followed_query_and_the_heads_share_of_the_output(inside):
     assert text.count("% on ") == 3
     total = inside.layer_output - inside.output_bias
     share = np.linalg.norm(inside.contribution) / np.linalg.norm(total)
-    assert f"L1.H2's contribution has {share:.0%} of the size" in inside_page.all_heads_text(inside)
-    assert inside_page.in_code(None, 1, 2) == (
+    assert f"L1.H2's contribution has {share:.0%} of the size" in inside_words.all_heads_text(inside)
+    assert inside_words.in_code(None, 1, 2) == (
         "In code: `from mha_viz.analysis.one_head.steps import inside_one_head; "
         "inside_one_head(model, text, layer=1, head=2)` returns every array shown here.")
     assert "inside_one_head_seq2seq(model, source, target, 'cross', layer=0, head=3)" in \
-        inside_page.in_code("cross", 0, 3)
+        inside_words.in_code("cross", 0, 3)
 
 
 def test_show_steps_draws_folded_steps_when_opened_and_a_lesson_one_at_a_time():

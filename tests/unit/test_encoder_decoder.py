@@ -482,3 +482,31 @@ def test_induction_probe_through_one_stack_equals_transformers_maps(checkpoints,
     assert probe.frame == ("R R </s>" if kind == "encoder" else f"{probe.frame_tokens[0]} R R")
     with pytest.raises(InputError, match="no stack of its own"):
         model.stack("cross")
+
+
+def test_the_named_sets_describe_the_maps(checkpoints, gpt2_model):
+    """maps.sets: each of an encoder-decoder's sets names whose tokens its rows and columns
+    are and which stack's layers hold it, as the trace's arrays are shaped; a model of one
+    stack has its self-attention alone, and only its maps can be value-weighted."""
+    from mha_viz.maps.sets import ENCODER_DECODER, ONE_STACK, map_set
+    from mha_viz.models.seq2seq import KIND_NAMES, KINDS
+
+    model = load_model(str(checkpoints["t5-gated"]))  # 2 encoder layers, 3 decoder layers
+    trace = model.trace(SOURCE, target=TARGET)
+    lengths = {"source": len(trace.source_ids), "target": len(trace.target_ids)}
+    config = model.network.config
+    layers = {"encoder": config.encoder.n_layer, "decoder": config.decoder.n_layer}
+    assert model.map_sets == ENCODER_DECODER and KINDS == ("encoder", "decoder", "cross")
+    for maps in model.map_sets:
+        shape = np.asarray(trace.attentions(maps.name)).shape
+        assert shape == (layers[maps.stack], model.info.n_head, lengths[maps.queries],
+                         lengths[maps.keys]), maps.name
+        assert maps.square == (shape[-1] == shape[-2]) and KIND_NAMES[maps.name] == maps.label
+        if maps.square:  # one stack's self-attention: the trace of that stack
+            assert trace.as_trace(maps.stack).n_tokens == lengths[maps.queries]
+    assert map_set(None) is map_set("self") and ONE_STACK == (map_set("self"),)
+    with pytest.raises(InputError, match="one of self, encoder, decoder, cross"):
+        map_set("crosss")
+    assert model.map_weights == ("attention",)
+    assert gpt2_model.map_sets == ONE_STACK and "value" in gpt2_model.map_weights
+    assert gpt2_model.trace("one text", weights="value").value_weighted

@@ -1,0 +1,163 @@
+"""Inside one head's sections that look beyond the head's own arithmetic, each taking the
+page's ``Head``: why the head attends where it does (its score split by source, ui.why), the
+same weights with less memory (chunked and flash attention), how the head learns (the
+gradients of W_Q and W_O), what attention costs; and the lesson's screens: why an induction
+head attends where it does, on the bundled induction toy (the textbook case of
+docs/analyses.md), what a head moves beside where it looks (Kobayashi et al. 2020), and the
+Training page, where heads learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from .... import analysis, plots, ui
+from ....analysis.one_head import blockwise
+from ....analysis.one_head import gradients as head_gradients
+from ....core.errors import MhaVizError
+from ... import lesson as lesson_mode
+from ...words import inside_one_head as page_words
+from ...words import one_head as words
+from ...words import why as why_words
+from .head import Head
+from .matrices import show_matrix
+
+TOY = "induction-toy"  # the bundled run's last checkpoint (the model picker lists it)
+# a passage repeated: in its second copy every query has an induction target
+TOY_TEXT = "the cat sat on the mat. the cat sat on the mat."
+LOSSES = {"next_token": "next-token loss of the text",
+          "output_norm": "½‖Y‖², Y this layer's attention output"}
+
+
+def why(h: Head) -> None:
+    """A cell clicked on the scores or the weights, by source (ui.why)."""
+    ui.why_body(h.selection, h.trace, h.layer, h.head, (h.query, h.linked_key), query=h.query,
+                key_name="wk")
+
+
+def flash(h: Head) -> None:
+    """Chunked attention and flash attention's online softmax on this head's own scores:
+    the running maximum and sum of the followed query, and the memory each way needs."""
+    inside = h.inside
+    n_rows, n_keys = inside.masked_scores.shape
+    block = int(ui.synced(st.number_input, "fblock", "Block size (rows, or keys)",
+                          max(1, n_keys // 4), min_value=1, max_value=max(1, n_keys),
+                          valid=lambda v: 1 <= int(v) <= max(1, n_keys),
+                          help="Chunked attention takes this many query rows at a time; the "
+                               "online softmax this many keys at a time."))
+    online = blockwise.online_softmax_attention(inside.masked_scores, inside.V, block)
+    checks = blockwise.blockwise_check(inside.masked_scores, inside.V, block)
+    st.markdown(page_words.flash_text(max(checks.values())))
+    with lesson_mode.figure_place():  # a lesson's screen: the tables beside the words
+        st.markdown(f"Query {h.query} '{ui.md_escape(h.query_label)}', {block} keys at a time:")
+        running = blockwise.running_table(online, h.query, list(inside.columns))
+        st.dataframe(running, hide_index=True, width="stretch",
+                     height=min(180, 38 + 35 * len(running)) if lesson_mode.on_lesson_screen()
+                     else "auto")
+        memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
+        st.dataframe(memory, hide_index=True, width="stretch")
+        if not lesson_mode.on_lesson_screen():  # a lesson's screen: the tables and words
+            st.caption(page_words.FLASH_MEMORY)
+
+
+def gradients(h: Head) -> None:
+    """dL/dW_Q and dL/dW_O of this head by autograd, and the two formulas that give them."""
+    losses = head_gradients.losses_for(h.model)
+    loss = ui.synced(st.radio, "gloss", "Loss", losses[0], options=list(losses),
+                     horizontal=True, valid=lambda v: v in losses, format_func=LOSSES.get,
+                     help="What the gradient is of. The next-token loss is what a causal "
+                          "model is trained on; ½‖Y‖² has dL/dY = Y, easy to follow by hand.")
+    st.markdown(page_words.GRADIENTS)
+    if not ui.synced(st.toggle, "grads", "Compute the gradients (one backward pass)", False):
+        st.caption("One backward pass through the whole model; switch it on to see them.")
+        return
+    found = ui.memo(head_gradients.head_gradients, h.model, text=h.selection.text,
+                    layer=h.layer, head=h.head, loss=loss)
+    st.markdown(f"Loss L = {found.loss:.4f}. Largest difference between autograd and the "
+                f"two formulas: {found.largest_difference:.1e}.")
+    with lesson_mode.figure_place():
+        show_matrix(found.d_W_Q, h.d_cols, h.k_cols, "dL/dW_Q of this head", "grad_q",
+                    fmt=".2g", row_title="d_model", col_title="d_k")
+        show_matrix(found.d_W_O, h.k_cols, h.d_cols, "dL/dW_O of this head", "grad_o",
+                    fmt=".2g", row_title="d_k", col_title="d_model")
+
+
+def cost(h: Head) -> None:
+    ui.attention_cost(h.model.info)
+
+
+def learning(h: Head) -> None:
+    """The lesson's link to the Training page: the same weights, watched as they trained
+    (its title is the lesson's progress line)."""
+    st.markdown(page_words.learning_text(h.ref("gradients")))  # where they are, if shown
+    st.page_link("pages/10_Training.py", icon="▶", label="**Open Training: watch attention "
+                 "learn**", query_params={"series": "induction-toy"})
+
+
+def toy_case(selection: ui.Selection):
+    """(selection, its trace, the textbook case) on the toy: the sidebar's own model and
+    text when they are a toy and repeat something, else the toy on TOY_TEXT."""
+    if selection.model is not None and selection.model_name == TOY \
+            and selection.uploaded is None:
+        trace = ui.get_trace(selection)
+        try:
+            return selection, trace, ui.memo(analysis.induction_example, trace)
+        except MhaVizError:  # the sidebar's text repeats nothing: the toy's own text
+            pass
+    toy = ui.Selection(model_name=TOY, text=TOY_TEXT, text_pair=None, max_tokens=None,
+                       model=ui.get_model(TOY))
+    trace = ui.get_trace(toy)
+    return toy, trace, ui.memo(analysis.induction_example, trace)
+
+
+def textbook(h: Head) -> None:
+    """The induction head's score at its target, split by source: most of it comes from the
+    key side of the previous-token head (K-composition)."""
+    toy, trace, case = toy_case(h.selection)
+    found = ui.memo(analysis.score_attribution, toy.model, toy.text, case.layer, case.head,
+                    case.query, contrast="mean")
+    parts = found.strongest_sources(case.key, "key", k=6)
+    labels = list(trace.display_tokens)
+    st.markdown(words.textbook_text(case, labels, float(found.capped_scores[
+        found.column(case.key)]), parts, shown_on_toy=toy is h.selection))
+    if toy is not h.selection:
+        st.page_link("pages/5_Inside_One_Head.py", icon="▶",
+                     label="Open the lesson on the toy",
+                     query_params={"model": TOY, "text": TOY_TEXT, "lesson": "1",
+                                   "layer": str(case.layer), "head": str(case.head),
+                                   "query": str(case.query), "wk": str(case.key)})
+    with lesson_mode.figure_place():
+        name = plots.head_name(case.layer, case.head)
+        ui.show_figure(plots.source_bars(
+            [why_words.source_label(s) for s, _ in parts], np.array([v for _, v in parts]),
+            f"{name}'s score at query {case.query} → key {case.key}: its key side",
+            "red raises the score, blue lowers it"),
+            key="textbook", alt="The induction head's score by key-side source",
+            share=ui.column_share(0.6))
+
+
+def moves(h: Head) -> None:
+    """This head's map of weights beside its map of what moves, and the first token's share
+    of each."""
+    selection, model = h.selection, h.model
+    if model is None or "value" not in model.map_weights or selection.uploaded is not None:
+        st.info(words.MOVES_NOT_HERE)
+        return
+    looks = ui.get_trace(selection)
+    moved = ui.get_trace(selection, weights="value")
+    shares = ui.memo(analysis.sink_shares, looks, moved)
+    st.markdown(words.moves_text(h.name, looks.display_tokens[0],
+                                 float(shares.of_weights[h.layer, h.head]),
+                                 float(shares.of_moved[h.layer, h.head])))
+    labels = list(looks.display_tokens)
+    with lesson_mode.figure_place():
+        places = st.columns(2)
+    for place, trace, title, key, value_name in zip(
+            places, (looks, moved),
+            (f"{h.name}: where it looks (weights)", f"{h.name}: what it moves"),
+            ("moves_weights", "moves_moved"), ("weight", "share moved")):
+        with place:
+            ui.show_figure(plots.head_heatmap(trace.head_map(h.layer, h.head), labels,
+                                              title=title, causal=trace.causal,
+                                              value_name=value_name),
+                           key=key, alt=title, share=0.3)
