@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import MhaVizError
+from ..maps.sets import MapSet, map_set
 from ..maps.trace import AttentionTrace
 from ..models.generation import Generation
 from ..models.model import Model
@@ -35,6 +36,12 @@ class Selection:
     # what the model wrote after the sidebar's text (Continue, on Home): ``text`` is the two
     # together, and the written tokens are marked in every trace and run the pages read
     generation: Generation | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def map_set(self) -> MapSet:
+        """The set of maps the pages show (maps.sets): the model's self-attention, or the
+        encoder-decoder's set the sidebar picked (a saved trace opened: its own maps)."""
+        return map_set(None if self.uploaded is not None else self.kind)
 
     @property
     def typed_text(self) -> str:
