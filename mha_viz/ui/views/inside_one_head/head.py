@@ -15,7 +15,6 @@ from .... import plots, ui
 from ....analysis.one_head.seq2seq_steps import inside_one_head_seq2seq
 from ....analysis.one_head.steps import (HeadInternals, inside_bytes_per_squared_token,
                                          inside_one_head)
-from ....maps.sets import map_set
 from ....server import export
 from ...words import inside_one_head as words
 from ...words import one_head as step_words
@@ -163,7 +162,7 @@ def stack_trace(selection: ui.Selection):
     if selection.kind is None:
         return ui.get_trace(selection), None
     seq = ui.get_seq2seq_trace(selection)
-    return seq.as_trace(map_set(selection.kind).stack), seq
+    return seq.as_trace(selection.map_set.stack), seq
 
 
 def choices(trace, lesson: bool) -> tuple[int, int, int, int]:
