@@ -1,5 +1,5 @@
 """What the Circuits page (pages/9_Circuits.py) reads from its view's parts
-(mha_viz/ui/views/circuits_parts.py) and its words (mha_viz/ui/words/circuits.py), against
+(mha_viz/ui/views/circuits/shown.py) and its words (mha_viz/ui/words/circuits.py), against
 values worked out here: the keys its results are stored under, what runs by itself, what each
 "Show" choice of the head map shows (against each pair patched alone), the receivers of path
 patching and the tables as shown."""
@@ -15,7 +15,7 @@ from mha_viz.analysis.circuits import Edge
 from mha_viz.analysis.patching import strongest_components
 from mha_viz.analysis.prompts import PromptPair, swap_token
 from mha_viz.core.errors import InputError
-from mha_viz.ui.views import circuits_parts as circuits_page
+from mha_viz.ui.views.circuits import shown as circuits_page
 from mha_viz.ui.words import circuits as words
 
 

@@ -103,3 +103,95 @@ def stale_note(stale: list[str], made_for: str) -> str:
 
 
 KEEP_BUTTON = "Keep them for the new prompt"
+
+
+# --- the page's choices ------------------------------------------------------------------
+
+INTRO = ("Which heads *cause* the model's answer? Type a clean prompt and a corrupted one that "
+         "differs in one name, and patch: run one prompt with one component's activation taken "
+         "from the other, for every head, position and path. The heads whose activation moves "
+         "the answer form the circuit (Wang et al. 2023, the indirect-object circuit).")
+METRIC_HELP = {
+    "logit_diff": "logit(target) − logit(contrast) at the last position: how much more the "
+                  "model prefers the target (Wang et al. 2023's measure for the IOI task).",
+    "logit": "The target's logit at the last position (before the softmax).",
+    "logprob": "log p(target) at the last position: the logit after the softmax, so every "
+               "other token's logit moves it too.",
+}
+DIRECTION_HELP = ("Denoising runs the corrupted prompt and restores one clean activation: a "
+                  "component that alone brings the answer back is sufficient. Noising runs the "
+                  "clean prompt and breaks one activation: a component whose loss hurts is "
+                  "necessary. Either way a cell is how far the patch moved the metric on one "
+                  "scale, 0 = the corrupted run, 1 = the clean run.")
+VIEWS = {"heads": "Heads", "positions": "Positions", "attribution": "Attribution vs exact",
+         "paths": "Path patching", "circuit": "Circuit graph"}
+STREAMS = {"resid_pre": "residual stream entering the layer", "attn_out": "attention output",
+           "mlp_out": "MLP output"}
+SOURCES = {"one": "this pair", "ioi": "N generated IOI pairs", "file": "pairs from a file"}
+LEADING_SPACE = ("Leading-space rule: tokenizers like GPT-2's and SmolLM2's write a word that "
+                 "follows a space as one token that starts with the space (shown ␣Mary), so "
+                 "type the target as ' Mary'. A target the model would write differently is "
+                 "refused with the spelling to use.")
+OWN_PROMPTS = "This page takes its own two prompts; the sidebar's text is for the other pages."
+POSITIONS = ("Each cell: how far patching that layer's vector at that position moved the "
+             "metric (the scale above). Information moves from the differing token (★) to the "
+             "last position as the layers climb.")
+ATTRIBUTION = ("Attribution patching estimates every head's effect from one backward pass (a "
+               "first-order Taylor step from the run being patched). Where the points leave "
+               "the diagonal the estimate cannot be trusted: usually heads whose patch moves "
+               "the metric far, through a softmax or a norm.")
+PATHS_WAIT = ("Path patching runs the clean prompt with one sender head's output taken from the "
+              "corrupted run while every other head is frozen at its clean output, so only the "
+              "sender's direct path to the receiver changes: one run per sender head.")
+RECEIVER_HELP = ("Logits: each sender head's effect through paths that reach the output "
+                 "without passing another head. A head: its effect on that head's input (click "
+                 "a head in the Heads view).")
+PART_HELP = ("Which input of the receiver head takes the senders' paths: queries, keys or "
+             "values.")
+EDGES_HELP = ("The circuit is the strongest edges by |score|; its faithfulness is measured "
+              "exactly with everything else corrupted.")
+TESTED = ("**The circuit's heads, tested** (Wang et al. 2023: ablate every head outside the "
+          "circuit, then the circuit's heads alone)")
+NO_HEADS = ("The drawn circuit holds no attention head (only the embeddings, MLPs and the "
+            "logits): there is nothing to ablate.")
+SEQ2SEQ_PAIR = ("The sidebar's source is the clean one; type a corrupted source that differs in "
+                "one word (or digit). The decoder reads the same target after both: the "
+                "sidebar's target, or the model's own output for the clean source.")
+SAME_ANSWER = ("The decoder writes the same tokens after both sources (teacher-forced on the "
+               "clean target): the corruption changes no answer, so there is nothing to patch. "
+               "Change another word.")
+SEQ2SEQ_DIRECTIONS = {"denoise": "clean into corrupted (denoising)",
+                      "noise": "corrupted into clean (noising)"}
+
+
+def not_causal(name: str) -> str:
+    return (f"**{name}** is not a causal language model (it has no next-token prediction to "
+            f"measure), so there is no answer to patch. Pick SmolLM2 or GPT-2 in the sidebar.")
+
+
+def paths_caption(receivers: str) -> str:
+    """What a cell of the path patching map is (receivers: escaped)."""
+    return (f"Each cell: the clean run with that sender's path into {receivers} taken from the "
+            f"corrupted run, every other head frozen at its clean output: how far that moved the "
+            f"metric (the scale above). A sender whose path carries what the answer needs moves "
+            f"it toward the corrupted run.")
+
+
+def ioi_pairs(n: int, first: str) -> str:
+    """The generated pairs (first: the first clean prompt, escaped)."""
+    return (f"{n} indirect-object pairs (ABBA and BABA templates), each with its own target (the "
+            f"indirect object) and contrast (the subject); the first: “{first}”.")
+
+
+def seq2seq_measured(clean: str, corrupted: str, position: int) -> str:
+    """The metric an encoder-decoder is patched on (tokens escaped)."""
+    return (f"**Measured:** logit('{clean}') − logit('{corrupted}') at target position "
+            f"{position}, the first token the corruption changes.")
+
+
+def seq2seq_runs(clean: float, corrupted: float) -> str:
+    return (f"Clean run: {clean:.3f} (1 on the scale); corrupted run: {corrupted:.3f} (0). Each "
+            f"cell: the metric with one head's output (its z, before W_O) taken from the other "
+            f"run, and how far that moved it: **red** toward the clean run (+1 the whole way), "
+            f"**blue** toward the corrupted one (−1). The three maps share one colour scale, −1 "
+            f"to 1.")

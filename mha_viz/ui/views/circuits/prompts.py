@@ -1,4 +1,4 @@
-"""The Circuits page's one prompt pair (views/circuits.py reads it): the fields that depend on
+"""The Circuits page's one prompt pair: the fields that depend on
 the clean prompt and were set for another one, the pair's tokens side by side, the helper
 that swaps one token to make the corrupted prompt, and the model's predictions as chips.
 """
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...analysis import prompts
-from ...core.errors import MhaVizError
-from ..stores import memo
-from ..messages import callback, show_error
-from ..settings import md_escape
-from ..state import set_value
-from ..words import circuits as words
+from ....analysis import prompts
+from ....core.errors import MhaVizError
+from ...messages import callback, show_error
+from ...settings import md_escape
+from ...state import set_value
+from ...stores import memo
+from ...words import circuits as words
 
 _MADE_FOR = "_mv_circuit_made_for"  # field -> the clean prompt it was last set for
 _LAST_SEEN = "_mv_circuit_last_seen"  # field -> its value as the last run drew it
@@ -92,16 +92,18 @@ def prediction_pills(model, clean: str, corrupted: str | None) -> None:
     """The model's top predictions after the clean prompt; a click makes one the target
     and the contrast what the corrupted prompt predicts most (the answer it pushes
     towards; the clean prompt's next guess while there is no fitting corrupted prompt)."""
-    def top(text: str) -> list[str]:
-        return [model.tokenizer.decode([int(i)]) for i in memo(model.predict, text,
-                                                               k=6).top_ids[-1]]
-
-    choices = top(clean)
+    choices = top_predictions(model, clean)
     st.pills("The model's top predictions after the clean prompt (click one to make it "
              "the target; the contrast becomes the corrupted prompt's top prediction)",
              choices, format_func=lambda t: t.replace(" ", "␣"), key="_mv_circuit_pills",
              on_change=set_target_from_pills,
-             args=(top(corrupted) if corrupted else choices,))
+             args=(top_predictions(model, corrupted) if corrupted else choices,))
+
+
+def top_predictions(model, text: str) -> list[str]:
+    """The model's six likeliest next tokens after a text, as it would write them."""
+    return [model.tokenizer.decode([int(i)]) for i in memo(model.predict, text,
+                                                           k=6).top_ids[-1]]
 
 
 @callback
