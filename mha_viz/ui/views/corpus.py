@@ -6,6 +6,9 @@ registry's order, with no section written for one statistic by hand."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import streamlit as st
 
 from ... import InputError
@@ -15,11 +18,9 @@ from ...analysis import head_statistics
 from ...server import export
 from ..words import statistics as words
 
-SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
-           "paste": "Paste texts"}
-INTRO = ("Statistics of every head over many texts: each text is cut into segments of a chosen "
-         "length (texts are never joined), each segment is run through the model, and every "
-         "statistic is averaged over segments, with its spread (the standard deviation).")
+MAPS = ("self", "encoder", "decoder", "cross")  # the sets of maps the page reads (maps.sets)
+SOURCES = words.CORPUS_SOURCES
+INTRO = words.CORPUS_INTRO
 
 
 def read_texts() -> corpus.CorpusText | None:
@@ -76,7 +77,7 @@ def heatmap_pair(result, name: str, title: str, unit: str, key: str, stem: str) 
                                                 unit),
                        key=f"{key}_std", share=ui.column_share(0.5),
                        alt=f"{title}, standard deviation over segments")
-    ui.download_csv(lambda: result.table_csv(name),
+    ui.download_csv(partial(result.table_csv, name),
                     export.safe_filename(stem, "corpus", name, suffix=".csv"),
                     f"{title} as CSV", key=f"dl_{key}",
                     help="layer, head, mean, standard deviation, segments")
@@ -155,57 +156,85 @@ def curve_section(result, statistic, model, stem: str) -> None:
                    key="c_curve", alt="Pruning curve over the corpus")
 
 
-SECTIONS = {"scale": scale_section, "choice": choice_section, "similarity": similarity_section,
-            "heatmap": heatmap_section, "curve": curve_section}
+VIEWS = {"scale": scale_section, "choice": choice_section, "similarity": similarity_section,
+         "heatmap": heatmap_section, "curve": curve_section}
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    """What every section reads: the model the texts ran through (an encoder-decoder's
+    encoder), the statistics picked and the run's result."""
+    selection: ui.Selection
+    model: object
+    stats: list[str]
+    result: object  # corpus.CorpusResult
+
+    @property
+    def stem(self) -> str:
+        return self.selection.file_stem
+
+
+def corpus_run(selection: ui.Selection) -> CorpusRun | None:
+    """The texts, the segments and the run over them, its choices drawn above the sections
+    (None, said on the page, while there is nothing to show yet)."""
+    if selection.model is None:
+        ui.show_error(selection.model_error)
+        return None
+    # what the texts run through: the model, or an encoder-decoder's encoder
+    try:
+        model = corpus.corpus_model(selection.model)
+    except InputError as error:  # an encoder that reads images
+        st.info(f"Corpus mode is not for this model: {error}.")
+        return None
+    if model is not selection.model:  # one stack of the model: the texts are its inputs
+        st.info(words.SOURCES_ONLY)
+    statistic_choices = list(corpus.statistics_for(model))
+    read = read_texts()
+    if read is None:
+        return None
+    seg_len, max_segments, stats = settings(model, statistic_choices)
+    segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments))
+    st.caption(words.segments_read(read, segments, corpus.MIN_SEGMENT_TOKENS))
+    result = run(model, segments, stats)
+    if result is None:
+        st.caption(words.RUN_KEEPS_GOING)
+        return None
+    return CorpusRun(selection, model, stats, result)
+
+
+def totals_section(c: CorpusRun) -> None:
+    """How much was measured, and every statistic as one file."""
+    result = c.result
+    cols = st.columns(3)
+    cols[0].metric("Segments", f"{result.n_segments:,}")
+    cols[1].metric("Tokens", f"{result.n_tokens:,}")
+    cols[2].metric("Seconds", f"{result.info.get('seconds', 0):,.1f}")
+    ui.download_bytes(result.to_bytes, export.safe_filename(c.stem, "corpus", suffix=".npz"),
+                      "⬇ Every statistic (.npz)", key="dl_corpus_npz",
+                      help="entropy_mean, entropy_std, ..., n_segments: numpy arrays, "
+                           "read with numpy.load(..., allow_pickle=False) or "
+                           "mha_viz.corpus.CorpusResult.load.")
+
+
+def statistics_section(c: CorpusRun) -> None:
+    """Each statistic picked, drawn by the section its registry entry names, in the
+    registry's order."""
+    for name, statistic in head_statistics.REGISTRY.items():
+        if name in c.stats:
+            VIEWS[statistic.view](c.result, statistic, c.model, c.stem)
+    ui.caveat()
+
+
+SECTIONS = [totals_section, statistics_section]
 
 
 def show() -> None:
     selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
     with ui.guard():
-        if selection.model is None:
-            ui.show_error(selection.model_error)
+        found = corpus_run(selection)
+        if found is None:
             st.stop()
-        # what the texts run through: the model, or an encoder-decoder's encoder
-        try:
-            model = corpus.corpus_model(selection.model)
-        except InputError as error:  # an encoder that reads images
-            st.info(f"Corpus mode is not for this model: {error}.")
-            st.stop()
-        if selection.kind is not None:
-            st.info("On an encoder-decoder, each text is a **source**: the statistics are of "
-                    "the **encoder's self-attention**. Decoder self-attention and "
-                    "cross-attention would need a target for every text; head importance "
-                    "scores the whole model, so it is left out here.")
-        statistic_choices = list(corpus.statistics_for(model))
-        read = read_texts()
-        if read is None:
-            st.stop()
-        seg_len, max_segments, stats = settings(model, statistic_choices)
-        segments = ui.memo(segment_texts, model, read.texts, int(seg_len), int(max_segments))
-        skipped = f"; {read.skipped:,} line(s) or row(s) skipped" if read.skipped else ""
-        st.caption(f"From {read.source}: {len(read.texts):,} texts read{skipped}. Used "
-                   f"{segments.n_texts:,} texts → **{len(segments.ids):,} segments, "
-                   f"{segments.n_tokens:,} tokens** ({segments.n_dropped:,} piece(s) shorter "
-                   f"than {corpus.MIN_SEGMENT_TOKENS} tokens left out).")
-        result = run(model, segments, stats)
-        if result is None:
-            st.caption("The run keeps going if you change a setting or switch pages, and its "
-                       "result is kept: running the same corpus again costs nothing.")
-            st.stop()
-        stem = selection.file_stem
-        cols = st.columns(3)
-        cols[0].metric("Segments", f"{result.n_segments:,}")
-        cols[1].metric("Tokens", f"{result.n_tokens:,}")
-        cols[2].metric("Seconds", f"{result.info.get('seconds', 0):,.1f}")
-        ui.download_bytes(result.to_bytes, export.safe_filename(stem, "corpus", suffix=".npz"),
-                          "⬇ Every statistic (.npz)", key="dl_corpus_npz",
-                          help="entropy_mean, entropy_std, ..., n_segments: numpy arrays, "
-                               "read with numpy.load(..., allow_pickle=False) or "
-                               "mha_viz.corpus.CorpusResult.load.")
-        for name, statistic in head_statistics.REGISTRY.items():  # the registry's order
-            if name in stats:
-                SECTIONS[statistic.view](result, statistic, model, stem)
-        ui.caveat()
+        ui.show_sections(found, SECTIONS)
 
 
 def settings(model, statistic_choices: list[str]) -> tuple[int, int, list[str]]:

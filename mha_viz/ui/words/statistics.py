@@ -43,3 +43,28 @@ CORPUS_NOTES = {
 def heading(statistic) -> str:
     """A statistic's name as its section and figures title it."""
     return HEADINGS.get(statistic.name, statistic.label)
+
+
+# --- the Corpus page ----------------------------------------------------------------------
+
+CORPUS_SOURCES = {"demo": "Demo: Python's documentation (offline)", "upload": "Upload a file",
+                  "paste": "Paste texts"}
+CORPUS_INTRO = ("Statistics of every head over many texts: each text is cut into segments of a "
+                "chosen length (texts are never joined), each segment is run through the "
+                "model, and every statistic is averaged over segments, with its spread (the "
+                "standard deviation).")
+SOURCES_ONLY = ("On an encoder-decoder, each text is a **source**: the statistics are of the "
+                "**encoder's self-attention**. Decoder self-attention and cross-attention would "
+                "need a target for every text; head importance scores the whole model, so it "
+                "is left out here.")
+RUN_KEEPS_GOING = ("The run keeps going if you change a setting or switch pages, and its result "
+                   "is kept: running the same corpus again costs nothing.")
+
+
+def segments_read(read, segments, min_tokens: int) -> str:
+    """How many texts were read and what they became."""
+    skipped = f"; {read.skipped:,} line(s) or row(s) skipped" if read.skipped else ""
+    return (f"From {read.source}: {len(read.texts):,} texts read{skipped}. Used "
+            f"{segments.n_texts:,} texts → **{len(segments.ids):,} segments, "
+            f"{segments.n_tokens:,} tokens** ({segments.n_dropped:,} piece(s) shorter than "
+            f"{min_tokens} tokens left out).")
