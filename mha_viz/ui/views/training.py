@@ -4,6 +4,8 @@ the maps at the step under a slider, which a play button walks."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import streamlit as st
 
@@ -277,6 +279,87 @@ def show() -> None:
                                                                             timed)
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What every section under the slider reads: the run, its dynamics, the steps, the
+    phase change and the step shown (frame: the step ▶ Play shows now, or None)."""
+    series: object
+    dynamics: object
+    steps: list[int]
+    phase: int | None
+    step: int
+    frame: int | None
+
+    @property
+    def info(self) -> dict:
+        return self.dynamics.info
+
+
+def frame_of(series, dynamics) -> Frame:
+    """The step under the slider (or ▶ Play's), with the slider and the play button."""
+    steps = [int(s) for s in dynamics.steps]
+    frame_index = playing_frame(steps)
+    step_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
+    with step_col:
+        step = step_slider(steps, frame_index)
+    play_control(play_col, steps, frame_index)
+    return Frame(series, dynamics, steps, phase_step(dynamics), step, frame_index)
+
+
+def curves_section(f: Frame) -> None:
+    """The loss and the in-context learning score, the phase change and the step marked."""
+    dynamics, phase = f.dynamics, f.phase
+    ui.show_figure(plots.training_curves(f.steps, loss_curves(dynamics), phase, f.step,
+                                         training=f.series.training_loss()), key="train_loss")
+    st.caption(words.probe_caption(phase, ui.md_escape(f.info["probe"]),
+                                   ui.md_escape(f.info.get("texts", ""))))
+    ui.show_figure(plots.training_curves(
+        f.steps, {icl_label(dynamics): dynamics.curves["icl_score"]}, phase, f.step,
+        # the reading in the title: an axis title this long was cut at 1280x720
+        title="In-context learning score (lower: later tokens gain more)", y_title="nats"),
+        key="train_icl")
+    st.caption(ui.md_escape(icl_caption(dynamics)))
+
+
+def composition_step_section(f: Frame) -> None:
+    composition_section(f.series, f.dynamics, f.steps, f.phase, f.step)
+
+
+def heads_section(f: Frame) -> None:
+    """Each head's score over the steps, every head's at the step and one head on the probe
+    at the step."""
+    dynamics, step = f.dynamics, f.step
+    score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(SCORES),
+                      format_func=SCORES.get)
+    named = named_heads(dynamics, score)
+    ui.show_figure(plots.head_scores_over_steps(f.steps, dynamics.heads[score], SCORES[score],
+                                                named, f.phase, step),
+                   key="train_heads")
+    st.caption(words.named_caption(", ".join(plots.head_name(*h) for h in named)))
+    best = dynamics.strongest_heads("induction", 1)[0]
+    chosen = ui.synced(st.selectbox, "thead", "Head shown on the probe", plots.head_name(*best),
+                       options=A.head_names(dynamics.n_layer, dynamics.n_head))
+    layer, head = A.parse_head_name(chosen)
+    k = f.steps.index(step)
+    left, right = st.columns(2)
+    with left:
+        ui.show_figure(plots.layer_head_heatmap(
+            dynamics.heads[score][k], f"{SCORES[score]} at step {step:,}",
+            SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
+            if score != "entropy" else None), key="train_grid", share=0.5)
+    with right:
+        weights, tokens = probe_map(f.series, k, layer, head, f.info["seq_len"],
+                                    f.info["n_seqs"], f.info["seed"])
+        ui.show_figure(plots.head_heatmap(
+            weights, tokens, f"{chosen} on the probe at step {step:,}", causal=True),
+            key="train_probe", share=0.5)
+    st.caption(words.PROBE_MAP)
+    ui.caveat()
+
+
+SECTIONS = [curves_section, composition_step_section, heads_section]
+
+
 def steps_view(series, dynamics, timed: bool) -> None:
     """Everything under the slider: the step, ▶ Play, the curves with the step marked and
     the maps at the step. timed: whether it runs again by itself (▶ Play); when that no
@@ -284,67 +367,7 @@ def steps_view(series, dynamics, timed: bool) -> None:
     with ui.guard():
         if timed != (_PLAYING in st.session_state):
             st.rerun(scope="app")
-        info, steps = dynamics.info, [int(s) for s in dynamics.steps]
-        phase = phase_step(dynamics)
-        frame_index = playing_frame(steps)
-
-        # ----------------------------------------------------------- the step under the slider
-        step_col, play_col = st.columns([5, 1], vertical_alignment="bottom")
-        with step_col:
-            step = step_slider(steps, frame_index)
-        play_control(play_col, steps, frame_index)
-
-        # ----------------------------------------------------------- the loss and the ICL score
-        ui.show_figure(plots.training_curves(steps, loss_curves(dynamics), phase, step,
-                                             training=series.training_loss()), key="train_loss")
-        st.caption((f"Marked: the phase change, where the loss on the probe's repeated copy falls "
-                    f"fastest (per log-step), at step {phase:,}. " if phase else "")
-                   + f"Probe: {ui.md_escape(info['probe'])} (BOS R R): its first copy of R is "
-                     f"random tokens, which no model can predict (at best its loss stays near a "
-                     f"uniform guess's, and it may rise as the model fits its training text); "
-                     f"the repeated copy can be copied from the first. Texts: "
-                     f"{ui.md_escape(info.get('texts', ''))}.")
-        ui.show_figure(plots.training_curves(
-            steps, {icl_label(dynamics): dynamics.curves["icl_score"]}, phase, step,
-            # the reading in the title: an axis title this long was cut at 1280x720
-            title="In-context learning score (lower: later tokens gain more)", y_title="nats"),
-            key="train_icl")
-        st.caption(ui.md_escape(icl_caption(dynamics)))
-        composition_section(series, dynamics, steps, phase, step)
-
-        # ----------------------------------------------------------- each head's score over steps
-        score = ui.synced(st.selectbox, "tscore", "Score", "induction", options=list(SCORES),
-                          format_func=SCORES.get)
-        named = named_heads(dynamics, score)
-        ui.show_figure(plots.head_scores_over_steps(steps, dynamics.heads[score],
-                                                    SCORES[score], named, phase, step),
-                       key="train_heads")
-        st.caption("Named: " + ", ".join(plots.head_name(*h) for h in named) + " (the highest "
-                   "at any step; for entropy the most focused at the last step). Layers and heads "
-                   "count from 0.")
-
-        # ----------------------------------------------------------- the maps at the step
-        best = dynamics.strongest_heads("induction", 1)[0]
-        head_choices = A.head_names(dynamics.n_layer, dynamics.n_head)
-        chosen = ui.synced(st.selectbox, "thead", "Head shown on the probe",
-                           plots.head_name(*best), options=head_choices)
-        layer, head = A.parse_head_name(chosen)
-        k = steps.index(step)
-        left, right = st.columns(2)
-        with left:
-            ui.show_figure(plots.layer_head_heatmap(
-                dynamics.heads[score][k], f"{SCORES[score]} at step {step:,}",
-                SCORES[score], zmin=0.0, zmax=max(1.0, float(dynamics.heads[score].max()))
-                if score != "entropy" else None), key="train_grid", share=0.5)
-        with right:
-            weights, tokens = probe_map(series, k, layer, head, info["seq_len"],
-                                        info["n_seqs"], info["seed"])
-            ui.show_figure(plots.head_heatmap(
-                weights, tokens, f"{chosen} on the probe at step {step:,}", causal=True),
-                key="train_probe", share=0.5)
-        st.caption("Right: the chosen head on the probe's first sequence (BOS, then R, then R "
-                   "again). An induction head lights the stripe one above the diagonal of the "
-                   "second copy's block: from each token to the token after its first occurrence.")
-        ui.caveat()
-        if frame_index is not None and _PLAYING not in st.session_state:
+        frame = frame_of(series, dynamics)
+        ui.show_sections(frame, SECTIONS)
+        if frame.frame is not None and _PLAYING not in st.session_state:
             st.rerun(scope="app")  # the last frame: stop running again by itself

@@ -73,3 +73,24 @@ def composition_caption(found, reader: tuple[int, int], previous: tuple[int, int
                    f"previous-token head's: the split credits each part of the stream to the "
                    f"layer that wrote it, so a layer that rewrites what a head wrote takes "
                    f"that credit.")
+
+
+PROBE_MAP = ("Right: the chosen head on the probe's first sequence (BOS, then R, then R again). "
+             "An induction head lights the stripe one above the diagonal of the second copy's "
+             "block: from each token to the token after its first occurrence.")
+
+
+def probe_caption(phase: int | None, probe: str, texts: str) -> str:
+    """Under the loss curves: the phase change, and what the probe and the texts are
+    (probe, texts: escaped)."""
+    return ((f"Marked: the phase change, where the loss on the probe's repeated copy falls "
+             f"fastest (per log-step), at step {phase:,}. " if phase else "")
+            + f"Probe: {probe} (BOS R R): its first copy of R is random tokens, which no model "
+              f"can predict (at best its loss stays near a uniform guess's, and it may rise as "
+              f"the model fits its training text); the repeated copy can be copied from the "
+              f"first. Texts: {texts}.")
+
+
+def named_caption(named: str) -> str:
+    return (f"Named: {named} (the highest at any step; for entropy the most focused at the last "
+            f"step). Layers and heads count from 0.")
