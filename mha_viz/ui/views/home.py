@@ -5,19 +5,52 @@ last the model's card."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 from ... import ui
 from .. import continuation
-from ..narrow import SIDEBAR_BUTTON
 from ..settings import WRITTEN_MARK
 from ..token_boxes import legend, token_boxes
+from ..words import home as words
 
-INTRO = ("See what the attention heads of a language model do with your text: for every "
-         "layer and head, how much each token reads from every other token. Choose the model "
-         "and type your text in the sidebar: on the left of the page, or, where it is folded "
-         f"(on a phone), behind **» {SIDEBAR_BUTTON}** at the top left. The pages listed "
-         "below, and at the top of the sidebar, each show one view of the same text.")
+INTRO = words.INTRO
+
+
+@dataclass(frozen=True)
+class Home:
+    """What Home's sections read: the selection and the trace its download saves."""
+    selection: ui.Selection
+    trace: object
+
+
+def home_of(selection: ui.Selection) -> Home:
+    st.subheader("Your text, as the model reads it")
+    return Home(selection, text_as_tokens(selection))
+
+
+def continue_section(h: Home) -> None:
+    continue_text(h.selection)
+
+
+def how_to_read(h: Home) -> None:
+    st.subheader("How to read the maps")
+    st.markdown(words.HOW_TO_READ + f"\n- {ui.NUMBERING}")
+
+
+def pages_section(h: Home) -> None:
+    pages(h.selection)
+
+
+def about_model(h: Home) -> None:
+    st.subheader("About this model")
+    ui.model_card(h.selection.model)
+    ui.download_trace(h.selection, h.trace)
+    st.info(ui.CAVEAT)
+
+
+SECTIONS = [continue_section, how_to_read, pages_section, about_model]
 
 
 def show() -> None:
@@ -27,28 +60,7 @@ def show() -> None:
             ui.show_error(selection.model_error)
             pages(selection)
             st.stop()
-        st.subheader("Your text, as the model reads it")
-        trace = text_as_tokens(selection)
-        continue_text(selection)
-
-        st.subheader("How to read the maps")
-        st.markdown(
-            "- A **head** turns each token (a *query*) into a probability distribution over the "
-            "tokens it can see (the *keys*); each row of a map sums to 1.\n"
-            "- GPT-2 and SmolLM2 are **causal**: a token sees only itself and earlier tokens, so "
-            "the upper triangle of their maps is empty. BERT sees the whole text in both "
-            "directions.\n"
-            "- Many heads park attention on [CLS], [SEP] or a causal model's first token when "
-            "they have nothing better to do; hide them with the *Special tokens* option to see "
-            "the rest, or switch the maps to *what moves* to see how little those tokens "
-            "send.\n"
-            f"- {ui.NUMBERING}")
-        pages(selection)
-
-        st.subheader("About this model")
-        ui.model_card(selection.model)
-        ui.download_trace(selection, trace)
-        st.info(ui.CAVEAT)
+        ui.show_sections(home_of(selection), SECTIONS)
 
 
 def text_as_tokens(selection):
@@ -82,10 +94,7 @@ def continue_text(selection) -> None:
         st.caption(f"No *Continue* here: {ui.md_escape(refused)}." if refused else
                    "A saved trace is open in the sidebar: close it to let the model write.")
         return
-    st.caption("The model writes one token at a time after your text: each time its most "
-               "likely next token (temperature 0), or one drawn at random from its guesses (a "
-               "temperature above 0; the same seed draws the same). What it writes joins your "
-               "text on every page, in yellow boxes marked " + WRITTEN_MARK + ".")
+    st.caption(words.CONTINUE + WRITTEN_MARK + ".")
     count_col, temperature_col, seed_col, button_col = st.columns(
         4, vertical_alignment="bottom")
     count = ui.synced(count_col.number_input, "cont_n", "Tokens to write", 20, min_value=0,
