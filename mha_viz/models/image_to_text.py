@@ -28,6 +28,7 @@ class ImageToTextModel(EncoderDecoderModel):
     """An encoder-decoder whose encoder reads a drawn line of characters."""
 
     source_is_text = False
+    reads = "image"  # what it reads: digits drawn as an image, and a target
 
     def __init__(self, network, tokenizer, info):
         super().__init__(network, tokenizer, info)

@@ -75,6 +75,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
     # can be: the softmax, or what heads move (trace(weights="value"))
     map_sets = ONE_STACK
     map_weights = WEIGHTS
+    reads = "text"  # what it reads: a text (a BERT: a pair of sentences)
 
     def __init__(self, network: TransformerStack, tokenizer, info: ModelInfo):
         super().__init__(tokenizer)

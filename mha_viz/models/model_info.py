@@ -59,6 +59,30 @@ class ModelInfo:
     device: str = "cpu"
 
     @property
+    def stack_layers(self) -> dict[str, int]:
+        """Each stack's layers, by its name: {"encoder": ..., "decoder": ...} for an
+        encoder-decoder, {"": n_layer} for a model of one stack (maps.sets.MapSet.stack)."""
+        if self.encoder_decoder:
+            return {"encoder": self.n_encoder_layer, "decoder": self.n_layer}
+        return {"": self.n_layer}
+
+    @property
+    def sees(self) -> str:
+        """Which tokens a token's attention sees, in words (the model card)."""
+        if self.encoder_decoder:
+            return ("encoder-decoder: the encoder's tokens see every source token; the "
+                    "decoder's see earlier target tokens and, through cross-attention, the "
+                    "whole source")
+        return ("causal: each token sees only itself and earlier tokens" if self.causal
+                else "bidirectional: each token sees every token")
+
+    @property
+    def writes_with_kv_cache(self) -> bool:
+        """A causal model of one stack: it writes a text a token at a time, keeping every
+        layer's keys and values (Model.generate; what the KV cache card sizes)."""
+        return self.causal and not self.encoder_decoder
+
+    @property
     def attention_kind(self) -> str:
         if self.n_kv_head == self.n_head:
             return "multi-head"

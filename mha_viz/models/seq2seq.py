@@ -172,6 +172,7 @@ class EncoderDecoderModel(Tokenizing):
     # value-weighted form)
     map_sets = ENCODER_DECODER
     map_weights = ("attention",)
+    reads = "source"  # what it reads: a source text, and a target the decoder is forced on
 
     def __init__(self, network: EncoderDecoderStack, tokenizer, info):
         super().__init__(tokenizer)

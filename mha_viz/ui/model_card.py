@@ -14,10 +14,11 @@ from .state import synced
 def model_card(model: Model) -> None:
     """Layers, heads, sizes, attention parameters per layer and where the weights came from."""
     info = model.info
+    stacks = info.stack_layers  # {"encoder": 6, "decoder": 6}, or {"": 12}
     columns = st.columns([1, 1, 1, 1, 2])
-    columns[0].metric("Layers", f"{info.n_encoder_layer} + {info.n_layer}"
-                      if info.encoder_decoder else info.n_layer,
-                      help="encoder + decoder" if info.encoder_decoder else None)
+    columns[0].metric("Layers", " + ".join(str(n) for n in stacks.values())
+                      if len(stacks) > 1 else info.n_layer,
+                      help=" + ".join(stacks) if len(stacks) > 1 else None)
     columns[1].metric("Heads per layer", info.n_head)
     columns[2].metric("d_model", info.d_model)
     columns[3].metric("d_head", info.d_head, help="d_model / heads")
@@ -26,14 +27,9 @@ def model_card(model: Model) -> None:
                       help="The numbers in W_Q, W_K, W_V and W_O (biases not counted): "
                            "4 × d_model² for plain multi-head attention, fewer when key/value "
                            "heads are shared. Not the attention weights the maps show.")
-    kind = ("causal: each token sees only itself and earlier tokens" if info.causal
-            else "bidirectional: each token sees every token")
-    # encoder self-attention, then decoder self-attention and cross-attention in each layer
-    attention_layers = info.n_layer
-    if info.encoder_decoder:
-        kind = ("encoder-decoder: the encoder's tokens see every source token; the decoder's "
-                "see earlier target tokens and, through cross-attention, the whole source")
-        attention_layers = info.n_encoder_layer + 2 * info.n_layer
+    # every set of maps in its stack's layers: an encoder-decoder's encoder self-attention,
+    # then decoder self-attention and cross-attention in each decoder layer
+    attention_layers = sum(stacks[maps.stack] for maps in model.map_sets)
     sharing = ""
     if info.n_kv_head != info.n_head:
         groups = {}
@@ -44,7 +40,7 @@ def model_card(model: Model) -> None:
                                for kv, heads in groups.items())
                    + ". Every query head still has its own attention map.")
     st.markdown(
-        f"- **Attention:** {md_escape(kind)}\n"
+        f"- **Attention:** {md_escape(info.sees)}\n"
         f"- **Architecture ({md_escape(info.model_type)}):** {md_escape(info.description)}\n"
         f"- **Context:** {info.max_positions:,} tokens; vocabulary {info.vocab_size:,} tokens\n"
         f"- **Attention parameters in all layers:** "
@@ -55,7 +51,7 @@ def model_card(model: Model) -> None:
            if info.dtype != "float32" else "") + "\n"
         f"- **Score used by the pruning analyses:** {md_escape(info.score_name)}",
         help=terms_in(f"{info.description} {info.score_name}"))
-    if info.causal and not info.encoder_decoder:  # what generation keeps: its KV cache
+    if info.writes_with_kv_cache:  # what generation keeps: its KV cache
         kv_cache_card(info)
 
 
@@ -70,7 +66,7 @@ def attention_cost(info) -> None:
         f"against 4 × d_model² = {info.plain_attention_params:,} for plain "
         f"multi-head attention with d_head = d_model ÷ heads. The whole model has "
         f"{info.n_layer} such layers.")
-    if info.causal and not info.encoder_decoder:
+    if info.writes_with_kv_cache:
         kv_cache_card(info)
 
 

@@ -123,6 +123,13 @@ EXAMPLES = {
 DEFAULT_TEXT = EXAMPLES["coreference"]["text"]
 SEQ2SEQ_TEXT = EXAMPLES["translation"]["text"]  # an encoder-decoder's source by default
 IMAGE_TEXT = EXAMPLES["reading"]["text"]  # an image encoder's digits by default
+# the text a model opens on, by what it reads (Model.reads)
+DEFAULT_TEXTS = {"text": DEFAULT_TEXT, "source": SEQ2SEQ_TEXT, "image": IMAGE_TEXT}
+
+
+def default_text(model) -> str:
+    """The text the sidebar opens on for this model (and the warm start prepares)."""
+    return DEFAULT_TEXTS[model.reads]
 # Traces grow as L * H * T^2 floats (gpt2-medium at 1024 tokens: 1.6 GB), so by default a
 # trace stops at 512 tokens; the sidebar lets a user go up to the model's context.
 DEFAULT_MAX_TOKENS = 512

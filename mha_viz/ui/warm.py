@@ -24,8 +24,8 @@ from .jobs import job_runner
 from .loading import get_model
 from .stores import _small_store, result_key
 from .traces import cached_seq2seq_trace, cached_trace, run_cached
-from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_DEFAULTS, RUNS_ON_OPEN,
-                       SEQ2SEQ_TEXT, default_model, prepared_folder, pruning_runs_on_open)
+from .settings import (DEFAULT_MAX_TOKENS, PRUNING_DEFAULTS, RUNS_ON_OPEN, default_model,
+                       default_text, prepared_folder, pruning_runs_on_open)
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -114,7 +114,7 @@ def prepare_default() -> None:
         started = time.perf_counter()
         name = default_model()
         model = get_model(name)
-        prepare(name, SEQ2SEQ_TEXT if model.info.encoder_decoder else DEFAULT_TEXT)
+        prepare(name, default_text(model))
         log.info("prepared %s and the example text in %.1f s", name,
                  time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down

@@ -510,3 +510,9 @@ def test_the_named_sets_describe_the_maps(checkpoints, gpt2_model):
     assert model.map_weights == ("attention",)
     assert gpt2_model.map_sets == ONE_STACK and "value" in gpt2_model.map_weights
     assert gpt2_model.trace("one text", weights="value").value_weighted
+    # the stacks' layers (the sets' "stack"), what each model reads and which writes text
+    assert model.info.stack_layers == layers and model.reads == "source"
+    assert gpt2_model.info.stack_layers == {"": gpt2_model.network.config.n_layer}
+    assert gpt2_model.reads == "text" and gpt2_model.info.writes_with_kv_cache
+    assert not model.info.writes_with_kv_cache
+    assert load_model("reader-toy").reads == "image"
