@@ -191,6 +191,7 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
     contributions and b_O add up to the layer's output, and T5's steps add the bias of each
     pair's bucket (the head's table looked up) before the mask."""
     from mha_viz.analysis.one_head.seq2seq_steps import inside_one_head_seq2seq
+    from mha_viz.analysis.one_head.steps import inside_one_head
 
     model = load_model(str(checkpoints[case]))
     trace = model.trace(SOURCE, target=TARGET)
@@ -198,6 +199,9 @@ def test_inside_one_head_of_every_kind(checkpoints, case):
         heads = [inside_one_head_seq2seq(model, SOURCE, TARGET, kind, 1, h) for h in range(4)]
         one = heads[2]
         close(one.weights, trace.attentions(kind)[1, 2], 1e-6)
+        # the same steps over another set of the maps: the one entry point of every head
+        same = inside_one_head(model, SOURCE, 1, 3, target=TARGET, maps=kind)
+        close(same.weights, trace.attentions(kind)[1, 3], 1e-6)
         assert one.columns == trace.column_tokens(kind)
         total = sum(h.contribution for h in heads)
         if one.output_bias is not None:
@@ -509,6 +513,11 @@ def test_the_named_sets_describe_the_maps(checkpoints, gpt2_model):
         map_set("crosss")
     assert model.map_weights == ("attention",)
     assert gpt2_model.map_sets == ONE_STACK and "value" in gpt2_model.map_weights
+    from mha_viz.analysis.one_head.steps import inside_one_head
+    with pytest.raises(InputError, match="has no cross-attention: its maps are self"):
+        inside_one_head(gpt2_model, "one text", 0, 0, maps="cross")
+    with pytest.raises(InputError, match="has no self-attention"):
+        inside_one_head(model, SOURCE, 0, 0, maps="self")
     assert gpt2_model.trace("one text", weights="value").value_weighted
     # the stacks' layers (the sets' "stack"), what each model reads and which writes text
     assert model.info.stack_layers == layers and model.reads == "source"

@@ -38,6 +38,8 @@ import torch
 from ...core.errors import InputError
 from ...engine.attention import hidden_keys, raw_scores, scaled_dot_product_attention
 from ...engine.positions import apply_rotary
+from ...engine.transformer import CrossInput
+from ...maps.sets import MapSet, map_set
 from .weights import head_weight_slices
 
 __all__ = ["FollowedQuery", "HeadInternals", "inside_one_head", "head_internals",
@@ -239,12 +241,23 @@ def inside_bytes_per_squared_token(n_head: int) -> int:
 
 
 def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | None = None,
-                    max_tokens: int | None = None) -> HeadInternals:
+                    max_tokens: int | None = None, *, target: str | None = None,
+                    maps: str | None = None) -> HeadInternals:
     """Run ``text`` up to layer ``layer`` and return every intermediate array of ``head``.
 
     The weights equal ``model.trace(text, text_pair).attentions[layer, head]`` and the sum of
     every head's contribution plus the output bias equals the attention layer's output.
+    maps: the set of the model's maps the head belongs to (maps.sets; None: the model's first,
+    its self-attention); for an encoder-decoder's "encoder", "decoder" or "cross", ``text`` is
+    the source and ``target`` what the decoder is forced on (None: its own greedy output),
+    and the weights equal ``model.trace(text, target).attentions(maps)[layer, head]``.
     """
+    chosen = map_set(maps if maps is not None else model.map_sets[0].name)
+    if chosen not in model.map_sets:
+        raise InputError(f"{model.info.name} has no {chosen.label}: its maps are "
+                         f"{', '.join(s.name for s in model.map_sets)}")
+    if chosen.stack:  # one stack of an encoder-decoder
+        return _inside_stack_head(model, text, target, chosen, layer, head)
     info = model.info
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
             or not 0 <= layer < info.n_layer:
@@ -311,6 +324,84 @@ def inside_one_head(model, text: str, layer: int, head: int, text_pair: str | No
         qkv_names=tuple(net.config.qkv_names), qkv_per_head=net.config.qkv_per_head,
         rotary_interleaved=net.config.rotary_interleaved,
         n_kv_width=net.config.n_kv_head * net.config.d_head)
+
+
+def _checked(value, name: str, n: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+        raise InputError(f"{name} must be 0..{n - 1} (counted from 0), got {value!r}")
+    return int(value)
+
+
+def _inside_stack_head(model, source: str, target: str | None, maps: MapSet, layer: int,
+                       head: int) -> HeadInternals:
+    """One head of one set of an encoder-decoder's maps (seq2seq_steps tells the steps):
+    its queries are its stack's tokens (the source's for the encoder, the decoder's input
+    for the decoder); its keys those tokens (self-attention) or the encoder's output
+    (cross-attention); T5's relative position bias a step of its own in self-attention."""
+    net = model.network
+    stack = getattr(net, maps.stack)
+    layer = _checked(layer, "layer", stack.config.n_layer)
+    head = _checked(head, "head", stack.config.n_head)
+    forced = model.teacher_forcing(source, target)
+    block = stack.blocks[layer]
+    reads_source = maps.queries == "source"  # the encoder's own self-attention
+    with torch.no_grad():
+        source_ids = torch.tensor([forced.source_ids], device=net.device)
+        source_tokens = model.source_tokens(forced.source_ids, source)
+        states = None
+        if reads_source:
+            ids, rows, keys = source_ids, source_tokens, source_tokens
+        else:
+            states, _ = net.encode(source_ids)
+            ids = torch.tensor([forced.decoder_ids], device=net.device)
+            rows = model.display_tokens(forced.decoder_ids)
+            keys = rows if maps.square else source_tokens
+        n = ids.shape[1]
+        bias = stack.attention_bias(n)  # causal mask and the relative position bias
+        memory = None if states is None else CrossInput(states)
+        start = stack.embed(net.source_vectors(ids) if reads_source else ids)
+        hidden, _ = stack.run_layers(start, 0, layer, bias, memory=memory)
+        if not maps.square:  # cross-attention: queries from the decoder, keys from M
+            hidden = block.after_self_attention(hidden, bias)
+            attn, x, attn_bias = block.cross, block.cross_input(hidden), None
+            q, k, v = attn.project_qkv(x, states)
+            output, _ = attn(x, memory=states)
+        else:
+            attn, x, attn_bias = block.attn, block.attention_input(hidden), bias
+            q, k, v = attn.project_qkv(x)
+            output, _ = attn(x, bias=bias)
+        context, weights = scaled_dot_product_attention(q, k, v, bias=attn_bias,
+                                                        scale=attn.scale)
+        kv = attn.kv_heads[head]
+        # The steps before the softmax, kept for display: the engine's own raw_scores and
+        # hidden_keys, the pieces of attention_scores (as inside_one_head keeps them)
+        scores = raw_scores(q[:, head:head + 1], k[:, kv:kv + 1], attn.scale)[0, 0]
+        causal = maps.square and stack.config.causal  # the decoder's self-attention
+        mask = torch.zeros_like(scores)
+        unseen = hidden_keys(torch.arange(n, device=scores.device), scores.shape[-1], causal)
+        if unseen is not None:
+            mask.masked_fill_(unseen, float("-inf"))
+        relative = stack.position_bias(n) if maps.square else None
+        position = {}
+        if relative is not None:
+            config = stack.config
+            position = dict(
+                position_bias=_np(relative[0, head]),
+                buckets=stack.position_buckets(n).cpu().numpy(),
+                bias_table=_np(stack.rel_bias.weight[:, head]),
+                weights_without_bias=_np(torch.softmax(scores + mask, dim=-1)),
+                relative_buckets=config.relative_buckets,
+                relative_max_distance=config.relative_max_distance)
+            masked = scores + relative[0, head] + mask
+        else:
+            masked = scores + mask
+    return head_internals(
+        attn, layer, head, hidden, x, q, k, v, scores, mask, masked, weights, context, output,
+        tokens=list(rows), causal=causal, pre_ln=bool(block.pre_ln), text=source,
+        extra={"source_truncated": forced.source_truncated, "generated": forced.generated},
+        norm_name="RMSNorm" if stack.config.norm == "rmsnorm" else "LayerNorm",
+        kind=maps.name, key_tokens=list(keys),
+        memory=None if maps.square else _np(states[0]), **position)
 
 
 def head_internals(attn, layer: int, head: int, hidden, x, q, k, v, scores, mask, masked,

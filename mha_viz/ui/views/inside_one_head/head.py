@@ -12,7 +12,6 @@ import numpy as np
 import streamlit as st
 
 from .... import plots, ui
-from ....analysis.one_head.seq2seq_steps import inside_one_head_seq2seq
 from ....analysis.one_head.steps import (HeadInternals, inside_bytes_per_squared_token,
                                          inside_one_head)
 from ....server import export
@@ -143,16 +142,13 @@ def head_of(selection: ui.Selection, lesson: bool) -> Head:
     if short_note:  # in a lesson, with the other notes, out of the class's way
         (st.sidebar if lesson else st).info(short_note)
     layer, head, query, linked_key = choices(trace, lesson)
-    if seq is None:
-        inside = ui.memo(inside_one_head, selection.model, selection.text, large=True,
-                         layer=layer, head=head, text_pair=selection.text_pair,
-                         max_tokens=selection.max_tokens)
-        the_map = trace.head_map(layer, head)
-    else:
-        inside = ui.memo(inside_one_head_seq2seq, selection.model, large=True,
-                         source=selection.text, target=selection.target, kind=selection.kind,
-                         layer=layer, head=head)
-        the_map = seq.head_map(selection.kind, layer, head)
+    # every head's steps, of any set of the model's maps (an encoder-decoder's: its source
+    # and target); its map as the Attention maps page shows it
+    inside = ui.memo(inside_one_head, selection.model, selection.text, large=True, layer=layer,
+                     head=head, text_pair=selection.text_pair, max_tokens=selection.max_tokens,
+                     target=selection.target, maps=selection.kind)
+    the_map = (trace.head_map(layer, head) if seq is None else
+               seq.head_map(selection.kind, layer, head))
     return Head(selection, trace, seq, lesson, layer, head, query, linked_key, inside, the_map)
 
 
