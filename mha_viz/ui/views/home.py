@@ -12,10 +12,15 @@ import streamlit as st
 from ... import ui
 from .. import continuation
 from ..settings import WRITTEN_MARK
+from ..narrow import SIDEBAR_BUTTON
 from ..token_boxes import legend, token_boxes
 from ..words import home as words
 
-INTRO = words.INTRO
+INTRO = ("See what the attention heads of a language model do with your text: for every "
+         "layer and head, how much each token reads from every other token. Choose the model "
+         "and type your text in the sidebar: on the left of the page, or, where it is folded "
+         f"(on a phone), behind **» {SIDEBAR_BUTTON}** at the top left. The pages listed "
+         "below, and at the top of the sidebar, each show one view of the same text.")
 
 
 @dataclass(frozen=True)

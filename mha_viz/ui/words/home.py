@@ -1,15 +1,7 @@
-"""The words of Home: what the app is and where its controls are, how to read the maps, and
-what Continue does."""
+"""The words of Home: how to read the maps, and what Continue does."""
 
 from __future__ import annotations
 
-from ..narrow import SIDEBAR_BUTTON
-
-INTRO = ("See what the attention heads of a language model do with your text: for every "
-         "layer and head, how much each token reads from every other token. Choose the model "
-         "and type your text in the sidebar: on the left of the page, or, where it is folded "
-         f"(on a phone), behind **» {SIDEBAR_BUTTON}** at the top left. The pages listed "
-         "below, and at the top of the sidebar, each show one view of the same text.")
 HOW_TO_READ = (
     "- A **head** turns each token (a *query*) into a probability distribution over the "
     "tokens it can see (the *keys*); each row of a map sums to 1.\n"
