@@ -5,7 +5,7 @@ patching, circuits), the prompt sets they run on (prompts), one head's steps for
 classroom (one_head/) and why a head attends where it does (why/: its scores split by
 source, composition between heads). Each quantity is defined in docs/analyses.md.
 
-May import: core, engine, maps, models.
+May import: core, engine, maps, models, dictionaries.
 
 Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
 
