@@ -69,7 +69,7 @@ from .why import (CompositionOverTraining, CompositionScores, InductionExample,
                   induction_example, score_attribution,
                   text_composition, weight_composition, why_no_split)
 from .features import (FeatureScoreAttribution, FeatureSources, feature_heads,
-                       feature_score_attribution, feature_sources)
+                       feature_score_attribution, feature_sources, train_sae, train_saes)
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
@@ -124,5 +124,5 @@ __all__ = [
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares", "FeatureScoreAttribution", "FeatureSources", "feature_heads",
-    "feature_score_attribution", "feature_sources",
+    "feature_score_attribution", "feature_sources", "train_sae", "train_saes",
 ]

@@ -8,6 +8,9 @@ read from the engine by activations.py).
 
 from .heads import FeatureSources, feature_heads, feature_sources
 from .scores import FeatureScoreAttribution, feature_name, feature_score_attribution
+from .training import (Quality, TrainedDictionary, TrainProgress, dictionary_quality, train_sae,
+                       train_saes)
 
 __all__ = ["FeatureScoreAttribution", "feature_name", "feature_score_attribution",
-           "FeatureSources", "feature_heads", "feature_sources"]
+           "FeatureSources", "feature_heads", "feature_sources", "Quality", "TrainedDictionary",
+           "TrainProgress", "dictionary_quality", "train_sae", "train_saes"]
