@@ -68,7 +68,8 @@ from .why import (CompositionOverTraining, CompositionScores, InductionExample,
                   ScoreAttribution, composition_over_training, composition_scores,
                   induction_example, score_attribution,
                   text_composition, weight_composition, why_no_split)
-from .features import (FeatureScoreAttribution, FeatureSources, feature_heads,
+from .features import (FeatureFiring, FeatureScoreAttribution, FeatureSources, OutputTokens,
+                       feature_firing, feature_heads, feature_output_tokens,
                        feature_score_attribution, feature_sources, train_sae, train_saes)
 
 __all__ = [
@@ -124,5 +125,6 @@ __all__ = [
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares", "FeatureScoreAttribution", "FeatureSources", "feature_heads",
-    "feature_score_attribution", "feature_sources", "train_sae", "train_saes",
+    "feature_score_attribution", "feature_sources", "train_sae", "train_saes", "FeatureFiring",
+    "OutputTokens", "feature_firing", "feature_output_tokens",
 ]

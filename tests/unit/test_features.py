@@ -234,3 +234,64 @@ def test_an_image_encoder_is_refused(tmp_path, cases):
     _, resid = cases["gpt2"][2]["resid"]
     with pytest.raises((InputError, DictionaryFileError)):
         feature_score_attribution(model, "abc", 1, 0, 0, sae=resid)
+
+
+# --- a feature's dashboard ---------------------------------------------------------------
+
+SNIPPET_TEXTS = [TEXT, "a dog and a cat ran home", "the tree by the river was old and tall",
+                 "birds sang on the mat while the cat slept", "the old dog sat by the tree"]
+
+
+def hf_z(hf, ids):
+    store = {}
+    with torch.no_grad(), hooked([capture_input(hf.transformer.h[1].attn.c_proj, store, "z")]):
+        hf(torch.tensor([ids]))
+    return store["z"][0]
+
+
+def test_firing_and_output_tokens_from_transformers(cases):
+    from mha_viz.analysis import feature_firing, feature_output_tokens
+
+    model, hf, dictionaries = cases["gpt2"]
+    reference, ours = dictionaries["hook_z"]
+    ids = model.encode(TEXT).input_ids
+    with torch.no_grad():
+        want = reference.encode(hf_z(hf, ids).view(len(ids), 4, 16)).numpy()
+    firing = feature_firing(model, ours, TEXT)
+    np.testing.assert_allclose(firing.acts, want, atol=1e-5)
+    feature, peak = firing.strongest_features(1)[0]
+    assert peak == pytest.approx(want.max())
+    # the decoder row through c_proj (Conv1D: z @ W), ln_f's weight and the tied embedding
+    row = numpy_of(reference.W_dec)[feature] @ numpy_of(hf.transformer.h[1].attn.c_proj.weight)
+    logits = numpy_of(hf.transformer.wte.weight) @ (row * numpy_of(hf.transformer.ln_f.weight))
+    tokens = feature_output_tokens(model, ours, feature, k=5)
+    assert [t for t, _ in tokens.top] == model.display_tokens(np.argsort(-logits)[:5].tolist())
+    np.testing.assert_allclose([v for _, v in tokens.bottom], np.sort(logits)[:5], rtol=1e-4)
+
+
+def test_snippets_are_the_strongest_activations_over_the_texts(cases):
+    from mha_viz.corpus import feature_snippets
+
+    model, hf, dictionaries = cases["gpt2"]
+    reference, ours = dictionaries["hook_z"]
+    found = []  # (activation, text, position) of every token, from transformers and SAELens
+    for t, text in enumerate(SNIPPET_TEXTS):
+        ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            acts = reference.encode(hf_z(hf, ids).view(len(ids), 4, 16)).numpy()
+        found += [(acts[p], t, p, ids) for p in range(len(ids))]
+    features = [3, 17, 40]
+    whole = feature_snippets(model, ours, SNIPPET_TEXTS, features=features, k=4, seg_len=32)
+    halves = feature_snippets(model, ours, SNIPPET_TEXTS[:2], features=features, k=4,
+                              seg_len=32).merge(feature_snippets(
+        model, ours, SNIPPET_TEXTS[2:], features=features, k=4, seg_len=32))
+    for row, feature in enumerate(features):
+        ranked = sorted(found, key=lambda item: -item[0][feature])[:4]
+        want = [a[feature] if a[feature] > 0 else -np.inf for a, *_ in ranked]
+        np.testing.assert_allclose(whole.values[row], want, atol=1e-5)
+        np.testing.assert_allclose(halves.values[row], whole.values[row], atol=0)
+        tokens, position, value = whole.snippet(model, feature, 0)
+        _, _, p, ids = ranked[0]
+        assert tokens[position] == model.display_tokens([ids[p]])[0]
+        assert value == pytest.approx(want[0], abs=1e-5)
+    assert whole.n_segments == len(SNIPPET_TEXTS)

@@ -6,11 +6,13 @@ on a text (dashboard.py), and training a dictionary on a model's activations (tr
 read from the engine by activations.py).
 """
 
+from .dashboard import FeatureFiring, OutputTokens, feature_firing, feature_output_tokens
 from .heads import FeatureSources, feature_heads, feature_sources
 from .scores import FeatureScoreAttribution, feature_name, feature_score_attribution
 from .training import (Quality, TrainedDictionary, TrainProgress, dictionary_quality, train_sae,
                        train_saes)
 
-__all__ = ["FeatureScoreAttribution", "feature_name", "feature_score_attribution",
+__all__ = ["FeatureFiring", "OutputTokens", "feature_firing", "feature_output_tokens",
+           "FeatureScoreAttribution", "feature_name", "feature_score_attribution",
            "FeatureSources", "feature_heads", "feature_sources", "Quality", "TrainedDictionary",
            "TrainProgress", "dictionary_quality", "train_sae", "train_saes"]
