@@ -47,6 +47,8 @@ def add_command(commands) -> None:
     command.add_argument("--held-out-cache", default=None,
                          help="the same for the held-out texts' activations")
     command.add_argument("--batch-tokens", type=int, default=4096)
+    command.add_argument("--buffer-tokens", type=int, default=65536,
+                         help="the shuffle buffer's rows (half is trained on when full)")
     command.add_argument("--lr", type=float, default=None)
     command.add_argument("--dtype", default="float32", help="the dtype written (bfloat16: "
                                                               "half the bytes)")
@@ -81,6 +83,7 @@ def run_command(args) -> int:
             k=args.k, architecture=args.architecture, held_out_texts=held, out=args.out,
             seed=args.seed, seg_len=args.seg_len, max_tokens=args.max_tokens,
             passes=args.passes, batch_tokens=args.batch_tokens, lr=args.lr,
+            buffer_tokens=args.buffer_tokens,
             save_dtype=args.dtype, checkpoint=args.checkpoint, epochs=args.epochs,
             cache=args.cache, held_out_cache=args.held_out_cache, progress=progress)
     except MhaVizError as error:

@@ -205,8 +205,9 @@ def read_dictionary(folder: Path, source: str) -> SparseDictionary:
     if not path.is_file():
         raise _refuse(source, f"no {WEIGHTS_FILE} beside its {CFG_FILE}")
     try:
-        tensors = open_safetensors(path)
-        return dictionary_from(settings, tensors, source)
+        sae = dictionary_from(settings, open_safetensors(path), source)
+        sae.folder = folder
+        return sae
     except CorruptCheckpointError as error:
         raise _refuse(source, f"{WEIGHTS_FILE} is unreadable ({str(error)[:200]})") from None
 

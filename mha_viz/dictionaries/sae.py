@@ -70,6 +70,7 @@ class SparseDictionary:
     reshape_activations: str = "none"
     metadata: dict = field(default_factory=dict)
     source: str = ""  # where it was read from, in words
+    folder: object = None  # the folder it was read from (a Path), if any
 
     @property
     def d_in(self) -> int:
