@@ -12,11 +12,13 @@
     t5 = load_model("path/to/t5")           # an encoder-decoder (T5, BART, Marian)
     t5.trace("The house.", target="Das Haus.").cross_attentions   # [L_dec, H, T, S]
     series = checkpoint_series("induction-toy")   # a training run's checkpoints, by step
+    sae = load_sae("induction-toy/L1.hook_z")     # a dictionary in SAELens's format
 """
 
-from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError, InputError,
-                          LoadError, MhaVizError, NotAllowedError, OfflineError, TraceFileError,
-                          UnsupportedModelError)
+from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError,
+                          DictionaryFileError, InputError, LoadError, MhaVizError,
+                          NotAllowedError, OfflineError, TraceFileError, UnsupportedModelError)
+from .dictionaries import SparseDictionary, load_sae
 from .maps.ondemand import MapsTooLargeError
 from .maps.trace import AttentionTrace
 from .models.model import (Generation, Model, ModelInfo, Predictions, TargetMetric, TracePlan,
@@ -29,5 +31,6 @@ __all__ = [
     "LoadError", "CheckpointNotFoundError", "UnsupportedModelError", "CorruptCheckpointError",
     "OfflineError", "NotAllowedError", "TraceFileError", "MapsTooLargeError",
     "EncoderDecoderModel", "EncoderDecoderTrace", "ClusterError", "checkpoint_series",
-    "CheckpointSeries", "SeriesError", "Generation", "TracePlan",
+    "CheckpointSeries", "SeriesError", "Generation", "TracePlan", "DictionaryFileError",
+    "SparseDictionary", "load_sae",
 ]

@@ -16,6 +16,7 @@
         [--composition comp.npz]   (the induction head's composition at every checkpoint)
     python -m mha_viz prepare [--model smollm2] [--text "..."]
         (the app's pages for this text, kept on disk: the server's next start opens them at once)
+    python -m mha_viz train-sae --model M --site hook_z --layer 1 --input F --out DIR  (SAELens's format)
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ def add_placement(command) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from .analysis import head_statistics  # the statistics --stats offers
-
     parser = argparse.ArgumentParser(prog="python -m mha_viz",
                                      description="Trace every attention head of a GPT-2/BERT model")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
                               help="also write the strongest induction head's composition "
                                    "with every earlier head at each checkpoint, on the probe's "
                                    "first sequence (.npz; what the Training page draws)")
-    args = parser.parse_args(argv)
+    from .corpus import dictionary_training  # its arguments and its run
+    dictionary_training.add_command(commands)
+    if (args := parser.parse_args(argv)).command == "train-sae":
+        return dictionary_training.run_command(args)
     if args.command == "dynamics":
         return dynamics_command(args)
     if args.command == "prepare":

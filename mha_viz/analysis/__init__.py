@@ -2,10 +2,11 @@
 similarity, roles, rollout), what heads move (value_weighted: value-weighted maps and the
 residual's share), interventions that run the model (pruning, attribution,
 patching, circuits), the prompt sets they run on (prompts), one head's steps for the
-classroom (one_head/) and why a head attends where it does (why/: its scores split by
-source, composition between heads). Each quantity is defined in docs/analyses.md.
+classroom (one_head/), why a head attends where it does (why/: its scores split by
+source, composition between heads) and a dictionary's features at a head (features/: which
+heads write them and from where, a score split into feature pairs, training a dictionary). Each quantity is defined in docs/analyses.md.
 
-May import: core, engine, maps, models.
+May import: core, engine, maps, models, dictionaries.
 
 Pure analyses over attention arrays: numpy in, numpy out (no Streamlit, no plotting).
 
@@ -67,6 +68,9 @@ from .why import (CompositionOverTraining, CompositionScores, InductionExample,
                   ScoreAttribution, composition_over_training, composition_scores,
                   induction_example, score_attribution,
                   text_composition, weight_composition, why_no_split)
+from .features import (FeatureFiring, FeatureScoreAttribution, FeatureSources, OutputTokens,
+                       feature_firing, feature_heads, feature_output_tokens,
+                       feature_score_attribution, feature_sources, train_sae, train_saes)
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
@@ -120,5 +124,7 @@ __all__ = [
     "text_composition", "weight_composition", "composition_over_training",
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
-    "sink_shares", "SinkShares",
+    "sink_shares", "SinkShares", "FeatureScoreAttribution", "FeatureSources", "feature_heads",
+    "feature_score_attribution", "feature_sources", "train_sae", "train_saes", "FeatureFiring",
+    "OutputTokens", "feature_firing", "feature_output_tokens",
 ]

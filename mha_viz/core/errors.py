@@ -49,3 +49,8 @@ class ClusterError(MhaVizError, RuntimeError):
 
 class TraceFileError(MhaVizError, ValueError):
     """A saved trace (.npz) is unreadable, too large, or not a trace written by mha_viz."""
+
+
+class DictionaryFileError(MhaVizError, ValueError):
+    """A dictionary (sparse autoencoder) is unreadable, too large, of an architecture or a
+    setting mha-viz does not compute, or was trained on another model."""

@@ -1,7 +1,7 @@
 """Layer 5, corpus: the head statistics over many texts, read from files, segmented, run in
 batches in one process, local processes or Ray actors, and merged exactly.
 
-May import: core, maps, models, analysis.
+May import: core, maps, models, analysis, dictionaries.
 
 Head statistics over a corpus, as the papers measure them (Clark et al. 2019 average over
 about a thousand 128-token segments): mean and spread over segments, streamed.
@@ -35,7 +35,7 @@ How it works:
   in a checkpoint folder so an interrupted run resumes.
 
 The package, by job: reading (texts of a small file), sources (texts streamed from files of
-any size), segments (texts cut into token-id segments), shards (groups of segments, and the
+any size), segments (texts cut into token-id segments: models/segments.py), shards (groups of segments, and the
 checkpoint that keeps them), statistics (one segment's accumulators), results (moments that
 merge, their files), running (batches of one shard), engines (a stream of shards, local or
 on Ray), ray_engine (the actors).
@@ -47,11 +47,12 @@ return, in any order or grouping.
 """
 
 from .engines import ENGINES, Progress, run_stream
+from .feature_snippets import FeatureSnippets, feature_snippets
 from .measuring import default_batch_size, run_shard
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
 from .running import PRUNING_SEGMENTS, run
-from .segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments, segment
+from ..models.segments import MIN_SEGMENT_TOKENS, Segments, corpus_model, iter_segments, segment
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream, open_texts
 from .statistics import (ALL_STATS, IMPORTANCE, SIMILARITY_ROWS, STATS, SegmentStatistics,
@@ -64,5 +65,5 @@ __all__ = [
     "SIMILARITY_ROWS", "STATS", "SegmentStatistics", "segment_statistics", "statistics_for",
     "TextStream",
     "open_texts", "ENGINES", "Progress", "run_stream", "iter_segments", "SHARD_SEGMENTS",
-    "Checkpoint", "Shard", "shards_of", "corpus_model",
+    "Checkpoint", "Shard", "shards_of", "corpus_model", "FeatureSnippets", "feature_snippets",
 ]

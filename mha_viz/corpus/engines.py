@@ -23,7 +23,7 @@ from ..analysis.head_statistics import per_segment
 from ..core.errors import InputError
 from ..maps.value_weighted import check_weights
 from .results import CorpusResult
-from .segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
+from ..models.segments import MIN_SEGMENT_TOKENS, SegmentCounts, corpus_model, iter_segments
 from .shards import SHARD_SEGMENTS, Checkpoint, Shard, shards_of
 from .sources import TextStream
 from .statistics import SIMILARITY_ROWS, STATS, _check_stats

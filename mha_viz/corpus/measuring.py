@@ -10,7 +10,7 @@ import numpy as np
 
 from ..analysis import head_statistics
 from .results import CorpusResult, Moments
-from .segments import corpus_model
+from ..models.segments import corpus_model
 from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats,
                          _importance)
 

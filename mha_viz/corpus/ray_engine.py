@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from ..core.errors import ClusterError, MhaVizError
 from .results import CorpusResult
-from .segments import corpus_model
+from ..models.segments import corpus_model
 from .shards import Shard
 
 IN_FLIGHT = 2  # shards queued per worker: one running, one ready
@@ -97,7 +97,7 @@ def measure_row_group(model, group, seg_len: int, min_len: int, settings: dict
     """A row group's statistics, with what cutting it did in result.info (texts_read,
     n_texts, n_dropped, skipped): the counts a run adds up."""
     from .measuring import run_shard
-    from .segments import SegmentCounts, iter_segments
+    from ..models.segments import SegmentCounts, iter_segments
 
     texts, skipped = group.texts()
     counts = SegmentCounts()

@@ -12,7 +12,7 @@ from ..core.errors import InputError
 from ..maps.value_weighted import check_weights
 from .measuring import run_shard
 from .results import CorpusResult
-from .segments import Segments, corpus_model
+from ..models.segments import Segments, corpus_model
 from .statistics import SIMILARITY_ROWS, STATS, _check_stats
 
 # the pruning curve re-estimates importance at every step over the whole sample

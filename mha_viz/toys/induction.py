@@ -31,6 +31,8 @@ trainer_state.json beside them holds the training loss, as the Hugging Face Trai
 it.
 
     python -m mha_viz.toys.induction OUT_FOLDER [--mlp] [--steps 3000] [--seed 0]
+    python -m mha_viz.toys.induction windows.jsonl --windows 16000 --seed 5 [--held-out]
+        (no training: windows of the training (held-out) paragraphs, as JSON lines)
 """
 
 from __future__ import annotations
@@ -154,6 +156,22 @@ def held_out_texts(count: int = HELD_OUT_COUNT, seed: int = 0) -> list[str]:
     return windows(held_out, vocabulary(text), count, generator)
 
 
+def write_windows(path, count: int, seed: int = 0, held_out: bool = False) -> Path:
+    """`count` windows of the training paragraphs (or of the held-out ones), generator
+    seeded with `seed`, as JSON lines {"text": ...}: what the bundled dictionaries of the toy
+    train and are measured on (mha-viz train-sae --input PATH --held-out PATH;
+    docs/analyses.md, "Features at the head")."""
+    import torch
+
+    text = training_text()
+    paragraphs = split_text(text)[1 if held_out else 0]
+    generator = torch.Generator().manual_seed(seed)
+    path = Path(path)
+    path.write_text("".join(json.dumps({"text": window}) + "\n" for window in
+                            windows(paragraphs, vocabulary(text), count, generator)))
+    return path
+
+
 def write_held_out(folder: Path, seed: int, count: int = HELD_OUT_COUNT) -> Path:
     """held_out_texts as checkpoints.series reads them: {"about": words, "texts": [...]}."""
     about = (f"{count} held-out windows of this run's training distribution (a passage of "
@@ -262,7 +280,15 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--checkpoints", type=int, default=CHECKPOINTS)
+    parser.add_argument("--windows", type=int, default=None,
+                        help="instead of training: write this many training windows to the "
+                             "file FOLDER names (JSON lines), drawn with --seed")
+    parser.add_argument("--held-out", action="store_true",
+                        help="with --windows: from the paragraphs held out of training")
     args = parser.parse_args(argv)
+    if args.windows:
+        print(f"wrote {write_windows(args.folder, args.windows, args.seed, args.held_out)}")
+        return 0
     result = train(args.folder, args.mlp, args.steps, args.seed, args.checkpoints)
     print(f"{len(result['steps'])} checkpoints ({result['steps'][0]} to "
           f"{result['steps'][-1]}); final training loss {result['final_loss']:.3f} nats")

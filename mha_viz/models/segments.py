@@ -1,4 +1,5 @@
-"""Token-id segments cut from texts: the unit every corpus statistic is measured on."""
+"""Token-id segments cut from texts: the unit every corpus statistic is measured on, and what
+a dictionary trains on (analysis/features: below the corpus layer, so it lives with the model)."""
 
 from __future__ import annotations
 
