@@ -1,5 +1,5 @@
 """What the Attention maps and Inside one head pages compute outside their widgets, in their
-views' parts (mha_viz/ui/views/attention_maps_parts.py, attention_maps_cross.py,
+views' modules (mha_viz/ui/views/attention_maps/sizes.py, ui/words/attention_maps.py,
 inside_one_head/, ui/words/inside_one_head.py) and mha_viz/ui/lesson.py: their
 size policies, the texts they write from numbers and which steps they show, each against the
 real model's values."""
@@ -12,10 +12,10 @@ import pytest
 from mha_viz import analysis
 from mha_viz.analysis.one_head.steps import inside_one_head, summarise
 from mha_viz.maps.downsample import block_factor
-from mha_viz.ui.views import attention_maps_cross as cross_view
-from mha_viz.ui.views import attention_maps_parts as maps_page
+from mha_viz.ui.views.attention_maps import sizes as maps_page
 from mha_viz.ui.views.inside_one_head import contents as inside_page
 from mha_viz.ui.views.inside_one_head import matrices as inside_matrices
+from mha_viz.ui.words import attention_maps as maps_words
 from mha_viz.ui.words import inside_one_head as inside_words
 
 TEXT = "The cat sat on the mat because it was warm."
@@ -82,13 +82,13 @@ def test_the_grids_texts_count_its_maps(gpt2_trace):
 
 
 def test_names_and_titles_of_a_head_or_its_layers_mean():
-    assert maps_page.shown_name(3, 7, layer_mean=False) == analysis.head_name(3, 7) == "L3.H7"
-    assert maps_page.shown_name(3, 7, layer_mean=True) == "L3 head mean"
-    assert maps_page.head_subheader(3, 7, 12, False, False) == "One head: L3.H7 (layer 3, head 7)"
-    assert (maps_page.head_subheader(3, 7, 12, True, True)
+    assert maps_words.shown_name(3, 7, layer_mean=False) == analysis.head_name(3, 7) == "L3.H7"
+    assert maps_words.shown_name(3, 7, layer_mean=True) == "L3 head mean"
+    assert maps_words.head_subheader(3, 7, 12, False, False) == "One head: L3.H7 (layer 3, head 7)"
+    assert (maps_words.head_subheader(3, 7, 12, True, True)
             == "The mean of layer 3's 12 heads: the whole text")
-    assert cross_view.layers_through([5]) == "L5"
-    assert cross_view.layers_through([2, 3, 4, 5]) == "L2–L5"
+    assert maps_words.layers_through([5]) == "L5"
+    assert maps_words.layers_through([2, 3, 4, 5]) == "L2–L5"
 
 
 def test_a_windows_caption_is_its_mass(gpt2_trace):
@@ -108,14 +108,14 @@ def test_a_windows_caption_is_its_mass(gpt2_trace):
 
 def test_the_aggregates_texts(gpt2_trace):
     n_layer = gpt2_trace.n_layer
-    assert maps_page.aggregate_labels(0)["rollout"] == "Attention rollout through layer 0"
-    assert maps_page.aggregate_labels(1) == {"mean": "Head mean of layer 1",
+    assert maps_words.aggregate_labels(0)["rollout"] == "Attention rollout through layer 0"
+    assert maps_words.aggregate_labels(1) == {"mean": "Head mean of layer 1",
                                              "rollout": "Attention rollout through layers 0–1"}
-    assert maps_page.aggregate_what("mean", n_layer) == "The head mean of a layer"
-    assert "2 whole maps each" in maps_page.aggregate_what("rollout", n_layer)
-    name, text = maps_page.aggregate_text("rollout", 0, n_layer, hidden=False)
+    assert maps_words.aggregate_what("mean", n_layer) == "The head mean of a layer"
+    assert "2 whole maps each" in maps_words.aggregate_what("rollout", n_layer)
+    name, text = maps_words.aggregate_text("rollout", 0, n_layer, hidden=False)
     assert name == "rollout to L0" and "Pick the last layer (L1) for the full rollout." in text
-    name, text = maps_page.aggregate_text("mean", 1, n_layer, hidden=True)
+    name, text = maps_words.aggregate_text("mean", 1, n_layer, hidden=True)
     assert name == "L1 head mean"
     assert text.endswith("then the hidden tokens were removed and rows renormalized.")
 
@@ -125,7 +125,7 @@ def test_the_strongest_heads_of_a_link_are_its_largest_weights(gpt2_trace):
     order = np.argsort(-link, axis=None, kind="stable")[:3]
     expected = ", ".join(f"L{i // link.shape[1]}.H{i % link.shape[1]} "
                          f"{link.flat[i]:.0%}" for i in order)
-    assert maps_page.strongest_caption(link, " (note)") == f"Strongest: {expected} (note)."
+    assert maps_words.strongest_caption(link, " (note)") == f"Strongest: {expected} (note)."
 
 
 # ------------------------------------------------------------------ Inside one head

@@ -208,7 +208,7 @@ def test_pages_leave_the_arithmetic_to_the_library():
                            r"corrcoef|linalg)\b")
     found = [f"{path.name}:{number}: {line.strip()}"
              for path in [*sorted((ROOT / "pages").glob("*.py")),
-                          *sorted((PACKAGE / "ui" / "views").glob("*.py"))]
+                          *sorted((PACKAGE / "ui" / "views").rglob("*.py"))]
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if computing.search(line)]
     assert found == []
@@ -338,8 +338,8 @@ def computed_in_a_page(source: str) -> list[str]:
 
 
 def test_pages_and_views_call_and_do_not_compute():
-    readers = [*PAGE_FILES, *sorted(VIEWS.glob("*.py"))]
-    assert len(readers) > 20  # every page, app.py and the views
+    readers = [*PAGE_FILES, *sorted(VIEWS.rglob("*.py"))]
+    assert len(readers) > 20  # every page, app.py and the views (their packages' modules too)
     found = [f"{path.relative_to(ROOT)}:{problem}" for path in readers
              for problem in computed_in_a_page(path.read_text())]
     assert found == []
