@@ -12,14 +12,25 @@ holds the page's widgets and calls into the library. A view's pattern::
     import streamlit as st
     from ... import analysis as A, plots, ui
 
+    @dataclass(frozen=True)
+    class Entropy:                                # what every section reads
+        selection: ui.Selection
+        trace: AttentionTrace
+        values: np.ndarray
+
+    def entropy_of(selection) -> Entropy:         # the page's choices, above its sections
+        trace = ui.get_trace(selection)           # bad input: the message, the page stops
+        return Entropy(selection, trace, ui.memo(A.entropy, trace))  # stored under its call
+
+    def heads_section(e: Entropy) -> None:        # a section: a function of the context
+        ui.show_figure(plots.layer_head_heatmap(e.values, "Entropy", "nats"), key="ent")
+
+    SECTIONS = [heads_section, ui.Folded("One head", "one_head", one_head_section)]
+
     def show() -> None:                           # the page called page_setup(title, INTRO)
-        selection = ui.sidebar()                  # model, text(s), options; every page's
+        selection = ui.sidebar(reads=MAPS)        # model, text(s), options; every page's
         with ui.guard():                          # MhaVizError -> st.error, anything else
-            trace = ui.get_trace(selection)       #   a generic message (traceback logged)
-            layer, head = ui.head_picker(trace)   # shared "layer"/"head", kept in the URL
-            values = ui.memo(A.entropy, trace)    # stored under (function, its arguments)
-            ui.show_figure(plots.layer_head_heatmap(values, "Entropy", "nats"), key="ent")
-            ui.download_csv(lambda: export.layer_head_csv(values, "entropy"), "entropy.csv")
+            ui.show_sections(entropy_of(selection), SECTIONS)   # a generic message
 
 What lives here:
 
@@ -34,8 +45,9 @@ What lives here:
   ``Selection.model_error``); ``Selection.key`` identifies the input.
 - ``get_seq2seq_trace(selection)``: an encoder-decoder's EncoderDecoderTrace (the sidebar's
   source and target); for one, ``get_trace`` gives the self-attention of the stack the
-  sidebar picked (``selection.kind``: "encoder" / "decoder"; "cross" is the Attention maps
-  page's own view).
+  sidebar picked (``selection.map_set``, maps.sets: a square set); a page that reads
+  cross-attention draws it from the EncoderDecoderTrace. ``sidebar(reads=MAPS)``: the sets
+  a page reads; where the set chosen is not one of them the page says so and stops.
 - ``get_model(name)`` (cached, raises MhaVizError), ``get_trace(selection)`` (cached per
   (model, text, pair, max_tokens); shows the error and stops the page on bad input).
 - ``synced(widget, name, label, default, ...)``: any widget whose value survives page
@@ -73,7 +85,8 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``gestures``: one tap picks a figure's point; ``ask_scroll``/``scroll_anchor`` bring what a
   click changed into view.
 - ``output``: ``page_setup``, figures fitted to the screen, downloads, model card, notes.
-- ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric).
+- ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric);
+  ``reads``: which sets of maps a page reads, and what the sidebar says where it does not.
 - ``why``: why a head attends where it does, for a clicked cell (``why_section``,
   ``pick_cell``): its score by source and who composes into it.
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).

@@ -165,7 +165,7 @@ def _within_pages(model: Model, name: str, prompt: str, wanted: Asked) -> Asked:
     """A count cut to what the pages read: a link can ask for up to MAX_COUNT tokens, and
     writing past Max tokens would spend the server's time on tokens no page shows. Home's
     button asks only for what fits (ask_more), so the cut is a link's alone."""
-    left = _pages_limit(model) - len(model.encode(prompt).input_ids)
+    left = _pages_limit(model) - model.n_tokens(prompt)
     if wanted.count <= left:
         return wanted
     set_value(COUNT, max(0, left))
@@ -218,7 +218,7 @@ class Room:
 
 
 def room(model: Model, prompt: str, written: Generation | None, max_tokens: int | None) -> Room:
-    n_prompt = len(model.encode(prompt).input_ids) if written is None else written.prompt_length
+    n_prompt = model.n_tokens(prompt) if written is None else written.prompt_length
     used = n_prompt + (0 if written is None else len(written.new_ids))
     context = int(model.info.max_positions)
     limit = context if max_tokens is None else min(int(max_tokens), context)

@@ -16,18 +16,19 @@ from ..core.digest import digest as content_digest
 from ..core.errors import CheckpointNotFoundError, MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
-from ..models.seq2seq import DEFAULT_NEW_TOKENS, KIND_NAMES, KINDS
+from ..models.seq2seq import DEFAULT_NEW_TOKENS
 from .loading import get_model
 from .selection import Selection
 from .stores import memo, results_store
-from . import continuation, navigation
+from . import continuation, navigation, reads as page_reads
 from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE, IMAGE_FORMATS,
-                       IMAGE_TEXT, MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING,
-                       SEQ2SEQ_TEXT, URL_MAX_CHARS, as_sentence, clean_str, default_model,
-                       max_tokens_within, md_escape)
+                       MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING, URL_MAX_CHARS,
+                       as_sentence, clean_str, default_model, default_text, max_tokens_within,
+                       md_escape)
 from .state import set_value, synced
+from .words.sidebar import SETS_HELP, TEXT_FIELDS
 
 # ---------------------------------------------------------------------- pages
 
@@ -113,14 +114,14 @@ def _apply_example(name: str) -> None:
     set_value("pair", pair)
 
 
-def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = None,
+def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.EVERY_SET,
             explains_mark: bool = True) -> Selection:
     """The shared sidebar: model, text, the model's continuation of it (Continue, on Home),
     sentence B (BERT), examples, options, a saved trace to open, caveat. Pages that run the
     model themselves (not only read maps) pass shows_saved_traces=False: their Selection
-    never carries an opened trace. encoder_decoders: whether the page reads an
-    encoder-decoder (default: the pages that only read maps do); the others say they do not
-    and stop. explains_mark: say at the top of the page what marks the written tokens (Home
+    never carries an opened trace. reads: the sets of maps the page reads (its view's MAPS,
+    maps.sets); where the set chosen is not one of them the page says which it reads and
+    stops. explains_mark: say at the top of the page what marks the written tokens (Home
     says it beside them)."""
     bar = st.sidebar
     synced(bar.toggle, "present", "Presentation mode", False,
@@ -157,45 +158,44 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
             model = get_model(name)
         except MhaVizError as error:
             model_error = error
-    seq2seq = model is not None and model.info.encoder_decoder
+    # the fields of what the model reads: a text (and a sentence B), or a source and a target
+    field = TEXT_FIELDS["text" if model is None else model.reads]
     if model is not None:
         info = model.info
         heads = f"{info.n_head} heads" + (f" ({info.n_kv_head} key/value)"
                                           if info.n_kv_head != info.n_head else "")
-        layers = (f"encoder {info.n_encoder_layer} + decoder {info.n_layer} layers"
-                  if seq2seq else f"{info.n_layer} layers")
+        layers = " + ".join(f"{stack} {n}".strip()
+                            for stack, n in info.stack_layers.items()) + " layers"
         bar.caption(f"{info.model_type.upper()} · {layers} × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
     else:
         bar.caption("Model not loaded (see the message on the page).")
 
-    bar.header("Source" if seq2seq else "Text")
-    image = seq2seq and not model.source_is_text  # the encoder reads the text's image
-    text = synced(bar.text_area, "text",
-                  "Digits to draw (the encoder reads their image)" if image else
-                  "Source text (the encoder reads it)" if seq2seq else "Text",
-                  IMAGE_TEXT if image else SEQ2SEQ_TEXT if seq2seq else DEFAULT_TEXT,
+    bar.header(field.header)
+    text = synced(bar.text_area, "text", field.label,
+                  DEFAULT_TEXT if model is None else default_text(model),
                   height=120, help="Press Ctrl+Enter (or click outside the box) to run it.")
     target = kind = None
-    if seq2seq:
+    if field.target:
         target = synced(bar.text_area, "target", "Target (optional)", "", height=80,
                         help=f"The decoder reads the target teacher-forced: each position "
                              f"predicts the next target token. Leave it empty to see the "
                              f"model's own output (greedy, up to {DEFAULT_NEW_TOKENS} "
                              f"tokens).")
-        kind = synced(bar.radio, "kind", "Attention shown", "cross", options=list(KINDS),
-                      format_func=KIND_NAMES.get, valid=lambda k: k in KINDS,
-                      help="Encoder self-attention: source tokens read source tokens. "
-                           "Decoder self-attention: target tokens read earlier target "
-                           "tokens. Cross-attention: target tokens read the source.")
+    sets = () if model is None else model.map_sets
+    if len(sets) > 1:  # the set of maps the pages show, the last (cross-attention) first
+        names = [s.name for s in sets]
+        labels = {s.name: s.label for s in sets}
+        kind = synced(bar.radio, "kind", "Attention shown", names[-1], options=names,
+                      format_func=labels.get, valid=lambda k: k in names, help=SETS_HELP)
     written = continuation.in_sidebar(bar, model, name, clean_str(text))
     if len(text) > URL_MAX_CHARS:
         bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
                     f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
                     f"choices, not the text. Save the trace (.npz) to share it.")
     pair = ""
-    if model is not None and not model.info.causal and not seq2seq:
+    if model is not None and not model.info.causal and field.pair:
         pair = synced(bar.text_area, "pair", "Sentence B (optional, BERT)", "", height=80,
                       help="BERT reads two sentences as [CLS] A [SEP] B [SEP]; leave empty "
                            "for one text.")
@@ -223,22 +223,21 @@ def sidebar(shows_saved_traces: bool = True, encoder_decoders: bool | None = Non
     bar.divider()
     bar.caption(NUMBERING)
     caveat(bar)
-    if encoder_decoders is None:
-        encoder_decoders = shows_saved_traces
-    if seq2seq and not encoder_decoders:
-        st.info(f"{model.info.model_type.upper()} is an encoder-decoder model. This page runs the "
-                f"model itself, which it does for encoder-only and decoder-only models so far; "
-                f"the Attention maps, Entropy, Head similarity, Pruning impact, Inside one head "
-                f"and Predictions pages read its encoder, decoder and cross-attention.")
+    selection = Selection(model_name=name,
+                          text=clean_str(text) + (written.text if written else ""),
+                          text_pair=clean_str(pair) if pair and pair.strip() else None,
+                          max_tokens=int(max_tokens), model=model, model_error=model_error,
+                          uploaded=uploaded, upload_digest=digest,
+                          target=clean_str(target) if target and target.strip() else None,
+                          kind=kind, generation=written)
+    refused = None if model is None or uploaded is not None else page_reads.refusal(
+        model, selection.map_set, reads, page_files)
+    if refused:
+        st.info(refused)
         st.stop()
     if written is not None and uploaded is None and explains_mark:
         continuation.explain_mark(written)
-    return Selection(model_name=name, text=clean_str(text) + (written.text if written else ""),
-                     text_pair=clean_str(pair) if pair and pair.strip() else None,
-                     max_tokens=int(max_tokens), model=model, model_error=model_error,
-                     uploaded=uploaded, upload_digest=digest,
-                     target=clean_str(target) if target and target.strip() else None,
-                     kind=kind, generation=written)
+    return selection
 
 
 def _close_saved_trace() -> None:
@@ -331,7 +330,7 @@ def weights_switch(model: Model | None = None, where=None) -> str:
     choice = synced(where.radio, "weights", "The maps show", "attention",
                     options=list(WEIGHTS_LABELS), format_func=WEIGHTS_LABELS.get,
                     horizontal=True, help=WEIGHTS_HELP)
-    if choice == "value" and model is not None and model.info.encoder_decoder:
+    if choice == "value" and model is not None and "value" not in model.map_weights:
         where.caption("What moves is computed for encoder-only and decoder-only models: "
                       "this encoder-decoder's maps show its attention weights.")
         return "attention"

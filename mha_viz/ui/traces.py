@@ -148,28 +148,16 @@ def get_seq2seq_trace(selection: Selection):
     return seq
 
 
-CROSS_ON_MAPS_PAGE = ("Cross-attention maps are target × source, and this page reads the "
-                      "self-attention of one stack: pick *encoder self-attention* or *decoder "
-                      "self-attention* in the sidebar.")
-
-
-def get_trace(selection: Selection, cross_view: Callable | None = None,
-              weights: str = "attention") -> AttentionTrace:
+def get_trace(selection: Selection, weights: str = "attention") -> AttentionTrace:
     """The trace for the selection (computed once per (model, text, pair, max_tokens,
     weights) and cached), or the saved trace the person opened in the sidebar. On bad input
     it shows the error on the page and stops the page. For an encoder-decoder: the
-    self-attention of the stack the sidebar picked, as an AttentionTrace; for its
-    cross-attention, the page's cross_view(EncoderDecoderTrace) draws the page, which then
-    stops. weights: "attention" or "value" (its rows what each head moves from each key,
-    normalized: controls.weights_switch); an encoder-decoder's and a saved trace's maps are
-    what they are (the switch says so)."""
+    self-attention of the stack the sidebar picked (a square set of its maps), as an
+    AttentionTrace; a page draws cross-attention from get_seq2seq_trace. weights:
+    "attention" or "value" (its rows what each head moves from each key, normalized:
+    controls.weights_switch); an encoder-decoder's and a saved trace's maps are what they
+    are (the switch says so)."""
     if selection.kind is not None and selection.uploaded is None:
-        if selection.kind == "cross":
-            if cross_view is None:
-                st.info(CROSS_ON_MAPS_PAGE)
-            else:
-                cross_view(get_seq2seq_trace(selection))
-            st.stop()
         return get_seq2seq_trace(selection).as_trace(selection.kind)
     if selection.uploaded is not None:
         st.info(f"Showing the saved trace **{md_escape(selection.uploaded.model_name)}** "

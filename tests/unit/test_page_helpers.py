@@ -99,3 +99,37 @@ def test_the_home_page_shows_each_page_without_its_name():
     assert page.summary == "How broad or focused each head is."
     late = "what the page shows over many, many words, then: a colon"  # past 40 characters
     assert PageFile("pages/x.py", "X", late).summary == "W" + late[1:]
+
+
+def test_the_sidebar_says_which_sets_a_page_reads():
+    """A page declares the sets of maps it reads (MAPS in its view, maps.sets); the sidebar
+    says which to pick where the set chosen is not one of them, and lists the pages that
+    read a model's sets from those declarations. Head roles reads one stack's
+    self-attention; Training reads a run's checkpoints; the other pages every set."""
+    from mha_viz.maps.sets import ENCODER_DECODER, ONE_STACK, map_set
+    from mha_viz.ui import reads
+    from mha_viz.ui.controls import page_files
+
+    declared = {page.label: reads.declared_sets(reads.APP_DIR / page.path)
+                for page in page_files()[1:]}
+    assert declared["Head roles"] == ("self", "encoder", "decoder")
+    assert declared["Training"] == ()
+    assert all(sets == reads.EVERY_SET for label, sets in declared.items()
+               if label not in ("Head roles", "Training"))
+
+    class EncoderDecoder:  # what the sidebar asks of a model: its sets and its type
+        map_sets = ENCODER_DECODER
+        info = type("Info", (), {"model_type": "t5"})
+
+    cross = map_set("cross")
+    assert reads.refusal(EncoderDecoder, cross, reads.EVERY_SET, page_files) is None
+    assert reads.refusal(EncoderDecoder, cross, declared["Head roles"], page_files) == (
+        "Cross-attention maps are target × source, and this page reads the self-attention of "
+        "one stack: pick *encoder self-attention* or *decoder self-attention* in the sidebar.")
+    said = reads.refusal(EncoderDecoder, cross, ("self",), page_files)
+    serving = [label for label in declared if label != "Training"]
+    assert said == ("This page does not read T5's maps (encoder self-attention, decoder "
+                    "self-attention, cross-attention); the " + ", ".join(serving)
+                    + " pages do.")
+    assert reads.refusal(type("OneStack", (), {"map_sets": ONE_STACK}), map_set("self"),
+                         ("self",), page_files) is None

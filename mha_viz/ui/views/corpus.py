@@ -229,7 +229,7 @@ SECTIONS = [totals_section, statistics_section]
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     with ui.guard():
         found = corpus_run(selection)
         if found is None:

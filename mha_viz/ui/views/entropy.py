@@ -287,7 +287,7 @@ CROSS_SECTIONS = [cross_heads_section, cross_per_target_section]
 
 
 def show() -> None:
-    selection = ui.sidebar()
+    selection = ui.sidebar(reads=MAPS)
     with ui.guard():
         # one row of choices; the statistics read the weights or what the heads move (issue
         # 49): one argument

@@ -314,6 +314,6 @@ SECTIONS = [table_section, ui.Folded("Every head, role by role", "role_maps", ma
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     with ui.guard():
         ui.show_sections(roles_of(selection), SECTIONS)

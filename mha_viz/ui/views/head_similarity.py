@@ -298,7 +298,7 @@ def compares_outputs(selection: ui.Selection) -> bool:
 
 
 def show() -> None:
-    selection = ui.sidebar()
+    selection = ui.sidebar(reads=MAPS)
     with ui.guard():
         if compares_outputs(selection):
             ui.show_sections(outputs_of(selection), OUTPUT_SECTIONS)

@@ -16,6 +16,7 @@ from ..narrow import SIDEBAR_BUTTON
 from ..token_boxes import legend, token_boxes
 from ..words import home as words
 
+MAPS = ("self", "encoder", "decoder", "cross")  # the sets of maps the page reads (maps.sets)
 INTRO = ("See what the attention heads of a language model do with your text: for every "
          "layer and head, how much each token reads from every other token. Choose the model "
          "and type your text in the sidebar: on the left of the page, or, where it is folded "
@@ -59,7 +60,7 @@ SECTIONS = [continue_section, how_to_read, pages_section, about_model]
 
 
 def show() -> None:
-    selection = ui.sidebar(explains_mark=False)
+    selection = ui.sidebar(reads=MAPS, explains_mark=False)
     with ui.guard():
         if selection.model is None:
             ui.show_error(selection.model_error)

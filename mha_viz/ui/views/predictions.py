@@ -340,7 +340,7 @@ DECODER_SECTIONS = [decoder_surprise_section, decoder_attribution_section, cavea
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     with ui.guard():
         if selection.kind is None:
             ui.show_sections(predicted(selection), SECTIONS)

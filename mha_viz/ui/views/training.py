@@ -20,6 +20,7 @@ from ..messages import callback
 from ..state import set_value, synced
 from ..words import training as words
 
+MAPS = ()  # the sets of maps the page reads (maps.sets): a run's checkpoints, not the sidebar's
 INTRO = ("Every other page shows one frozen model. Here a model is shown **as it trained**: one "
          "checkpoint per step, each measured on the same inputs. In a two-layer model, "
          "suddenly, a **previous-token head** forms in layer 0 and an **induction head** in "

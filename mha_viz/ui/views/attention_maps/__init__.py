@@ -26,7 +26,7 @@ CROSS_SECTIONS = [cross.grid_section, cross.one_head_section, cross.alignment_se
 
 
 def show() -> None:
-    selection = ui.sidebar()
+    selection = ui.sidebar(reads=MAPS)
     with ui.guard():
         # the weights, or what heads move (Kobayashi et al. 2020): every figure below reads it
         weights = ui.weights_switch(selection.model)

@@ -26,7 +26,7 @@ SEQ2SEQ_SECTIONS = [encoder_decoder.maps_section, encoder_decoder.strongest_sect
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     clicks.open_clicked_head()  # a node of the circuit graph was clicked
     with ui.guard():
         model = selection.model

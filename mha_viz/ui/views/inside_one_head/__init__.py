@@ -39,7 +39,7 @@ DRAW = {
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     lesson = ui.synced(st.toggle, "lesson", "Lesson mode: one step per screen", False,
                        help=words.LESSON_HELP)
     if not lesson:  # a lesson's screen is for the step itself

@@ -14,6 +14,7 @@ from .... import ui
 from . import encoder_decoder, one_stack
 from .measured import measured, seq2seq_measured
 
+MAPS = ("self", "encoder", "decoder", "cross")  # the sets of maps the page reads (maps.sets)
 INTRO = ("Which heads does the model actually need? Switch a head off (its output is removed "
          "before the output projection W_O) and measure how much the model's score changes. "
          "Three views: the exact effect of removing each head alone, a one-pass gradient "
@@ -27,7 +28,7 @@ SEQ2SEQ_SECTIONS = [encoder_decoder.ablation_section, encoder_decoder.gradient_s
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, encoder_decoders=True)
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     with ui.guard():
         if selection.kind is None:
             ui.show_sections(measured(selection), SECTIONS)
