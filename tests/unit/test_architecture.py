@@ -409,3 +409,107 @@ def test_views_sit_at_the_top_of_ui():
                   and not page_of(t).startswith(page_of(name).split("_parts")[0]
                                                 .split("_cross")[0])}
         assert others == set(), name
+
+
+# ------------------------------------------------------- a view is a context and its sections
+# A view (mha_viz/ui/views/) builds one frozen context and show() walks module-level section
+# functions that take it: no function there over MAX_VIEW_FUNCTION_LINES, none defined inside
+# another (a section is not a closure over show()'s locals), no *_parts module (a page whose
+# sections outgrow one module is a package, one module a section group).
+MAX_VIEW_FUNCTION_LINES = 80
+VIEW_FILES = sorted(VIEWS.rglob("*.py"))
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def long_functions(source: str, limit: int = MAX_VIEW_FUNCTION_LINES) -> list[str]:
+    """The functions (at any depth) longer than ``limit`` lines: "name: lines"."""
+    return [f"{node.name}: {node.end_lineno - node.lineno + 1}"
+            for node in ast.walk(ast.parse(source)) if isinstance(node, FUNCTIONS)
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def inner_functions(source: str) -> list[str]:
+    """The functions defined inside another function: "outer > inner"."""
+    return [f"{node.name} > {inner.name}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, FUNCTIONS) for inner in ast.walk(node)
+            if inner is not node and isinstance(inner, FUNCTIONS)]
+
+
+def test_no_view_function_over_80_lines():
+    assert len(VIEW_FILES) > 20  # the views, their packages' modules included
+    long = [f"{path.relative_to(ROOT)}: {found}" for path in VIEW_FILES
+            for found in long_functions(path.read_text())]
+    assert long == []
+
+
+def test_no_function_defined_inside_a_view_function():
+    inner = [f"{path.relative_to(ROOT)}: {found}" for path in VIEW_FILES
+             for found in inner_functions(path.read_text())]
+    assert inner == []
+
+
+def test_no_parts_modules():
+    """A page's sections in modules of its own package, not a <page>_parts.py beside it."""
+    parts = sorted(str(path.relative_to(ROOT)) for path in PACKAGE.joinpath("ui").rglob("*.py")
+                   if path.stem.endswith("_parts"))
+    assert parts == []
+
+
+def test_the_view_lines_can_fail():
+    body = "\n".join(f"    x = {i}" for i in range(80))
+    assert long_functions(f"def show():\n{body}\n") == ["show: 81"]
+    assert long_functions(f"def show():\n{body[:-10]}\n") == []
+    assert inner_functions("def show():\n    def section():\n        pass\n") == [
+        "show > section"]
+    assert inner_functions("def show():\n    return [lambda: 1]\n\ndef section(c):\n"
+                           "    pass\n") == []
+
+
+# An encoder-decoder's maps are named sets (maps.sets: encoder, decoder, cross) that a page
+# reads by their properties; ui/ compares a kind string with "encoder", "decoder" or "cross",
+# or tests an encoder_decoder / seq2seq flag, in at most MAX_STACK_BRANCHES places (there were
+# thirty).
+MAX_STACK_BRANCHES = 10
+STACK_WORDS = {"encoder", "decoder", "cross"}
+
+
+def _words_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
+def stack_branches(source: str) -> list[int]:
+    """The lines that branch on an encoder-decoder's stack: a comparison with "encoder",
+    "decoder" or "cross" (or a tuple of them), an if (statement, expression or
+    comprehension's) on a name holding encoder_decoder or seq2seq."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            constants = [c for side in sides for c in (
+                side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])]
+            if any(isinstance(c, ast.Constant) and c.value in STACK_WORDS for c in constants):
+                found.append(node.lineno)
+        tests = (node.ifs if isinstance(node, ast.comprehension) else
+                 [node.test] if isinstance(node, (ast.If, ast.IfExp, ast.While)) else [])
+        for test in tests:
+            if any("encoder_decoder" in word or "seq2seq" in word for word in _words_in(test)):
+                found.append(test.lineno)
+    return found
+
+
+def test_ui_branches_on_an_encoder_decoder_in_few_places():
+    branches = [f"{path.relative_to(ROOT)}:{line}"
+                for path in sorted(PACKAGE.joinpath("ui").rglob("*.py"))
+                for line in stack_branches(path.read_text())]
+    assert len(branches) <= MAX_STACK_BRANCHES, branches
+
+
+def test_the_stack_branch_count_can_fail():
+    counted = ['if kind == "cross":\n    pass', 'x = a if kind != "encoder" else b',
+               'if model.info.encoder_decoder:\n    pass', 'y = 1 if seq2seq else 2',
+               'ok = kind in ("encoder", "decoder")']
+    assert [len(stack_branches(line)) for line in counted] == [1] * len(counted)
+    not_counted = ['maps = seq.as_trace("encoder")', 'if selection.map_set.square:\n    pass',
+                   'label = KIND_NAMES["cross"]', 'if kind is None:\n    pass']
+    assert [stack_branches(line) for line in not_counted] == [[]] * len(not_counted)
