@@ -15,7 +15,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS
 from ..plots import fit
 from ..server import export
-from . import narrow
+from . import link_notes, narrow
 from .compute import Selection, cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .gestures import taps_select
@@ -75,6 +75,7 @@ def page_setup(title: str, intro: str | None = None) -> None:
     taps_select()
     narrow.fold_after_choosing()
     st.title(title)
+    link_notes.place_notes()  # what a link asked for and did not get, one line each
     if intro:
         st.markdown(intro, help=terms_in(intro))
 
