@@ -39,6 +39,7 @@ WORDS_MIN_PX = 8  # and the smallest word (a token in a strip of tokens)
 FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
 BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
+SHORT_BAR_PX = 110  # a grid map lower than this takes its colour bar under it
 SHORT_LABEL = 8  # characters of a tick label on a narrow screen (maps keep 250 px at 400)
 PHONE_PLOT_PX = 250  # on a narrow screen a grid of few columns widens its cells to this
 PRESENT_FONT = 18
@@ -294,8 +295,11 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
         top = int(title_px + (x_labels_px if labels_on_top else 0))
         bottom = int(max(margin.b or 0, 20) + (0 if labels_on_top else x_labels_px))
         # On a narrow screen a colour bar beside the map would leave the map too little
-        # width: it goes under the map, across it.
-        bar_below = shows_bar and width < NARROW_PX
+        # width: it goes under the map, across it; so does the bar of a grid of a row or
+        # three, which beside it would be as short as the grid and its labels overprint
+        short = bool(cells) and int(cells[0]) * (PRESENT_CELL_PX if screen.present
+                                                 else CELL_PX) < SHORT_BAR_PX
+        bar_below = shows_bar and (width < NARROW_PX or short)
         if bar_below:
             right = 12
             for trace in heatmaps:

@@ -78,8 +78,8 @@ def cross_attention_view(seq, stem: str) -> None:
     heat = plots.cross_attention_heatmap(maps[layer, head], rows, source,
                                          title=f"{name}: which source tokens each target "
                                                f"position reads", pickable=True)
-    show_figure(heat, key="head", alt=f"Cross-attention of head {name}", share=1.0,
-                on_select=partial(pick_cross_cell, "head"))
+    show_figure(plots.camera_only(heat), key="head", alt=f"Cross-attention of head {name}",
+                share=1.0, on_select=partial(pick_cross_cell, "head"))
     cross_cell_note(maps[layer, head], rows, source)
     download_csv(partial(export.matrix_csv, maps[layer, head], export.position_labels(rows),
                          export.position_labels(source), corner="target \\ source"),
