@@ -142,8 +142,9 @@ def max_tokens_within(value, context: int | None) -> int:
 
 URL_MAX_CHARS = 4000  # longer texts are not copied into the URL (browsers and proxies cut it)
 # ... nor a value whose percent-encoded form is longer than this: the web server (uvicorn's
-# h11) answers a bare HTTP 400 to a request whose line and headers pass 16 KiB, before the
-# app sees it, and a character of another alphabet takes up to 12 characters in a link
+# h11) answers a bare HTTP 400, before the app sees it, to a request whose line and headers
+# are still incomplete past 16 KiB (over a network: a URL of about 16 KB), and a character
+# of another alphabet takes up to 12 characters in a link
 URL_MAX_ENCODED = 12_000
 
 
