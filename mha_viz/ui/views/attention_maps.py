@@ -72,6 +72,9 @@ def show() -> None:
                        positions=[int(p) for p in kept])
         stem = selection.file_stem
         heat_size = parts.heatmap_size(n_shown)
+        # the cell the why section below explains, outlined on the map (once it is open)
+        marked = None if layer_mean else ui.marked_cell(trace.n_tokens, ui.opening(trace)[:2],
+                                                        positions=kept)
 
         # ---------------------------------------------------------------- all heads
         st.subheader("All heads at a glance (the model view)")
@@ -132,7 +135,8 @@ def show() -> None:
                                      title=parts.map_title(name, moves), causal=shown.causal,
                                      grey_causal_mask=grey, offset=start, max_ticks=32,
                                      height=None if stop - start <= 64 else 720,
-                                     value_name=value_name, pickable=not layer_mean)
+                                     value_name=value_name, pickable=not layer_mean,
+                                     marked=marked)
             ui.show_figure(fig, key="window", alt=f"Window of {name}", share=1.0,
                            on_select=None if layer_mean else partial(pick, "window"))
             st.caption(parts.window_caption(start, stop,
@@ -158,7 +162,7 @@ def show() -> None:
                 heat = plots.head_heatmap(
                     the_map, labels, title=parts.map_title(name, moves), causal=shown.causal,
                     grey_causal_mask=grey, pair_boundary=pair_boundary, value_name=value_name,
-                    pickable=not layer_mean, **heat_size)
+                    pickable=not layer_mean, marked=marked, **heat_size)
                 ui.show_figure(heat, key="head", alt=f"Attention map of {name}",
                                share=ui.column_share(0.6),
                                on_select=None if layer_mean else partial(pick, "head"))

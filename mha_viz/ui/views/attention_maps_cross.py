@@ -14,6 +14,7 @@ from ..controls import head_picker
 from ..output import caveat, download_csv, figure_screen, show_figure
 from ..settings import md_escape
 from ..state import synced
+from ..why import cross_cell_note, pick_cross_cell
 from .attention_maps_parts import GRID_THUMB, grid_cell_px, pick_from_grid
 
 
@@ -76,8 +77,10 @@ def cross_attention_view(seq, stem: str) -> None:
     st.subheader(f"One head: {name} (decoder layer {layer}, head {head})")
     heat = plots.cross_attention_heatmap(maps[layer, head], rows, source,
                                          title=f"{name}: which source tokens each target "
-                                               f"position reads")
-    show_figure(heat, key="head", alt=f"Cross-attention of head {name}", share=1.0)
+                                               f"position reads", pickable=True)
+    show_figure(plots.camera_only(heat), key="head", alt=f"Cross-attention of head {name}",
+                share=1.0, on_select=partial(pick_cross_cell, "head"))
+    cross_cell_note(maps[layer, head], rows, source)
     download_csv(partial(export.matrix_csv, maps[layer, head], export.position_labels(rows),
                          export.position_labels(source), corner="target \\ source"),
                  export.safe_filename(stem, "cross", name, suffix=".csv"), f"{name} as CSV",
