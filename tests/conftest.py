@@ -56,6 +56,13 @@ def gpt2_model(gpt2_folder):
 
 
 @pytest.fixture(scope="session")
+def hf_gpt2(gpt2_folder):
+    """transformers' own GPT-2 of gpt2_folder, eager attention: the reference."""
+    from transformers import GPT2LMHeadModel
+    return GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
+
+
+@pytest.fixture(scope="session")
 def bert_model(bert_folder):
     from mha_viz import load_model
     return load_model(bert_folder)

@@ -65,7 +65,7 @@ from .token_classes import (CLS_CLASS, SEP_CLASS, TOKEN_CLASSES, entropy_and_mas
 from .value_weighted import (ContextMixing, SinkShares, context_mixing, sink_shares, value_norms,
                              value_weighted_maps, why_no_mixing)
 from .why import (CompositionOverTraining, CompositionScores, InductionExample,
-                  ScoreAttribution, composition_over_training, composition_scores,
+                  ScoreAttribution, ScoreParts, composition_over_training, composition_scores,
                   induction_example, score_attribution,
                   text_composition, weight_composition, why_no_split)
 from .features import (FeatureFiring, FeatureScoreAttribution, FeatureSources, OutputTokens,
@@ -120,7 +120,7 @@ __all__ = [
     "COMPONENTS", "circuit", "edge_attribution_patching", "Circuit", "Edge", "EdgeScores",
     "strongest_components", "Metric", "kl_divergence", "Intervention", "InterventionRun",
     "run_with_interventions", "circuit_test", "CircuitTest", "circuit_heads",
-    "score_attribution", "ScoreAttribution", "induction_example", "InductionExample", "composition_scores", "CompositionScores",
+    "score_attribution", "ScoreAttribution", "ScoreParts", "induction_example", "InductionExample", "composition_scores", "CompositionScores",
     "text_composition", "weight_composition", "composition_over_training",
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",

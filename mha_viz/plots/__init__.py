@@ -40,7 +40,7 @@ from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
 from .training import composition_over_steps, head_scores_over_steps, training_curves
-from .why import source_bars
+from .why import source_bars, source_matrix
 
 __all__ = [
     "training_curves", "head_scores_over_steps", "composition_over_steps",
@@ -48,7 +48,7 @@ __all__ = [
     "camera_only",
     "can_pick",
     "cell_of_point",
-    "source_bars",
+    "source_bars", "source_matrix",
     "DIVERGING_SCALE",
     "GRID_SCALE",
     "HIGHLIGHT",

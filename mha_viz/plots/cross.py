@@ -10,16 +10,19 @@ import plotly.graph_objects as go
 
 from ..core.errors import InputError
 from ..maps.downsample import thin_labels
+from .picking import add_pickable_cells, can_pick
 from ._style import HIGHLIGHT, WEIGHT_SCALE, _base_layout, _check_labels, _esc, _title
 
 
 def cross_attention_heatmap(weights: np.ndarray, target_labels: Sequence[str],
                             source_labels: Sequence[str], title: str = "",
                             strongest: bool = True, max_ticks: int = 40,
-                            height: int | None = None, zmax: float | None = None
-                            ) -> go.Figure:
+                            height: int | None = None, zmax: float | None = None,
+                            pickable: bool = False) -> go.Figure:
     """A [T, S] map: row i is how target position i spreads its attention over the source.
-    strongest: a dot on each row's most-attended source token (the alignment it suggests)."""
+    strongest: a dot on each row's most-attended source token (the alignment it suggests).
+    pickable: a click on a cell selects it (picking.cell_of_point reads (row, column)
+    back), up to picking.PICK_MAX_CELLS cells."""
     z = np.asarray(weights, dtype=np.float32)
     if z.ndim != 2:
         raise InputError(f"a cross-attention map is [T, S], got shape {list(z.shape)}")
@@ -38,8 +41,11 @@ def cross_attention_heatmap(weights: np.ndarray, target_labels: Sequence[str],
         best = z.argmax(axis=1)
         fig.add_trace(go.Scatter(
             x=[cols[j] for j in best], y=rows, mode="markers", name="strongest source",
+            customdata=[[i, int(j)] for i, j in enumerate(best)],  # a click on it: its cell
             marker=dict(symbol="circle-open", size=11, color=HIGHLIGHT, line=dict(width=2.5)),
             hovertemplate="strongest for %{y}: %{x}<extra></extra>", showlegend=False))
+    if pickable and can_pick(n_rows, n_cols):
+        add_pickable_cells(fig, cols, rows, z, "target %{y} reads source %{x}")
     row_pos, row_text = thin_labels([_esc(t) for t in target_labels], max_ticks)
     col_pos, col_text = thin_labels([_esc(t) for t in source_labels], max_ticks)
     note = "rows: target tokens (queries) · columns: source tokens (keys)"

@@ -39,6 +39,7 @@ WORDS_MIN_PX = 8  # and the smallest word (a token in a strip of tokens)
 FONT = 12
 NARROW_PX = 560  # below this a colour bar goes under its map
 BAR_BELOW_PX = 64  # a horizontal colour bar with its tick labels and title
+SHORT_BAR_PX = 110  # a grid map lower than this takes its colour bar under it
 SHORT_LABEL = 8  # characters of a tick label on a narrow screen (maps keep 250 px at 400)
 PHONE_PLOT_PX = 250  # on a narrow screen a grid of few columns widens its cells to this
 PRESENT_FONT = 18
@@ -118,8 +119,12 @@ def _rewrap_title(layout, title: str, width: int, font: int) -> int:
     return _wrap_title(layout, width, font)
 
 
-def _thin(axis, px_per_category: float, n_categories: int, font: int) -> None:
-    """Keep every k-th tick label when neighbours would print over each other."""
+def _thin(axis, px_per_category: float, n_categories: int, font: int,
+          numbers=None) -> None:
+    """Keep every k-th tick label when neighbours would print over each other. numbers: the
+    position each tick label stands at (a token axis, layout.meta["tick_numbers"]): a kept
+    label then says its position ("12 ␣"), or a column of single characters could not be
+    told apart."""
     values = list(axis.tickvals) if axis.tickvals is not None else []
     if len(values) < 2 or px_per_category <= 0:
         return
@@ -130,7 +135,11 @@ def _thin(axis, px_per_category: float, n_categories: int, font: int) -> None:
     step = math.ceil(needed / spacing)
     axis.tickvals = values[::step]
     if axis.ticktext is not None:
-        axis.ticktext = list(axis.ticktext)[::step]
+        kept = list(axis.ticktext)[::step]
+        if numbers is not None and len(numbers) == len(values):
+            kept = [text if str(text).startswith(f"{k} ") else f"{k} {text}"
+                    for k, text in zip(list(numbers)[::step], kept)]
+        axis.ticktext = kept
 
 
 def _formatted(value: float, spec: str) -> str:
@@ -192,7 +201,7 @@ def _cell_values(trace, cell_w: float, cell_h: float, present: bool) -> None:
         return
     least, size = _cell_text_px(trace, present)
     fits = min(cell_w / (GLYPH_WIDTH * _cell_chars(trace) + 0.3), cell_h / 1.25)
-    if fits < least:
+    if fits < least - 1e-6:  # a cell widened to exactly its number's width fits it
         trace.texttemplate = None
         return
     trace.textfont.size = int(min(size, fits))
@@ -267,6 +276,8 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
     if heatmaps:
         rows = len(heatmaps[0].z)
         cols = len(heatmaps[0].z[0]) if rows else 0
+        if cells:  # the grid's rows and columns (a builder may draw totals beside a map)
+            rows, cols = (int(c) for c in cells)
         if width < NARROW_PX:  # long token labels would eat a phone's width
             for axis in (layout.xaxis, layout.yaxis):
                 if axis.ticktext is not None and _longest(axis.ticktext) > SHORT_LABEL:
@@ -284,8 +295,11 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
         top = int(title_px + (x_labels_px if labels_on_top else 0))
         bottom = int(max(margin.b or 0, 20) + (0 if labels_on_top else x_labels_px))
         # On a narrow screen a colour bar beside the map would leave the map too little
-        # width: it goes under the map, across it.
-        bar_below = shows_bar and width < NARROW_PX
+        # width: it goes under the map, across it; so does the bar of a grid of a row or
+        # three, which beside it would be as short as the grid and its labels overprint
+        short = bool(cells) and int(cells[0]) * (PRESENT_CELL_PX if screen.present
+                                                 else CELL_PX) < SHORT_BAR_PX
+        bar_below = shows_bar and (width < NARROW_PX or short)
         if bar_below:
             right = 12
             for trace in heatmaps:
@@ -311,6 +325,13 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                 cell_w = cell
             # wide enough for the longest number where the screen has the room
             cell_w = max(cell_w, min(across, _needed_cell_width(heatmaps, screen.present)))
+            if meta.get("labels_across"):  # and for its column labels, read across
+                label_w = GLYPH_WIDTH * font * _longest(x_ticks) + font
+                cell_w = max(cell_w, min(across, label_w))
+                if cell_w >= label_w and not labels_on_top:  # one line of labels, not upright
+                    bottom -= int(x_labels_px - font * 2.5
+                                  - (font * 1.8 if layout.xaxis.title.text else 0))
+                    x_labels_px = font * 2.5 + (font * 1.8 if layout.xaxis.title.text else 0)
             if cell_w > cell:  # a builder's square cells (scaleanchor) would undo it
                 layout.xaxis.scaleanchor = layout.yaxis.scaleanchor = None
             layout.height = int(cell * n_rows + top + bottom)
@@ -340,8 +361,9 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
         if rows and cols:
             for trace in heatmaps:
                 _cell_values(trace, plot_w / cols, plot_h / rows, screen.present)
-            _thin(layout.xaxis, plot_w / cols, cols, font)
-            _thin(layout.yaxis, plot_h / rows, rows, font)
+            numbers = meta.get("tick_numbers")
+            _thin(layout.xaxis, plot_w / cols, cols, font, numbers)
+            _thin(layout.yaxis, plot_h / rows, rows, font, numbers)
             # token labels wider than their column stand upright rather than slanted
             # (slanted ones still overlap their neighbours' boxes)
             if GLYPH_WIDTH * font * _longest(layout.xaxis.ticktext or ()) > plot_w / cols:

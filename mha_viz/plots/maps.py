@@ -35,6 +35,7 @@ def head_heatmap(
     highlight: tuple[int, int] | None = None,
     value_name: str = "weight",
     pickable: bool = False,
+    marked: tuple[int, int] | None = None,
 ) -> go.Figure:
     """One head's [T, T] map: query on y (top to bottom), key on x.
 
@@ -49,7 +50,9 @@ def head_heatmap(
     value_name: what a cell holds ("weight"; a value-weighted map's "share moved").
     pickable: a click on a cell selects it (picking.add_pickable_cells; cell_of_point reads
     the (query, key) back, offset included) on a map drawn cell by cell, up to
-    picking.PICK_MAX_CELLS.
+    picking.PICK_MAX_CELLS. marked: (query, key) positions (offset included, as the hover
+    names them) of one cell outlined on a map drawn cell by cell: the cell a click asked
+    about (shape "marked cell"; none when it lies outside the map).
     """
     a = _square_map(attention)
     if block_factor is None:
@@ -96,6 +99,12 @@ def head_heatmap(
     tick_labels = [_esc(t) for t in (labels if f == 1 else downsampled_labels(labels, f))]
     tick_pos, ticktext = thin_labels(tick_labels, max_ticks)
     tickvals = [desc[p] for p in tick_pos]
+    # a label that stands for several rows says its position (every 4th character of a
+    # repeated text can be a space: a column of "␣" could not be found); mha_viz.plots.fit
+    # numbers the labels it thins too
+    numbers = [p + offset for p in tick_pos] if f == 1 else None
+    if numbers is not None and len(tick_pos) < n:
+        ticktext = [f"{k} {t}" for k, t in zip(numbers, ticktext)]
     finite = z[np.isfinite(z)]
     top = float(zmax) if zmax is not None else (float(finite.max()) if finite.size else 1.0)
     value_word = value_name if f == 1 else f"mean {value_name}"
@@ -147,6 +156,13 @@ def head_heatmap(
         fig.add_shape(type="rect", x0=lo, x1=hi, y0=lo, y1=hi, name="window",
                       line=dict(color=HIGHLIGHT, width=2), fillcolor="rgba(0,0,0,0)")
 
+    if marked is not None and f == 1:
+        row, col = (int(p) - offset for p in marked)
+        if 0 <= row < n and 0 <= col < n:
+            fig.add_shape(type="rect", x0=col - 0.5, x1=col + 0.5, y0=row - 0.5,
+                          y1=row + 0.5, name="marked cell",
+                          line=dict(color=HIGHLIGHT, width=3), fillcolor="rgba(0,0,0,0)")
+
     notes = []
     if f > 1:
         notes.append(f"downsampled {f}× for display (block mean over {f}×{f} cells)")
@@ -160,7 +176,8 @@ def head_heatmap(
         fig,
         _title(title, "; ".join(notes)),
         height=height or int(min(900, max(420, 22 * n + 200))),
-        meta=dict(cells=[n, n]),  # a grid map: mha_viz.plots.fit gives it square cells
+        # a grid map: mha_viz.plots.fit gives it square cells, and numbers labels it thins
+        meta=dict(cells=[n, n], **({"tick_numbers": numbers} if numbers else {})),
         # Category axes place cell k at serial number k, so shapes and ranges stay numeric.
         xaxis=dict(
             title=dict(text="key"), type="category", tickmode="array", tickvals=tickvals,

@@ -88,7 +88,8 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``controls``: the sidebar and the page widgets (head, hidden tokens, target metric);
   ``reads``: which sets of maps a page reads, and what the sidebar says where it does not.
 - ``why``: why a head attends where it does, for a clicked cell (``why_section``,
-  ``pick_cell``): its score by source and who composes into it.
+  ``pick_cell``, ``marked_cell``: the cell outlined on the map): its score by source, its
+  sums, and who composes into it.
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
 - ``continuation``: the model's continuation of the sidebar's text (Home's Continue): asked
   for in the session and the URL (cont, ctemp, cseed), written as a job, read by every page
@@ -124,7 +125,7 @@ from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MO
                        md_escape, pruning_runs_on_open, ray_cluster, runs_on_open, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
-from .why import pick_cell, why_body, why_panel, why_section
+from .why import marked_cell, pick_cell, why_body, why_panel, why_section
 from .warm import start_preparing_default
 
 configure_torch()
@@ -149,5 +150,5 @@ __all__ = [
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
     "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
     "prepare_lesson", "start_preparing_default", "pick_cell", "why_body", "why_panel",
-    "why_section", "Folded", "show_sections",
+    "why_section", "marked_cell", "Folded", "show_sections",
 ]

@@ -19,6 +19,7 @@ import streamlit as st
 from ..core.errors import MhaVizError
 from ..models.generation import Generation
 from ..models.model import Model
+from . import link_notes
 from .jobs import computed
 from .messages import callback, show_error
 from .settings import WRITTEN_MARK, as_sentence, max_tokens_within, md_escape
@@ -87,7 +88,7 @@ def asked() -> Asked:
 
 def _from_link(name: str, prompt: str) -> None:
     """A link's cont / ctemp / cseed, taken once; a count arriving with a link is the
-    continuation of the link's text."""
+    continuation of the link's text. A value refused gets a line saying what is used."""
     for key, parse, ok in ((COUNT, int, lambda v: 0 <= v <= MAX_COUNT),
                            (TEMPERATURE, float, lambda v: math.isfinite(v) and 0 <= v <= 100),
                            (SEED, int, lambda v: 0 <= v < 2 ** 63)):
@@ -97,11 +98,29 @@ def _from_link(name: str, prompt: str) -> None:
         try:
             value = parse(raw)
         except (TypeError, ValueError):
-            continue
-        if ok(value):
+            value = None
+        if value is not None and ok(value):
             set_value(key, value)
             if key == COUNT:
                 st.session_state[_FOR] = (name, prompt)
+        else:
+            link_notes.refuse(key, _refused_line(key, link_notes.shown_value(raw), asked()))
+
+
+def _refused_line(key: str, value: str, used: Asked) -> str:
+    """What a link's refused cont, ctemp or cseed was, and what the model does instead."""
+    if key == COUNT:
+        return (f"The link's cont={value} is not a number of tokens to write (a whole number "
+                f"from 0 to {MAX_COUNT:,}): "
+                + (f"the {used.count:,} tokens written before stay." if used.count else
+                   "the model wrote nothing after the text."))
+    if key == TEMPERATURE:
+        return (f"The link's ctemp={value} is not a temperature (a number from 0 to 100): "
+                + (f"the model writes at temperature {used.temperature:g}." if used.sampled
+                   else "the model writes greedily (temperature 0: the most likely token)."))
+    return (f"The link's cseed={value} is not a seed (a whole number from 0 to 2⁶³ − 1): "
+            f"seed {used.seed} is used" + ("." if used.sampled else
+                                          ", and read only when the model samples."))
 
 
 def _note(message: str, name: str, prompt: str) -> None:
@@ -165,10 +184,14 @@ def _within_pages(model: Model, name: str, prompt: str, wanted: Asked) -> Asked:
     """A count cut to what the pages read: a link can ask for up to MAX_COUNT tokens, and
     writing past Max tokens would spend the server's time on tokens no page shows. Home's
     button asks only for what fits (ask_more), so the cut is a link's alone."""
-    left = _pages_limit(model) - model.n_tokens(prompt)
+    limit = _pages_limit(model)
+    left = limit - model.n_tokens(prompt)
     if wanted.count <= left:
         return wanted
     set_value(COUNT, max(0, left))
+    link_notes.refuse(COUNT, f"{wanted.count:,} tokens to write were asked for (cont="
+                             f"{wanted.count}); {max(0, left):,} fit before *Max tokens* "
+                             f"({limit:,}), so the model wrote {max(0, left):,}.")
     if left <= 0:
         _note("The text already fills *Max tokens*: the model wrote nothing after it.", name,
               prompt)

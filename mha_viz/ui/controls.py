@@ -25,8 +25,8 @@ from .messages import callback
 from .output import caveat
 from .settings import (APP_DIR, DEFAULT_TEXT, EXAMPLES, FOLDER_CHOICE, IMAGE_FORMATS,
                        MAX_UPLOAD_BYTES, MODEL_CHOICES, MODEL_LABELS, NUMBERING, URL_MAX_CHARS,
-                       as_sentence, clean_str, default_model, default_text, max_tokens_within,
-                       md_escape)
+                       as_sentence, clean_str, default_model, default_text, fits_in_link,
+                       max_tokens_within, md_escape)
 from .state import set_value, synced
 from .words.sidebar import SETS_HELP, TEXT_FIELDS
 
@@ -114,6 +114,14 @@ def _apply_example(name: str) -> None:
     set_value("pair", pair)
 
 
+def _model_refused(value: str, used: str) -> str:
+    """The line for a link's model that is not in the picker (a path, a typo): README's
+    one message for every checkpoint the server does not offer."""
+    return (f"The link's model={value} is not a checkpoint this server offers: the page "
+            f"opened {used} instead. A checkpoint folder of this server is picked in the "
+            f"sidebar ({MODEL_LABELS[FOLDER_CHOICE]}).")
+
+
 def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.EVERY_SET,
             explains_mark: bool = True) -> Selection:
     """The shared sidebar: model, text, the model's continuation of it (Continue, on Home),
@@ -129,7 +137,7 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
                 "starts closed. A link with ?present=1 opens in it.")
     bar.header("Model")
     choice = synced(bar.selectbox, "model", "Model", default_model(), options=MODEL_CHOICES,
-                    format_func=lambda c: MODEL_LABELS.get(c, c),
+                    format_func=lambda c: MODEL_LABELS.get(c, c), refused=_model_refused,
                     help="MiniLM (a BERT sentence encoder), SmolLM2-135M (a Llama-family "
                          "causal language model with grouped-query attention), a toy T5 "
                          "translator (an encoder-decoder), a toy digit reader and the two "
@@ -190,9 +198,10 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
         kind = synced(bar.radio, "kind", "Attention shown", names[-1], options=names,
                       format_func=labels.get, valid=lambda k: k in names, help=SETS_HELP)
     written = continuation.in_sidebar(bar, model, name, clean_str(text))
-    if len(text) > URL_MAX_CHARS:
+    if not fits_in_link(text):
         bar.caption(f"This text ({len(text):,} characters) is too long for the page's link "
-                    f"(at most {URL_MAX_CHARS:,}): a copied link keeps the model and the "
+                    f"(at most {URL_MAX_CHARS:,} characters, fewer in other alphabets): a "
+                    f"copied link keeps the model and the "
                     f"choices, not the text. Save the trace (.npz) to share it.")
     pair = ""
     if model is not None and not model.info.causal and field.pair:

@@ -15,7 +15,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS
 from ..plots import fit
 from ..server import export
-from . import narrow
+from . import link_notes, narrow
 from .selection import Selection
 from .traces import cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
@@ -76,6 +76,7 @@ def page_setup(title: str, intro: str | None = None) -> None:
     taps_select()
     narrow.fold_after_choosing()
     st.title(title)
+    link_notes.place_notes()  # what a link asked for and did not get, one line each
     if intro:
         st.markdown(intro, help=terms_in(intro))
 
@@ -239,6 +240,21 @@ def section_open_key(key: str) -> str:
     return f"_mv_open_{key}"
 
 
+def _link_opens(key: str) -> bool:
+    """Whether the link's ?open= names the section ``key`` (or all)."""
+    wanted = str(st.query_params.get("open", ""))[:200].split(",")
+    return "all" in wanted or key in wanted
+
+
+def section_opens(key: str, expanded: bool = False) -> bool:
+    """Whether drawn_when_opened(..., key, expanded=expanded) draws its content in this run,
+    asked before it is drawn (a figure above it marks what the section explains)."""
+    state = st.session_state.get(section_open_key(key))
+    if state is not None:
+        return bool(state)
+    return expanded or _link_opens(key)
+
+
 def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
                       expanded: bool = False) -> bool:
     """A folded section whose content is computed and drawn only while it is open (opening
@@ -247,8 +263,7 @@ def drawn_when_opened(label: str, key: str, draw: Callable[[], None],
     Stays open across reruns and pages of the session. A link opens sections with
     ``?open=all`` or ``?open=<key>,<key>`` (to print a whole page, or to share one section).
     -> whether it was drawn."""
-    wanted = str(st.query_params.get("open", ""))[:200].split(",")
-    expanded = expanded or "all" in wanted or key in wanted
+    expanded = expanded or _link_opens(key)
     section = st.expander(label, expanded=expanded, key=section_open_key(key),
                           on_change="rerun")
     if not section.open:

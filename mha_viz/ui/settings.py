@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from .. import checkpoints
 from ..checkpoints.series import BUNDLED_SERIES
@@ -147,6 +148,19 @@ def max_tokens_within(value, context: int | None) -> int:
 
 
 URL_MAX_CHARS = 4000  # longer texts are not copied into the URL (browsers and proxies cut it)
+# ... nor a value whose percent-encoded form is longer than this: the web server (uvicorn's
+# h11) answers a bare HTTP 400, before the app sees it, to a request whose line and headers
+# are still incomplete past 16 KiB (over a network: a URL of about 16 KB), and a character
+# of another alphabet takes up to 12 characters in a link
+URL_MAX_ENCODED = 12_000
+
+
+def fits_in_link(text: str) -> bool:
+    """Whether a value goes into a page's link (and is read from one): at most
+    URL_MAX_CHARS characters and URL_MAX_ENCODED once percent-encoded."""
+    if len(text) > URL_MAX_CHARS:
+        return False
+    return len(quote(text, safe="")) <= URL_MAX_ENCODED
 IMAGE_FORMATS = ("png", "svg")
 MAX_UPLOAD_BYTES = 200 * 2**20  # also server.maxUploadSize in .streamlit/config.toml
 

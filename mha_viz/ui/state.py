@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from . import navigation
-from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str
+from . import link_notes, navigation
+from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str, fits_in_link, md_escape
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -48,6 +48,7 @@ def take_incoming_params() -> None:
 
 def _copy_widget_to_state(name: str) -> None:  # a callback: cannot fail
     st.session_state[_STATE + name] = st.session_state[_WIDGET + name]
+    link_notes.forget(name)  # the person chose: a line about the link's value is stale
 
 
 def _bool_from_url(text: str) -> bool:
@@ -61,7 +62,8 @@ def _bool_from_url(text: str) -> bool:
 def synced(widget: Callable, name: str, label: str, default: Any, *,
            options: Sequence | None = None, valid: Callable[[Any], bool] | None = None,
            parse: Callable[[str], Any] | None = None, to_url: Callable[[Any], str] | None = None,
-           url: bool = True, **kwargs) -> Any:
+           url: bool = True, refused: Callable[[str, str], str] | None = None,
+           **kwargs) -> Any:
     """Draw ``widget`` (st.selectbox, st.sidebar.toggle, ...) with a value that survives page
     switches and is mirrored in the URL's query parameter ``name``; return its value.
 
@@ -72,6 +74,10 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
     parse / to_url: str <-> value for the URL (by default from the type of ``default``:
         bool "1"/"0", int, float, list "a,b", str).
     url: False keeps the value across pages but out of the URL.
+    refused: (the link's value as a line shows it, the value used, as the widget shows it)
+        -> the line that says a link's value was refused (link_notes; by default one naming
+        the parameter and the widget's label). A text longer than a link carries
+        (settings.fits_in_link) is refused too: the app never writes such a link.
     Other keyword arguments go to the widget (help, format_func, min_value, ...). Do not pass
     value/index/default: the remembered value is the widget's value.
     """
@@ -92,19 +98,37 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
         return valid is None or bool(valid(value))
 
     incoming = st.session_state.get(_INCOMING) or {}
+    link_refused = None  # the link's value, when the page cannot use it
     if url and name in incoming:
         raw = incoming.pop(name)
         try:
             value = parse(raw)
-            if ok(value):
+            if isinstance(default, str) and not fits_in_link(raw):
+                link_refused = raw
+            elif ok(value):
                 st.session_state[state_key] = value
+            else:
+                link_refused = raw
         except (ValueError, TypeError):
             log.info("ignoring query parameter %s=%r", name, raw)
+            link_refused = raw
     value = st.session_state.get(state_key, default)
     if isinstance(value, str):
         value = clean_str(value)
     if not ok(value):
         value = default
+    if link_refused is not None:
+        used = link_notes.shown_value(kwargs.get("format_func", str)(value))
+        if isinstance(default, str) and not fits_in_link(link_refused):
+            line = (f"The link's {name} ({len(link_refused):,} characters) is longer than a "
+                    f"link carries ({URL_MAX_CHARS:,} characters at most, fewer in scripts "
+                    f"written with accents or other alphabets): *{md_escape(label)}* is "
+                    f"“{used}” instead. Paste the text into the sidebar, or share a saved "
+                    f"trace (.npz).")
+        else:
+            line = (refused or _refused_line(name, label))(
+                link_notes.shown_value(link_refused), used)
+        link_notes.refuse(name, line)
     st.session_state[state_key] = value
     st.session_state[widget_key] = value
     if options is not None:
@@ -117,8 +141,17 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
     return result
 
 
+def _refused_line(name: str, label: str) -> Callable[[str, str], str]:
+    """The line of a refused link value, by default: the parameter and its value, the
+    widget, the value used instead."""
+    def line(value: str, used: str) -> str:
+        return (f"The link's {name}={value} is not a value of *{md_escape(label)}* this page "
+                f"offers: it shows {used} instead.")
+    return line
+
+
 def _write_param(name: str, text: str | None) -> None:
-    if text is not None and len(text) > URL_MAX_CHARS:
+    if text is not None and not fits_in_link(text):
         text = None  # too long for a link: the value is kept in the session only
     current = st.query_params.get(name)
     if text is None:
@@ -168,8 +201,13 @@ def write_url_value(name: str, text: str | None) -> None:
 
 
 def set_value(name: str, value: Any) -> None:
-    """Set a synced value from code (e.g. in a callback); the widget shows it on the next draw."""
+    """Set a synced value from code (e.g. in a callback); the widget shows it on the next draw.
+    It is newer than a link's value for the same name that no widget has taken yet (a link
+    holding a cell whose section is folded, then a click on the map): that value is
+    dropped, so the click wins."""
     st.session_state[_STATE + name] = value
+    (st.session_state.get(_INCOMING) or {}).pop(name, None)
+    link_notes.forget(name)
 
 
 def get_value(name: str, default: Any = None) -> Any:

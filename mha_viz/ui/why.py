@@ -19,14 +19,17 @@ from .stores import memo
 from .traces import get_trace
 from .gestures import ask_scroll, scroll_anchor
 from .messages import callback, without_server_paths
-from .output import column_share, drawn_when_opened, figure_columns, section_open_key, show_figure
+from .output import (column_share, drawn_when_opened, figure_columns, figure_screen,
+                     section_open_key, section_opens, show_figure)
 from .settings import as_sentence, md_escape
-from .state import set_value, synced
+from .state import get_value, incoming_value, set_value, synced
 from .words import why as words
 
 WHY = "why"  # the folded section's key, and where a click scrolls to
 TITLE = "Why this head attends there: its score split by source"
 TOP_SOURCES = 6  # sources on each side of the matrix shown (the rest are one "others")
+TOP_SOURCES_NARROW = 4  # ... on a phone, where six columns and their totals leave no room
+NARROW_MATRIX_PX = 420  # a column narrower than this is a phone's (six need ~410 px)
 BARS = 8  # key-side sources in the contrast's bars
 
 
@@ -46,6 +49,36 @@ def pick_cell(chart: str, query_name: str, key_name: str, positions=None) -> Non
         st.session_state[section_open_key(WHY)] = True
         ask_scroll(WHY)
         return
+
+
+CROSS_REFUSED = ("Cross-attention's keys are the encoder's output, not sources of the "
+                 "decoder's stream: its split by source is not built (the encoder's is: pick "
+                 "encoder self-attention in the sidebar).")
+_CROSS_CELL = "_mv_why_cross"  # the cell last clicked on a cross-attention map
+
+
+@callback
+def pick_cross_cell(chart: str) -> None:
+    """A click on a cross-attention map (plots.cross_attention_heatmap, pickable): the cell,
+    which cross_cell_note answers under the map."""
+    state = st.session_state.get(chart) or {}
+    for point in (state.get("selection") or {}).get("points") or []:
+        cell = plots.cell_of_point(point)
+        if cell is not None:
+            st.session_state[_CROSS_CELL] = cell
+            return
+
+
+def cross_cell_note(weights: np.ndarray, rows: list[str], source: list[str]) -> None:
+    """Under a cross-attention map: the clicked cell's weight, and why its score is not split
+    by source (a click gets an answer, never nothing)."""
+    cell = st.session_state.get(_CROSS_CELL)
+    if cell is None or not (0 <= cell[0] < weights.shape[0] and 0 <= cell[1] < weights.shape[1]):
+        return
+    row, col = cell
+    st.info(f"Target {row} '{md_escape(rows[row])}' reads source {col} "
+            f"'{md_escape(source[col])}' with weight {float(weights[row, col]):.3f}. Why it "
+            f"attends there is asked of self-attention only. {CROSS_REFUSED}")
 
 
 def _position_picker(name: str, label: str, labels: list[str], default: int) -> int:
@@ -73,11 +106,45 @@ def why_body(selection: Selection, trace, layer: int, head: int, default: tuple[
     why_panel(selection, trace, layer, head, query, key)
 
 
+def _linked(names: tuple[str, str]) -> bool:
+    """Whether the link holds a cell (one copied after a click): its section opens."""
+    return any(incoming_value(name) is not None for name in names)
+
+
 def why_section(selection: Selection, trace, layer: int, head: int, default: tuple[int, int],
                 **pickers) -> None:
-    """why_body in a folded section, which a click on the map (pick_cell) opens."""
+    """why_body in a folded section, which a click on the map (pick_cell) opens, and so does
+    a link that holds a cell."""
+    if _linked((pickers.get("query_name", "wq"), pickers.get("key_name", "wk"))):
+        # open from now on, as a click leaves it (an expander's `expanded` only sets it
+        # once: the link's values are taken in this run, and the next would fold it)
+        st.session_state[section_open_key(WHY)] = True
     drawn_when_opened(TITLE, WHY, lambda: why_body(selection, trace, layer, head, default,
                                                    **pickers))
+
+
+def marked_cell(n_tokens: int, default: tuple[int, int], positions=None,
+                query_name: str = "wq", key_name: str = "wk") -> tuple[int, int] | None:
+    """The cell why_section explains, as (row, column) of the map drawn above it, while the
+    section is open (None when it is folded, or the cell is not drawn): the map marks it.
+    positions: the text's position of each drawn row (hidden tokens left out), as
+    pick_cell reads them; n_tokens: the text's tokens, which the pickers offer."""
+    names = (query_name, key_name)
+    if not section_opens(WHY, expanded=_linked(names)):
+        return None
+    cell = []
+    for name, fallback in zip(names, default):
+        value = get_value(name)
+        if value is None:  # not drawn yet: the link's value, as its picker will read it
+            raw = incoming_value(name)
+            value = int(raw) if raw is not None and raw.lstrip("-").isdigit() else fallback
+        cell.append(int(value) if 0 <= int(value) < n_tokens else int(fallback))
+    if positions is None:
+        return cell[0], cell[1]
+    drawn = {int(p): i for i, p in enumerate(positions)}
+    if cell[0] not in drawn or cell[1] not in drawn:
+        return None
+    return drawn[cell[0]], drawn[cell[1]]
 
 
 def _refused(selection: Selection, trace, query: int, key: int) -> str | None:
@@ -86,9 +153,7 @@ def _refused(selection: Selection, trace, query: int, key: int) -> str | None:
         return ("A saved trace holds maps, not its model: trace the text in the sidebar to "
                 "split a score by source.")
     if selection.kind == "cross":
-        return ("Cross-attention's keys are the encoder's output, not sources of the "
-                "decoder's stream: its split by source is not built (the encoder's is: pick "
-                "encoder self-attention in the sidebar).")
+        return CROSS_REFUSED
     if selection.kind == "decoder":
         return ("The decoder's self-attention reads the encoder's output through "
                 "cross-attention too: its scores' split by source is not built (the "
@@ -135,7 +200,9 @@ def why_panel(selection: Selection, trace, layer: int, head: int, query: int, ke
     sentence = st.container()
     matrix_col, contrast_col = figure_columns([3, 2], gap="medium")
     with contrast_col:
+        # a link's key comes as text: "mean" or a position (it had been refused as "7")
         reference = synced(st.selectbox, "wref", "Against", "mean", options=["mean", *visible],
+                           parse=lambda text: text if text == "mean" else int(text),
                            format_func=lambda j: "the mean key" if j == "mean"
                            else f"key {j}: {labels[j]}",
                            help="The softmax only compares keys: which key-side sources make "
@@ -152,33 +219,39 @@ def why_panel(selection: Selection, trace, layer: int, head: int, query: int, ke
                 f"hides it): the score does not reach the softmax.")
         return
     roles = _roles(attention)
+    screen = figure_screen(column_share(0.6))
+    narrow = screen is not None and screen.width < NARROW_MATRIX_PX
+    parts = found.parts(key, TOP_SOURCES_NARROW if narrow else TOP_SOURCES)
+    sides = {"key": words.named_parts(parts, "key"), "query": words.named_parts(parts, "query")}
     sentence.markdown(f"**{name}, query {query} '{md_escape(labels[query])}' → key {key} "
                       f"'{md_escape(labels[key])}'.** " + words.why_sentence(
                           float(found.capped_scores[column]),
-                          float(attention.head_map(layer, head)[query, key]),
-                          {side: found.strongest_sources(key, side, k=3)
-                           for side in ("key", "query")}, roles))
+                          float(attention.head_map(layer, head)[query, key]), sides, roles))
+    sentence.markdown(words.arithmetic_sentence(parts, softcap=bool(found.softcap)))
+    positions = words.positions_sentence(found, key, roles)
+    if positions:
+        sentence.markdown(positions)
     with matrix_col:
-        rows, cols, cut = found.top_matrix(key, TOP_SOURCES)
-        fig = plots.matrix_figure(cut, [words.source_label(r) for r in rows],
-                                  [words.source_label(c) for c in cols],
-                                  f"{name}'s score, query {query} → key {key}, by source",
-                                  diverging=True, row_title="query side",
-                                  col_title="key side")
-        show_figure(plots.camera_only(plots.columns_at_bottom(fig)), key="why_matrix",
-                    alt="The score split by query and key source", share=column_share(0.6))
+        fig = plots.source_matrix(parts.cells, [words.source_label(r) for r in parts.rows],
+                                  [words.source_label(c) for c in parts.cols],
+                                  f"{name}'s score, query {query} → key {key}, by source")
+        show_figure(fig, key="why_matrix", alt="The score split by query and key source",
+                    share=column_share(0.6))
         st.caption(words.COLOURS + (" The soft-cap bends the sum afterwards."
                                     if found.softcap else ""))
     with contrast_col:
         against = "the mean key" if reference == "mean" else f"key {reference}"
-        bars = found.strongest_sources(key, "key", k=BARS, contrasted=True)
-        show_figure(plots.source_bars([words.source_label(s) for s, _ in bars],
+        gap = found.parts(key, BARS, contrasted=True)
+        bars = [(words.source_label(c), float(v)) for c, v in zip(gap.cols, gap.col_totals)]
+        show_figure(plots.source_bars([label for label, _ in bars],
                                       np.array([v for _, v in bars]),
                                       f"Key {key} against {against}",
-                                      "key-side sources, strongest first"),
+                                      "key-side sources, strongest first; the gap last",
+                                      total=gap.total, total_label="gap"),
                     key="why_contrast", alt="Key-side sources against another key",
                     share=column_share(0.4))
-        st.caption(words.contrast_sentence(bars, against, roles))
+        st.caption(words.contrast_sentence(gap, against, key, float(found.scores[column]),
+                                           roles))
     composition(selection, text, layer, head)
 
 
@@ -211,8 +284,9 @@ def composition(selection: Selection, text, layer: int, head: int) -> None:
     text_col, weights_col = figure_columns(2)
     with text_col:
         values = on_text.of(kind)[:layer]
-        show_figure(plots.layer_head_heatmap(values, f"Into {name}'s {kind.upper()}, on this "
-                                             f"text", "share", colorscale="Blues", zmin=0.0),
+        show_figure(_read_only(plots.layer_head_heatmap(
+                        values, f"Into {name}'s {kind.upper()}, on this text", "share",
+                        colorscale="Blues", zmin=0.0)),
                     key="why_text_composition", alt="Composition on the text",
                     share=column_share(0.5))
         st.caption(words.composition_caption(kind, layer, name, on_text.other[kind]))
@@ -220,9 +294,25 @@ def composition(selection: Selection, text, layer: int, head: int) -> None:
         values = in_weights.of(kind)[:layer]
         ranked = analysis.rank_heads(values)
         strongest = (plots.head_name(*ranked[0]), float(values[ranked[0]])) if ranked else None
-        show_figure(plots.layer_head_heatmap(values, f"Into {name}'s {kind.upper()}, in the "
-                                             f"weights", "score", colorscale="Blues",
-                                             zmin=0.0),
+        # white up to the random baseline: only a head above it is coloured as composing
+        show_figure(_read_only(plots.layer_head_heatmap(
+                        values, f"Into {name}'s {kind.upper()}, in the weights", "score",
+                        colorscale="Blues", zmin=float(in_weights.baseline),
+                        zmax=_top_above(values, in_weights.baseline))),
                     key="why_weight_composition", alt="Composition in the weights",
                     share=column_share(0.5))
         st.caption(words.baseline_caption(kind, in_weights.baseline, strongest))
+
+
+def _top_above(values: np.ndarray, baseline: float) -> float | None:
+    """The top of a colour scale that starts at baseline: the values' own (None) unless
+    none is above it (then all of them are drawn white)."""
+    top = float(np.nanmax(values)) if np.isfinite(values).any() else baseline
+    return None if top > baseline else baseline + max(abs(baseline), 1e-3)
+
+
+def _read_only(fig):
+    """A composition map as the panel shows it: the camera alone in its toolbar (a phone's
+    row of zoom buttons covered the title) and a few colour-bar ticks (they overlapped)."""
+    fig.update_traces(colorbar=dict(nticks=4))
+    return plots.camera_only(fig)

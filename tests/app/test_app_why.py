@@ -11,14 +11,12 @@ a plain loop over its layer-0 maps finds."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("streamlit")
 from tests.support.app_pages import array, chart, folder_params, run_page, texts  # noqa: E402
+from tests.support.hf_reference import gpt2_head_scores as hf_scores  # noqa: E402
 from tests.support.seq2seq_pages import params as seq2seq_params  # noqa: E402
 from tests.support.value_weighted import gpt2_parts, hf_run, loop_value_weighted  # noqa: E402
 
@@ -31,37 +29,6 @@ LAYER, HEAD, QUERY, KEY = 1, 2, 8, 3
 @pytest.fixture(autouse=True)
 def _raise(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_RAISE", "1")
-
-
-@pytest.fixture(scope="module")
-def hf_gpt2(gpt2_folder):
-    from transformers import GPT2LMHeadModel
-    return GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
-
-
-def hf_scores(hf, ids, layer, head) -> np.ndarray:
-    """[T, T] pre-softmax scores of one head: ln_1's output captured by a hook, then
-    q k^T / sqrt(d_k) written here from the checkpoint's c_attn."""
-    read = {}
-    block = hf.transformer.h[layer]
-
-    def keep(module, args, kwargs):
-        read["x"] = (args[0] if args else kwargs["hidden_states"])[0].double().numpy()
-
-    handle = block.attn.register_forward_pre_hook(keep, with_kwargs=True)
-    try:
-        with torch.no_grad():
-            hf(torch.tensor([ids]))
-    finally:
-        handle.remove()
-    d = hf.config.n_embd
-    d_k = d // hf.config.n_head
-    w = block.attn.c_attn.weight.detach().double().numpy()
-    b = block.attn.c_attn.bias.detach().double().numpy()
-    qkv = read["x"] @ w + b
-    q = qkv[:, head * d_k:(head + 1) * d_k]
-    k = qkv[:, d + head * d_k:d + (head + 1) * d_k]
-    return q @ k.T / np.sqrt(d_k)
 
 
 def why_page(folder, **extra):

@@ -12,39 +12,16 @@ from urllib.parse import quote
 import pytest
 from tests.support.browser import (DEVICES, assert_no_exception, error_texts, shoot,
                                    wait_fitted)
+from tests.support.why_browser import WHY_OPEN, cell_point
 
 pytestmark = pytest.mark.browser
 
 TEXT = "the cat sat on the mat. the cat sat on the mat."
 TARGET = (38, 15)  # 'n' of the second "on" -> the space after the first "on"
 PAGE = f"Attention_Maps?model=induction-toy&layer=1&head=0&text={quote(TEXT)}"
-# the plot area of the first figure whose title starts with a prefix, scrolled into view, and
-# its number of rows (the map's query positions)
-AREA = """(prefix) => {
-    const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(
-        g => String((g.layout.title || {}).text || '').startsWith(prefix));
-    if (!gd) return null;
-    gd.scrollIntoView({block: 'center'});
-    const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
-    return {x: r.left, y: r.top, width: r.width, height: r.height, n: gd._fullData[0].z.length};
-}"""
 HEAD_MAP = "L1.H0: "
-WHY_OPEN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
-    g => String((g.layout.title || {}).text || '').includes('by source'))"""
 MESSAGE = """() => Array.from(document.querySelectorAll('[data-testid="stAlertContainer"]'))
     .some(a => a.innerText.includes('cannot see key'))"""
-
-
-def cell_point(tab, prefix: str, query: int, key: int) -> tuple[float, float]:
-    """The middle of cell (query, key) of a square map (a negative index counts from the
-    end), scrolled into view."""
-    tab.wait_for_function(f"() => ({AREA})({prefix!r}) !== null")
-    tab.evaluate(AREA, prefix)
-    tab.wait_for_timeout(400)
-    area = tab.evaluate(AREA, prefix)
-    n = area["n"]
-    return (area["x"] + area["width"] * (key % n + 0.5) / n,
-            area["y"] + area["height"] * (query % n + 0.5) / n)
 
 
 def why_at_the_target(tab, server, touch: bool):

@@ -1,9 +1,10 @@
 """An independent reference for the intervention tests: where transformers' own GPT-2 and
 Llama hold each activation, and forward hooks that read or replace it (written here, not
-taken from mha_viz)."""
+taken from mha_viz); one GPT-2 head's pre-softmax scores, written in numpy from its input."""
 
 import contextlib
 
+import numpy as np
 import torch
 
 TEXT = "the cat sat on the mat and the dog ran to the"
@@ -282,3 +283,28 @@ def reference_prompts(model, text, n=3):
 
     ids = model.encode(text).input_ids
     return [swap_token(model, text, 2 + i, ids[-1 - i]) for i in range(n)]
+
+
+def gpt2_head_scores(hf, ids, layer, head) -> np.ndarray:
+    """[T, T] pre-softmax scores of one head: ln_1's output captured by a hook, then
+    q k^T / sqrt(d_k) written here from the checkpoint's c_attn."""
+    read = {}
+    block = hf.transformer.h[layer]
+
+    def keep(module, args, kwargs):
+        read["x"] = (args[0] if args else kwargs["hidden_states"])[0].double().numpy()
+
+    handle = block.attn.register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        handle.remove()
+    d = hf.config.n_embd
+    d_k = d // hf.config.n_head
+    w = block.attn.c_attn.weight.detach().double().numpy()
+    b = block.attn.c_attn.bias.detach().double().numpy()
+    qkv = read["x"] @ w + b
+    q = qkv[:, head * d_k:(head + 1) * d_k]
+    k = qkv[:, d + head * d_k:d + (head + 1) * d_k]
+    return q @ k.T / np.sqrt(d_k)

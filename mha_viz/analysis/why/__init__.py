@@ -9,10 +9,10 @@ the previous-token head it reads).
 from .induction import InductionExample, induction_example
 from .composition import (CompositionScores, composition_scores, random_baseline,
                           text_composition, weight_composition)
-from .scores import ScoreAttribution, score_attribution
+from .scores import ScoreAttribution, ScoreParts, score_attribution
 from .stream import why_no_split
 from .training import CompositionOverTraining, composition_over_training
 
 __all__ = ["InductionExample", "induction_example", "CompositionOverTraining", "CompositionScores", "ScoreAttribution",
-           "composition_over_training", "composition_scores", "random_baseline",
+           "ScoreParts", "composition_over_training", "composition_scores", "random_baseline",
            "score_attribution", "text_composition", "weight_composition", "why_no_split"]

@@ -29,12 +29,13 @@ POSITION_BIAS = "position_bias"
 OTHER = "other"  # top_matrix's row and column of every source not listed
 
 
-def projected(stream: StreamParts, head: int, parts: str = "qkv", rows=None
-              ) -> list[torch.Tensor]:
+def projected(stream: StreamParts, head: int, parts: str = "qkv", rows=None,
+              rotate: bool = True) -> list[torch.Tensor]:
     """One head's queries ("q"), keys ("k") and values ("v") split by source, [n, r, d_k]
     each at the positions `rows` (an index tensor; None: every position), every step frozen
     (see the module docstring), in the order `parts` names them; one product for all. The
-    parts sum to what the engine scores (values: multiplies)."""
+    parts sum to what the engine scores (values: multiplies). rotate=False leaves queries
+    and keys before the rotation of their positions (RoPE)."""
     attn = stream.block.attn
     w_q, w_k, w_v, b_q, b_k, b_v = attn.qkv_weights()
     kv = attn.kv_heads[head]
@@ -55,19 +56,21 @@ def projected(stream: StreamParts, head: int, parts: str = "qkv", rows=None
             piece[:, held] = 0.0
             piece[-1][held] = torch.sign(total[held]) * attn.clip
         if part != "v":
-            piece = _qk_steps(stream, piece, part, index, rows)
+            piece = _qk_steps(stream, piece, part, index, rows, rotate)
         out.append(piece)
     return out
 
 
-def _qk_steps(stream: StreamParts, piece: torch.Tensor, part: str, index: int, rows):
-    """Queries or keys split by source through the QK-norm (its scale frozen) and RoPE."""
+def _qk_steps(stream: StreamParts, piece: torch.Tensor, part: str, index: int, rows,
+              rotate: bool = True):
+    """Queries or keys split by source through the QK-norm (its scale frozen) and RoPE
+    (unless rotate is False)."""
     attn = stream.block.attn
     if attn.qk_norm:
         scale, norm_weight = _qk_norm_frozen(stream, part, index)
         piece /= (scale if rows is None else scale[rows])[:, None]
         piece *= norm_weight
-    rotary = stream.stack.rotary(stream.n_tokens, stream.layer)
+    rotary = stream.stack.rotary(stream.n_tokens, stream.layer) if rotate else None
     if rotary is not None:
         cos, sin = rotary if rows is None else (rotary[0][rows], rotary[1][rows])
         piece = apply_rotary(piece, cos, sin)
@@ -137,6 +140,9 @@ class ScoreAttribution:
     tokens: list[str]  # the input's display tokens, length T
     contrast: int | str | None = None  # the reference key (a position) or "mean"
     contrast_terms: np.ndarray | None = None  # [n_q, n_k, K]: terms minus the reference's
+    # RoPE: the scores the same queries and keys give before the rotation of their positions
+    # [K] (None: no rotary positions); the terms hold the rotation already
+    unrotated_scores: np.ndarray | None = None
 
     @property
     def capped_scores(self) -> np.ndarray:
@@ -206,6 +212,13 @@ class ScoreAttribution:
                  [self.key_sources[c] for c in cols] + [OTHER] * bool(rest_cols.size))
         return names[0], names[1], cut
 
+    def parts(self, key: int, k: int = 6, contrasted: bool = False) -> "ScoreParts":
+        """The score at key (or its contrast) as a sum a reader can check: the k query
+        sources and the k key sources with the largest |share| (T5's position bias set
+        apart), one row and one column "other" for the rest, and the totals of every row
+        and column (see ScoreParts)."""
+        return score_parts(self, key, k, contrasted)
+
     def contrast_with(self, reference) -> np.ndarray:
         """[n_q, n_k, K] terms minus those of key `reference` (one of the keys held) or,
         for "mean", minus their mean over the visible keys held: which sources make each key
@@ -228,6 +241,65 @@ def _reference_terms(terms: np.ndarray, keys: np.ndarray, masked: np.ndarray, re
     return terms[:, :, found[0]:found[0] + 1]
 
 
+@dataclass
+class ScoreParts:
+    """One score (or one contrast) split by source as a matrix with its sums (ScoreAttribution
+    .parts): cells[r, c] is query source rows[r] with key source cols[c]; rows and cols are
+    the named sources, strongest first, then OTHER (every source not named, when there is
+    one), then POSITION_BIAS (T5's relative position bias, a part of its own: its one cell
+    is its row's and its column's only entry). Exactly, up to float rounding:
+    cells.sum() == row_totals.sum() == col_totals.sum() == total (the score, or the gap to
+    the reference key), named + others + position_bias == total, and on each side
+    named + others + position_bias == total: query_named + query_others +
+    position_bias == total, key_named + key_others + position_bias == total."""
+    rows: list[str]
+    cols: list[str]
+    cells: np.ndarray  # [len(rows), len(cols)]
+    row_totals: np.ndarray  # [len(rows)]: each query source's share (over every key source)
+    col_totals: np.ndarray  # [len(cols)]: each key source's share (over every query source)
+    total: float  # the score before any soft-cap, or the contrast
+    named: float  # the named x named cells
+    others: float  # every cell with OTHER on a side
+    position_bias: float  # T5's relative position bias (0.0 without one)
+    query_named: float  # the named query sources' shares
+    query_others: float  # the rest of the query sources'
+    key_named: float
+    key_others: float
+    n_query_others: int  # how many query sources OTHER holds
+    n_key_others: int
+
+
+def score_parts(found: ScoreAttribution, key: int, k: int = 6, contrasted: bool = False
+                ) -> ScoreParts:
+    """found's score at key (or its contrast) as ScoreParts, k sources named on each side."""
+    matrix = found._matrix(key, contrasted)
+    bias = [i for i, name in enumerate(found.query_sources) if name == POSITION_BIAS]
+    sources = np.array([i for i in range(matrix.shape[0]) if i not in bias])
+    query_side, key_side = matrix.sum(1), matrix.sum(0)
+    rows = sources[np.argsort(-np.abs(query_side[sources]), kind="stable")[:int(k)]]
+    cols = sources[np.argsort(-np.abs(key_side[sources]), kind="stable")[:int(k)]]
+    rest_rows, rest_cols = np.setdiff1d(sources, rows), np.setdiff1d(sources, cols)
+    row_groups = [[r] for r in rows] + [list(rest_rows)] * bool(rest_rows.size) \
+        + [bias] * bool(bias)
+    col_groups = [[c] for c in cols] + [list(rest_cols)] * bool(rest_cols.size) \
+        + [bias] * bool(bias)
+    cells = np.array([[matrix[np.ix_(a, b)].sum() for b in col_groups] for a in row_groups])
+    position_bias = float(matrix[bias[0], bias[0]]) if bias else 0.0
+    named = float(cells[:len(rows), :len(cols)].sum())
+    total = float(matrix.sum())
+    query_named, key_named = float(query_side[rows].sum()), float(key_side[cols].sum())
+    return ScoreParts(
+        rows=[found.query_sources[r] for r in rows] + [OTHER] * bool(rest_rows.size)
+        + [POSITION_BIAS] * bool(bias),
+        cols=[found.key_sources[c] for c in cols] + [OTHER] * bool(rest_cols.size)
+        + [POSITION_BIAS] * bool(bias),
+        cells=cells, row_totals=cells.sum(1), col_totals=cells.sum(0), total=total,
+        named=named, others=total - named - position_bias, position_bias=position_bias,
+        query_named=query_named, query_others=total - query_named - position_bias,
+        key_named=key_named, key_others=total - key_named - position_bias,
+        n_query_others=int(rest_rows.size), n_key_others=int(rest_cols.size))
+
+
 def _position(value, n: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
             or not -n <= value < n:
@@ -247,6 +319,16 @@ def with_position_bias(names: list[str], terms: torch.Tensor, stream: StreamPart
     grown[:n, :n] = terms
     grown[n, n] = stream.position_bias[head, rows]
     return names + [POSITION_BIAS], grown
+
+
+def _unrotated_scores(stream: StreamParts, head: int, rows: torch.Tensor):
+    """[T] the query row's scores from the same query and keys before RoPE turns them by
+    their positions (None without rotary positions): what the rotation changed."""
+    if stream.stack.rotary(stream.n_tokens, stream.layer) is None:
+        return None
+    q = projected(stream, head, "q", rows, rotate=False)[0][:, 0].sum(0)  # [d_k]
+    k = projected(stream, head, "k", rotate=False)[0].sum(0)  # [T, d_k]
+    return (stream.block.attn.scale * (k @ q)).cpu().numpy()
 
 
 def score_attribution(model, text_or_ids, layer: int, head: int, query: int, keys=None,
@@ -274,6 +356,7 @@ def score_attribution(model, text_or_ids, layer: int, head: int, query: int, key
         names, terms = with_position_bias(stream.names, terms[:, :, None], stream, head, rows)
         terms = terms[:, :, 0].cpu().numpy()
         scores = engine_scores(stream, head, rows)[0].cpu().numpy()
+        unrotated = _unrotated_scores(stream, head, rows)
     masked = hidden_of(stream, rows)[0].numpy()
     contrast_terms = None
     if contrast is not None:
@@ -286,4 +369,5 @@ def score_attribution(model, text_or_ids, layer: int, head: int, query: int, key
         query_sources=list(names), key_sources=list(names), scores=scores[held],
         masked=masked[held], softcap=float(attn.softcap), scale=float(attn.scale),
         kv_head=int(attn.kv_heads[head]), tokens=tokens,
-        contrast=contrast, contrast_terms=contrast_terms)
+        contrast=contrast, contrast_terms=contrast_terms,
+        unrotated_scores=None if unrotated is None else unrotated[held])

@@ -13,6 +13,7 @@ import streamlit as st
 
 from .... import analysis, plots, ui
 from ....server import export
+from ...why import cross_cell_note, pick_cross_cell
 from ...words import attention_maps as words
 from . import sizes
 
@@ -105,8 +106,10 @@ def one_head_section(c: CrossMaps) -> None:
     the_map = c.cross[c.layer, c.head]
     heat = plots.cross_attention_heatmap(the_map, c.rows, c.source,
                                          title=f"{c.name}: which source tokens each target "
-                                               f"position reads")
-    ui.show_figure(heat, key="head", alt=f"Cross-attention of head {c.name}", share=1.0)
+                                               f"position reads", pickable=True)
+    ui.show_figure(plots.camera_only(heat), key="head", alt=f"Cross-attention of head {c.name}",
+                   share=1.0, on_select=partial(pick_cross_cell, "head"))
+    cross_cell_note(the_map, c.rows, c.source)
     ui.download_csv(partial(export.matrix_csv, the_map, export.position_labels(c.rows),
                             export.position_labels(c.source), corner="target \\ source"),
                     export.safe_filename(c.stem, "cross", c.name, suffix=".csv"),

@@ -99,11 +99,21 @@ def thumbnail_texts(n_layer: int, n_head: int, n_tokens: int) -> dict[str, str]:
 
 
 def window_caption(start: int, stop: int, inside: float, first_token: float) -> str:
-    """How much of a window's attention stays inside it (and goes to the first token)."""
-    return (f"These {stop - start} queries give {inside:.0%} of their attention to keys "
-            f"inside the window" + (f" and {first_token:.0%} to the first token shown"
-                                    if start > 0 else "")
-            + ". Rows are queries, columns keys; click a cell for *query → key: weight*.")
+    """How much of a window's attention stays inside it (and goes to the first token), and
+    what a click on one of its cells does at its size (a map is drawn cell by cell, and so
+    can be clicked, up to plots.can_pick's size)."""
+    size = stop - start
+    said = (f"These {size} queries give {inside:.0%} of their attention to keys inside the "
+            f"window" + (f" and {first_token:.0%} to the first token shown" if start > 0
+                         else "") + ". Rows are queries, columns keys; ")
+    if plots.can_pick(size, size):
+        return said + ("point at (or tap) a cell for its weight, click it for why the head "
+                       "attends there (the section below opens on it).")
+    return said + (f"point at (or tap) a cell for its weight. A click asks why the head "
+                   f"attends there in a window of {WINDOW_SIZES[0]} tokens only (drawn cell "
+                   f"by cell, so a cell can be picked; {size} tokens are too many): choose "
+                   f"{WINDOW_SIZES[0]} tokens above, or pick a query and a key in the "
+                   f"section on why below.")
 
 
 def window_lines_caption(n_drawn: int, layer: int, layer_mean: bool) -> str:

@@ -72,6 +72,12 @@ class Maps:
     def stem(self) -> str:
         return self.selection.file_stem
 
+    @cached_property
+    def marked(self) -> tuple[int, int] | None:
+        """The cell the why section below explains, outlined on the map (once it is open)."""
+        return None if self.layer_mean else ui.marked_cell(
+            self.trace.n_tokens, ui.opening(self.trace)[:2], positions=self.kept)
+
     def pick(self, chart: str):
         """A click on a cell of one head's map asks why it attends there (ui.why)."""
         return partial(ui.pick_cell, chart, query_name="wq", key_name="wk",
@@ -180,7 +186,7 @@ def map_and_lines(m: Maps, the_map) -> None:
         heat = plots.head_heatmap(
             the_map, m.labels, title=words.map_title(m.name, m.moves), causal=m.shown.causal,
             grey_causal_mask=m.grey, pair_boundary=m.pair_boundary, value_name=m.value_name,
-            pickable=not m.layer_mean, **sizes.heatmap_size(m.n_shown))
+            pickable=not m.layer_mean, marked=m.marked, **sizes.heatmap_size(m.n_shown))
         ui.show_figure(heat, key="head", alt=f"Attention map of {m.name}",
                        share=ui.column_share(0.6),
                        on_select=None if m.layer_mean else m.pick("head"))
@@ -219,7 +225,8 @@ def overview_and_window(m: Maps, the_map) -> None:
                              title=words.map_title(m.name, m.moves), causal=m.shown.causal,
                              grey_causal_mask=m.grey, offset=start, max_ticks=32,
                              height=None if stop - start <= 64 else 720,
-                             value_name=m.value_name, pickable=not m.layer_mean)
+                             value_name=m.value_name, pickable=not m.layer_mean,
+                             marked=m.marked)
     ui.show_figure(fig, key="window", alt=f"Window of {m.name}", share=1.0,
                    on_select=None if m.layer_mean else m.pick("window"))
     st.caption(sizes.window_caption(start, stop, *analysis.window_mass(rows, start, stop)))
