@@ -93,7 +93,7 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
 - ``continuation``: the model's continuation of the sidebar's text (Home's Continue): asked
   for in the session and the URL (cont, ctemp, cseed), written as a job, read by every page
-  with the written tokens marked (settings.WRITTEN_MARK; compute marks the traces and runs).
+  with the written tokens marked (settings.WRITTEN_MARK; traces marks the traces and runs).
 - ``token_boxes``: Home's text as one box per token. ``narrow``: what a phone needs (the
   folded sidebar's button names what it holds; the sidebar folds once a page is chosen).
 - ``sections``: a page is a context and its sections (``show_sections``, ``Folded``).

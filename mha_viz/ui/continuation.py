@@ -2,7 +2,7 @@
 kept in the session and in the URL (``cont``: how many tokens the model wrote; ``ctemp`` and
 ``cseed``: its temperature and seed when it sampled), written as a job with progress and
 Cancel, and the text every page then reads: the sidebar's text followed by what the model
-wrote, whose written tokens every trace marks (settings.WRITTEN_MARK; compute._marked).
+wrote, whose written tokens every trace marks (settings.WRITTEN_MARK; traces._marked).
 
 The continuation belongs to the text and the model it was written for: when either changes
 it is removed, and the sidebar says so; a change of its temperature or seed writes it again.
