@@ -5,8 +5,9 @@ sinusoidal), config (StackConfig: an architecture by what varies, with each laye
 attention settings), experts (a mixture-of-experts MLP), norms (RMSNorm rounded as each
 family rounds in half precision), placement (dtype and device names, and every result as
 float32 numpy), transformer (the stack), encoder_decoder (two stacks and cross-attention),
-kv_cache (the keys and values of text written a token at a time) and interventions (the
-named activation points that are read or replaced). Knows no checkpoint
+kv_cache (the keys and values of text written a token at a time), windows (heads restricted
+to a sink and a window, an exact mask the kernel applies) and interventions (the named
+activation points that are read or replaced). Knows no checkpoint
 format and no family by name.
 
 May import: core.

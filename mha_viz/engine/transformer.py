@@ -136,7 +136,7 @@ class Block(nn.Module):
 
     def forward(self, h, bias=None, head_mask=None, ablation="zero", attention_mask=None,
                 weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
-                past=None, memory=None):
+                past=None, memory=None, *, head_window=None):
         """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
@@ -144,7 +144,8 @@ class Block(nn.Module):
         the attention's own (see MultiHeadAttention.forward); with a parallel MLP, mlp_in is
         the layer's input and resid_mid the stream after attention alone. past: the keys and
         values of the positions before h's (MultiHeadAttention.forward). memory: a decoder layer's
-        encoder output and what it needs, a CrossInput; its weights go to memory.kept."""
+        encoder output and what it needs, a CrossInput; its weights go to memory.kept.
+        head_window: this layer's sink + window restriction (windows.HeadWindow) or None."""
         layer = self.layer
         attn_in = h
         if hooks is not None:
@@ -152,7 +153,7 @@ class Block(nn.Module):
             attn_in = hooks("attn_in", layer, h)
         attended, weights = self.attn(self.attention_input(attn_in), bias, head_mask, ablation,
                                       attention_mask, weights_out, rotary, query_chunk,
-                                      causal, hooks, layer, past)
+                                      causal, hooks, layer, past, head_window=head_window)
         if self.post_norms:
             attended = self.ln_attn_out(attended)
         if hooks is not None:
@@ -345,7 +346,7 @@ class TransformerStack(nn.Module):
     def run_layers(self, h, start=0, stop=None, bias=None, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
                    layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None,
-                   memory: CrossInput | None = None):
+                   memory: CrossInput | None = None, *, attention_window=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -362,7 +363,8 @@ class TransformerStack(nn.Module):
         (a causal run that reuses an unchanged prefix); bias is then for these rows
         (attention.causal_rows_bias(offset, offset + T)).
         memory: a decoder's encoder output (CrossInput), read by every layer's
-        cross-attention.
+        cross-attention. attention_window: a windows.AttentionWindow (heads [L, H] or
+        [B, L, H]) restricting heads to a sink and a window, indexed by absolute layer.
         """
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
@@ -377,9 +379,10 @@ class TransformerStack(nn.Module):
                 gate = head_mask[layer] if head_mask.dim() == 2 else head_mask[:, layer]
             out = None if attentions_out is None else attentions_out[layer].unsqueeze(0)
             past = None if past_kv is None else past_kv[layer]
-            h, weights = self.blocks[layer](h, bias, gate, ablation, attention_mask, out, rotary,
-                                            query_chunk, self.config.causal, hooks, past,
-                                            memory)
+            h, weights = self.blocks[layer](
+                h, bias, gate, ablation, attention_mask, out, rotary, query_chunk,
+                self.config.causal, hooks, past, memory,
+                head_window=None if attention_window is None else attention_window.layer(layer))
             if keep_attentions:
                 kept.append(weights)
         return h, kept
@@ -449,19 +452,20 @@ class TransformerStack(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
                 ablation="zero", attentions_out=None, keep_attentions=False, hooks=None,
-                layer_inputs=None):
-        """ids [B, T] -> (last hidden [B, T, d], weights if kept); hooks, layer_inputs: see
-        run_layers. Past CHUNKED_FROM tokens, with no weights or hooks wanted, rows go in blocks."""
+                layer_inputs=None, *, attention_window=None):
+        """ids [B, T] -> (last hidden [B, T, d], weights if kept); hooks, layer_inputs,
+        attention_window: see run_layers. Past CHUNKED_FROM tokens, with no weights or hooks
+        wanted, rows go in blocks."""
         length = input_ids.shape[1]
         h = self.embed(input_ids, token_type_ids)
         if (length > CHUNKED_FROM and not keep_attentions and attentions_out is None
                 and hooks is None and self.config.positions != "relative"):  # bias per row, key
             h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask), head_mask,
                                       ablation, attention_mask, layer_inputs=layer_inputs,
-                                      query_chunk=QUERY_CHUNK)
+                                      query_chunk=QUERY_CHUNK, attention_window=attention_window)
         else:
             bias = self.attention_bias(length, attention_mask)
             h, kept = self.run_layers(h, 0, None, bias, head_mask, ablation, attention_mask,
                                       attentions_out, keep_attentions, layer_inputs,
-                                      hooks=hooks)
+                                      hooks=hooks, attention_window=attention_window)
         return self.finish(h), kept

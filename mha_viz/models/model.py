@@ -88,14 +88,15 @@ class Model(TextInput, Scoring, Predicting, Generating):
 
     def _forward(self, ids: list[int], types: list[int] | None, mask=None,
                  ablation: str = "zero", maps: str = "full", hooks=None,
-                 weights: str = "attention"):
+                 weights: str = "attention", window=None):
         """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
         -> (maps: float32 [L, H, T, T] | OnDemandMaps | None, embedded,
         final residual, last hidden). Attention runs a block of query rows at a time
         (no [H, T, T] scores); full maps are written block by block into one buffer, so the
         array handed out is that buffer itself (no per-layer copies). Without maps, short
         inputs (up to CHUNKED_FROM tokens) take the plain path. weights="value": the maps
-        are value-weighted (maps.value_weighted: the norms read at the "v" point)."""
+        are value-weighted (maps.value_weighted: the norms read at the "v" point). window: an
+        engine.windows.AttentionWindow restricting heads to a sink and a window."""
         n = len(ids)
         net = self.network
         valued = ValueNorms(net, hooks) if check_weights(weights) == "value" else None
@@ -111,35 +112,39 @@ class Model(TextInput, Scoring, Predicting, Generating):
                 # The same chunked arithmetic as on-demand maps: both give identical maps.
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
                                           attentions_out=buffer, query_chunk=QUERY_CHUNK,
-                                          hooks=hooks)
+                                          hooks=hooks, attention_window=window)
                 found = buffer.cpu().numpy()  # the buffer itself on the CPU
             elif maps == "on_demand" or n > CHUNKED_FROM:
                 inputs: list | None = [] if maps == "on_demand" else None
                 final, _ = net.run_layers(embedded, 0, None, None, mask, ablation,
                                           layer_inputs=inputs, query_chunk=QUERY_CHUNK,
-                                          hooks=hooks)
-                found = None if inputs is None else LayerInputMaps(net, inputs)
+                                          hooks=hooks, attention_window=window)
+                found = None if inputs is None else LayerInputMaps(net, inputs, window)
             else:
                 final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n), mask,
-                                          ablation, hooks=hooks)
+                                          ablation, hooks=hooks, attention_window=window)
                 found = None
             if valued is not None and found is not None:
                 found = weigh_maps(found, valued.array())
             return found, embedded, final, net.finish(final)
 
     def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
-                     ablation: str = "zero", maps="full", weights: str = "attention"):
+                     ablation: str = "zero", maps="full", weights: str = "attention",
+                     window=None):
         """(maps, last hidden [T, d] numpy) of one forward."""
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a trace takes one head mask of shape [layers, heads]")
+        if window is not None and window.heads.dim() != 2:
+            raise InputError("a trace takes one attention window with heads [layers, heads]")
         found, _, _, last_hidden = self._forward(ids, types, mask, ablation,
-                                                 self.maps_kind(len(ids), maps), None, weights)
+                                                 self.maps_kind(len(ids), maps), None, weights,
+                                                 window)
         return found, to_numpy(last_hidden[0])
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
               head_mask=None, ablation: str = "zero", maps="auto",
-              weights: str = "attention") -> AttentionTrace:
+              weights: str = "attention", attention_window=None) -> AttentionTrace:
         """Every head's attention map for the text (and sentence B, for BERT).
 
         head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
@@ -150,17 +155,22 @@ class Model(TextInput, Scoring, Predicting, Generating):
         "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES.
         weights: "attention" (the softmax's weights) or "value": every row is what the head
         moves from each key, alpha_ij ||f_h(x_j)||, normalized to sum 1 (Kobayashi et al.
-        2020; mha_viz.maps.value_weighted), read by every statistic as the weights are."""
+        2020; mha_viz.maps.value_weighted), read by every statistic as the weights are.
+        attention_window: heads restricted to a sink and a window, as score() takes it; the
+        maps are those the restricted heads compute (on demand too)."""
+        window = self.check_attention_window(attention_window)
         enc = self.encode(text, text_pair, max_tokens)
         kind = self.maps_kind(len(enc.input_ids), maps)
         if kind == "none":
             raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
         attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
-                                          kind, weights)
+                                          kind, weights, window)
         trace = self._make_trace(enc, attentions, text, text_pair, weights)
         if head_mask is not None:
             trace.extra["head_mask"] = np.asarray(head_mask, dtype=np.float32).tolist()
             trace.extra["ablation"] = ablation
+        if window is not None:  # names the trace (its key) by the restriction too
+            trace.extra["attention_window"] = window.described()
         return trace
 
     def run_hooked(self, text, hooks, text_pair: str | None = None,
