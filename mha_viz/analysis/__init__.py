@@ -2,8 +2,9 @@
 similarity, roles, rollout), what heads move (value_weighted: value-weighted maps and the
 residual's share), interventions that run the model (pruning, attribution,
 patching, circuits), the prompt sets they run on (prompts), one head's steps for the
-classroom (one_head/) and why a head attends where it does (why/: its scores split by
-source, composition between heads). Each quantity is defined in docs/analyses.md.
+classroom (one_head/), why a head attends where it does (why/: its scores split by
+source, composition between heads) and heads at long range (long_range/: retrieval heads,
+needles, sinks, what a sink + window costs). Each quantity is defined in docs/analyses.md.
 
 May import: core, engine, maps, models.
 
@@ -41,6 +42,7 @@ from .heads import (attention_change, head_at, head_index, head_name, head_names
                     layers_and_heads, mask_to_names, names_to_mask, nearest_heads,
                     normalize_layers, opening_view, parse_head_name, positions_in_order,
                     rank_heads)
+from .long_range import SINK_EPSILON, SinkScores, SinkStats, sink_scores
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
 from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
@@ -121,4 +123,5 @@ __all__ = [
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares",
+    "sink_scores", "SinkScores", "SinkStats", "SINK_EPSILON",
 ]
