@@ -42,7 +42,10 @@ from .heads import (attention_change, head_at, head_index, head_name, head_names
                     layers_and_heads, mask_to_names, names_to_mask, nearest_heads,
                     normalize_layers, opening_view, parse_head_name, positions_in_order,
                     rank_heads)
-from .long_range import SINK_EPSILON, SinkScores, SinkStats, sink_scores
+from .long_range import (RETRIEVAL_THRESHOLD, SINK_EPSILON, MaskingResult, NeedleCase,
+                         NeedleGrid, NeedleStudy, RetrievalCounts, SinkScores, SinkStats,
+                         copy_accuracy, needle_cases, needle_grid, needle_study,
+                         retrieval_counts, retrieval_masking, retrieval_scores, sink_scores)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
 from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
@@ -123,5 +126,8 @@ __all__ = [
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares",
-    "sink_scores", "SinkScores", "SinkStats", "SINK_EPSILON",
+    "retrieval_scores", "retrieval_counts", "RetrievalCounts", "RETRIEVAL_THRESHOLD",
+    "needle_cases", "NeedleCase", "needle_grid", "NeedleGrid", "needle_study", "NeedleStudy",
+    "copy_accuracy", "retrieval_masking", "MaskingResult", "sink_scores", "SinkScores",
+    "SinkStats", "SINK_EPSILON",
 ]

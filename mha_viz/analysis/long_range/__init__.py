@@ -5,6 +5,14 @@ sinks (Gu et al. 2025; sinks) and what a sink + window costs, for every head at 
 head, with the key/value cache it saves (StreamingLLM, DuoAttention; windows). The sink +
 window restriction itself is the engine's exact mask (engine/windows.py)."""
 
+from .masking import MaskingResult, retrieval_masking
+from .needles import NeedleCase, NeedleGrid, haystack_text, needle_cases
+from .retrieval import (RETRIEVAL_THRESHOLD, NeedleStudy, RetrievalCounts, copy_accuracy,
+                        needle_grid, needle_study, retrieval_counts, retrieval_scores)
 from .sinks import SINK_EPSILON, SinkScores, SinkStats, repeated_ids, sink_scores
 
-__all__ = ["SINK_EPSILON", "SinkScores", "SinkStats", "repeated_ids", "sink_scores"]
+__all__ = ["MaskingResult", "retrieval_masking", "NeedleCase", "NeedleGrid", "haystack_text",
+           "needle_cases", "RETRIEVAL_THRESHOLD", "NeedleStudy", "RetrievalCounts",
+           "copy_accuracy", "needle_grid", "needle_study", "retrieval_counts",
+           "retrieval_scores", "SINK_EPSILON", "SinkScores", "SinkStats", "repeated_ids",
+           "sink_scores"]
