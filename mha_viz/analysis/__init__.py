@@ -42,10 +42,12 @@ from .heads import (attention_change, head_at, head_index, head_name, head_names
                     layers_and_heads, mask_to_names, names_to_mask, nearest_heads,
                     normalize_layers, opening_view, parse_head_name, positions_in_order,
                     rank_heads)
-from .long_range import (RETRIEVAL_THRESHOLD, SINK_EPSILON, MaskingResult, NeedleCase,
+from .long_range import (RETRIEVAL_THRESHOLD, SINK_EPSILON, KVSaving, MaskingResult, NeedleCase,
                          NeedleGrid, NeedleStudy, RetrievalCounts, SinkScores, SinkStats,
-                         copy_accuracy, needle_cases, needle_grid, needle_study,
-                         retrieval_counts, retrieval_masking, retrieval_scores, sink_scores)
+                         WindowCosts, WindowLosses, copy_accuracy, haystack_ids, kv_cache_saved,
+                         needle_cases, needle_depths, needle_grid, needle_lengths,
+                         needle_study, retrieval_counts, retrieval_masking, retrieval_scores,
+                         sink_scores, streaming_heads, window_costs, window_losses)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
 from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
@@ -129,5 +131,7 @@ __all__ = [
     "retrieval_scores", "retrieval_counts", "RetrievalCounts", "RETRIEVAL_THRESHOLD",
     "needle_cases", "NeedleCase", "needle_grid", "NeedleGrid", "needle_study", "NeedleStudy",
     "copy_accuracy", "retrieval_masking", "MaskingResult", "sink_scores", "SinkScores",
-    "SinkStats", "SINK_EPSILON",
+    "SinkStats", "SINK_EPSILON", "window_costs", "WindowCosts", "window_losses",
+    "WindowLosses", "kv_cache_saved", "KVSaving", "haystack_ids", "needle_depths",
+    "needle_lengths", "streaming_heads",
 ]

@@ -9,9 +9,9 @@ import pytest
 import torch
 from tests.support.long_range import llama_pair, rotated_queries_keys  # noqa: F401
 
-from mha_viz.analysis import (NeedleCase, copy_accuracy, needle_cases, needle_grid,
-                              needle_study, retrieval_counts, retrieval_masking,
-                              retrieval_scores)
+from mha_viz.analysis import (NeedleCase, copy_accuracy, haystack_ids, needle_cases,
+                              needle_depths, needle_grid, needle_lengths, needle_study,
+                              retrieval_counts, retrieval_masking, retrieval_scores)
 from mha_viz.analysis.long_range.needles import QUESTION
 from mha_viz.core.errors import InputError
 
@@ -206,6 +206,25 @@ def test_masking_the_top_heads_against_transformers(llama_pair, predicted_right)
     again = retrieval_masking(model, cases, scores, k=4, draws=3, seed=0)
     assert again.random_heads == result.random_heads and again.picked is None
     np.testing.assert_allclose(copy_accuracy(model, cases), [1.0] * len(cases))
+    named = retrieval_masking(model, cases, scores, k=4, draws=1, heads=["L1.H2", "L2.H5"])
+    assert named.picked_heads == tuple(picked) and named.picked == result.picked
+    over = retrieval_counts(model, cases).heads_over(0.2)  # those over 0.2, highest first
+    assert sorted(over) == [(l, h) for l, h in np.ndindex(*scores.shape) if scores[l, h] > 0.2]
+    assert [scores[l, h] for l, h in over] == sorted((s for s in scores.ravel() if s > 0.2),
+                                                     reverse=True)
+
+
+def test_the_grid_offers_lengths_up_to_the_context_and_even_depths(llama_pair):
+    model, _ = llama_pair
+    assert needle_lengths(8192) == [256, 512, 1024, 2048, 4096, 8180]
+    assert needle_lengths(1024, shortest=128) == [128, 256, 512, 1012]
+    assert needle_depths(5) == (0.0, 0.25, 0.5, 0.75, 1.0) and needle_depths(1) == (0.5,)
+    ids = haystack_ids(model, 300)
+    assert len(ids) == 300
+    text = model.tokenizer.decode(list(ids))
+    assert text.startswith(" These equivalences assume") and "__debug__" in text
+    with pytest.raises(InputError, match="give 2 to the model's context"):
+        haystack_ids(model, 5000)
 
 
 @pytest.mark.parametrize("kwargs, words", [

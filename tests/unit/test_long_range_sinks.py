@@ -61,6 +61,11 @@ def test_sink_statistics_equal_the_definitions_on_transformers(llama_pair, measu
                                    err_msg=name)
     assert np.array_equal(got.sink_heads, expected["first_attention"] > SINK_EPSILON)
     assert got.share == pytest.approx((expected["first_attention"] > SINK_EPSILON).mean())
+    assert got.n_sink_heads == int((expected["first_attention"] > SINK_EPSILON).sum())
+    np.testing.assert_allclose(got.key_norm_ratio, expected["first_key_norm"]
+                               / expected["other_key_norm"], rtol=1e-5)
+    np.testing.assert_allclose(got.cosine_gap, expected["first_cosine"]
+                               - expected["other_cosine"], atol=2e-5)
     # the numbers are not trivial: heads differ, and the two inputs differ
     assert np.ptp(got.first_attention) > 0.05 and np.ptp(got.first_cosine) > 0.05
 

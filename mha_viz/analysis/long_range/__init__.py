@@ -6,13 +6,17 @@ head, with the key/value cache it saves (StreamingLLM, DuoAttention; windows). T
 window restriction itself is the engine's exact mask (engine/windows.py)."""
 
 from .masking import MaskingResult, retrieval_masking
-from .needles import NeedleCase, NeedleGrid, haystack_text, needle_cases
+from .needles import (NeedleCase, NeedleGrid, haystack_ids, haystack_text, needle_cases,
+                      needle_depths, needle_lengths)
 from .retrieval import (RETRIEVAL_THRESHOLD, NeedleStudy, RetrievalCounts, copy_accuracy,
                         needle_grid, needle_study, retrieval_counts, retrieval_scores)
 from .sinks import SINK_EPSILON, SinkScores, SinkStats, repeated_ids, sink_scores
+from .windows import (KVSaving, WindowCosts, WindowLosses, kv_cache_saved, streaming_heads,
+                      window_costs, window_losses)
 
-__all__ = ["MaskingResult", "retrieval_masking", "NeedleCase", "NeedleGrid", "haystack_text",
-           "needle_cases", "RETRIEVAL_THRESHOLD", "NeedleStudy", "RetrievalCounts",
+__all__ = ["MaskingResult", "retrieval_masking", "NeedleCase", "NeedleGrid", "haystack_ids",
+           "haystack_text", "needle_cases", "needle_depths", "needle_lengths", "RETRIEVAL_THRESHOLD", "NeedleStudy", "RetrievalCounts",
            "copy_accuracy", "needle_grid", "needle_study", "retrieval_counts",
            "retrieval_scores", "SINK_EPSILON", "SinkScores", "SinkStats", "repeated_ids",
-           "sink_scores"]
+           "sink_scores", "KVSaving", "WindowCosts", "WindowLosses", "kv_cache_saved",
+           "streaming_heads", "window_costs", "window_losses"]

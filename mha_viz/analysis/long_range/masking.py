@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import InputError
-from ..heads import rank_heads
+from ..heads import parse_head_name, rank_heads
 from .needles import check_cases
 from .retrieval import RETRIEVAL_THRESHOLD, copy_accuracy
 from .reading import check_causal
@@ -44,9 +44,10 @@ def _mask(heads, n_layer: int, n_head: int) -> np.ndarray:
 
 
 def _picked(heads, n_layer: int, n_head: int) -> tuple[tuple[int, int], ...]:
+    """(layer, head) pairs or names ("L3.H7"), checked, in order, each once."""
     found = []
     for pair in heads:
-        layer, head = (int(v) for v in pair)
+        layer, head = parse_head_name(pair) if isinstance(pair, str) else (int(v) for v in pair)
         if not 0 <= layer < n_layer or not 0 <= head < n_head:
             raise InputError(f"head ({layer}, {head}) is out of range: layers 0..{n_layer - 1}"
                              f", heads 0..{n_head - 1}")
@@ -58,7 +59,8 @@ def retrieval_masking(model, cases, scores, k: int | None = None, draws: int = 5
                       seed: int = 0, heads=None, progress=None) -> MaskingResult:
     """The copy accuracy of needle cases with the k heads of highest retrieval score
     ``scores`` [L, H] switched off, against k heads drawn at random (``draws`` seeded draws,
-    from the heads outside the top k), and with ``heads`` ((layer, head) pairs) switched
+    from the heads outside the top k), and with ``heads`` ((layer, head) pairs or names
+    such as "L3.H7") switched
     off when given. k None: the heads scoring over RETRIEVAL_THRESHOLD (at least one).
     progress(done, total) after each case of each run."""
     check_causal(model, "masking heads at long range")

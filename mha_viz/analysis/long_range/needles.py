@@ -73,6 +73,44 @@ def haystack_text() -> str:
         return handle.read()
 
 
+def needle_lengths(context: int, shortest: int = 256) -> list[int]:
+    """The lengths a needle grid offers: powers of two from shortest up to the context, and
+    the context itself (less a few tokens for the answer) when it is not one."""
+    lengths, n = [], int(shortest)
+    while n + N_WORDS * 4 <= int(context):
+        lengths.append(n)
+        n *= 2
+    if int(context) - N_WORDS * 4 > (lengths[-1] if lengths else 0):
+        lengths.append(int(context) - N_WORDS * 4)
+    return lengths
+
+
+def needle_depths(count: int) -> tuple[float, ...]:
+    """count depths evenly from 0 (the haystack's start) to 1 (its end)."""
+    if int(count) < 1:
+        raise InputError("give at least one depth")
+    if int(count) == 1:
+        return (0.5,)
+    return tuple(round(float(d), 4) for d in np.linspace(0.0, 1.0, int(count)))
+
+
+def haystack_ids(model, n_tokens: int) -> tuple[int, ...]:
+    """The first n_tokens of the bundled documentation as the model reads it (a long text
+    every machine has), with the tokenizer's leading special tokens."""
+    n_tokens = int(n_tokens)
+    if not 2 <= n_tokens <= model.info.max_positions:
+        raise InputError(f"a text of {n_tokens:,} tokens: give 2 to the model's context of "
+                         f"{model.info.max_positions:,}")
+    lead = leading_specials(model)
+    ids = []
+    for piece in _sentences(model, haystack_text(), n_tokens):
+        ids += piece
+    if len(lead) + len(ids) < n_tokens:
+        raise InputError(f"the bundled documentation holds {len(ids):,} tokens, fewer than "
+                         f"{n_tokens:,}")
+    return tuple([*lead, *ids][:n_tokens])
+
+
 def _sentences(model, text: str, need: int) -> list[list[int]]:
     """The haystack's sentences as ids (each with its leading space), at least need tokens in
     all when the text holds them."""

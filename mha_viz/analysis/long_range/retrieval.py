@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import InputError
+from ..heads import rank_heads
 from .needles import NeedleCase, NeedleGrid, check_cases, grid_of
 from .reading import (check_causal, check_context, hidden_and_maps, last_hidden, piece_ids,
                       predicted, prompt_ids)
@@ -48,6 +49,11 @@ class RetrievalCounts:
     def retrieval_heads(self, threshold: float = RETRIEVAL_THRESHOLD) -> np.ndarray:
         """[L, H] bools: heads scoring over threshold."""
         return self.scores > threshold
+
+    def heads_over(self, threshold: float = RETRIEVAL_THRESHOLD) -> list[tuple[int, int]]:
+        """(layer, head) of the heads scoring over threshold, the highest first."""
+        scores = self.scores
+        return [(l, h) for l, h in rank_heads(scores) if scores[l, h] > threshold]
 
 
 @dataclass(frozen=True)

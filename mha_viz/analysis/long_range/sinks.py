@@ -51,6 +51,20 @@ class SinkStats:
         """Gu et al.'s sink metric: the share of sink heads."""
         return float(self.sink_heads.mean())
 
+    @property
+    def n_sink_heads(self) -> int:
+        return int(self.sink_heads.sum())
+
+    @property
+    def key_norm_ratio(self) -> np.ndarray:
+        """[L, H] the first key's norm over the other keys' mean norm."""
+        return self.first_key_norm / np.maximum(self.other_key_norm, 1e-12)
+
+    @property
+    def cosine_gap(self) -> np.ndarray:
+        """[L, H] the queries' mean cosine with the first key minus with the other keys."""
+        return self.first_cosine - self.other_cosine
+
 
 @dataclass(frozen=True)
 class SinkScores:
