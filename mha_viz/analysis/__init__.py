@@ -45,7 +45,8 @@ from .heads import (attention_change, head_at, head_index, head_name, head_names
 from .long_range import (RETRIEVAL_THRESHOLD, SINK_EPSILON, KVSaving, MaskingResult, NeedleCase,
                          NeedleGrid, NeedleStudy, RetrievalCounts, SinkScores, SinkStats,
                          WindowCosts, WindowLosses, copy_accuracy, haystack_ids, kv_cache_saved,
-                         needle_cases, needle_depths, needle_grid, needle_lengths,
+                         needle_cases, needle_depths, needle_grid, needle_length_options,
+                         needle_lengths, shortest_prompt, text_lengths,
                          needle_study, retrieval_counts, retrieval_masking, retrieval_scores,
                          sink_scores, streaming_heads, window_costs, window_losses)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
@@ -133,5 +134,6 @@ __all__ = [
     "copy_accuracy", "retrieval_masking", "MaskingResult", "sink_scores", "SinkScores",
     "SinkStats", "SINK_EPSILON", "window_costs", "WindowCosts", "window_losses",
     "WindowLosses", "kv_cache_saved", "KVSaving", "haystack_ids", "needle_depths",
-    "needle_lengths", "streaming_heads",
+    "needle_lengths", "streaming_heads", "needle_length_options", "shortest_prompt",
+    "text_lengths",
 ]

@@ -10,8 +10,9 @@ import torch
 from tests.support.long_range import llama_pair, rotated_queries_keys  # noqa: F401
 
 from mha_viz.analysis import (NeedleCase, copy_accuracy, haystack_ids, needle_cases,
-                              needle_depths, needle_grid, needle_lengths, needle_study,
-                              retrieval_counts, retrieval_masking, retrieval_scores)
+                              needle_depths, needle_grid, needle_length_options, needle_lengths,
+                              needle_study, retrieval_counts, retrieval_masking,
+                              retrieval_scores, shortest_prompt, text_lengths)
 from mha_viz.analysis.long_range.needles import QUESTION
 from mha_viz.core.errors import InputError
 
@@ -219,6 +220,12 @@ def test_the_grid_offers_lengths_up_to_the_context_and_even_depths(llama_pair):
     assert needle_lengths(8192) == [256, 512, 1024, 2048, 4096, 8180]
     assert needle_lengths(1024, shortest=128) == [128, 256, 512, 1012]
     assert needle_depths(5) == (0.0, 0.25, 0.5, 0.75, 1.0) and needle_depths(1) == (0.5,)
+    assert text_lengths(1024) == [128, 256, 512, 1024] and text_lengths(100) == [100]
+    least = shortest_prompt(model)  # this tokenizer writes a needle in about 100 tokens
+    assert needle_length_options(model) == [n for n in (256, 512, 1012) if n >= least]
+    needle_cases(model, lengths=[least], depths=[0.5], haystack=HAYSTACK)  # the least fits
+    with pytest.raises(InputError, match="cannot hold the needle"):
+        needle_cases(model, lengths=[least - 1], depths=[0.5], haystack=HAYSTACK)
     ids = haystack_ids(model, 300)
     assert len(ids) == 300
     text = model.tokenizer.decode(list(ids))

@@ -7,7 +7,8 @@ window restriction itself is the engine's exact mask (engine/windows.py)."""
 
 from .masking import MaskingResult, retrieval_masking
 from .needles import (NeedleCase, NeedleGrid, haystack_ids, haystack_text, needle_cases,
-                      needle_depths, needle_lengths)
+                      needle_depths, needle_length_options, needle_lengths, shortest_prompt,
+                      text_lengths)
 from .retrieval import (RETRIEVAL_THRESHOLD, NeedleStudy, RetrievalCounts, copy_accuracy,
                         needle_grid, needle_study, retrieval_counts, retrieval_scores)
 from .sinks import SINK_EPSILON, SinkScores, SinkStats, repeated_ids, sink_scores
@@ -15,7 +16,8 @@ from .windows import (KVSaving, WindowCosts, WindowLosses, kv_cache_saved, strea
                       window_costs, window_losses)
 
 __all__ = ["MaskingResult", "retrieval_masking", "NeedleCase", "NeedleGrid", "haystack_ids",
-           "haystack_text", "needle_cases", "needle_depths", "needle_lengths", "RETRIEVAL_THRESHOLD", "NeedleStudy", "RetrievalCounts",
+           "haystack_text", "needle_cases", "needle_depths", "needle_length_options",
+           "needle_lengths", "shortest_prompt", "text_lengths", "RETRIEVAL_THRESHOLD", "NeedleStudy", "RetrievalCounts",
            "copy_accuracy", "needle_grid", "needle_study", "retrieval_counts",
            "retrieval_scores", "SINK_EPSILON", "SinkScores", "SinkStats", "repeated_ids",
            "sink_scores", "KVSaving", "WindowCosts", "WindowLosses", "kv_cache_saved",

@@ -73,16 +73,41 @@ def haystack_text() -> str:
         return handle.read()
 
 
+def lengths_up_to(context: int, shortest: int, reserve: int = 0) -> list[int]:
+    """Powers of two from shortest while they leave ``reserve`` tokens of the context, and
+    the context less reserve itself when it is not one of them."""
+    lengths, n, room = [], int(shortest), int(context) - int(reserve)
+    while n <= room:
+        lengths.append(n)
+        n *= 2
+    if room > (lengths[-1] if lengths else 0):
+        lengths.append(room)
+    return lengths
+
+
 def needle_lengths(context: int, shortest: int = 256) -> list[int]:
     """The lengths a needle grid offers: powers of two from shortest up to the context, and
     the context itself (less a few tokens for the answer) when it is not one."""
-    lengths, n = [], int(shortest)
-    while n + N_WORDS * 4 <= int(context):
-        lengths.append(n)
-        n *= 2
-    if int(context) - N_WORDS * 4 > (lengths[-1] if lengths else 0):
-        lengths.append(int(context) - N_WORDS * 4)
-    return lengths
+    return lengths_up_to(context, shortest, N_WORDS * 4)
+
+
+def text_lengths(context: int) -> list[int]:
+    """The lengths of a long text a page offers: powers of two from 128, and the context."""
+    return lengths_up_to(context, 128)
+
+
+def shortest_prompt(model) -> int:
+    """The fewest tokens a needle prompt takes here: its leading special tokens, the
+    longest needle and the question, and one token of haystack."""
+    question = piece_ids(model, "\n\nQuestion: " + QUESTION + "\nAnswer:")
+    needle = max(len(piece_ids(model, " " + _needle([w] * N_WORDS)[0])) for w in WORDS)
+    return len(leading_specials(model)) + len(question) + needle + 1
+
+
+def needle_length_options(model) -> list[int]:
+    """The needle lengths that fit this model: room for a needle, and within its context."""
+    least = shortest_prompt(model)
+    return [n for n in needle_lengths(model.info.max_positions) if n >= least]
 
 
 def needle_depths(count: int) -> tuple[float, ...]:
@@ -171,9 +196,8 @@ def needle_cases(model, lengths=(512, 1024), depths=(0.0, 0.25, 0.5, 0.75, 1.0),
         raise InputError("per_cell must be at least 1")
     lead = leading_specials(model)
     question = piece_ids(model, "\n\nQuestion: " + QUESTION + "\nAnswer:")
-    longest_needle = max(len(piece_ids(model, " " + _needle([w] * N_WORDS)[0])) for w in WORDS)
+    fixed = shortest_prompt(model) - 1
     for length in lengths:
-        fixed = len(lead) + len(question) + longest_needle
         if length <= fixed:
             raise InputError(f"a length of {length} tokens cannot hold the needle and the "
                              f"question ({fixed} tokens): give a length over {fixed}")
