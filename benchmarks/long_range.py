@@ -9,9 +9,12 @@
 - masking: the copy accuracy with the top-k retrieval heads off against k random other
   heads (several seeded draws);
 - windows: StreamingLLM's table on a long text (full, sink + window, window only);
+- costs: every head restricted alone (the Long range page's defaults: 512 tokens, window
+  64), the costliest heads against the retrieval heads, and the cache saved and the loss
+  when the costliest tenth keeps the whole context;
 - sinks: the share of sink heads (epsilon 0.3) on a text and on one repeated token.
 
-    python benchmarks/long_range.py [--what memory retrieval masking windows sinks]
+    python benchmarks/long_range.py [--what memory retrieval masking windows costs sinks]
         [--model smollm2] [--tokens 4096] [--lengths 256 512 1024 2048] [--threads 2]
 
 Times are wall-clock seconds on whatever the machine is doing: compare them within a run.
@@ -72,6 +75,8 @@ def main() -> None:
     parser.add_argument("--window-tokens", type=int, default=2048)
     parser.add_argument("--sink", type=int, default=4)
     parser.add_argument("--window", type=int, default=256)
+    parser.add_argument("--costs-tokens", type=int, default=512)
+    parser.add_argument("--costs-window", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     if "memory" in args.what:
@@ -85,8 +90,9 @@ def main() -> None:
     import torch
 
     from mha_viz import load_model
-    from mha_viz.analysis import (needle_cases, needle_study, retrieval_masking, sink_scores,
-                                  window_losses)
+    from mha_viz.analysis import (haystack_ids, kv_cache_saved, needle_cases, needle_study,
+                                  rank_heads, retrieval_masking, sink_scores, streaming_heads,
+                                  window_costs, window_losses)
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model)
@@ -123,6 +129,32 @@ def main() -> None:
         print(f"loss (nats/token): full {table.full:.3f}, sink + window "
               f"{table.sink_window:.3f}, window only {table.window_only:.3f}; "
               f"{time.perf_counter() - started:.0f} s", flush=True)
+    if "costs" in rest:
+        print(f"== costs: each head restricted alone, {args.costs_tokens} tokens, sink "
+              f"{args.sink}, window {args.costs_window}", flush=True)
+        started = time.perf_counter()
+        ids = haystack_ids(model, args.costs_tokens)
+        found = window_costs(model, ids, args.sink, args.costs_window)
+        costs = found.costs
+        top = rank_heads(costs)[:10]
+        print(f"full loss {found.full:.3f}; {time.perf_counter() - started:.0f} s; costliest: "
+              + ", ".join(f"L{l}.H{h} {costs[l, h]:+.3f}" for l, h in top), flush=True)
+        print(f"heads costing over 0.01 nats: {int((costs > 0.01).sum())}; median cost "
+              f"{np.median(costs):+.4f}", flush=True)
+        if scores is not None:
+            over = scores > 0.1
+            print(f"mean cost of the retrieval heads {costs[over].mean():+.4f}, of the others "
+                  f"{costs[~over].mean():+.4f}", flush=True)
+        keep = max(1, costs.size // 10)
+        restricted = streaming_heads(costs, keep)
+        saving = kv_cache_saved(model, model.info.max_positions, args.sink, args.costs_window,
+                                heads=restricted)
+        kept = window_losses(model, ids, args.sink, args.costs_window, heads=restricted)
+        print(f"keeping the {keep} costliest whole: {saving.streaming_kv_heads} of "
+              f"{saving.kv_heads} key/value heads stream, cache at "
+              f"{model.info.max_positions} tokens {saving.full_bytes / 2**20:.0f} -> "
+              f"{saving.restricted_bytes / 2**20:.0f} MiB; loss {kept.sink_window:.3f} against "
+              f"full {kept.full:.3f}", flush=True)
     if "sinks" in rest:
         print("== sinks: 1,024 tokens of the documentation, and one token repeated", flush=True)
         found = sink_scores(model, long_text(model, 1024))

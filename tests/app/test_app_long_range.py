@@ -124,3 +124,27 @@ def test_the_page_reads_what_was_prepared(folder, monkeypatch):
     grid = titled(at, "Copy accuracy")
     assert json.loads(json.dumps(grid["layout"]["xaxis"]["ticktext"])) == ["256", "512"]
     assert titled(at, "What a sink + window costs") and titled(at, "Loss of 512 tokens")
+
+
+@pytest.mark.slow
+def test_smollm2_shows_its_retrieval_heads_and_switches_them_off():
+    """SmolLM2 copies some needles: the retrieval map is the library's scores, and the
+    masking button runs the top heads against random draws (the long text past what runs by
+    itself, so only the needles compute on opening)."""
+    query = {"model": "smollm2", "lr_len": "256", "lr_depths": "3", "lr_tokens": "4096",
+             "lr_draws": "2"}
+    at = run_page(PAGE, query)
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    model = load_model("smollm2")
+    cases = A.needle_cases(model, lengths=[256], depths=A.needle_depths(3), seed=0)
+    study = A.needle_study(model, cases)
+    np.testing.assert_allclose(z(titled(at, "Retrieval score of each head")),
+                               study.retrieval.scores, atol=1e-9)
+    k = len(study.retrieval.heads_over())
+    button = [b for b in at.button if b.label.startswith(f"Switch off the top {k}")][0]
+    at = button.click().run()
+    assert not at.exception and not at.error, (texts(at.exception), texts(at.error))
+    result = A.retrieval_masking(model, cases, study.retrieval.scores, k=k, draws=2, seed=0,
+                                 heads=())
+    bars = array(titled(at, "Switching retrieval heads off")["data"][0]["x"]).astype(float)
+    np.testing.assert_allclose(bars, [result.full, result.top, *result.random], atol=1e-9)

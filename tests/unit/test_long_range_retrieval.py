@@ -204,11 +204,10 @@ def test_masking_the_top_heads_against_transformers(llama_pair, predicted_right)
     assert len(set(result.random_heads)) == 3
     assert result.picked == pytest.approx(zeroed_reference_accuracy(ref, cases, picked))
     assert result.top < result.full  # switching heads off moves the accuracy here
-    again = retrieval_masking(model, cases, scores, k=4, draws=3, seed=0)
-    assert again.random_heads == result.random_heads and again.picked is None
     np.testing.assert_allclose(copy_accuracy(model, cases), [1.0] * len(cases))
     named = retrieval_masking(model, cases, scores, k=4, draws=1, heads=["L1.H2", "L2.H5"])
     assert named.picked_heads == tuple(picked) and named.picked == result.picked
+    assert named.random_heads[0] == result.random_heads[0]  # the same seed, the same draw
     over = retrieval_counts(model, cases).heads_over(0.2)  # those over 0.2, highest first
     assert sorted(over) == [(l, h) for l, h in np.ndindex(*scores.shape) if scores[l, h] > 0.2]
     assert [scores[l, h] for l, h in over] == sorted((s for s in scores.ravel() if s > 0.2),
