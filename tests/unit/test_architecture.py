@@ -208,7 +208,7 @@ def test_pages_leave_the_arithmetic_to_the_library():
                            r"corrcoef|linalg)\b")
     found = [f"{path.name}:{number}: {line.strip()}"
              for path in [*sorted((ROOT / "pages").glob("*.py")),
-                          *sorted((PACKAGE / "ui" / "views").glob("*.py"))]
+                          *sorted((PACKAGE / "ui" / "views").rglob("*.py"))]
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if computing.search(line)]
     assert found == []
@@ -338,7 +338,7 @@ def computed_in_a_page(source: str) -> list[str]:
 
 
 def test_pages_and_views_call_and_do_not_compute():
-    readers = [*PAGE_FILES, *sorted(VIEWS.glob("*.py"))]
+    readers = [*PAGE_FILES, *sorted(VIEWS.rglob("*.py"))]
     assert len(readers) > 20  # every page, app.py and the views
     found = [f"{path.relative_to(ROOT)}:{problem}" for path in readers
              for problem in computed_in_a_page(path.read_text())]
@@ -388,7 +388,8 @@ def test_the_page_lint_finds_what_a_page_should_not_compute():
 
 def test_views_sit_at_the_top_of_ui():
     """Only a page opens a view: no ui helper imports a view, and a view imports only its
-    own parts (<page>_<part>.py) among the views."""
+    own parts among the views: <page>_<part>.py beside it, or the modules of its own
+    package (views/<page>/, a view written as a context and its sections)."""
     edges = graph()
     views = {name for name in edges if name.startswith("mha_viz.ui.views.")}
     assert len(views) >= 11
@@ -398,6 +399,30 @@ def test_views_sit_at_the_top_of_ui():
     assert helpers_reading_views == []
     for name in views:
         page = name.rsplit(".", 1)[1].split("_parts")[0].split("_cross")[0]
+        package = name.split(".")[:4]  # mha_viz.ui.views.<page>: a package view's own
         others = {t for t in edges[name] if t in views
-                  and not t.rsplit(".", 1)[1].startswith(page)}
+                  and not t.rsplit(".", 1)[1].startswith(page)
+                  and not (len(t.split(".")) > 4 and t.split(".")[:4] == package)
+                  and not (len(name.split(".")) > 4 and t == ".".join(package))}
         assert others == set(), name
+
+
+PACKAGE_VIEW_MAX_LINES = 80
+
+
+def test_package_views_are_a_context_and_sections():
+    """A view written as a package (issue 58's new style): no function over 80 lines, and
+    none defined inside another (show() walks module-level sections that take the
+    context)."""
+    found = []
+    for path in sorted(VIEWS.glob("*/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if node.end_lineno - node.lineno + 1 > PACKAGE_VIEW_MAX_LINES:
+                found.append(f"{path.name}:{node.lineno} {node.name} is over 80 lines")
+            inner = [n.name for n in ast.walk(node) if n is not node
+                     and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if inner:
+                found.append(f"{path.name}:{node.lineno} {node.name} defines {inner}")
+    assert list(VIEWS.glob("*/*.py")) and found == []
