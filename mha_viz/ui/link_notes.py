@@ -1,5 +1,5 @@
 """What a link asked for and did not get: every query parameter a page refuses (a value no
-widget offers, a number out of range, a text longer than a link carries) gets one line at
+widget offers, a number out of range, a text longer than a link is read) gets one line at
 the top of the page, saying what was refused and what the page uses instead. A line stays
 while the page is the one the link opened (reruns, clicks) and goes when the person changes
 that value or opens another page.

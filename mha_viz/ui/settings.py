@@ -161,6 +161,17 @@ def fits_in_link(text: str) -> bool:
     if len(text) > URL_MAX_CHARS:
         return False
     return len(quote(text, safe="")) <= URL_MAX_ENCODED
+
+
+# A link that reached the app has passed the web server already: a value is read from it up
+# to this many characters (a long text shared by a script, a test or another tool), although
+# the app itself writes only what fits_in_link
+URL_READ_MAX_CHARS = 12_000
+
+
+def readable_from_link(text: str) -> bool:
+    """Whether a link's value is read (at most URL_READ_MAX_CHARS characters)."""
+    return len(text) <= URL_READ_MAX_CHARS
 IMAGE_FORMATS = ("png", "svg")
 MAX_UPLOAD_BYTES = 200 * 2**20  # also server.maxUploadSize in .streamlit/config.toml
 

@@ -12,7 +12,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from . import link_notes, navigation
-from .settings import IMAGE_FORMATS, URL_MAX_CHARS, clean_str, fits_in_link, md_escape
+from .settings import (IMAGE_FORMATS, URL_READ_MAX_CHARS, clean_str, fits_in_link, md_escape,
+                       readable_from_link)
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -76,8 +77,9 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
     url: False keeps the value across pages but out of the URL.
     refused: (the link's value as a line shows it, the value used, as the widget shows it)
         -> the line that says a link's value was refused (link_notes; by default one naming
-        the parameter and the widget's label). A text longer than a link carries
-        (settings.fits_in_link) is refused too: the app never writes such a link.
+        the parameter and the widget's label). A text longer than a link is read
+        (settings.readable_from_link) is refused too; the app writes only a text that
+        settings.fits_in_link.
     Other keyword arguments go to the widget (help, format_func, min_value, ...). Do not pass
     value/index/default: the remembered value is the widget's value.
     """
@@ -103,7 +105,7 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
         raw = incoming.pop(name)
         try:
             value = parse(raw)
-            if isinstance(default, str) and not fits_in_link(raw):
+            if isinstance(default, str) and not readable_from_link(raw):
                 link_refused = raw
             elif ok(value):
                 st.session_state[state_key] = value
@@ -119,11 +121,10 @@ def synced(widget: Callable, name: str, label: str, default: Any, *,
         value = default
     if link_refused is not None:
         used = link_notes.shown_value(kwargs.get("format_func", str)(value))
-        if isinstance(default, str) and not fits_in_link(link_refused):
+        if isinstance(default, str) and not readable_from_link(link_refused):
             line = (f"The link's {name} ({len(link_refused):,} characters) is longer than a "
-                    f"link carries ({URL_MAX_CHARS:,} characters at most, fewer in scripts "
-                    f"written with accents or other alphabets): *{md_escape(label)}* is "
-                    f"“{used}” instead. Paste the text into the sidebar, or share a saved "
+                    f"link is read ({URL_READ_MAX_CHARS:,} characters at most): "
+                    f"*{md_escape(label)}* is “{used}” instead. Paste the text into the sidebar, or share a saved "
                     f"trace (.npz).")
         else:
             line = (refused or _refused_line(name, label))(

@@ -2,7 +2,7 @@
 page cannot use gets one line at the top of the page saying what was refused and what the page
 uses instead: a continuation's count, temperature and seed out of range or not numbers, a
 count cut to Max tokens, a model the server does not offer (a path, a typo), a lesson step
-past the lesson's end, a text longer than a link carries. Values a page accepts get no line.
+past the lesson's end, a text longer than a link is read. Values a page accepts get no line.
 The random GPT-2 of tests/conftest.py writes; MiniLM is the default model where a link's model
 is refused (MHA_VIZ_DEFAULT_MODEL), so no test here loads SmolLM2."""
 
@@ -96,10 +96,10 @@ def test_a_lesson_step_past_the_end_opens_the_first_and_says_so(gpt2_folder):
     assert at.selectbox(key="_mv_w_lstep").value == 1
 
 
-def test_a_text_longer_than_a_link_carries_is_refused_with_its_length(gpt2_folder):
-    long_text = "the cat sat on the mat. " * 400  # 9,600 characters
+def test_a_text_longer_than_a_link_is_read_is_refused_with_its_length(gpt2_folder):
+    long_text = "the cat sat on the mat. " * 520  # 12,480 characters
     at = run_page("app.py", {**folder_params(gpt2_folder), "text": long_text})
     clean(at)
     [line] = lines(at)
-    assert f"({len(long_text):,} characters) is longer than a link carries" in line, line
+    assert f"({len(long_text):,} characters) is longer than a link is read" in line, line
     assert at.sidebar.text_area(key="_mv_w_text").value != long_text

@@ -7,7 +7,7 @@ artifacts/screenshots/ (look at them)."""
 from __future__ import annotations
 
 import os
-from urllib.parse import quote
+from urllib.parse import quote_plus
 
 import pytest
 
@@ -59,7 +59,7 @@ def long_query():
         text += paragraph + "\n\n"
         if len(model.encode(text).input_ids) > LONG_TOKENS - 48:
             break
-    return f"?model=smollm2&max_tokens={LONG_TOKENS}&text=" + quote(text)
+    return f"?model=smollm2&max_tokens={LONG_TOKENS}&text=" + quote_plus(text)
 
 
 def test_attention_maps_of_a_long_input(sized_tab, long_server, long_query, screenshots):

@@ -104,10 +104,18 @@ def shortest_prompt(model) -> int:
     return len(leading_specials(model)) + len(question) + needle + 1
 
 
+def longest_answer(model) -> int:
+    """The most tokens a needle's answer takes here (a small tokenizer spells a word in
+    several): the room a prompt leaves in the context for its answer."""
+    return max(len(piece_ids(model, _needle([w] * N_WORDS)[1])) for w in WORDS)
+
+
 def needle_length_options(model) -> list[int]:
-    """The needle lengths that fit this model: room for a needle, and within its context."""
+    """The needle lengths that fit this model: room for a needle, and within its context
+    with room for the longest answer after it."""
     least = shortest_prompt(model)
-    return [n for n in needle_lengths(model.info.max_positions) if n >= least]
+    room = max(N_WORDS * 4, longest_answer(model))
+    return [n for n in lengths_up_to(model.info.max_positions, 256, room) if n >= least]
 
 
 def needle_depths(count: int) -> tuple[float, ...]:
