@@ -20,8 +20,10 @@ view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass
 ``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
 ``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
 (an encoder-decoder's target x source cross-attention), ``training`` (curves and every
-head's score over training steps), ``why`` (a score's parts by source), ``picking`` (maps
-whose cells a click picks); ``_style``
+head's score over training steps), ``why`` (a score's parts by source), ``features`` (a
+dictionary's features at a head: where one fires, its sources, a head's strongest),
+``tokens`` (a text as a strip of coloured tokens), ``picking`` (maps whose cells a click
+picks); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -31,11 +33,12 @@ from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
 from .cross import cross_attention_heatmap, cross_attention_over_image
+from .features import feature_sources_map, feature_strip, head_features_bars
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
-from .picking import camera_only, can_pick, cell_of_point
+from .picking import camera_only, can_pick, cell_of_point, index_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
@@ -48,6 +51,8 @@ __all__ = [
     "camera_only",
     "can_pick",
     "cell_of_point",
+    "index_of_point",
+    "feature_strip", "feature_sources_map", "head_features_bars",
     "source_bars", "source_matrix",
     "DIVERGING_SCALE",
     "GRID_SCALE",
