@@ -2,7 +2,7 @@
 streamlit): the sidebar's choices, stored results and jobs keyed by what made them, messages,
 figures and downloads, the run policies; the pages' views (views/) and their words (words/).
 
-May import: core, engine, checkpoints, maps, models, analysis, corpus, server, plots.
+May import: core, engine, checkpoints, maps, models, dictionaries, analysis, corpus, server, plots.
 
 Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
 

@@ -196,6 +196,9 @@ RUNS_ON_OPEN = {
     "circuits.seq2seq_patching": OnOpen(200, "heads"),
     # Corpus: a run over many texts always waits for its button
     "corpus.run": OnOpen(0, "segments"),
+    # Features: where a head's features fire most over the demo corpus, sized as the tokens
+    # read times the layers they run through (the toys' 64 segments run by themselves)
+    "features.snippets": OnOpen(20_000, "tokens x layers"),
 }
 # The pruning page's default choices: its widgets open on them and the warm start prepares
 # its results with them.
