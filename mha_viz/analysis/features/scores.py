@@ -36,6 +36,12 @@ def feature_name(index: int) -> str:
     return f"f{int(index)}"
 
 
+def feature_index(name: str) -> int | None:
+    """A source's feature: "f12" -> 12; None for "error", "b_dec" and "bias"."""
+    text = str(name)
+    return int(text[1:]) if text.startswith("f") and text[1:].isdigit() else None
+
+
 @dataclass
 class FeaturePairs:
     """One score as a sum of feature pairs (FeatureScoreAttribution.pairs): `pairs`, the k
@@ -85,9 +91,10 @@ class FeatureScoreAttribution(ScoreAttribution):
     def activation(self, position: int, name: str) -> float:
         """The activation of feature `name` ("f12") at a position held (0.0 where it is
         inactive, or for "error", "b_dec", "bias")."""
-        if not name.startswith("f") or not name[1:].isdigit():
+        feature = feature_index(name)
+        if feature is None:
             return 0.0
-        return float(self.activations.get(int(position), {}).get(int(name[1:]), 0.0))
+        return float(self.activations.get(int(position), {}).get(feature, 0.0))
 
 
 def check_residual(sae, layer: int) -> None:
