@@ -4,5 +4,5 @@ where each fires, and its pre-activation by head and source token, summed exactl
 from mha_viz import ui
 from mha_viz.ui.views import features
 
-ui.page_setup("Features: a head in a dictionary's features", features.INTRO)
+ui.page_setup("Features at the head", features.INTRO)
 features.show()

@@ -33,7 +33,7 @@ from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
 from .cross import cross_attention_heatmap, cross_attention_over_image
-from .features import feature_sources_map, feature_strip, head_features_bars
+from .features import feature_sources_map, feature_strip, head_features_bars, signed_bars
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
@@ -52,7 +52,7 @@ __all__ = [
     "can_pick",
     "cell_of_point",
     "index_of_point",
-    "feature_strip", "feature_sources_map", "head_features_bars",
+    "feature_strip", "feature_sources_map", "head_features_bars", "signed_bars",
     "source_bars", "source_matrix",
     "DIVERGING_SCALE",
     "GRID_SCALE",

@@ -15,10 +15,12 @@ from ..core.errors import InputError
 from ._style import _base_layout, _check_labels, _esc, _title
 from .picking import ZOOM_BUTTONS
 from .tokens import token_strip
-from .why import source_matrix
+from .why import source_bars, source_matrix
 
 FIRING_SCALE = "Oranges"  # an activation is never negative: white (0) to orange
 BAR_COLOUR = "#e6550d"  # the dark end of FIRING_SCALE
+LABEL_CHARS = 8  # of a token in a label ("0 <|endof…"): "<|endoftext|>" took a third of a map
+TOKEN_LABELS_PX = 92  # a column of token labels on a phone, at most 8 characters each
 
 
 def feature_strip(tokens: Sequence[str], activation: np.ndarray, title: str, note: str,
@@ -40,21 +42,42 @@ def feature_strip(tokens: Sequence[str], activation: np.ndarray, title: str, not
 
 
 def feature_sources_map(terms: np.ndarray, heads: Sequence[str], tokens: Sequence[str],
-                        title: str, note: str = "") -> go.Figure:
-    """A feature's pre-activation at one query split by head (rows) x source token
-    (columns): terms [n_head, n_sources] (analysis.FeatureSources.terms, the sources a
-    query sees), each cell's signed part coloured red (raises the pre-activation) to blue,
-    a total column (each head's part), a total row (each source's part) and the corner (the
-    sum of every term: the pre-activation without its bias). Token columns are numbered
-    by position when their labels are thinned."""
+                        title: str, note: str = "", sources_down: bool = False) -> go.Figure:
+    """A feature's pre-activation at one query split by head x source token: terms
+    [n_head, n_sources] (analysis.FeatureSources.terms, the sources a query sees), each
+    cell's signed part coloured red (raises the pre-activation) to blue, each head's total,
+    each source's total and the corner (the sum of every term: the pre-activation without
+    its bias). Heads are rows and source tokens columns, or the other way round with
+    sources_down (a phone: a column of tokens reads down the screen, a row of forty does
+    not fit across it). Each token is named by its position too ("12 ␣"): a text's
+    characters repeat, and a thinned axis keeps every k-th label; a long token is cut
+    (LABEL_CHARS)."""
     values = np.asarray(terms, dtype=float)
     if values.ndim != 2 or not values.size:
         raise InputError(f"terms must be [heads, sources], got shape {values.shape}")
-    labels = _check_labels(tokens, values.shape[1], "tokens")
-    fig = source_matrix(values, heads, labels, title, row_title="head",
-                        col_title="source token", note=note)
-    # a thinned token axis names each kept label's position ("12 ␣"); the total column none
-    fig.layout.meta = {**fig.layout.meta, "tick_numbers": [*range(values.shape[1]), ""]}
+    labels = [f"{j} {t if len(t) <= LABEL_CHARS else t[:LABEL_CHARS - 1] + '…'}"
+              for j, t in enumerate(_check_labels(tokens, values.shape[1], "tokens"))]
+    if sources_down:
+        fig = source_matrix(values.T, labels, heads, title, row_title="", col_title="head",
+                            note=note)
+        # room for a label cut to 8 characters ("0 <|end…", wider than fit reckons), so
+        # that Plotly's automargin need not take it from a phone's plot; no axis title
+        fig.layout.margin.l = TOKEN_LABELS_PX
+        return fig
+    return source_matrix(values, heads, labels, title, row_title="head",
+                         col_title="source token", note=note)
+
+
+def signed_bars(labels: Sequence[str], values: np.ndarray, title: str, note: str = "",
+                value_name: str = "part", total: float | None = None,
+                total_label: str = "total") -> go.Figure:
+    """Signed values by name as the why panel's source bars draw them (red up, blue down,
+    the strongest first, a total last when given: plots.source_bars), with the left margin
+    as wide as the names need and no wider (a phone keeps its plot width): the next tokens
+    a feature raises and lowers, a score's feature pairs."""
+    fig = source_bars(labels, values, title, note, value_name=value_name, total=total,
+                      total_label=total_label)
+    fig.layout.margin.l = 10  # the y axis's automargin makes room for the names
     return fig
 
 

@@ -13,6 +13,8 @@ import plotly.graph_objects as go
 from ._style import _base_layout, _check_labels, _esc, _title
 
 CELL_CHARS = 14  # characters of a token written in its cell (the hover gives it whole)
+NARROW_CELL_CHARS = 6  # ... in a strip of six tokens a row or fewer (a phone's)
+NARROW_ROW = 6
 
 
 def token_strip(tokens: Sequence[str], values: np.ndarray, hover: Sequence[str], *,
@@ -24,12 +26,16 @@ def token_strip(tokens: Sequence[str], values: np.ndarray, hover: Sequence[str],
     hover = _check_labels(hover, len(values), "hover texts")
     n = len(tokens)
     rows = -(-n // per_row)
+    narrow = per_row <= NARROW_ROW
     z = np.full((rows, per_row), np.nan)
     text = np.full((rows, per_row), "", dtype=object)
     tips = np.full((rows, per_row), "", dtype=object)
     for i in range(n):
         z[i // per_row, i % per_row] = values[i]
-        text[i // per_row, i % per_row] = _esc(tokens[i][:CELL_CHARS])
+        token = tokens[i][:CELL_CHARS]
+        if narrow and len(token) > NARROW_CELL_CHARS:  # "<|endoftext|>" overflowed its cell
+            token = token[:NARROW_CELL_CHARS - 1] + "…"
+        text[i // per_row, i % per_row] = _esc(token)
         tips[i // per_row, i % per_row] = hover[i]
     fig = go.Figure(go.Heatmap(
         z=z, text=text, customdata=tips, texttemplate="%{text}", textfont=dict(size=13),

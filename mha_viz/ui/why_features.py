@@ -53,7 +53,7 @@ def features_view(selection: Selection, trace, layer: int, head: int, query: int
         values.append(value)
     named.append(f"others ({pairs.n_others:,})")
     values.append(pairs.others)
-    show_figure(plots.source_bars(named, np.array(values),
+    show_figure(plots.signed_bars(named, np.array(values),
                                   words.pairs_title(layer, head, query, key), words.PAIRS_NOTE,
                                   total=pairs.total, total_label="score"),
                 key="why_features", alt="The score split into feature pairs")

@@ -46,11 +46,20 @@ def test_the_sources_map_holds_the_terms_and_their_totals():
     np.testing.assert_allclose(totals[4, :9], terms.sum(0))  # each source's part
     assert totals[4, 9] == pytest.approx(terms.sum())  # the corner: every term
     assert list(fig.layout.yaxis.ticktext) == heads + ["total"]
-    # on a phone a long text's token labels are thinned, each kept one numbered
+    assert list(fig.layout.xaxis.ticktext)[1:] == [f"{j} {t}" for j, t in enumerate(TOKENS[:9])
+                                                   ][1:] + ["total"]
+    assert fig.layout.xaxis.ticktext[0] == "0 &lt;|endof…"  # cut, Plotly's markup escaped
+    # on a phone the tokens run down the map: the same totals, turned
+    down = plots.feature_sources_map(terms, heads, TOKENS[:9], "t", sources_down=True)
+    np.testing.assert_allclose(np.asarray(down.data[0].z, dtype=float), terms.T)
+    np.testing.assert_allclose(np.asarray(down.data[1].z, dtype=float)[:9, 4], terms.sum(0))
+    assert list(down.layout.xaxis.ticktext) == heads + ["total"]
+    # a long text's token labels are thinned across a phone, each kept one by its position
     wide = plots.feature_sources_map(generator.normal(size=(4, 60)), heads, ["␣"] * 60, "t")
     fit_figure(wide, Screen(360))
     kept = list(wide.layout.xaxis.ticktext)
-    assert len(kept) < 61 and kept[1].endswith("␣") and kept[1].split()[0].isdigit()
+    step = int(kept[1].split()[0])
+    assert len(kept) < 61 and kept[:2] == ["0 ␣", f"{step} ␣"] and step > 1
 
 
 def test_the_bars_rank_a_heads_features_and_report_a_click():
@@ -85,7 +94,9 @@ def test_every_figure_fits_each_screen(screen):
                                   "token"),
         plots.head_features_bars(list(range(8)), np.sort(generator.random(8))[::-1],
                                  generator.random(8), generator.random(8), "L1.H0",
-                                 "L1.H0's strongest features on this text")]
+                                 "L1.H0's strongest features on this text"),
+        plots.signed_bars(["␣the", "aution", "ridges", "␣of"], np.array([1.2, 0.8, -0.4, -1.1]),
+                          "The next tokens f396 raises and lowers", "its decoder row")]
     for fig in figures:
         fit_figure(fig, at)
         width = fig.layout.width or at.width

@@ -123,7 +123,10 @@ def sources_title(feature: int, query: int, token: str) -> str:
     return f"f{feature} at query {query} '{token}': its pre-activation by head and source token"
 
 
-SOURCES_NOTE = "red raises it, blue lowers it; each head's total on the right"
+def sources_note(sources_down: bool) -> str:
+    return ("red raises it, blue lowers it; each head's total "
+            + ("at the bottom, each source's on the right" if sources_down
+               else "on the right, each source's at the bottom"))
 
 
 def sources_sentence(found, token: str, seen: int) -> str:

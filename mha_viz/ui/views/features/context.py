@@ -39,7 +39,7 @@ class Missing:
 class Features:
     """What every section reads: the input, the head, the dictionary of its layer, the
     feature's firing on the text, the head's strongest features, the feature and query
-    followed, and how the strip of tokens is laid out."""
+    followed, and whether the screen is a phone's."""
     selection: ui.Selection
     trace: AttentionTrace
     text: object  # what the analyses read: the text, or its ids when Max tokens cut it
@@ -50,7 +50,12 @@ class Features:
     top: HeadFeatures
     feature: int
     query: int
-    per_row: int
+    narrow: bool  # a phone's screen: a strip of six tokens a row, the sources down the map
+
+    @property
+    def per_row(self) -> int:
+        """Tokens per row of the strip: 6 on a phone, 12 elsewhere."""
+        return 6 if self.narrow else 12
 
     @property
     def model(self):
@@ -91,7 +96,7 @@ def read(selection: ui.Selection) -> Features | Missing:
                           help="Where the feature's pre-activation is split by head and "
                                "source token; a click on a token of the strip picks it."))
     return Features(selection, trace, text, layer, head, chosen, firing, top, feature, query,
-                    strip_per_row())
+                    narrow_screen())
 
 
 @ui.callback
@@ -114,10 +119,10 @@ def default_head(trace: AttentionTrace, layers: list[int]) -> tuple[int, int]:
     return layers[-1], 0
 
 
-def strip_per_row() -> int:
-    """Tokens per row of the strip: 6 on a phone, 12 elsewhere."""
+def narrow_screen() -> bool:
+    """Whether the page is read on a phone (fit.NARROW_PX)."""
     screen = ui.figure_screen()
-    return 6 if screen is not None and screen.width < fit.NARROW_PX else 12
+    return screen is not None and screen.width < fit.NARROW_PX
 
 
 def forget_when_changed(name: str, owner: tuple) -> None:

@@ -36,13 +36,19 @@ def sources_section(c: Features) -> None:
     token = found.tokens[c.query]
     fig = plots.feature_sources_map(found.terms[:, :seen], found.heads, found.tokens[:seen],
                                     words.sources_title(c.feature, c.query, token),
-                                    words.SOURCES_NOTE)
+                                    words.sources_note(c.narrow), sources_down=c.narrow)
     ui.show_figure(fig, key="feature_sources", alt="The feature's sources by head and token")
     st.markdown(words.sources_sentence(found, token, seen))
     st.caption(words.strongest_sentence(found))
 
 
 def output_section(c: Features) -> None:
+    """Folded below the first screen: the next tokens the feature raises and lowers."""
+    ui.drawn_when_opened(words.output_title(c.feature), "output_tokens",
+                         partial(draw_output, c))
+
+
+def draw_output(c: Features) -> None:
     """The next tokens the feature's decoder row raises and lowers (the logit lens of the
     row), where the model has an unembedding."""
     try:
@@ -51,7 +57,7 @@ def output_section(c: Features) -> None:
         st.caption(words.no_output(ui.md_escape(str(error))))
         return
     shown = [*out.top, *out.bottom]
-    fig = plots.source_bars(words.unique_labels([t for t, _ in shown]),
+    fig = plots.signed_bars(words.unique_labels([t for t, _ in shown]),
                             np.array([v for _, v in shown]), words.output_title(c.feature),
                             words.OUTPUT_NOTE, value_name=words.OUTPUT_VALUE)
     ui.show_figure(fig, key="feature_output", alt="The next tokens the feature raises")

@@ -45,12 +45,13 @@ def head_features_section(c: Features) -> None:
     st.caption(words.head_features_caption(top.skipped, c.layer, c.head))
     column = words.TABLE_COLUMNS
     windows = [c.firing.window(p) for p in top.peak]
-    st.dataframe({column["feature"]: [f"f{f}" for f in top.features],
-                  column["summed"]: [words.number(v) for v in top.summed],
-                  column["share"]: [words.number(v) for v in top.share],
-                  column["peak"]: [f"{p}: {c.firing.tokens[p]}" for p in top.peak],
-                  column["text"]: [words.snippet(*w) for w in windows]},
-                 hide_index=True, width="stretch")
+    # a static table: ten rows need no grid (st.dataframe's costs a new tab its script)
+    st.table({column["feature"]: [f"f{f}" for f in top.features],
+              column["summed"]: [words.number(v) for v in top.summed],
+              column["share"]: [words.number(v) for v in top.share],
+              column["peak"]: [f"{p}: {c.firing.tokens[p]}" for p in top.peak],
+              column["text"]: [words.snippet(*w) for w in windows]},
+             border="horizontal", hide_index=True)
 
 
 def snippets_section(c: Features) -> None:
