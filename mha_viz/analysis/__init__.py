@@ -3,8 +3,10 @@ similarity, roles, rollout), what heads move (value_weighted: value-weighted map
 residual's share), interventions that run the model (pruning, attribution,
 patching, circuits), the prompt sets they run on (prompts), one head's steps for the
 classroom (one_head/), why a head attends where it does (why/: its scores split by
-source, composition between heads) and a dictionary's features at a head (features/: which
-heads write them and from where, a score split into feature pairs, training a dictionary). Each quantity is defined in docs/analyses.md.
+source, composition between heads), a dictionary's features at a head (features/: which
+heads write them and from where, a score split into feature pairs, training a dictionary)
+and heads at long range (long_range/: retrieval heads, needles, sinks, what a sink + window
+costs). Each quantity is defined in docs/analyses.md.
 
 May import: core, engine, maps, models, dictionaries.
 
@@ -42,6 +44,13 @@ from .heads import (attention_change, head_at, head_index, head_name, head_names
                     layers_and_heads, mask_to_names, names_to_mask, nearest_heads,
                     normalize_layers, opening_view, parse_head_name, positions_in_order,
                     rank_heads)
+from .long_range import (RETRIEVAL_THRESHOLD, SINK_EPSILON, KVSaving, MaskingResult, NeedleCase,
+                         NeedleGrid, NeedleStudy, RetrievalCounts, SinkScores, SinkStats,
+                         WindowCosts, WindowLosses, copy_accuracy, haystack_ids, kv_cache_saved,
+                         needle_cases, needle_depths, needle_grid, needle_length_options,
+                         needle_lengths, shortest_prompt, text_lengths,
+                         needle_study, retrieval_counts, retrieval_masking, retrieval_scores,
+                         sink_scores, streaming_heads, window_costs, window_losses)
 from .map_cosine import map_cosine_distances, map_cosine_similarity
 from .overview import thumbnails
 from .patching import (COMPONENTS, Intervention, InterventionRun, Metric, PatchingResult,
@@ -129,4 +138,11 @@ __all__ = [
     "feature_score_attribution", "feature_sources", "train_sae", "train_saes", "FeatureFiring",
     "OutputTokens", "feature_firing", "feature_output_tokens", "FeaturePairs", "HeadFeatures",
     "head_features",
+    "retrieval_scores", "retrieval_counts", "RetrievalCounts", "RETRIEVAL_THRESHOLD",
+    "needle_cases", "NeedleCase", "needle_grid", "NeedleGrid", "needle_study", "NeedleStudy",
+    "copy_accuracy", "retrieval_masking", "MaskingResult", "sink_scores", "SinkScores",
+    "SinkStats", "SINK_EPSILON", "window_costs", "WindowCosts", "window_losses",
+    "WindowLosses", "kv_cache_saved", "KVSaving", "haystack_ids", "needle_depths",
+    "needle_lengths", "streaming_heads", "needle_length_options", "shortest_prompt",
+    "text_lengths",
 ]

@@ -4,11 +4,13 @@ shared key/value heads, softmax), positions (rotary with long-context scalings, 
 sinusoidal), config (StackConfig: an architecture by what varies, with each layer's own
 attention settings), experts (a mixture-of-experts MLP), norms (RMSNorm rounded as each
 family rounds in half precision), placement (dtype and device names, and every result as
-float32 numpy), transformer (the stack), wiring (what each block reads and writes, in
+float32 numpy), transformer (the stack; cross_input: what a decoder's cross-attention
+reads), wiring (what each block reads and writes, in
 order: pre- or post-norm, parallel, sandwich norms, cross-attention, as data that analyses
 follow), encoder_decoder (two stacks and cross-attention),
-kv_cache (the keys and values of text written a token at a time) and interventions (the
-named activation points that are read or replaced). Knows no checkpoint
+kv_cache (the keys and values of text written a token at a time), windows (heads restricted
+to a sink and a window, an exact mask the kernel applies) and interventions (the named
+activation points that are read or replaced). Knows no checkpoint
 format and no family by name.
 
 May import: core.

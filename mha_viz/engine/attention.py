@@ -106,13 +106,14 @@ def hidden_keys(rows: torch.Tensor, n_keys: int, causal: bool, window: int = 0,
 def attention_scores(q: torch.Tensor, k: torch.Tensor, scale: float, *, bias=None,
                      rows: torch.Tensor | None = None, causal: bool = False, window: int = 0,
                      softcap: float = 0.0, out: torch.Tensor | None = None,
-                     mask_out: torch.Tensor | None = None) -> torch.Tensor:
+                     mask_out: torch.Tensor | None = None, head_window=None) -> torch.Tensor:
     """The scores the softmax reads, [B, H, r, S]: raw_scores, plus an additive bias
     (padding, T5's relative positions, or a causal mask the caller built), with -inf where
     hidden_keys hides a key from the query rows `rows` (absolute positions of q's rows;
     default 0..r-1). Every path that computes attention calls this: the forward (whole or a
     block of rows at a time), the maps rebuilt on demand, and Inside one head. out, mask_out:
-    buffers for the scores and the hidden keys (raw_scores, hidden_keys).
+    buffers for the scores and the hidden keys (raw_scores, hidden_keys). head_window: a
+    windows.HeadWindow hiding the keys past a sink and a window from the heads it restricts.
 
     The scores are computed in the weights' dtype, as transformers computes them, and
     returned in float32 when that is bfloat16 or float16: the mask and the softmax run in
@@ -122,11 +123,13 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, scale: float, *, bias=Non
         scores = scores.float()
     if bias is not None:
         scores.add_(bias)
+    if rows is None and (causal or window or head_window is not None):
+        rows = torch.arange(q.shape[2], device=q.device)
     if causal or window:
-        if rows is None:
-            rows = torch.arange(q.shape[2], device=q.device)
         hidden = hidden_keys(rows, k.shape[2], causal, window, mask_out)
         scores.masked_fill_(hidden, float("-inf"))
+    if head_window is not None:
+        head_window.hide(scores, rows)
     return scores
 
 
@@ -141,6 +144,8 @@ def scaled_dot_product_attention(
     rows: torch.Tensor | None = None,
     window: int = 0,
     softcap: float = 0.0,
+    *,
+    head_window=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(attention_scores) V with the softmax written out and its weights returned.
 
@@ -150,7 +155,8 @@ def scaled_dot_product_attention(
     weights_out, when given, is a [B, H, T, S] tensor the weights are written into, so a
     caller collecting every layer's maps (a trace) needs no copy afterwards. on_weights, when
     given, maps the weights to the ones multiplied with V (an intervention on the pattern).
-    rows, window, softcap: see attention_scores (the causal mask, if any, is in bias).
+    rows, window, softcap, head_window: see attention_scores (the causal mask, if any, is in
+    bias).
     Returns (context [B, H, T, d_k], weights [B, H, T, S]).
     """
     if scale is None:
@@ -159,7 +165,7 @@ def scaled_dot_product_attention(
     n_kv_head, keys = k.shape[1], k.shape[2]
     group = n_head // n_kv_head
     scores = attention_scores(q, k, scale, bias=bias, rows=rows, window=window,
-                              softcap=softcap)
+                              softcap=softcap, head_window=head_window)
     if weights_out is None:
         weights = torch.softmax(scores, dim=-1)
     else:
@@ -183,6 +189,8 @@ def chunked_attention(
     weights_out: torch.Tensor | None = None,
     window: int = 0,
     softcap: float = 0.0,
+    *,
+    head_window=None,
 ) -> torch.Tensor:
     """softmax(Q K^T * scale + mask) V, a block of query rows at a time: the weights of only
     query_chunk rows ([B, H, chunk, S]) exist at once, never [B, H, T, T].
@@ -206,7 +214,7 @@ def chunked_attention(
             q[:, :, start:stop], k[:, :, :keys], scale,
             bias=None if key_bias is None else key_bias[..., :keys],
             rows=torch.arange(start, stop, device=q.device), causal=causal, window=window,
-            softcap=softcap)
+            softcap=softcap, head_window=head_window)
         weights = torch.softmax(scores, dim=-1)
         if weights_out is not None:
             weights_out[:, :, start:stop, :keys] = weights
@@ -398,6 +406,8 @@ class MultiHeadAttention(nn.Module):
         layer: int = 0,
         past: tuple[torch.Tensor, torch.Tensor] | None = None,
         memory: torch.Tensor | None = None,
+        *,
+        head_window=None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x [B, T, d] -> (output [B, T, d], weights [B, H, T, T]).
 
@@ -419,6 +429,7 @@ class MultiHeadAttention(nn.Module):
         prefix; rotary tables and bias are the caller's, for these rows).
         memory [B, S, d]: cross-attention (queries from x, keys and values from memory, an
         encoder's output; separate projections); the weights are then [B, H, T, S].
+        head_window: a windows.HeadWindow restricting some heads to a sink and a window.
         """
         if x.dim() == 5:
             q, k, v = self.project_qkv_per_head(x)
@@ -436,18 +447,20 @@ class MultiHeadAttention(nn.Module):
             k, v = self.with_past(k, v, past)
         if query_chunk is not None:
             context = chunked_attention(q, k, v, self.scale, causal, bias, query_chunk,
-                                        weights_out, self.window, self.softcap)
+                                        weights_out, self.window, self.softcap,
+                                        head_window=head_window)
             weights = weights_out
         else:
             on_weights = None if hooks is None else (
                 lambda pattern: hooks("pattern", layer, pattern))
             rows = None
-            if self.window and memory is None:  # the query rows' positions in the text
-                first = k.shape[2] - q.shape[2]
+            if (self.window or head_window is not None) and memory is None:
+                first = k.shape[2] - q.shape[2]  # the query rows' positions in the text
                 rows = torch.arange(first, k.shape[2], device=q.device)
             context, weights = scaled_dot_product_attention(
                 q, k, v, bias, self.scale, weights_out, on_weights, rows,
-                0 if memory is not None else self.window, self.softcap)
+                0 if memory is not None else self.window, self.softcap,
+                head_window=head_window)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
         if hooks is not None:

@@ -6,14 +6,13 @@ layer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .attention import MultiHeadAttention, causal_mask_bias, padding_mask_bias
 from .config import ACTIVATIONS, StackConfig
+from .cross_input import CrossInput
 from .experts import MixtureOfExperts
 from .interventions import Prefixed
 from .norms import RMSNorm
@@ -26,23 +25,6 @@ from .wiring import Step, wiring_of
 # are kept: the scores of one block of SmolLM2 at 8,192 tokens take 75 MB, all rows 2.4 GB.
 CHUNKED_FROM = 512
 QUERY_CHUNK = 256
-
-
-@dataclass
-class CrossInput:
-    """What a decoder's cross-attention reads: the encoder's output states [B, S, d], the
-    padding bias of its tokens ([B, 1, 1, S] or None), a gate per cross head ([L, H],
-    [B, L, H] or None) and where the weights go: kept (a list, every layer's [B, H, T, S]
-    appended) or weights_out ([L, H, T, S], written in place; batch of 1)."""
-    states: torch.Tensor
-    bias: torch.Tensor | None = None
-    head_mask: torch.Tensor | None = None
-    ablation: str = "zero"
-    kept: list | None = None
-    weights_out: torch.Tensor | None = None
-
-    def weights_out_for(self, layer: int):
-        return None if self.weights_out is None else self.weights_out[layer].unsqueeze(0)
 
 
 def make_norm(config: StackConfig) -> nn.Module:
@@ -143,7 +125,7 @@ class Block(nn.Module):
 
     def forward(self, h, *, bias=None, head_mask=None, ablation="zero", attention_mask=None,
                 weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
-                past=None, memory=None):
+                past=None, memory=None, head_window=None):
         """query_chunk, causal: see MultiHeadAttention.forward (chunked, no weights kept).
         hooks: an interventions.Hooks called at this layer's named points: resid_pre,
         attn_in (what the heads read: the stream, or per-head streams [B, 3, H, T, d]),
@@ -151,7 +133,8 @@ class Block(nn.Module):
         the attention's own (see MultiHeadAttention.forward); with a parallel MLP, mlp_in is
         the layer's input and resid_mid the stream after attention alone. past: the keys and
         values of the positions before h's (MultiHeadAttention.forward). memory: a decoder layer's
-        encoder output and what it needs, a CrossInput; its weights go to memory.kept."""
+        encoder output and what it needs, a CrossInput; its weights go to memory.kept.
+        head_window: this layer's sink + window restriction (windows.HeadWindow) or None."""
         layer = self.layer
         attn_in = h
         if hooks is not None:
@@ -160,7 +143,8 @@ class Block(nn.Module):
         attended, weights = self.attn(
             self.attention_input(attn_in), bias=bias, head_mask=head_mask, ablation=ablation,
             attention_mask=attention_mask, weights_out=weights_out, rotary=rotary,
-            query_chunk=query_chunk, causal=causal, hooks=hooks, layer=layer, past=past)
+            query_chunk=query_chunk, causal=causal, hooks=hooks, layer=layer, past=past,
+            head_window=head_window)
         if self.post_norms:
             attended = self.ln_attn_out(attended)
         if hooks is not None:
@@ -370,7 +354,7 @@ class TransformerStack(nn.Module):
     def run_layers(self, h, start=0, stop=None, bias=None, *, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,
                    layer_inputs=None, query_chunk=None, hooks=None, offset=0, past_kv=None,
-                   memory: CrossInput | None = None):
+                   memory: CrossInput | None = None, attention_window=None):
         """Run layers start..stop-1 on h (the hidden state entering layer `start`).
 
         head_mask: [L, H] or [B, L, H] gates (see attention.gate_heads), indexed by absolute
@@ -387,7 +371,8 @@ class TransformerStack(nn.Module):
         (a causal run that reuses an unchanged prefix); bias is then for these rows
         (attention.causal_rows_bias(offset, offset + T)).
         memory: a decoder's encoder output (CrossInput), read by every layer's
-        cross-attention.
+        cross-attention. attention_window: a windows.AttentionWindow (heads [L, H] or
+        [B, L, H]) restricting heads to a sink and a window, indexed by absolute layer.
         """
         if query_chunk is not None and keep_attentions:
             raise ValueError("chunked attention keeps weights only in attentions_out")
@@ -405,7 +390,8 @@ class TransformerStack(nn.Module):
             h, weights = self.blocks[layer](
                 h, bias=bias, head_mask=gate, ablation=ablation, attention_mask=attention_mask,
                 weights_out=out, rotary=rotary, query_chunk=query_chunk,
-                causal=self.config.causal, hooks=hooks, past=past, memory=memory)
+                causal=self.config.causal, hooks=hooks, past=past, memory=memory,
+                head_window=None if attention_window is None else attention_window.layer(layer))
             if keep_attentions:
                 kept.append(weights)
         return h, kept
@@ -475,9 +461,10 @@ class TransformerStack(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
                 ablation="zero", attentions_out=None, keep_attentions=False, hooks=None,
-                layer_inputs=None):
-        """ids [B, T] -> (last hidden [B, T, d], weights if kept); hooks, layer_inputs: see
-        run_layers. Past CHUNKED_FROM tokens, with no weights or hooks wanted, rows go in blocks."""
+                layer_inputs=None, *, attention_window=None):
+        """ids [B, T] -> (last hidden [B, T, d], weights if kept); hooks, layer_inputs,
+        attention_window: see run_layers. Past CHUNKED_FROM tokens, with no weights or hooks
+        wanted, rows go in blocks."""
         length = input_ids.shape[1]
         h = self.embed(input_ids, token_type_ids)
         if (length > CHUNKED_FROM and not keep_attentions and attentions_out is None
@@ -485,12 +472,13 @@ class TransformerStack(nn.Module):
             h, kept = self.run_layers(h, 0, None, self.key_bias(attention_mask),
                                       head_mask=head_mask, ablation=ablation,
                                       attention_mask=attention_mask, layer_inputs=layer_inputs,
-                                      query_chunk=QUERY_CHUNK)
+                                      query_chunk=QUERY_CHUNK, attention_window=attention_window)
         else:
             bias = self.attention_bias(length, attention_mask)
             h, kept = self.run_layers(h, 0, None, bias, head_mask=head_mask, ablation=ablation,
                                       attention_mask=attention_mask,
                                       attentions_out=attentions_out,
                                       keep_attentions=keep_attentions,
-                                      layer_inputs=layer_inputs, hooks=hooks)
+                                      layer_inputs=layer_inputs, hooks=hooks,
+                                      attention_window=attention_window)
         return self.finish(h), kept

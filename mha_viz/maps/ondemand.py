@@ -56,6 +56,9 @@ class OnDemandMaps(Maps):
     n_tokens: int
     causal: bool
     kv_heads: list[int]
+    # heads restricted to a sink and a window (engine.windows.AttentionWindow), as in the
+    # forward that made the maps, or None
+    attention_window = None
 
     def queries_keys(self, layer: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         """(queries [H, T, d_k], keys [H_kv, T, d_k], both after rotation, scale)."""
@@ -85,6 +88,10 @@ class OnDemandMaps(Maps):
                               dtype=np.float64)
         if settings.any():
             out["windows"], out["softcaps"] = settings[:, 0], settings[:, 1]
+        if self.attention_window is not None:
+            restricted = self.attention_window
+            out["window_heads"] = restricted.heads.cpu().numpy().astype(np.uint8)
+            out["window_span"] = np.array([restricted.sink, restricted.window], dtype=np.int64)
         return out
 
     def saved_bytes(self) -> int:
@@ -212,6 +219,8 @@ class OnDemandMaps(Maps):
         scores_buffer, weights_buffer, hidden_buffer = self._scratch(
             most, chunk_rows * most_keys, device)
         window, softcap = self.score_settings(layer)
+        restricted = None if self.attention_window is None else self.attention_window.layer(
+            layer)
         with torch.inference_mode():
             # ROW_CHUNK rows at a time, as the forward does: a causal chunk multiplies only the
             # keys up to its last row (about half the work of a whole band of ascending rows)
@@ -229,7 +238,9 @@ class OnDemandMaps(Maps):
                         block[None], k[kv, :keys][None, None], scale,
                         bias=None if bias is None else bias[chosen], rows=index,
                         causal=self.causal, window=window, softcap=softcap,
-                        out=scores_buffer[:size], mask_out=hidden_buffer)[0]
+                        out=scores_buffer[:size], mask_out=hidden_buffer,
+                        head_window=None if restricted is None else restricted.of_heads(
+                            chosen))[0]
                     weights = torch.softmax(scores, dim=-1, out=weights_buffer[:size].view(
                         len(positions), n_rows, keys)).cpu().numpy()
                     low, high = positions[0], positions[-1] + 1
@@ -245,8 +256,9 @@ class LayerInputMaps(OnDemandMaps):
 
     CACHED_LAYERS = 2
 
-    def __init__(self, network, layer_inputs: list[torch.Tensor]):
+    def __init__(self, network, layer_inputs: list[torch.Tensor], attention_window=None):
         self.network = network
+        self.attention_window = attention_window
         self.layer_inputs = [h.reshape(h.shape[-2], h.shape[-1]) for h in layer_inputs]
         config = network.config
         self.n_layer, self.n_head = config.n_layer, config.n_head
@@ -316,7 +328,7 @@ class QueryKeyMaps(OnDemandMaps):
     """Maps rebuilt from each layer's queries and keys after rotation (a saved trace)."""
 
     def __init__(self, queries: np.ndarray, keys: np.ndarray, scales, causal: bool,
-                 kv_heads: list[int], windows=None, softcaps=None):
+                 kv_heads: list[int], windows=None, softcaps=None, attention_window=None):
         self.queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32))
         self.keys = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
         self.scales = [float(s) for s in np.asarray(scales).reshape(-1)]
@@ -326,6 +338,7 @@ class QueryKeyMaps(OnDemandMaps):
         zeros = np.zeros(self.n_layer)
         self.windows = [int(w) for w in (zeros if windows is None else windows)]
         self.softcaps = [float(c) for c in (zeros if softcaps is None else softcaps)]
+        self.attention_window = attention_window
 
     def queries_keys(self, layer: int):
         return self.queries[layer], self.keys[layer], self.scales[layer]

@@ -91,6 +91,9 @@ class AttentionTrace:
     # a view with some positions hidden (analysis.shown_trace): where each token sat in the
     # input it was read from
     kept_positions: list[int] | None = None
+    # heads restricted to a sink and a window when the text was traced (engine.windows'
+    # described(): {"sink": s, "window": w, "heads": [L][H] of bool}); None: every head whole
+    attention_window: dict | None = None
 
     def __post_init__(self):
         self.special_mask = np.asarray(self.special_mask, dtype=bool)
@@ -250,7 +253,8 @@ class AttentionTrace:
         if self.head_mask is not None:
             found["head_mask"] = self.head_mask.tolist()
             found["ablation"] = self.ablation
-        for name in ("n_chars_given", "prompt_length", "attention_kind", "kept_positions"):
+        for name in ("n_chars_given", "prompt_length", "attention_kind", "kept_positions",
+                     "attention_window"):
             if getattr(self, name) is not None:
                 found[name] = getattr(self, name)
         return found

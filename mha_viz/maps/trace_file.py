@@ -8,8 +8,9 @@ import zipfile
 
 import numpy as np
 
-from ..core.errors import TraceFileError
+from ..core.errors import InputError, TraceFileError
 from ..core.text import visible
+from ..engine.windows import attention_window
 from .ondemand import QueryKeyMaps
 from .value_weighted import ValueWeightedMaps
 
@@ -123,7 +124,25 @@ def check_queries_keys(data: dict, causal: bool, kv_heads) -> QueryKeyMaps:
                                   or not np.isfinite(array).all() or (array < 0).any()):
             raise TraceFileError(f"{name} must be [L] non-negative numbers, one per layer")
         settings.append(array)
-    return QueryKeyMaps(queries, keys, scales, causal, kv_heads, *settings)
+    return QueryKeyMaps(queries, keys, scales, causal, kv_heads, *settings,
+                        attention_window=check_attention_window(data, n_layer, n_head, causal))
+
+
+def check_attention_window(data: dict, n_layer: int, n_head: int, causal: bool):
+    """The sink + window restriction a saved on-demand trace was made under (window_span:
+    [sink, window]; window_heads: [L, H] of 0/1), or None when it holds none."""
+    span, heads = data.get("window_span"), data.get("window_heads")
+    if span is None and heads is None:
+        return None
+    if span is None or heads is None or span.shape != (2,) or span.dtype.kind not in "iu" \
+            or heads.dtype.kind not in "biu" or heads.shape != (n_layer, n_head):
+        raise TraceFileError("the trace's sink + window restriction is garbled: window_span "
+                             "must be [sink, window] and window_heads [L, H] of 0/1")
+    try:
+        return attention_window({"sink": int(span[0]), "window": int(span[1]),
+                                 "heads": heads.astype(bool)}, n_layer, n_head, causal)
+    except InputError as error:
+        raise TraceFileError(f"the trace's sink + window restriction: {error}") from None
 
 
 def check_value_norms(maps: QueryKeyMaps, norms: np.ndarray) -> ValueWeightedMaps:
@@ -179,6 +198,10 @@ MEANING = {
     "prompt_length": _count,
     "attention_kind": _short_text,
     "kept_positions": lambda value: isinstance(value, list) and all(map(_count, value)),
+    "attention_window": lambda value: isinstance(value, dict) and _count(value.get("sink"))
+    and _count(value.get("window")) and isinstance(value.get("heads"), list) and all(
+        isinstance(row, list) and all(isinstance(x, bool) for x in row)
+        for row in value["heads"]),
 }
 
 

@@ -130,14 +130,15 @@ class Model(TextInput, Scoring, Predicting, Generating):
 
     def _forward(self, ids: list[int], types: list[int] | None, *, mask=None,
                  ablation: str = "zero", maps: str = "full", hooks=None,
-                 weights: str = "attention"):
+                 weights: str = "attention", window=None):
         """One forward, with hooks (an interventions.Hooks: what run() keeps) when given.
         -> (maps: float32 [L, H, T, T] | OnDemandMaps | None, embedded,
         final residual, last hidden). Attention runs a block of query rows at a time
         (no [H, T, T] scores); full maps are written block by block into one buffer, so the
         array handed out is that buffer itself (no per-layer copies). Without maps, short
         inputs (up to CHUNKED_FROM tokens) take the plain path. weights="value": the maps
-        are value-weighted (maps.value_weighted: the norms read at the "v" point)."""
+        are value-weighted (maps.value_weighted: the norms read at the "v" point). window: an
+        engine.windows.AttentionWindow restricting heads to a sink and a window."""
         n = len(ids)
         net = self.network
         valued = ValueNorms(net, hooks) if check_weights(weights) == "value" else None
@@ -153,36 +154,42 @@ class Model(TextInput, Scoring, Predicting, Generating):
                 # The same chunked arithmetic as on-demand maps: both give identical maps.
                 final, _ = net.run_layers(embedded, 0, None, None, head_mask=mask,
                                           ablation=ablation, attentions_out=buffer,
-                                          query_chunk=QUERY_CHUNK, hooks=hooks)
+                                          query_chunk=QUERY_CHUNK, hooks=hooks,
+                                          attention_window=window)
                 found = buffer.cpu().numpy()  # the buffer itself on the CPU
             elif maps == "on_demand" or n > CHUNKED_FROM:
                 inputs: list | None = [] if maps == "on_demand" else None
                 final, _ = net.run_layers(embedded, 0, None, None, head_mask=mask,
                                           ablation=ablation, layer_inputs=inputs,
-                                          query_chunk=QUERY_CHUNK, hooks=hooks)
-                found = None if inputs is None else LayerInputMaps(net, inputs)
+                                          query_chunk=QUERY_CHUNK, hooks=hooks,
+                                          attention_window=window)
+                found = None if inputs is None else LayerInputMaps(net, inputs, window)
             else:
                 final, _ = net.run_layers(embedded, 0, None, net.attention_bias(n),
-                                          head_mask=mask, ablation=ablation, hooks=hooks)
+                                          head_mask=mask, ablation=ablation, hooks=hooks,
+                                          attention_window=window)
                 found = None
             if valued is not None and found is not None:
                 found = weigh_maps(found, valued.array())
             return found, embedded, final, net.finish(final)
 
     def _run_capture(self, ids: list[int], types: list[int] | None, head_mask=None,
-                     ablation: str = "zero", maps="full", weights: str = "attention"):
+                     ablation: str = "zero", maps="full", weights: str = "attention",
+                     window=None):
         """(maps, last hidden [T, d] numpy) of one forward."""
         mask = None if head_mask is None else self.check_head_mask(head_mask)
         if mask is not None and mask.dim() != 2:
             raise InputError("a trace takes one head mask of shape [layers, heads]")
+        if window is not None and window.heads.dim() != 2:
+            raise InputError("a trace takes one attention window with heads [layers, heads]")
         found, _, _, last_hidden = self._forward(
             ids, types, mask=mask, ablation=ablation, maps=self.maps_kind(len(ids), maps),
-            weights=weights)
+            weights=weights, window=window)
         return found, to_numpy(last_hidden[0])
 
     def trace(self, text: str, text_pair: str | None = None, max_tokens: int | None = None,
               head_mask=None, ablation: str = "zero", maps="auto",
-              weights: str = "attention") -> AttentionTrace:
+              weights: str = "attention", attention_window=None) -> AttentionTrace:
         """Every head's attention map for the text (and sentence B, for BERT).
 
         head_mask [L, H] (1 keeps a head, 0 removes its output; see score()) shows how
@@ -193,15 +200,18 @@ class Model(TextInput, Scoring, Predicting, Generating):
         "auto" (default) holds them whole while they take at most AUTO_FULL_MAPS_BYTES.
         weights: "attention" (the softmax's weights) or "value": every row is what the head
         moves from each key, alpha_ij ||f_h(x_j)||, normalized to sum 1 (Kobayashi et al.
-        2020; mha_viz.maps.value_weighted), read by every statistic as the weights are."""
+        2020; mha_viz.maps.value_weighted), read by every statistic as the weights are.
+        attention_window: heads restricted to a sink and a window, as score() takes it; the
+        maps are those the restricted heads compute (on demand too)."""
+        window = self.check_attention_window(attention_window)
         enc = self.encode(text, text_pair, max_tokens)
         kind = self.maps_kind(len(enc.input_ids), maps)
         if kind == "none":
             raise InputError("a trace holds maps: use maps='full', 'on_demand' or 'auto'")
         attentions, _ = self._run_capture(enc.input_ids, enc.token_type_ids, head_mask, ablation,
-                                          kind, weights)
+                                          kind, weights, window)
         return self._make_trace(enc, attentions, text, text_pair, weights, head_mask=head_mask,
-                                ablation=ablation)
+                                ablation=ablation, attention_window=window)
 
     def run_hooked(self, text, hooks, text_pair: str | None = None,
                    max_tokens: int | None = None, maps="none"):
@@ -251,9 +261,10 @@ class Model(TextInput, Scoring, Predicting, Generating):
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair,
                     weights: str = "attention", head_mask=None, ablation: str = "zero",
-                    prompt_length: int | None = None) -> AttentionTrace:
-        """The trace of one forward's maps; head_mask, ablation, prompt_length: what made
-        them, recorded on the trace."""
+                    prompt_length: int | None = None, attention_window=None) -> AttentionTrace:
+        """The trace of one forward's maps; head_mask, ablation, prompt_length,
+        attention_window (engine.windows.AttentionWindow): what made them, recorded on the
+        trace (and so in its key)."""
         with self._tokenizer_lock:
             tokens = list(self.tokenizer.convert_ids_to_tokens(enc.input_ids))
         if enc.n_chars_given is not None:  # only the first MAX_TEXT_CHARS were read
@@ -262,6 +273,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
             tokens=tokens, weights=weights, n_chars_given=enc.n_chars_given,
             head_mask=None if head_mask is None else np.asarray(head_mask, dtype=np.float32),
             ablation=ablation, prompt_length=prompt_length,
+            attention_window=None if attention_window is None else attention_window.described(),
             token_ids=enc.input_ids, attentions=attentions,
             display_tokens=self.display_tokens(enc.input_ids),
             special_mask=np.array(enc.special_mask, dtype=bool),

@@ -10,6 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from ..core.errors import InputError
+from ..engine.windows import AttentionWindow, attention_window
 from .encoding import Encoding
 
 MLM_MASK_FRACTION = 0.15
@@ -137,26 +138,39 @@ class Scoring:
                              f"got {list(mask.shape)}")
         return mask.to(torch.float32)
 
-    def score_tensor(self, inputs: ScoreInputs, head_mask=None, ablation: str = "zero"):
+    def check_attention_window(self, spec) -> AttentionWindow | None:
+        """A sink + window restriction ({"sink": s, "window": w, "heads": None | [L, H]
+        bools | [(layer, head), ...]}) checked against this model (engine.windows)."""
+        return attention_window(spec, self.info.n_layer, self.info.n_head, self.info.causal,
+                                self.network.device)
+
+    def score_tensor(self, inputs: ScoreInputs, head_mask=None, ablation: str = "zero",
+                     attention_window=None):
         """Differentiable score: [B] for a [B, L, H] mask, else a 0-d tensor."""
         mask = None if head_mask is None else self.check_head_mask(head_mask)
+        window = self.check_attention_window(attention_window)
         batch = 1 if mask is None or mask.dim() == 2 else mask.shape[0]
         ids = inputs.input_ids.expand(batch, -1)
         types = inputs.token_type_ids.expand(batch, -1)
-        last_hidden, _ = self.network(ids, types, head_mask=mask, ablation=ablation)
+        last_hidden, _ = self.network(ids, types, head_mask=mask, ablation=ablation,
+                                      attention_window=window)
         scores = self.score_from_last_hidden(last_hidden, inputs)
         return scores if mask is not None and mask.dim() == 3 else scores[0]
 
     def score(self, text: str, head_mask=None, ablation: str = "zero",
-              metric: TargetMetric | None = None) -> float:
+              metric: TargetMetric | None = None, attention_window=None) -> float:
         """The scalar the pruning page measures (info.score_name says which): a causal
         model's next-token loss, BERT's MLM loss, or the embedding shift of an encoder
         without an LM head; or, with ``metric``, that target metric (higher = the target is
         more likely). head_mask [L, H]: 1 keeps a head, 0 removes it (ablation="mean":
-        replaces it by its mean output over positions)."""
+        replaces it by its mean output over positions). attention_window: {"sink": s,
+        "window": w, "heads": None or [L, H] bools or [(layer, head), ...]}: each restricted
+        head's query i reads keys j < s and i - w < j <= i only (an exact mask; a causal
+        model's; engine/windows.py)."""
+        window = self.check_attention_window(attention_window)  # refused before the text
         with torch.no_grad():
             return float(self.score_tensor(self.score_inputs(text, metric=metric), head_mask,
-                                           ablation))
+                                           ablation, window))
 
     # --- target metrics (docs/analyses.md, "Predictions, target metrics and ...") ----------
 

@@ -20,10 +20,10 @@ view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass
 ``similarity``, ``pruning``, ``matrices`` (inside one head), ``predictions``,
 ``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
 (an encoder-decoder's target x source cross-attention), ``training`` (curves and every
-head's score over training steps), ``why`` (a score's parts by source), ``features`` (a
-dictionary's features at a head: where one fires, its sources, a head's strongest),
-``tokens`` (a text as a strip of coloured tokens), ``picking`` (maps whose cells a click
-picks); ``_style``
+head's score over training steps), ``why`` (a score's parts by source), ``long_range`` (the
+needle grid by length x depth, labelled bars), ``features`` (a dictionary's features at a
+head: where one fires, its sources, a head's strongest), ``tokens`` (a text as a strip of
+coloured tokens), ``picking`` (maps whose cells a click picks); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -36,6 +36,7 @@ from .cross import cross_attention_heatmap, cross_attention_over_image
 from .features import feature_sources_map, feature_strip, head_features_bars, signed_bars
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
+from .long_range import labelled_bars, needle_grid_figure
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
 from .picking import camera_only, can_pick, cell_of_point, index_of_point
@@ -73,6 +74,8 @@ __all__ = [
     "head_scatter",
     "layer_head_heatmap",
     "line_view",
+    "labelled_bars",
+    "needle_grid_figure",
     "matrix_figure",
     "model_view_grid",
     "node_to_head",

@@ -1,7 +1,8 @@
 """Results kept on disk between server starts: what the warm start and "prepare this lesson"
-computed (the pruning page's score, ablation sweep, gradient importance and pruning curve) is
-written here, so the next start of the server has it at once instead of recomputing the
-270-head sweep while a class waits.
+computed (the pruning page's score, ablation sweep, gradient importance and pruning curve; the
+Long range page's needle study, sinks, window losses and per-head window costs) is written
+here, so the next start of the server has it at once instead of recomputing the 270-head
+sweep while a class waits.
 
 A result is found again only for the same question asked of the same model by the same code:
 its name is the project's digest (core.digest) of the question (the stored result's key: the
@@ -13,7 +14,9 @@ itself is not written. The folder keeps its newest MAX_FILES results.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import logging
 import os
 import weakref
@@ -23,11 +26,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..analysis.long_range import (NeedleGrid, NeedleStudy, RetrievalCounts, SinkScores,
+                                   SinkStats, WindowCosts, WindowLosses)
 from ..analysis.pruning import PruningCurve
 from ..core.digest import digest
 
 log = logging.getLogger("mha_viz")
 MAX_FILES = 256
+# results kept field by field: arrays as arrays, the rest (numbers, strings, tuples of them)
+# as JSON, a nested result by the same rule
+FIELD_RESULTS = {cls.__name__: cls for cls in (NeedleGrid, NeedleStudy, RetrievalCounts,
+                                               SinkScores, SinkStats, WindowCosts,
+                                               WindowLosses)}
 
 
 @functools.cache
@@ -52,7 +62,44 @@ def weights_fingerprint(network: torch.nn.Module) -> str:
     return digest(described)
 
 
+def _fields_of(value, arrays: dict, prefix: str = "f") -> dict:
+    """A result's fields as JSON, its arrays put in arrays under their path."""
+    fields = {}
+    for field in dataclasses.fields(value):
+        item, path = getattr(value, field.name), f"{prefix}.{field.name}"
+        if type(item).__name__ in FIELD_RESULTS:
+            fields[field.name] = {"result": type(item).__name__,
+                                  "fields": _fields_of(item, arrays, path)}
+        elif isinstance(item, np.ndarray):
+            arrays[path] = item
+            fields[field.name] = {"array": path}
+        else:
+            fields[field.name] = {"value": np.asarray(item).tolist()}
+    return fields
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _result_of(name: str, fields: dict, arrays) -> object:
+    values = {}
+    for field, held in fields.items():
+        if "result" in held:
+            values[field] = _result_of(held["result"], held["fields"], arrays)
+        elif "array" in held:
+            values[field] = arrays[held["array"]]
+        else:
+            values[field] = _tuples(held["value"])
+    return FIELD_RESULTS[name](**values)
+
+
 def _encode(value) -> dict[str, np.ndarray]:
+    if type(value).__name__ in FIELD_RESULTS:
+        arrays: dict[str, np.ndarray] = {}
+        fields = _fields_of(value, arrays)
+        return {"kind": np.array("fields"), "result": np.array(type(value).__name__),
+                "fields": np.array(json.dumps(fields)), **arrays}
     if isinstance(value, PruningCurve):
         removed = [np.asarray(step, dtype=np.int64).reshape(-1, 2) for step in value.removed]
         return {"kind": np.array("pruning_curve"), "fractions": np.asarray(value.fractions),
@@ -74,6 +121,8 @@ def _decode(arrays) -> object:
         return arrays["value"]
     if kind == "float":
         return float(arrays["value"])
+    if kind == "fields":
+        return _result_of(str(arrays["result"]), json.loads(str(arrays["fields"])), arrays)
     if kind == "pruning_curve":
         ends = np.cumsum(arrays["removed_counts"])
         removed = [[(int(l), int(h)) for l, h in step]

@@ -104,9 +104,10 @@ from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_s
                      long_input_note, one_pass_is_quick, page_setup, section_open_key,
                      show_figure, too_long_for, trace_notes, viewport)
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
-                       EXAMPLES, IMAGE_FORMATS, MAX_UPLOAD_BYTES, NUMBERING, PRUNING_DEFAULTS,
-                       RUNS_ON_OPEN, TERMS, URL_MAX_CHARS, OnOpen, configure_torch, default_model,
-                       md_escape, pruning_runs_on_open, ray_cluster, runs_on_open, terms_in)
+                       EXAMPLES, IMAGE_FORMATS, LONG_RANGE_DEFAULTS, MAX_UPLOAD_BYTES, NUMBERING,
+                       PRUNING_DEFAULTS, RUNS_ON_OPEN, TERMS, URL_MAX_CHARS, OnOpen,
+                       configure_torch, default_model, kept_whole, long_range_window, md_escape,
+                       pruning_runs_on_open, ray_cluster, runs_on_open, terms_in)
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
 from .why import marked_cell, pick_cell, why_body, why_panel, why_section
@@ -133,6 +134,7 @@ __all__ = [
     "NUMBERING", "GENERIC_ERROR", "DEFAULT_MODEL", "DEFAULT_TEXT", "DEFAULT_MAX_TOKENS",
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
     "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
+    "LONG_RANGE_DEFAULTS", "kept_whole", "long_range_window",
     "prepare_lesson", "start_preparing_default", "pick_cell", "why_body", "why_panel",
     "why_section", "marked_cell",
 ]

@@ -174,10 +174,13 @@ class OnOpen:
     """A result a page computes by itself when it opens, while the input is at most
     ``up_to`` of ``what`` (inclusive); past that the page waits for its button. ``warm``:
     the warm start prepares it too (for the default model and text, and Home's "Prepare
-    every page" button), with the page's default choices."""
+    every page" button), with the page's default choices. ``at_start``: a warm result that
+    takes minutes is prepared by ``python -m mha_viz prepare`` and Home's button only, not as
+    the server starts (it would hold a core while the first visitors wait)."""
     up_to: int
     what: str = "tokens"
     warm: bool = False
+    at_start: bool = True
 
 
 # The one table of run policies: the views and the warm start read it, nothing else decides.
@@ -199,10 +202,36 @@ RUNS_ON_OPEN = {
     # Features: where a head's features fire most over the demo corpus, sized as the tokens
     # read times the layers they run through (the toys' 64 segments run by themselves)
     "features.snippets": OnOpen(20_000, "tokens x layers"),
+    # Long range: the needle study (one forward per case) up to its longest prompt; the
+    # sinks and StreamingLLM's table (a few forwards) on the page's long text; the sweep of
+    # every head restricted alone (about L x H / 2 forwards); masking always waits
+    "long_range.needles": OnOpen(1024, "tokens (the longest prompt)", warm=True,
+                                 at_start=False),
+    "long_range.sinks": OnOpen(2048, warm=True),
+    "long_range.table": OnOpen(2048, warm=True),
+    "long_range.costs": OnOpen(512, warm=True, at_start=False),
+    "long_range.masking": OnOpen(0),
 }
 # The pruning page's default choices: its widgets open on them and the warm start prepares
 # its results with them.
 PRUNING_DEFAULTS = {"mode": "zero", "by": "gradient", "step": 0.1, "metric": None}
+# The Long range page's default choices (its widgets open on them; the warm start prepares
+# them): needles of three lengths at five depths, 512 tokens of the bundled documentation
+# read with StreamingLLM's four sink tokens and a window of 64
+LONG_RANGE_DEFAULTS = {"lengths": [256, 512, 1024], "depths": 5, "seed": 0, "tokens": 512,
+                       "sink": 4, "window": 64}
+
+
+def long_range_window(context: int) -> int:
+    """The Long range page's window by default: LONG_RANGE_DEFAULTS' (64), or an eighth of a
+    shorter model's context (the bundled induction toys read 64 characters)."""
+    return min(LONG_RANGE_DEFAULTS["window"], max(1, int(context) // 8))
+
+
+def kept_whole(total_heads: int) -> int:
+    """How many heads the Long range page keeps reading the whole context by default (the
+    costliest tenth, at least one)."""
+    return max(1, int(total_heads) // 10)
 
 
 def runs_on_open(name: str, size: int) -> bool:

@@ -17,13 +17,14 @@ import threading
 import time
 from typing import Callable
 
-from ..analysis import pruning
+from ..analysis import long_range, pruning
 from ..server import jobs
 from ..server.results_on_disk import ResultsOnDisk
 from .compute import (_small_store, cached_seq2seq_trace, cached_trace, get_model, job_runner,
                       result_key, run_cached)
-from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, PRUNING_DEFAULTS, RUNS_ON_OPEN,
-                       SEQ2SEQ_TEXT, default_model, prepared_folder, pruning_runs_on_open)
+from .settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEXT, LONG_RANGE_DEFAULTS, PRUNING_DEFAULTS,
+                       RUNS_ON_OPEN, SEQ2SEQ_TEXT, default_model, kept_whole,
+                       long_range_window, prepared_folder, pruning_runs_on_open, runs_on_open)
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -34,37 +35,45 @@ def _results_on_disk() -> ResultsOnDisk | None:
     return None if folder is None else ResultsOnDisk(folder)
 
 
-def _through_runner(model, text: str, fn: Callable, *args, **kwargs) -> None:
+def _through_runner(model, text: str, fn: Callable, *args, **kwargs):
     """fn(*args, **kwargs) as the pages' job, its result in their store under the key the
     pages derive for the same call (compute.result_key): read from the disk when an earlier
-    start of the server computed it, else computed and kept."""
+    start of the server computed it, else computed and kept. -> the result (None when the
+    job did not finish)."""
     key = result_key(fn, *args, **kwargs)
     store = _small_store()
-    if store.get(key)[0]:
-        return
+    found, value = store.get(key)
+    if found:
+        return value
     on_disk = _results_on_disk()
     name = None if on_disk is None else on_disk.name(model, key, text)
     kept = None if on_disk is None else on_disk.load(name)
     if kept is not None:
         store.put(key, kept)
-        return
+        return kept
     runner = job_runner()
     job = runner.submit(key, fn, *args, label="Preparing the page", **kwargs)
     job.wait()
-    if job.state == jobs.DONE:
-        store.put(key, job.result)
-        runner.forget(key, job)
-        if on_disk is not None:
-            on_disk.save(name, job.result)
+    if job.state != jobs.DONE:
+        return None
+    store.put(key, job.result)
+    runner.forget(key, job)
+    if on_disk is not None:
+        on_disk.save(name, job.result)
+    return job.result
 
 
 def prepare(model_name: str, text: str, pair: str | None = None,
             max_tokens: int | None = DEFAULT_MAX_TOKENS,
-            progress: Callable[[int, int, str], None] | None = None) -> None:
+            progress: Callable[[int, int, str], None] | None = None,
+            at_start: bool = False) -> None:
     """Load the model and compute what the pages compute first for this text: its trace and
     kept run, and what settings.RUNS_ON_OPEN marks warm (the pruning page's score, ablation
-    sweep, gradient importance and pruning curve, with its default choices, PRUNING_DEFAULTS).
-    progress(done, total, what) after each step."""
+    sweep, gradient importance and pruning curve, with its default choices, PRUNING_DEFAULTS;
+    for a causal language model the Long range page's needles, sinks, window losses and
+    window costs, with LONG_RANGE_DEFAULTS). progress(done, total, what) after each step.
+    at_start: the server's own start, which leaves out what takes minutes (OnOpen.at_start).
+    """
     model = get_model(model_name)
     steps: list[tuple[str, Callable[[], object]]] = []
     if model.info.encoder_decoder:
@@ -72,20 +81,26 @@ def prepare(model_name: str, text: str, pair: str | None = None,
     else:
         steps += [("the maps", lambda: cached_trace(model_name, text, pair, max_tokens)),
                   ("the predictions", lambda: run_cached(model_name, text, pair, max_tokens))]
-        steps += _pruning_steps(model, text)
+        steps += _pruning_steps(model, text, _warm("pruning.", at_start))
+        steps += _long_range_steps(model, text, _warm("long_range.", at_start))
     for done, (what, step) in enumerate(steps, 1):
         step()
         if progress is not None:
             progress(done, len(steps), what)
 
 
-def _pruning_steps(model, text: str) -> list[tuple[str, Callable[[], object]]]:
+def _warm(page: str, at_start: bool) -> set[str]:
+    """The results of a page ("pruning.") that RUNS_ON_OPEN marks warm, by their short name;
+    at the server's start only those marked at_start."""
+    return {name.split(".", 1)[1] for name, policy in RUNS_ON_OPEN.items()
+            if name.startswith(page) and policy.warm and (policy.at_start or not at_start)}
+
+
+def _pruning_steps(model, text: str, warm: set[str]) -> list[tuple[str, Callable[[], object]]]:
     """What the pruning page computes by itself on opening, and nothing more."""
     mode, by, step, metric = (PRUNING_DEFAULTS[k] for k in ("mode", "by", "step", "metric"))
     runs_itself = pruning_runs_on_open(model.info.score_kind, len(model.encode(text).input_ids),
                                        metric, by)
-    warm = {name.split(".", 1)[1] for name, policy in RUNS_ON_OPEN.items()
-            if name.startswith("pruning.") and policy.warm}
     steps = []
     if runs_itself["ablation"] and "ablation" in warm:
         steps += [
@@ -103,6 +118,57 @@ def _pruning_steps(model, text: str) -> list[tuple[str, Callable[[], object]]]:
     return steps
 
 
+def _long_range_steps(model, text: str,
+                      warm: set[str]) -> list[tuple[str, Callable[[], object]]]:
+    """What the Long range page computes by itself on opening with its default choices (the
+    bundled documentation as its long text), and nothing more: none for a model it does not
+    read."""
+    info = model.info
+    if not (info.causal and info.has_lm_head):
+        return []
+    chosen = LONG_RANGE_DEFAULTS
+    lengths = tuple(n for n in chosen["lengths"]
+                    if n in long_range.needle_length_options(model))
+    tokens = chosen["tokens"]
+    if tokens not in long_range.text_lengths(info.max_positions):
+        return []  # a short context: the page opens on other choices
+    window = dict(sink=chosen["sink"], window=long_range_window(info.max_positions))
+    steps = []
+
+    def ids():
+        return tuple(long_range.haystack_ids(model, tokens))
+
+    if lengths and "needles" in warm and runs_on_open("long_range.needles", max(lengths)):
+        cases = tuple(long_range.needle_cases(model, lengths=lengths,
+                                              depths=long_range.needle_depths(chosen["depths"]),
+                                              seed=chosen["seed"]))
+        steps.append(("the needles", lambda: _through_runner(
+            model, text, long_range.needle_study, model, cases)))
+    for name, fn, kwargs in (("sinks", long_range.sink_scores, {}),
+                             ("table", long_range.window_losses, window),
+                             ("costs", long_range.window_costs, window)):
+        if name in warm and runs_on_open(f"long_range.{name}", tokens):
+            steps.append((f"the long text's {name}", lambda fn=fn, kwargs=kwargs: _through_runner(
+                model, text, fn, model, ids(), **kwargs)))
+    if {"costs", "table"} <= warm and runs_on_open("long_range.costs", tokens):
+        steps.append(("the loss with the costliest heads kept whole", lambda: _kept_loss(
+            model, text, ids(), window)))
+    return steps
+
+
+def _kept_loss(model, text: str, ids: tuple, window: dict) -> None:
+    """The Long range page's loss with all but its default number of costliest heads
+    restricted (it reads the costs first)."""
+    costs = _through_runner(model, text, long_range.window_costs, model, ids, **window)
+    if costs is None:
+        return
+    info = model.info
+    restricted = long_range.streaming_heads(costs.costs,
+                                            kept_whole(info.n_layer * info.n_head))
+    _through_runner(model, text, long_range.window_losses, model, ids, heads=restricted,
+                    **window)
+
+
 def prepare_default() -> None:
     """The default model and example text (what a first visitor sees); a failure is logged,
     never raised: the pages then compute as usual. MHA_VIZ_WARM_START=0 turns it off."""
@@ -112,7 +178,8 @@ def prepare_default() -> None:
         started = time.perf_counter()
         name = default_model()
         model = get_model(name)
-        prepare(name, SEQ2SEQ_TEXT if model.info.encoder_decoder else DEFAULT_TEXT)
+        prepare(name, SEQ2SEQ_TEXT if model.info.encoder_decoder else DEFAULT_TEXT,
+                at_start=True)
         log.info("prepared %s and the example text in %.1f s", name,
                  time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.browser import (assert_no_exception, assert_only_own_host,  # noqa: E402
-                                   error_texts, open_page, settle, shoot)
+                                   close_sidebar_on_a_phone, error_texts, grow_to_whole_page,
+                                   open_page, settle, shoot)
 
 pytestmark = pytest.mark.browser
 
@@ -49,18 +50,9 @@ def test_head_roles_page_for_smollm2(sized_tab, app_server, screenshots, size):
         titles = tab.evaluate("""() => Array.from(document.querySelectorAll(
             '.js-plotly-plot')).map(p => String((p.layout.title || {}).text || ''))""")
         assert any(t.startswith("L16.H0 on the probe") for t in titles), titles
-    if width < 600:  # a phone: the sidebar opens over the page; close it as a person would
-        collapse = tab.locator('[data-testid="stSidebarCollapseButton"] button')
-        if collapse.count():
-            collapse.first.click()
-            tab.wait_for_timeout(800)
+    close_sidebar_on_a_phone(tab)
     shoot(tab, screenshots, f"head_roles_smollm2_{size}")
-    # The whole page: Streamlit scrolls inside its main block, so grow the window to it.
-    total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
-        '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
-        .map(e => e.scrollHeight))""")
-    tab.set_viewport_size({"width": width, "height": min(int(total) + 100, 16_000)})
-    tab.wait_for_timeout(1500)  # plotly redraws at the new size
+    grow_to_whole_page(tab)
     shoot(tab, screenshots, f"head_roles_smollm2_{size}_full")
     assert_only_own_host(tab, app_server)
 
@@ -75,11 +67,7 @@ def test_head_roles_page_for_minilm_without_special_tokens(sized_tab, app_server
     assert not error_texts(tab)
     body = tab.locator('[data-testid="stMain"]').inner_text()
     assert "without [CLS], [SEP]" in body and "TransformerLens" in body
-    total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
-        '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
-        .map(e => e.scrollHeight))""")
-    tab.set_viewport_size({"width": 1400, "height": min(int(total) + 100, 16_000)})
-    tab.wait_for_timeout(1500)
+    grow_to_whole_page(tab)
     shoot(tab, screenshots, "head_roles_minilm_desktop_full")
 
 

@@ -158,6 +158,27 @@ def shoot(page, screenshots, name: str) -> None:
     page.screenshot(path=str(screenshots / f"{name}.png"))
 
 
+def close_sidebar_on_a_phone(tab) -> None:
+    """On a narrow screen the sidebar opens over the page: close it as a person would."""
+    if tab.viewport_size["width"] >= 600:
+        return
+    collapse = tab.locator('[data-testid="stSidebarCollapseButton"] button')
+    if collapse.count():
+        collapse.first.click()
+        tab.wait_for_timeout(800)
+
+
+def grow_to_whole_page(tab) -> None:
+    """Streamlit scrolls inside its main block: grow the window to all of it (a screenshot
+    of the whole page), and let Plotly redraw at the new size."""
+    total = tab.evaluate("""() => Math.max(...Array.from(document.querySelectorAll(
+        '[data-testid="stMain"], [data-testid="stMainBlockContainer"]'))
+        .map(e => e.scrollHeight))""")
+    tab.set_viewport_size({"width": tab.viewport_size["width"],
+                           "height": min(int(total) + 100, 16_000)})
+    tab.wait_for_timeout(1500)
+
+
 # A finished run (no script running, nothing stale) whose figures are all laid out for the
 # browser's width. Counting the figures at any other moment can count a rerun's outgoing
 # ones too, and then wait for more figures than the page draws.

@@ -339,7 +339,7 @@ def computed_in_a_page(source: str) -> list[str]:
 
 def test_pages_and_views_call_and_do_not_compute():
     readers = [*PAGE_FILES, *sorted(VIEWS.rglob("*.py"))]
-    assert len(readers) > 20  # every page, app.py and the views (their packages' modules too)
+    assert len(readers) > 20  # every page, app.py and the views
     found = [f"{path.relative_to(ROOT)}:{problem}" for path in readers
              for problem in computed_in_a_page(path.read_text())]
     assert found == []
@@ -386,16 +386,10 @@ def test_the_page_lint_finds_what_a_page_should_not_compute():
     assert [computed_in_a_page(line) for line in calling] == [[]] * len(calling)
 
 
-def page_of(view: str) -> str:
-    """The page a view module belongs to: a view's own module, or its package
-    (views/inside_one_head/steps.py belongs to inside_one_head)."""
-    return view.split(".")[3]
-
-
 def test_views_sit_at_the_top_of_ui():
     """Only a page opens a view: no ui helper imports a view, and a view imports only its
-    own page's modules (a page whose sections outgrow a module is a package) among the
-    views."""
+    own parts among the views: <page>_<part>.py beside it, or the modules of its own
+    package (views/<page>/, a view written as a context and its sections)."""
     edges = graph()
     views = {name for name in edges if name.startswith("mha_viz.ui.views.")}
     assert len(views) >= 11
@@ -403,9 +397,32 @@ def test_views_sit_at_the_top_of_ui():
         (name, target) for name, targets in edges.items() if not name.startswith(
             "mha_viz.ui.views") for target in targets if target in views)
     assert helpers_reading_views == []
-    assert page_of("mha_viz.ui.views.inside_one_head.steps") == "inside_one_head"
     for name in views:
+        page = name.rsplit(".", 1)[1].split("_parts")[0].split("_cross")[0]
+        package = name.split(".")[:4]  # mha_viz.ui.views.<page>: a package view's own
         others = {t for t in edges[name] if t in views
-                  and not page_of(t).startswith(page_of(name).split("_parts")[0]
-                                                .split("_cross")[0])}
+                  and not t.rsplit(".", 1)[1].startswith(page)
+                  and not (len(t.split(".")) > 4 and t.split(".")[:4] == package)
+                  and not (len(name.split(".")) > 4 and t == ".".join(package))}
         assert others == set(), name
+
+
+PACKAGE_VIEW_MAX_LINES = 80
+
+
+def test_package_views_are_a_context_and_sections():
+    """A view written as a package (issue 58's new style): no function over 80 lines, and
+    none defined inside another (show() walks module-level sections that take the
+    context)."""
+    found = []
+    for path in sorted(VIEWS.glob("*/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if node.end_lineno - node.lineno + 1 > PACKAGE_VIEW_MAX_LINES:
+                found.append(f"{path.name}:{node.lineno} {node.name} is over 80 lines")
+            inner = [n.name for n in ast.walk(node) if n is not node
+                     and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if inner:
+                found.append(f"{path.name}:{node.lineno} {node.name} defines {inner}")
+    assert list(VIEWS.glob("*/*.py")) and found == []

@@ -501,3 +501,27 @@ def test_model_view_grid_from_thumbnails_kept_between_runs_is_the_same_figure():
     assert np.array_equal(np.asarray(whole.data[0].z), np.asarray(kept.data[0].z))
     assert whole.layout.title.text == kept.layout.title.text
     assert "downsampled 4× (100 → 25 positions)" in kept.layout.title.text
+
+
+def test_needle_grid_puts_depth_down_and_length_across():
+    from mha_viz.plots.long_range import labelled_bars, needle_grid_figure
+
+    accuracy = np.array([[1.0, 0.5, 0.0], [0.25, 0.75, 1.0]])  # [lengths, depths]
+    fig = needle_grid_figure([256, 1024], [0.0, 0.5, 1.0], accuracy, "Grid $x$")
+    trace = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(trace.z), accuracy.T)  # row = depth
+    assert list(fig.layout.xaxis.ticktext) == ["256", "1,024"]
+    assert list(fig.layout.yaxis.ticktext) == ["0%", "50%", "100%"]
+    assert (trace.zmin, trace.zmax) == (0.0, 1.0) and "$" not in fig.layout.title.text
+    assert trace.customdata[2][1] == "1,024 tokens, needle at 100%"
+    with pytest.raises(InputError, match=r"\[lengths, depths\] = \[2, 2\]"):
+        needle_grid_figure([256, 1024], [0.0, 1.0], accuracy, "bad")
+    bars = labelled_bars(["full", "sink + window", "window only"], [3.1, 3.3, 7.9], "Loss",
+                         "nats", marked=[False, True, False])
+    bar = bars.data[0]
+    np.testing.assert_array_equal(bar.x, [3.1, 3.3, 7.9])
+    assert list(bar.y) == [0, 1, 2] and bars.layout.yaxis.autorange == "reversed"  # in order
+    assert bar.marker.color[1] != bar.marker.color[0] == bar.marker.color[2]
+    assert list(bar.text) == ["full: 3.100", "sink + window: 3.300", "window only: 7.900"]
+    with pytest.raises(InputError):
+        labelled_bars([], [], "empty", "nats")

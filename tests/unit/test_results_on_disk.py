@@ -31,6 +31,39 @@ def test_values_come_back_equal(tmp_path, gpt2_model):
     assert store.load("0" * 64 + ".npz") is None  # never stored
 
 
+def test_long_range_results_come_back_equal(tmp_path, gpt2_model):
+    """The Long range page's results: nested results, arrays, numbers and tuples as kept."""
+    import dataclasses
+
+    from mha_viz.analysis import (NeedleCase, needle_study, sink_scores, window_costs,
+                                  window_losses)
+
+    store = disk.ResultsOnDisk(tmp_path)
+    ids = gpt2_model.encode(TEXT * 3).input_ids
+    cases = [NeedleCase(len(ids) - 4, depth, "", "", "", tuple(ids[:-4]), tuple(ids[-4:]), 0)
+             for depth in (0.0, 1.0)]
+    values = {"study": needle_study(gpt2_model, cases), "sinks": sink_scores(gpt2_model, TEXT),
+              "table": window_losses(gpt2_model, ids, 1, 4),
+              "costs": window_costs(gpt2_model, ids, 1, 4)}
+
+    def same(a, b):
+        assert type(a) is type(b)
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if dataclasses.is_dataclass(x):
+                same(x, y)
+            elif isinstance(x, np.ndarray):
+                np.testing.assert_array_equal(x, y)
+                assert x.dtype == y.dtype
+            else:
+                assert x == y and type(x) is type(y), (field.name, x, y)
+
+    for what, value in values.items():
+        assert store.save(store.name(gpt2_model, (what,), TEXT), value)
+        same(store.load(store.name(gpt2_model, (what,), TEXT)), value)
+    assert values["study"].grid.lengths == (len(ids) - 4,)  # a tuple stays a tuple
+
+
 def test_the_name_changes_with_the_question_the_text_the_weights_and_the_code(
         tmp_path, gpt2_model, monkeypatch):
     store = disk.ResultsOnDisk(tmp_path)

@@ -1,0 +1,122 @@
+"""What the long-range analyses share: prompts as ids, one forward that keeps what they read
+(the last hidden state of chosen rows, the maps on demand) in memory that grows with the
+text, not its square, and the next-token loss a block of positions at a time (a logits
+array of 8,192 positions x 49,152 words would take 1.6 GB)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ...core.errors import InputError
+from ...engine.interventions import Interventions
+from ...engine.transformer import CHUNKED_FROM, QUERY_CHUNK
+
+LOGIT_BYTES = 128 << 20  # one block of the loss's logits, float32
+
+
+def check_causal(model, what: str) -> None:
+    """Long-range analyses read a causal language model: refused otherwise, in words."""
+    info = model.info
+    if getattr(info, "encoder_decoder", False) or not info.causal or not info.has_lm_head:
+        raise InputError(f"{what} needs a causal language model (it reads the text left to "
+                         f"right and predicts the next token); '{info.name}' is not one")
+
+
+def tokenized(model, text: str, special: bool) -> list[int]:
+    """text's ids as the model's tokenizer writes them, with or without special tokens, not
+    cut to the context (one caller at a time: a fast tokenizer is not thread-safe)."""
+    with model._tokenizer_lock:
+        return [int(i) for i in model.tokenizer(text, add_special_tokens=special,
+                                                verbose=False)["input_ids"]]
+
+
+def prompt_ids(model, prompt, name: str = "a prompt") -> list[int]:
+    """A prompt as the model reads it: a text encoded with its special tokens (not cut), or
+    token ids given as they are."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise InputError(f"{name} is empty")
+        return tokenized(model, prompt, True)
+    ids = [int(i) for i in np.asarray(prompt, dtype=np.int64).reshape(-1)]
+    if not ids:
+        raise InputError(f"{name} has no tokens")
+    if min(ids) < 0 or max(ids) >= model.info.vocab_size:
+        raise InputError(f"{name}'s token ids must lie in [0, {model.info.vocab_size})")
+    return ids
+
+
+def piece_ids(model, piece) -> list[int]:
+    """Text that continues another (an answer after its prompt), without special tokens; or
+    token ids as they are."""
+    if isinstance(piece, str):
+        return tokenized(model, piece, False)
+    return prompt_ids(model, piece, "an answer")
+
+
+def check_context(model, n_tokens: int, what: str) -> None:
+    if n_tokens > model.info.max_positions:
+        raise InputError(f"{what} takes {n_tokens:,} tokens, more than the model's context of "
+                         f"{model.info.max_positions:,}")
+
+
+def run_stack(network, h, start: int = 0, head_mask=None, attention_window=None,
+              layer_inputs=None):
+    """Layers start.. on h [B, T, d] (the stream entering layer start) as the model's own
+    forward runs them: past CHUNKED_FROM tokens, a block of query rows at a time."""
+    length = h.shape[1]
+    if length > CHUNKED_FROM:
+        return network.run_layers(h, start, None, None, head_mask=head_mask,
+                                  layer_inputs=layer_inputs,
+                                  query_chunk=QUERY_CHUNK,
+                                  attention_window=attention_window)[0]
+    return network.run_layers(h, start, None, network.attention_bias(length),
+                              head_mask=head_mask, layer_inputs=layer_inputs, attention_window=attention_window)[0]
+
+
+def last_hidden(model, ids: list[int], head_mask=None, attention_window=None,
+                layer_inputs=None) -> torch.Tensor:
+    """[1, T, d] the last hidden state of ids (after the final norm)."""
+    net = model.network
+    mask = None if head_mask is None else model.check_head_mask(head_mask)
+    with torch.inference_mode():
+        h = net.embed(torch.tensor([ids], dtype=torch.long, device=net.device))
+        return net.finish(run_stack(net, h, 0, mask, attention_window, layer_inputs))
+
+
+def predicted(model, hidden: torch.Tensor, rows) -> np.ndarray:
+    """The model's top token at rows of a last hidden state [1, T, d]: [len(rows)]."""
+    with torch.inference_mode():
+        logits = model.network.lm_logits(hidden[0, torch.as_tensor(rows, dtype=torch.long,
+                                                                  device=hidden.device)])
+        return logits.float().argmax(-1).cpu().numpy()
+
+
+def next_token_losses(model, hidden: torch.Tensor, ids: list[int]) -> np.ndarray:
+    """[B] the mean next-token cross-entropy (nats) of ids under each of B last hidden
+    states [B, T, d], the logits made a block of positions at a time."""
+    net = model.network
+    batch, length = hidden.shape[0], hidden.shape[1]
+    targets = torch.tensor(ids[1:], dtype=torch.long, device=hidden.device)
+    step = max(1, LOGIT_BYTES // (4 * batch * model.info.vocab_size))
+    total = torch.zeros(batch, dtype=torch.float64, device=hidden.device)
+    with torch.inference_mode():
+        for start in range(0, length - 1, step):
+            stop = min(start + step, length - 1)
+            logits = net.lm_logits(hidden[:, start:stop]).float()
+            total += F.cross_entropy(logits.transpose(1, 2),
+                                     targets[start:stop].expand(batch, -1),
+                                     reduction="none").sum(1).double()
+    return (total / (length - 1)).cpu().numpy()
+
+
+def hidden_and_maps(model, ids: list[int]):
+    """(last hidden [1, T, d], maps rebuilt on demand): one forward that keeps each layer's
+    input (L x T x d floats), from which any row of any head's map is rebuilt."""
+    last = model.info.n_layer - 1
+    kept = Interventions(capture=[("resid_post", last)])
+    _, maps = model.run_hooked(ids, kept, maps="on_demand")
+    with torch.inference_mode():
+        hidden = model.network.finish(kept.captured[("resid_post", last)])
+    return hidden, maps
