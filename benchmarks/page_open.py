@@ -90,7 +90,7 @@ def open_once(browser, url: str, window=None, width: int = 1400, height: int = 1
 TITLES = {"": "Home", "Attention_Maps": "Attention maps", "Entropy": "Entropy",
           "Head_Similarity": "Head similarity", "Pruning_Impact": "Pruning impact",
           "Inside_One_Head": "Inside one head", "Predictions": "Predictions",
-          "Head_Roles": "Head roles"}
+          "Head_Roles": "Head roles", "Features": "Features"}
 HEADING = """(title) => {
     const h = document.querySelector('[data-testid="stMain"] h1');
     return h !== null && (title === 'Home' ? !h.innerText.includes('Inside') : h.innerText

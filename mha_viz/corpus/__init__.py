@@ -47,7 +47,7 @@ return, in any order or grouping.
 """
 
 from .engines import ENGINES, Progress, run_stream
-from .feature_snippets import FeatureSnippets, feature_snippets
+from .feature_snippets import FeatureSnippets, feature_snippets, feature_snippets_job
 from .measuring import default_batch_size, run_shard
 from .reading import MAX_CORPUS_BYTES, CorpusText, columns_of, demo_texts, read_corpus
 from .results import CorpusResult, Moments
@@ -66,4 +66,5 @@ __all__ = [
     "TextStream",
     "open_texts", "ENGINES", "Progress", "run_stream", "iter_segments", "SHARD_SEGMENTS",
     "Checkpoint", "Shard", "shards_of", "corpus_model", "FeatureSnippets", "feature_snippets",
+    "feature_snippets_job",
 ]

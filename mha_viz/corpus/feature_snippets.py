@@ -115,3 +115,16 @@ def feature_snippets(model, sae, texts: Iterable[str], features: Sequence[int] |
     if not result.n_segments:
         raise InputError("the texts gave no segment to read")
     return result
+
+
+def feature_snippets_job(model, sae, texts: Sequence[str], features: Sequence[int] | None = None,
+                         k: int = 10, seg_len: int = 128, max_segments: int | None = None,
+                         progress: Callable[[int, int], None] | None = None) -> FeatureSnippets:
+    """feature_snippets as a job with a progress bar runs it: the texts' segments are counted
+    first (tokenizing only, against a forward per segment), so that progress(segments read,
+    segments in all) can say how far it is; raising from progress stops the run."""
+    texts = list(texts)
+    total = sum(1 for _ in iter_segments(model, texts, seg_len, max_segments=max_segments))
+    report = None if progress is None else (lambda done, _tokens: progress(done, total))
+    return feature_snippets(model, sae, texts, features, k, seg_len,
+                            max_segments=max_segments, progress=report)

@@ -21,8 +21,9 @@ view), ``layer_head`` (layer x head heatmaps, per-query values, token-class mass
 ``circuits`` (patching effects, attribution against exact, the circuit graph), ``cross``
 (an encoder-decoder's target x source cross-attention), ``training`` (curves and every
 head's score over training steps), ``why`` (a score's parts by source), ``long_range`` (the
-needle grid by length x depth, labelled bars), ``picking`` (maps whose cells a click picks);
-``_style``
+needle grid by length x depth, labelled bars), ``features`` (a dictionary's features at a
+head: where one fires, its sources, a head's strongest), ``tokens`` (a text as a strip of
+coloured tokens), ``picking`` (maps whose cells a click picks); ``_style``
 holds the template, colours and helpers they share.
 """
 
@@ -32,12 +33,13 @@ from ._style import (DIVERGING_SCALE, FIGURE_CONFIG, GRID_SCALE, HIGHLIGHT, MASK
 from .circuits import (attribution_scatter, circuit_graph, circuit_point_to_node, node_to_head,
                        patching_heatmap, position_patching_map)
 from .cross import cross_attention_heatmap, cross_attention_over_image
+from .features import feature_sources_map, feature_strip, head_features_bars, signed_bars
 from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .long_range import labelled_bars, needle_grid_figure
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
 from .matrices import matrix_figure, tensor_figure
-from .picking import camera_only, can_pick, cell_of_point
+from .picking import camera_only, can_pick, cell_of_point, index_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
 from .similarity import distance_heatmap, head_scatter
@@ -50,6 +52,8 @@ __all__ = [
     "camera_only",
     "can_pick",
     "cell_of_point",
+    "index_of_point",
+    "feature_strip", "feature_sources_map", "head_features_bars", "signed_bars",
     "source_bars", "source_matrix",
     "DIVERGING_SCALE",
     "GRID_SCALE",

@@ -61,6 +61,20 @@ def cell_of_point(point: Mapping) -> tuple[int, int] | None:
     return int(custom[0]), int(custom[1])
 
 
+def index_of_point(point: Mapping) -> int | None:
+    """The index a clickable marker carries as its customdata (a token strip's position, a
+    bar's feature), from a selected point Streamlit reports, or None."""
+    custom = point.get("customdata")
+    if isinstance(custom, (list, tuple)):
+        custom = custom[0] if custom else None
+    if isinstance(custom, Mapping):  # a typed array from the browser: {"0": i}
+        custom = custom.get("0", custom.get(0))
+    try:
+        return None if custom is None or isinstance(custom, bool) else int(custom)
+    except (TypeError, ValueError):
+        return None
+
+
 # A figure read or clicked, not zoomed: its toolbar keeps the camera alone, one button at the
 # top right that its title does not reach (a row of nine covered a phone's title).
 ZOOM_BUTTONS = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",

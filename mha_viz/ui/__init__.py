@@ -2,7 +2,7 @@
 streamlit): the sidebar's choices, stored results and jobs keyed by what made them, messages,
 figures and downloads, the run policies; the pages' views (views/) and their words (words/).
 
-May import: core, engine, checkpoints, maps, models, analysis, corpus, server, plots.
+May import: core, engine, checkpoints, maps, models, dictionaries, analysis, corpus, server, plots.
 
 Shared Streamlit pieces for every page of the app (the only mha_viz module importing streamlit).
 
@@ -90,6 +90,10 @@ The package, by concern (a page imports ``mha_viz.ui`` and its view):
 - ``why``: why a head attends where it does, for a clicked cell (``why_section``,
   ``pick_cell``, ``marked_cell``: the cell outlined on the map): its score by source, its
   sums, and who composes into it.
+- ``why_features``: the why panel "in features" (a residual dictionary of the head's layer:
+  the score as feature pairs, with the error and bias terms). ``dictionaries``: the
+  dictionaries a page reads for a model (the bundled ones that fit it, a SAELens folder of
+  the server's allowed folders), read once and checked against the model.
 - ``warm``: the warm start and "prepare every page" (RUNS_ON_OPEN's warm results).
 - ``continuation``: the model's continuation of the sidebar's text (Home's Continue): asked
   for in the session and the URL (cont, ctemp, cseed), written as a job, read by every page

@@ -217,6 +217,9 @@ RUNS_ON_OPEN = {
     "circuits.seq2seq_patching": OnOpen(200, "heads"),
     # Corpus: a run over many texts always waits for its button
     "corpus.run": OnOpen(0, "segments"),
+    # Features: where a head's features fire most over the demo corpus, sized as the tokens
+    # read times the layers they run through (the toys' 64 segments run by themselves)
+    "features.snippets": OnOpen(20_000, "tokens x layers"),
     # Long range: the needle study (one forward per case) up to its longest prompt; the
     # sinks and StreamingLLM's table (a few forwards) on the page's long text; the sweep of
     # every head restricted alone (about L x H / 2 forwards); masking always waits

@@ -23,6 +23,7 @@ from .output import (column_share, drawn_when_opened, figure_columns, figure_scr
                      section_open_key, section_opens, show_figure)
 from .settings import as_sentence, md_escape
 from .state import get_value, incoming_value, set_value, synced
+from .why_features import features_view
 from .words import why as words
 
 WHY = "why"  # the folded section's key, and where a click scrolls to
@@ -252,6 +253,7 @@ def why_panel(selection: Selection, trace, layer: int, head: int, query: int, ke
                     share=column_share(0.4))
         st.caption(words.contrast_sentence(gap, against, key, float(found.scores[column]),
                                            roles))
+    features_view(selection, trace, layer, head, query, key)
     composition(selection, text, layer, head)
 
 

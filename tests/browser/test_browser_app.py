@@ -181,7 +181,7 @@ def test_sidebar_lists_every_page_and_closes_after_a_tap_on_a_phone(browser, app
         assert links.all_inner_texts() == [
             "Home", "Attention maps", "Entropy", "Head similarity", "Pruning impact",
             "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits", "Training",
-            "Long range"]
+            "Long range", "Features"]
         shoot(tab, screenshots, "phone_sidebar_open")
         links.nth(2).tap()
         settle(tab, 1)  # Entropy's first figure; the rest is folded

@@ -35,12 +35,12 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
                 (links.nth(i).bounding_box() for i in range(links.count())),
                 links.all_inner_texts())]
             titles = [t for _, _, t in sorted(boxes)]
-            assert titles[:11] == [
+            assert titles[:12] == [
                 "Attention maps", "Entropy", "Head similarity", "Pruning impact",
                 "Inside one head", "Predictions", "Head roles", "Corpus", "Circuits",
-                "Training", "Long range"], boxes
+                "Training", "Long range", "Features"], boxes
             # then the lesson, under the pages
-            assert titles[11].endswith("A lesson: inside one head, one step per screen"), titles
+            assert titles[12].endswith("A lesson: inside one head, one step per screen"), titles
         if path == "Inside_One_Head":
             assert "Rotary positions (RoPE)" in body
         if size == "phone":  # figures stack, keep >= 250 px, and no text overprints

@@ -145,15 +145,21 @@ def test_sources_are_alpha_v_dot_w_enc_from_transformers(cases, case, name):
                                                     - b_dec @ w_enc)[feature], atol=1e-6)
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_score_terms_sum_to_transformers_scores(cases, case):
+def resid_and_scores(cases, case):
+    """(our model, the residual dictionary, TEXT's ids, [transformers' softmax inputs, its
+    scores before the soft-cap])."""
     model, hf, dictionaries = cases[case]
-    _, ours = dictionaries["resid"]
     ids = model.encode(TEXT).input_ids
     store = []
     with scores_read(store):
         run_reference(case, hf, ids)
-    softmax_inputs, before_cap = store
+    return model, dictionaries["resid"][1], ids, store
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_score_terms_sum_to_transformers_scores(cases, case):
+    model, ours, ids, (softmax_inputs, before_cap) = resid_and_scores(cases, case)
+    hf = cases[case][1]
     cap = getattr(hf.config, "attn_logit_softcapping", None)
     n = len(ids)
     for head in range(model.info.n_head):
@@ -295,3 +301,107 @@ def test_snippets_are_the_strongest_activations_over_the_texts(cases):
         assert tokens[position] == model.display_tokens([ids[p]])[0]
         assert value == pytest.approx(want[0], abs=1e-5)
     assert whole.n_segments == len(SNIPPET_TEXTS)
+
+
+# --- what the Features page and the why panel read ------------------------------------------
+
+
+def test_a_heads_features_are_ranked_by_activation_times_share(cases):
+    """head_features against SAELens's activations of transformers' z (position 0 left out,
+    as training leaves it out) and the decoder-norm shares of SAELens's W_dec, both written
+    here; each feature's peak and a window of the text around it."""
+    from mha_viz.analysis import feature_firing, head_features
+
+    model, hf, dictionaries = cases["gpt2"]
+    reference, ours = dictionaries["hook_z"]
+    ids = model.encode(TEXT).input_ids
+    with torch.no_grad():
+        acts = reference.encode(hf_z(hf, ids).view(len(ids), 4, 16)).double().numpy()
+    norms = np.linalg.norm(numpy_of(reference.W_dec).reshape(48, 4, 16), axis=-1)
+    shares = norms / norms.sum(-1, keepdims=True)
+    firing = feature_firing(model, ours, TEXT)
+    for head in range(4):
+        weight = acts[1:].sum(0) * shares[:, head]
+        want = [f for f in np.argsort(-weight, kind="stable")[:5] if weight[f] > 0]
+        found = head_features(firing, feature_heads(ours, model), head, k=5)
+        assert found.features == [int(f) for f in want] and len(want) >= 3
+        np.testing.assert_allclose(found.summed, acts[1:].sum(0)[want], rtol=1e-5)
+        np.testing.assert_allclose(found.share, shares[want, head], atol=1e-6)
+        assert found.peak == [int(np.argmax(acts[1:, f])) + 1 for f in want]
+    tokens, at = firing.window(found.peak[0], before=3, after=1)
+    assert tokens[at] == model.display_tokens([ids[found.peak[0]]])[0]
+    assert len(tokens) <= 5 and firing.window(0)[1] == 0
+    with pytest.raises(InputError, match="head must be"):
+        head_features(firing, feature_heads(ours, model), 4)
+
+
+@pytest.mark.parametrize("case", ["gpt2", "llama"])
+def test_a_score_as_feature_pairs_sums_to_transformers_score(cases, case):
+    """FeatureScoreAttribution.pairs: the named pairs, the error, b_dec and bias terms and
+    the other pairs add up to transformers' pre-softmax score; the pairs named are the
+    largest feature x feature terms; parts() names, on each side, the sources of largest
+    share (a dictionary's query and key sides hold different features)."""
+    model, ours, ids, store = resid_and_scores(cases, case)
+    query, key, head = len(ids) - 1, len(ids) // 2, 1
+    score = store[0][1][0, head, query, key].item()
+    found = feature_score_attribution(model, ids, 1, head, query, sae=ours)
+    pairs = found.pairs(key, k=4)
+    assert abs(pairs.named + sum(pairs.parts.values()) + pairs.others - score) <= \
+        TOLERANCE * max(1.0, abs(score))
+    assert pairs.total == pytest.approx(score, abs=TOLERANCE * max(1.0, abs(score)))
+    assert set(pairs.parts) == {"error", "b_dec", "bias"}
+    matrix = found.terms[:, :, found.column(key)]
+    features_q = [i for i, s in enumerate(found.query_sources) if s.startswith("f")]
+    features_k = [j for j, s in enumerate(found.key_sources) if s.startswith("f")]
+    between = np.abs(matrix[np.ix_(features_q, features_k)])
+    assert [abs(t) for _, _, t in pairs.pairs] == pytest.approx(
+        np.sort(between.ravel())[::-1][:4].tolist())
+    assert pairs.n_others == between.size - 4
+    parts = found.parts(key, 3)
+    key_side = matrix.sum(0)
+    assert parts.cols[:3] == [found.key_sources[j] for j in
+                              np.argsort(-np.abs(key_side), kind="stable")[:3]]
+    assert parts.cells.sum() == pytest.approx(score, abs=TOLERANCE * max(1.0, abs(score)))
+    q_name, k_name, _ = pairs.pairs[0]
+    assert found.activation(query, q_name) == found.activations[query][int(q_name[1:])]
+    assert found.activation(query, "error") == 0.0
+
+
+def test_snippets_as_a_job_count_their_segments(cases):
+    from mha_viz.corpus import feature_snippets, feature_snippets_job
+
+    model, _, dictionaries = cases["gpt2"]
+    _, ours = dictionaries["hook_z"]
+    told = []
+    found = feature_snippets_job(model, ours, SNIPPET_TEXTS, features=[3, 17], k=2, seg_len=32,
+                                 progress=lambda done, total: told.append((done, total)))
+    plain = feature_snippets(model, ours, SNIPPET_TEXTS, features=[3, 17], k=2, seg_len=32)
+    np.testing.assert_array_equal(found.values, plain.values)
+    assert told[-1] == (len(SNIPPET_TEXTS), len(SNIPPET_TEXTS))
+    assert all(total == len(SNIPPET_TEXTS) for _, total in told)
+
+
+def test_a_visitor_opens_only_folders_the_server_allows(cases, tmp_path):
+    from mha_viz.core.errors import NotAllowedError
+    from mha_viz.dictionaries import bundled_saes
+
+    model, _, dictionaries = cases["gpt2"]
+    reference, _ = dictionaries["hook_z"]
+    allowed, elsewhere = tmp_path / "allowed", tmp_path / "elsewhere"
+    reference.save_model(allowed / "mine")
+    reference.save_model(elsewhere / "theirs")
+    (allowed / "a-file").write_text("x")
+    sae = load_sae(str(allowed / "mine"), model=model, local_dirs=[allowed])
+    assert sae.site == "hook_z" and "mine" in sae.source and str(tmp_path) not in sae.source
+    messages = set()
+    for asked in (elsewhere / "theirs", allowed / "missing", allowed / "a-file", "",
+                  allowed / ".." / "elsewhere" / "theirs", "gpt2-small:blocks.1.hook_z"):
+        with pytest.raises(NotAllowedError) as refused:
+            load_sae(str(asked), local_dirs=[allowed])
+        messages.add(str(refused.value))
+    assert len(messages) == 1 and str(tmp_path) not in messages.pop()
+    assert load_sae("induction-toy/L1.hook_z", local_dirs=[allowed]).layer == 1
+    assert set(bundled_saes("induction-toy")) == {"induction-toy/L0.hook_z",
+                                                  "induction-toy/L1.hook_z",
+                                                  "induction-toy/L1.resid_pre"}
+    assert bundled_saes("no-such-model") == {}

@@ -105,7 +105,7 @@ def test_the_sidebar_says_which_sets_a_page_reads():
     """A page declares the sets of maps it reads (MAPS in its view, maps.sets); the sidebar
     says which to pick where the set chosen is not one of them, and lists the pages that
     read a model's sets from those declarations. Head roles reads one stack's
-    self-attention; Long range a causal stack's; Training reads a run's checkpoints; the
+    self-attention; Long range and Features one stack's; Training reads a run's checkpoints; the
     other pages every set."""
     from mha_viz.maps.sets import ENCODER_DECODER, ONE_STACK, map_set
     from mha_viz.ui import reads
@@ -115,9 +115,9 @@ def test_the_sidebar_says_which_sets_a_page_reads():
                 for page in page_files()[1:]}
     assert declared["Head roles"] == ("self", "encoder", "decoder")
     assert declared["Training"] == ()
-    assert declared["Long range"] == ("self",)
+    assert declared["Long range"] == declared["Features"] == ("self",)
     assert all(sets == reads.EVERY_SET for label, sets in declared.items()
-               if label not in ("Head roles", "Training", "Long range"))
+               if label not in ("Head roles", "Training", "Long range", "Features"))
 
     class EncoderDecoder:  # what the sidebar asks of a model: its sets and its type
         map_sets = ENCODER_DECODER
@@ -129,7 +129,8 @@ def test_the_sidebar_says_which_sets_a_page_reads():
         "Cross-attention maps are target × source, and this page reads the self-attention of "
         "one stack: pick *encoder self-attention* or *decoder self-attention* in the sidebar.")
     said = reads.refusal(EncoderDecoder, cross, ("self",), page_files)
-    serving = [label for label in declared if label not in ("Training", "Long range")]
+    serving = [label for label in declared
+               if label not in ("Training", "Long range", "Features")]
     assert said == ("This page does not read T5's maps (encoder self-attention, decoder "
                     "self-attention, cross-attention); the " + ", ".join(serving)
                     + " pages do.")

@@ -6,13 +6,16 @@ on a text (dashboard.py), and training a dictionary on a model's activations (tr
 read from the engine by activations.py).
 """
 
-from .dashboard import FeatureFiring, OutputTokens, feature_firing, feature_output_tokens
+from .dashboard import (FeatureFiring, HeadFeatures, OutputTokens, feature_firing,
+                        feature_output_tokens, head_features)
 from .heads import FeatureSources, feature_heads, feature_sources
-from .scores import FeatureScoreAttribution, feature_name, feature_score_attribution
+from .scores import (FeaturePairs, FeatureScoreAttribution, feature_index, feature_name,
+                     feature_score_attribution)
 from .training import (Quality, TrainedDictionary, TrainProgress, dictionary_quality, train_sae,
                        train_saes)
 
-__all__ = ["FeatureFiring", "OutputTokens", "feature_firing", "feature_output_tokens",
-           "FeatureScoreAttribution", "feature_name", "feature_score_attribution",
+__all__ = ["FeatureFiring", "HeadFeatures", "OutputTokens", "feature_firing",
+           "feature_output_tokens", "head_features", "FeaturePairs", "FeatureScoreAttribution",
+           "feature_index", "feature_name", "feature_score_attribution",
            "FeatureSources", "feature_heads", "feature_sources", "Quality", "TrainedDictionary",
            "TrainProgress", "dictionary_quality", "train_sae", "train_saes"]

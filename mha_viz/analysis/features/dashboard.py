@@ -1,6 +1,7 @@
-"""A feature's dashboard, as numbers (nothing drawn): where it fires on a text, and the
-tokens its decoder row raises and lowers through the model's unembedding. Its strongest
-snippets over a corpus are a corpus job (corpus/feature_snippets.py)."""
+"""A feature's dashboard, as numbers (nothing drawn): where it fires on a text, a head's
+strongest features on it, and the tokens a feature's decoder row raises and lowers through
+the model's unembedding. Its strongest snippets over a corpus are a corpus job
+(corpus/feature_snippets.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import torch
 
 from ...core.errors import InputError
 from ..why.stream import encoded_ids
-from .activations import check_model_site, site_activations
+from .activations import SKIPPED_POSITIONS, check_model_site, site_activations
 from .heads import check_feature
+
+BEFORE, AFTER = 8, 2  # tokens of a text shown before and after where a feature fires
 
 
 @dataclass
@@ -40,6 +43,59 @@ class FeatureFiring:
         row = self.acts[int(position)]
         order = np.argsort(-row, kind="stable")[:int(k)]
         return [(int(f), float(row[f])) for f in order if row[f] > 0]
+
+    def peak(self, feature: int, skip: int = SKIPPED_POSITIONS) -> tuple[int, float]:
+        """(the position where the feature fires most, its activation there), the first
+        `skip` positions left out as training leaves them out (activations.SKIPPED_POSITIONS;
+        a text that short: all of it); the first such position when it fires nowhere."""
+        values = self.of(feature)
+        start = int(skip) if len(values) > int(skip) else 0
+        position = start + int(np.argmax(values[start:]))
+        return position, float(values[position])
+
+    def window(self, position: int, before: int = BEFORE, after: int = AFTER
+               ) -> tuple[list[str], int]:
+        """(the tokens around `position`, before and after it as far as the text goes,
+        its index among them): a snippet of the text where a feature fires."""
+        position = int(position)
+        start = max(0, position - int(before))
+        return self.tokens[start:position + int(after) + 1], position - start
+
+
+@dataclass
+class HeadFeatures:
+    """A head's strongest features on a text, of a hook_z dictionary of its layer,
+    strongest first: each feature's activation summed over the text (`summed`; the first
+    `skipped` positions left out, as training leaves them out), its decoder-norm share on
+    the head (`share`, feature_heads) and their product (`weight`): the part of the
+    feature's activity that the head's share of its decoder row accounts for, by which they
+    are ranked. `peak`: the position where each fires most."""
+    head: int
+    features: list[int]
+    summed: np.ndarray  # [k]
+    share: np.ndarray  # [k]
+    weight: np.ndarray  # [k] summed * share
+    peak: list[int]
+    skipped: int
+
+
+def head_features(firing: FeatureFiring, shares: np.ndarray, head: int, k: int = 10,
+                  skip: int = SKIPPED_POSITIONS) -> HeadFeatures:
+    """The k features of firing's hook_z dictionary that the head writes most on the text:
+    ranked by (activation summed over the text) x (decoder-norm share on the head, shares
+    = feature_heads(sae)), features that never fire left out (see HeadFeatures)."""
+    shares = np.asarray(shares, dtype=np.float64)
+    if shares.ndim != 2 or shares.shape[0] != firing.acts.shape[1]:
+        raise InputError(f"shares must be [d_sae, n_head] = [{firing.acts.shape[1]}, ...] "
+                         f"(feature_heads of the dictionary that fired), got {shares.shape}")
+    if isinstance(head, bool) or not 0 <= int(head) < shares.shape[1]:
+        raise InputError(f"head must be 0..{shares.shape[1] - 1}, got {head!r}")
+    skip = int(skip) if firing.acts.shape[0] > int(skip) else 0
+    summed = firing.acts[skip:].astype(np.float64).sum(0)
+    weight = summed * shares[:, int(head)]
+    order = [int(f) for f in np.argsort(-weight, kind="stable")[:int(k)] if weight[f] > 0]
+    return HeadFeatures(int(head), order, summed[order], shares[order, int(head)],
+                        weight[order], [firing.peak(f, skip)[0] for f in order], skip)
 
 
 def feature_firing(model, sae, text_or_ids) -> FeatureFiring:

@@ -36,6 +36,28 @@ def feature_name(index: int) -> str:
     return f"f{int(index)}"
 
 
+def feature_index(name: str) -> int | None:
+    """A source's feature: "f12" -> 12; None for "error", "b_dec" and "bias"."""
+    text = str(name)
+    return int(text[1:]) if text.startswith("f") and text[1:].isdigit() else None
+
+
+@dataclass
+class FeaturePairs:
+    """One score as a sum of feature pairs (FeatureScoreAttribution.pairs): `pairs`, the k
+    (query feature, key feature, term) of largest |term|, strongest first; `parts`, every
+    term that holds one of the dictionary's other parts, on either side, by the first of
+    them it holds in the order "error", "b_dec", "bias" (so that no term counts twice);
+    `others`, the `n_others` feature pairs not named. Exactly, up to float rounding:
+    named + sum(parts) + others == total, the score before any soft-cap."""
+    pairs: list[tuple[str, str, float]]
+    named: float
+    parts: dict[str, float]
+    others: float
+    n_others: int
+    total: float
+
+
 @dataclass
 class FeatureScoreAttribution(ScoreAttribution):
     """ScoreAttribution whose sources are a dictionary's features ("f<index>"), its decoder
@@ -44,6 +66,35 @@ class FeatureScoreAttribution(ScoreAttribution):
     active at any key held. activations: {position: {feature: activation}} at the query
     and the keys held."""
     activations: dict = field(default_factory=dict)
+
+    def pairs(self, key: int, k: int = 8) -> FeaturePairs:
+        """The score at key as named feature pairs, the error, decoder-bias and bias terms,
+        and the other pairs (see FeaturePairs)."""
+        matrix = self._matrix(key, False)
+        left = np.ones(matrix.shape, dtype=bool)  # the terms not yet counted
+        parts = {}
+        for part in (ERROR, B_DEC, BIAS):
+            holds = np.zeros(matrix.shape, dtype=bool)
+            holds[[i for i, name in enumerate(self.query_sources) if name == part], :] = True
+            holds[:, [j for j, name in enumerate(self.key_sources) if name == part]] = True
+            parts[part] = float(matrix[holds & left].sum())
+            left &= ~holds
+        flat = np.flatnonzero(left)
+        order = flat[np.argsort(-np.abs(matrix.ravel()[flat]), kind="stable")[:int(k)]]
+        named = [(self.query_sources[a], self.key_sources[b], float(matrix[a, b]))
+                 for a, b in zip(*np.unravel_index(order, matrix.shape))]
+        total = float(matrix.sum())
+        named_sum = float(sum(term for _, _, term in named))
+        return FeaturePairs(named, named_sum, parts, total - named_sum - sum(parts.values()),
+                            len(flat) - len(order), total)
+
+    def activation(self, position: int, name: str) -> float:
+        """The activation of feature `name` ("f12") at a position held (0.0 where it is
+        inactive, or for "error", "b_dec", "bias")."""
+        feature = feature_index(name)
+        if feature is None:
+            return 0.0
+        return float(self.activations.get(int(position), {}).get(feature, 0.0))
 
 
 def check_residual(sae, layer: int) -> None:

@@ -273,18 +273,22 @@ def score_parts(found: ScoreAttribution, key: int, k: int = 6, contrasted: bool 
                 ) -> ScoreParts:
     """found's score at key (or its contrast) as ScoreParts, k sources named on each side."""
     matrix = found._matrix(key, contrasted)
+    # each side's own sources: a dictionary's query and key features are two lists
     bias = [i for i, name in enumerate(found.query_sources) if name == POSITION_BIAS]
-    sources = np.array([i for i in range(matrix.shape[0]) if i not in bias])
+    key_bias = [i for i, name in enumerate(found.key_sources) if name == POSITION_BIAS]
+    query_sources = np.array([i for i in range(matrix.shape[0]) if i not in bias], dtype=int)
+    key_sources = np.array([i for i in range(matrix.shape[1]) if i not in key_bias], dtype=int)
     query_side, key_side = matrix.sum(1), matrix.sum(0)
-    rows = sources[np.argsort(-np.abs(query_side[sources]), kind="stable")[:int(k)]]
-    cols = sources[np.argsort(-np.abs(key_side[sources]), kind="stable")[:int(k)]]
-    rest_rows, rest_cols = np.setdiff1d(sources, rows), np.setdiff1d(sources, cols)
+    rows = query_sources[np.argsort(-np.abs(query_side[query_sources]), kind="stable")[:int(k)]]
+    cols = key_sources[np.argsort(-np.abs(key_side[key_sources]), kind="stable")[:int(k)]]
+    rest_rows = np.setdiff1d(query_sources, rows)
+    rest_cols = np.setdiff1d(key_sources, cols)
     row_groups = [[r] for r in rows] + [list(rest_rows)] * bool(rest_rows.size) \
         + [bias] * bool(bias)
     col_groups = [[c] for c in cols] + [list(rest_cols)] * bool(rest_cols.size) \
-        + [bias] * bool(bias)
+        + [key_bias] * bool(key_bias)
     cells = np.array([[matrix[np.ix_(a, b)].sum() for b in col_groups] for a in row_groups])
-    position_bias = float(matrix[bias[0], bias[0]]) if bias else 0.0
+    position_bias = float(matrix[bias[0], key_bias[0]]) if bias and key_bias else 0.0
     named = float(cells[:len(rows), :len(cols)].sum())
     total = float(matrix.sum())
     query_named, key_named = float(query_side[rows].sum()), float(key_side[cols].sum())
@@ -292,7 +296,7 @@ def score_parts(found: ScoreAttribution, key: int, k: int = 6, contrasted: bool 
         rows=[found.query_sources[r] for r in rows] + [OTHER] * bool(rest_rows.size)
         + [POSITION_BIAS] * bool(bias),
         cols=[found.key_sources[c] for c in cols] + [OTHER] * bool(rest_cols.size)
-        + [POSITION_BIAS] * bool(bias),
+        + [POSITION_BIAS] * bool(key_bias),
         cells=cells, row_totals=cells.sum(1), col_totals=cells.sum(0), total=total,
         named=named, others=total - named - position_bias, position_bias=position_bias,
         query_named=query_named, query_others=total - query_named - position_bias,
