@@ -25,6 +25,7 @@ ALLOWED = "not exact for this model"
 # and three whose layers differ most from the rest: OLMo 2 (no norms on the sub-layers'
 # inputs, QK-norm over all heads), Mixtral (a mixture of experts), Gemma 3 (a RoPE per layer)
 CASES = ["gemma2", "pythia", "olmo2", "mixtral", "gemma3"]
+FEATURES = "pages/12_Features.py"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,9 @@ def test_every_page_opens(folders, case, monkeypatch):
         assert not at.exception, (page, texts(at.exception))
         unexpected = [e for e in texts(at.error) if ALLOWED not in e]
         assert unexpected == [], (page, unexpected)
+        if page == FEATURES:  # no dictionary fits a random checkpoint: how to train one
+            assert any("mha-viz train-sae" in i for i in texts(at.info)), texts(at.info)
+            continue
         assert at.get("plotly_chart") or page in ("app.py", "pages/8_Corpus.py"), page
 
 
