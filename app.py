@@ -32,6 +32,7 @@ async def prepare_on_start(_app):
 
 
 if __name__ == "__main__":  # a visitor's script run
-    st.navigation(ui.app_pages(home)).run()
+    # every page listed: Streamlit folds a list past 12 pages behind "View N more"
+    st.navigation(ui.app_pages(home), expanded=True).run()
 else:  # imported by `streamlit run app.py`, which serves this app
     app = st.App("app.py", lifespan=prepare_on_start)
