@@ -436,9 +436,9 @@ IMAGE_TENSORS = ("patch_embed.weight", "patch_embed.bias", "patch_positions")
 
 def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = None):
     """A GGUF file -> (TransformerStack, tokenizer)."""
-    from .gguf_file import GGUFFile
+    from .gguf_cache import open_gguf
 
-    gguf = GGUFFile(path)
+    gguf = open_gguf(path)  # read back from the weights cache when it holds this file
     family = families.for_gguf_architecture(gguf.architecture)
     if family is None:
         raise UnsupportedModelError(
