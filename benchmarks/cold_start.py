@@ -7,6 +7,7 @@ and of the first page (`python -X importtime`, summed by top-level package), the
 model's load (the GGUF dequantized, and read back from the weights cache) and its first trace.
 
     python benchmarks/cold_start.py [--model smollm2] [--repeats 2] [--no-profile]
+        [--baseline FOLDER]   # e.g. git archive <commit> | tar -x -C FOLDER: before/after
 
 Figures are seconds on this machine; the cold/second ratio within one run is what compares.
 """
@@ -30,19 +31,22 @@ from _browser import free_port, launch, stop_server  # noqa: E402
 from page_open import DONE  # noqa: E402 (every chart drawn and laid out)
 from warm_start import start  # noqa: E402
 
-# at least one Plotly figure drawn (its SVG is in the page)
+# at least one of the page's Plotly figures drawn (its SVG is in the page): a figure of the
+# input, which ui.show_figure tags with it (not the empty chart that stands while the model
+# loads, ui.loading.charts_code_meanwhile)
 FIRST = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
-    gd => gd._fullLayout && gd.querySelector('.main-svg'))"""
+    gd => gd._fullLayout && gd.layout.meta && gd.layout.meta.input !== undefined
+          && gd.querySelector('.main-svg'))"""
 
 
-def one_start(browser, model: str, kept: Path) -> tuple[float, float, float]:
+def one_start(browser, model: str, kept: Path, root: Path = ROOT) -> tuple[float, float, float]:
     """(health, first figure, every figure) in seconds from the server process's start, with
-    the weights cache and the prepared results in kept."""
+    the weights cache and the prepared results in kept; the app of the checkout at root."""
     port = free_port()
     env = {"MHA_VIZ_WEIGHTS_CACHE": str(kept / "weights")}
     with tempfile.TemporaryDirectory() as folder:
         process, started = start(port, Path(folder) / "server.log", model, True,
-                                 kept / "prepared", env)
+                                 kept / "prepared", env, root)
         healthy = time.perf_counter() - started
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -59,25 +63,37 @@ def one_start(browser, model: str, kept: Path) -> tuple[float, float, float]:
             stop_server(process)
 
 
-def server_starts(model: str, repeats: int, chromium: str) -> None:
+def server_starts(model: str, repeats: int, chromium: str, baseline: Path | None) -> None:
+    """Pairs of starts (cold, then second) of this checkout, and, interleaved with them, of
+    the checkout at baseline (an earlier commit, e.g. from `git archive`), each with its own
+    empty folders."""
     from playwright.sync_api import sync_playwright
 
-    print(f"model {model}; {repeats} pair(s) of starts; seconds from the server process's start")
-    print("start  | health | first figure | every figure")
+    roots = {"this": ROOT} | ({"baseline": baseline} if baseline else {})
+    print(f"model {model}; {repeats} pair(s) of starts each; seconds from the server "
+          f"process's start")
+    print("checkout | start  | health | first figure | every figure")
     rows = collections.defaultdict(list)
     with sync_playwright() as playwright:
         browser = launch(playwright, chromium)
         for _ in range(repeats):
-            with tempfile.TemporaryDirectory() as kept:
-                for label in ("cold", "second"):
-                    times = one_start(browser, model, Path(kept))
-                    rows[label].append(times)
-                    print(f"{label:6} | {times[0]:6.2f} | {times[1]:12.2f} | {times[2]:12.2f}",
-                          flush=True)
+            for name, root in roots.items():
+                with tempfile.TemporaryDirectory() as kept:
+                    for label in ("cold", "second"):
+                        times = one_start(browser, model, Path(kept), root)
+                        rows[name, label].append(times)
+                        print(f"{name:8} | {label:6} | {times[0]:6.2f} | {times[1]:12.2f} | "
+                              f"{times[2]:12.2f}", flush=True)
         browser.close()
-    cold, second = (statistics.median(r[1] for r in rows[k]) for k in ("cold", "second"))
-    print(f"median first figure: cold {cold:.2f} s, second {second:.2f} s "
-          f"(second/cold {second / cold:.2f})")
+    first = {key: statistics.median(r[1] for r in runs) for key, runs in rows.items()}
+    for name in roots:
+        cold, second = first[name, "cold"], first[name, "second"]
+        print(f"{name}: median first figure cold {cold:.2f} s, second {second:.2f} s "
+              f"(second/cold {second / cold:.2f})")
+    if baseline:
+        print("this/baseline: " + ", ".join(
+            f"{label} {first['this', label] / first['baseline', label]:.2f}"
+            for label in ("cold", "second")))
 
 
 # what `streamlit run app.py` imports before it serves, then what the first page imports
@@ -144,8 +160,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout of the app (an earlier commit) to start in turn")
     args = parser.parse_args()
-    server_starts(args.model, args.repeats, args.chromium)
+    server_starts(args.model, args.repeats, args.chromium, args.baseline)
     if not args.no_profile:
         import_profile()
         load_profile(args.model)
