@@ -455,6 +455,7 @@ def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = No
     tokenizer = gguf.tokenizer()
     source = TensorSource(tensors, hold_dtype=where.dtype)
     config, mapped = family.tensors_from_gguf(source, config)
+    gguf.finish()
     return build_stack(config, mapped, source.missing, where), tokenizer
 
 

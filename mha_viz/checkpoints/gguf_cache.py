@@ -31,7 +31,6 @@ from pathlib import Path
 import torch
 
 from ..core.digest import digest
-from ..core.errors import CorruptCheckpointError
 from ..core.folders import kept_folder
 from .gguf_file import GGUFFile
 from .weights import LazyTensors, TensorInfo
@@ -93,22 +92,23 @@ def open_gguf(path: Path) -> GGUFFile:
         return GGUFFile(path)
     path = Path(path)
     target = cache_path(folder, path)
-    identity = source_identity(path)
+    try:
+        identity = source_identity(path)
+    except OSError:  # unreadable: the GGUF reader says so in its words
+        return GGUFFile(path)
     cached = read_cache(target, identity, path)
     if cached is not None:
         return cached
     gguf = GGUFFile(path)
-    tensors = gguf.lazy_tensors()  # refuses a quantisation it cannot dequantize, as a load would
-    need = tensors.bytes_as(torch.float32)
+    need = gguf.lazy_tensors().bytes_as(torch.float32)  # refuses what it cannot dequantize
     if need > MAX_CACHED_BYTES or not _has_room(folder, need):
         return gguf
     try:
-        write_cache(target, identity, gguf, tensors)
+        return WritingGGUF(path, target, identity, gguf)
     except OSError as error:
-        log.warning("the weights cache %s could not be written (%s); loading without it",
+        log.warning("the weights cache %s could not be started (%s); loading without it",
                     target, error)
         return gguf
-    return read_cache(target, identity, path) or gguf
 
 
 def _has_room(folder: Path, need: int) -> bool:
@@ -154,41 +154,85 @@ def _crc(tensor) -> int:
     return zlib.crc32(memoryview(tensor.contiguous().numpy()).cast("B"))
 
 
-def write_cache(target: Path, identity: str, gguf: GGUFFile, tensors: LazyTensors) -> None:
-    """Every tensor dequantized once (one at a time) into a safetensors file at target,
-    written under a temporary name and renamed."""
-    header, offset = {}, 0
-    for name, info in tensors.infos.items():
-        size = info.numel * 4
-        header[name] = {"dtype": "F32", "shape": list(info.shape),
-                        "data_offsets": [offset, offset + size]}
-        offset += size
-    sums = {name: "0" * _CRC_WIDTH for name in header}
+class WritingGGUF(CachedGGUF):
+    """A GGUF read from its file while its cache is written: each tensor the load reads is
+    dequantized once, handed to the load and written at its place in the cache file; finish()
+    (after the load) writes the tensors it did not read and the header with the checksums, and
+    renames the file into place. The first load costs little more than one without a cache."""
 
-    def header_bytes() -> bytes:
-        header["__metadata__"] = {
-            "format": FORMAT, "source": identity, "crc32": json.dumps(sums),
-            "metadata": json.dumps(gguf.metadata), "tensor_types": json.dumps(gguf.tensor_types)}
-        text = json.dumps(header, separators=(",", ":")).encode()
+    def __init__(self, path: Path, target: Path, identity: str, gguf: GGUFFile):
+        self._source, self._target = gguf.lazy_tensors(), target
+        super().__init__(path, gguf.metadata, gguf.tensor_types,
+                         LazyTensors(self._source.infos, self._read))
+        self._header, offset = {}, 0
+        for name, info in self._source.infos.items():
+            size = info.numel * 4
+            self._header[name] = {"dtype": "F32", "shape": list(info.shape),
+                                  "data_offsets": [offset, offset + size]}
+            offset += size
+        self._identity = identity
+        self._sums = {name: "0" * _CRC_WIDTH for name in self._header}
+        self._written: set[str] = set()
+        first = self._header_bytes()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._temporary = target.with_name(
+            f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        self._file = open(self._temporary, "wb")
+        self._file.write(struct.pack("<Q", len(first)) + first)
+        self._file.truncate(8 + len(first) + offset)
+        self._data_start, self._header_size = 8 + len(first), len(first)
+
+    def _header_bytes(self) -> bytes:
+        self._header["__metadata__"] = {
+            "format": FORMAT, "source": self._identity, "crc32": json.dumps(self._sums),
+            "metadata": json.dumps(self.metadata), "tensor_types": json.dumps(self.tensor_types)}
+        text = json.dumps(self._header, separators=(",", ":")).encode()
         return text + b" " * (-len(text) % 8)  # safetensors pads its header with spaces
 
-    first = header_bytes()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(temporary, "wb") as file:
-            file.write(struct.pack("<Q", len(first)) + first)
-            for name, info in tensors.infos.items():
-                tensor = tensors[name]
+    def _read(self, name: str) -> torch.Tensor:
+        tensor = self._source[name]
+        if self._file is not None and name not in self._written:
+            try:
+                info = self._source.infos[name]
                 if tuple(tensor.shape) != info.shape or tensor.dtype != info.dtype:
-                    raise CorruptCheckpointError(f"tensor {name!r} does not match its header")
-                sums[name] = f"{_crc(tensor):0{_CRC_WIDTH}x}"
-                file.write(memoryview(tensor.contiguous().numpy()).cast("B"))
-            final = header_bytes()
-            if len(final) != len(first):  # fixed-width sums: cannot happen
+                    raise OSError(f"tensor {name!r} does not match its header")
+                data = tensor.contiguous().numpy()
+                os.pwrite(self._file.fileno(), memoryview(data).cast("B"),
+                          self._data_start + self._header[name]["data_offsets"][0])
+                self._sums[name] = f"{_crc(tensor):0{_CRC_WIDTH}x}"
+                self._written.add(name)
+            except OSError as error:
+                self._abandon(error)
+        return tensor
+
+    def finish(self) -> None:
+        for name in self._source.infos:
+            if self._file is None:
+                return
+            if name not in self._written:
+                self._read(name)
+        if self._file is None:
+            return
+        try:
+            final = self._header_bytes()
+            if len(final) != self._header_size:  # fixed-width sums: cannot happen
                 raise OSError("the cache's header changed size")
-            file.seek(8)
-            file.write(final)
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
+            os.pwrite(self._file.fileno(), final, 8)
+            self._file.close()
+            self._file = None
+            os.replace(self._temporary, self._target)
+        except OSError as error:
+            self._abandon(error)
+
+    def __del__(self):  # a load that failed before finish(): no temporary file left behind
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+            self._temporary.unlink(missing_ok=True)
+
+    def _abandon(self, error: OSError) -> None:
+        log.warning("the weights cache %s could not be written (%s); loading without it",
+                    self._target, error)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._temporary.unlink(missing_ok=True)

@@ -75,7 +75,7 @@ def test_cached_tensors_are_what_gguf_dequantizes(gguf_path, cache):
 
     reader = gguf.GGUFReader(str(gguf_path))
     identity = gguf_cache.source_identity(gguf_path)
-    gguf_cache.open_gguf(gguf_path)
+    load_model(gguf_path)  # the load writes the cache
     cached = gguf_cache.read_cache(cached_file(cache, gguf_path), identity)
     assert cached is not None
     tensors = cached.lazy_tensors()
@@ -137,3 +137,11 @@ def test_the_cache_folder(monkeypatch, tmp_path, gguf_path):
         assert gguf_cache.cache_folder() is None
         load_model(gguf_path)
     assert not (tmp_path / "mha-viz").exists()
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path, monkeypatch, gguf_path, uncached):
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    monkeypatch.setenv("MHA_VIZ_WEIGHTS_CACHE", str(blocked))
+    assert_same_model(load_model(gguf_path), uncached)
+    assert blocked.read_text() == ""
