@@ -29,7 +29,10 @@ RUN useradd --create-home --uid 1000 viz && chown -R viz /app
 USER viz
 ENV HF_HOME=/home/viz/.cache/huggingface
 # The default model's example text prepared now (the pruning sweep...), kept on disk in the
-# image: a class that opens the app the moment the container starts waits for nothing
+# image: a class that opens the app the moment the container starts waits for nothing. The
+# same load writes SmolLM2's dequantized weights (~540 MB) to the weights cache in the viz
+# user's home (MHA_VIZ_WEIGHTS_CACHE, default ~/.cache/mha-viz/weights, writable by viz): a
+# container's start reads them instead of converting the GGUF.
 RUN python -m mha_viz prepare
 
 EXPOSE 8501

@@ -31,17 +31,20 @@ from _browser import free_port, launch, stop_server  # noqa: E402
 from page_open import open_once as open_page  # noqa: E402 (a browser never used before)
 
 
-def start(port: int, log: Path, model: str, warm: bool,
-          prepared: Path | None) -> tuple[subprocess.Popen, float]:
-    """The server, and the time it was started (perf_counter)."""
+def start(port: int, log: Path, model: str, warm: bool, prepared: Path | None,
+          extra_env: dict[str, str] | None = None,
+          root: Path = ROOT) -> tuple[subprocess.Popen, float]:
+    """The server (the app of the checkout at root), and the time it was started
+    (perf_counter)."""
     env = dict(os.environ, MHA_VIZ_DEFAULT_MODEL=model, MHA_VIZ_WARM_START="1" if warm else "0",
                MHA_VIZ_PREPARED_DIR=str(prepared) if prepared else "off",
-               STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", TOKENIZERS_PARALLELISM="false")
+               STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", TOKENIZERS_PARALLELISM="false",
+               **(extra_env or {}))
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     while time.perf_counter() - started < 120:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):

@@ -19,6 +19,11 @@ os.environ.setdefault("MHA_VIZ_ALLOWED_DIRS", tempfile.gettempdir())
 # Prepared results kept between server starts go to a folder of this run, never the home's
 # cache (the browser tests' servers inherit it, so one server start's results serve the next).
 os.environ.setdefault("MHA_VIZ_PREPARED_DIR", tempfile.mkdtemp(prefix="mha_viz_prepared_"))
+# The GGUF weights cache (checkpoints.gguf_cache): never the user's own cache folder, but one
+# folder for every run on this machine, so SmolLM2's 540 MB are written once, not per run (the
+# cache checks each file against its GGUF and rewrites a stale or damaged one)
+os.environ.setdefault("MHA_VIZ_WEIGHTS_CACHE",
+                      os.path.join(tempfile.gettempdir(), "mha_viz_weights"))
 
 
 @pytest.fixture(scope="session")

@@ -40,7 +40,7 @@ from ..core.errors import (CheckpointNotFoundError, CorruptCheckpointError, NotA
 from ..engine.config import StackConfig
 from ..engine.encoder_decoder import EncoderDecoderConfig, ImageInput, build_network
 from ..engine.norms import RMSNorm
-from ..engine.placement import Placement
+from ..engine.placement import Placement, meta_modules
 from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
@@ -372,7 +372,7 @@ def build_stack(config, tensors: dict[str, torch.Tensor | None], missing: list[s
             f"the weights lack {len(missing)} tensor(s) a {config.model_type} model with this "
             f"config "
             f"needs, e.g. {', '.join(missing[:3])}. Is the config from the same checkpoint?")
-    with torch.device("meta"):
+    with meta_modules():  # no memory, no initialisation: the checkpoint's tensors come next
         stack = build_network(config)
     # a shared parameter (an encoder-decoder's one embedding) under its first name only
     expected = {name: tuple(p.shape) for name, p in stack.named_parameters()}
@@ -436,9 +436,9 @@ IMAGE_TENSORS = ("patch_embed.weight", "patch_embed.bias", "patch_positions")
 
 def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = None):
     """A GGUF file -> (TransformerStack, tokenizer)."""
-    from .gguf_file import GGUFFile
+    from .gguf_cache import open_gguf
 
-    gguf = GGUFFile(path)
+    gguf = open_gguf(path)  # read back from the weights cache when it holds this file
     family = families.for_gguf_architecture(gguf.architecture)
     if family is None:
         raise UnsupportedModelError(
@@ -455,6 +455,7 @@ def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = No
     tokenizer = gguf.tokenizer()
     source = TensorSource(tensors, hold_dtype=where.dtype)
     config, mapped = family.tensors_from_gguf(source, config)
+    gguf.finish()
     return build_stack(config, mapped, source.missing, where), tokenizer
 
 

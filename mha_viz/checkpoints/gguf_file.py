@@ -87,6 +87,9 @@ class GGUFFile:
                  for name, t in by_name.items()}
         return LazyTensors(infos, lambda name: self._dequantized(by_name[name], infos[name]))
 
+    def finish(self) -> None:
+        """Called once the load has read the tensors it needs (gguf_cache writes its file)."""
+
     def _dequantized(self, tensor, info: TensorInfo) -> torch.Tensor:
         from gguf import GGMLQuantizationType
         from gguf.quants import dequantize

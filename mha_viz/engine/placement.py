@@ -13,6 +13,7 @@ the parts whose rounding would change what is shown run in float32 whatever the 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,3 +139,31 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     if tensor.dtype in (torch.bfloat16, torch.float16):
         tensor = tensor.float()
     return tensor.cpu().numpy()
+
+
+# torch.nn.init's in-place fills: a module's constructor calls them on its new parameters
+_INITIALISERS = {"normal_", "uniform_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
+                 "xavier_uniform_", "xavier_normal_", "orthogonal_", "constant_", "zeros_",
+                 "ones_", "fill_", "zero_"}
+
+
+class _NoInitialisingOnMeta(torch.overrides.TorchFunctionMode):
+    """Leaves a meta tensor's initialisation out: it has no values to fill, and torch runs
+    normal_ on meta through Python decompositions whose first use imports sympy and the
+    compiler's modules (~1 s when a server starts, more on a busy machine)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        target = args[0] if args else kwargs.get("tensor")  # torch.nn.init passes tensor=
+        if getattr(func, "__name__", "") in _INITIALISERS and isinstance(
+                target, torch.Tensor) and target.is_meta:
+            return target
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def meta_modules():
+    """``with meta_modules(): network = build(...)``: modules built on the meta device (no
+    memory; their parameters are assigned from a checkpoint after), not initialised."""
+    with torch.device("meta"), _NoInitialisingOnMeta():
+        yield

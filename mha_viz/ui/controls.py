@@ -17,7 +17,7 @@ from ..core.errors import CheckpointNotFoundError, MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.model import Model, TargetMetric
 from ..models.seq2seq import DEFAULT_NEW_TOKENS
-from .loading import get_model
+from .loading import charts_code_meanwhile, get_model
 from .selection import Selection
 from .stores import memo, results_store
 from . import continuation, navigation, reads as page_reads
@@ -163,7 +163,8 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
             "no folder given: type the path of a checkpoint folder in the sidebar")
     else:
         try:
-            model = get_model(name)
+            with charts_code_meanwhile(name):
+                model = get_model(name)
         except MhaVizError as error:
             model_error = error
     # the fields of what the model reads: a text (and a sentence B), or a source and a target

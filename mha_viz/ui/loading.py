@@ -8,8 +8,10 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from contextlib import contextmanager
 from typing import Callable
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from .. import checkpoints
@@ -22,9 +24,34 @@ from .settings import APP_DIR
 @st.cache_resource(max_entries=3, show_spinner="Loading the model…")
 def _load_model_cached(name: str) -> Model:
     where = placement_from_environment()  # MHA_VIZ_DTYPE, MHA_VIZ_DEVICE: the operator's
-    return _freezing_the_heap(
+    model = _freezing_the_heap(
         lambda: load_model(name, local_dirs=checkpoints.allowed_dirs(APP_DIR / "models"),
                            dtype=where.dtype, device=where.device))
+    _loaded.add(name)
+    return model
+
+
+_loaded: set[str] = set()  # names loaded once (the cache may have let one go since)
+
+
+@contextmanager
+def charts_code_meanwhile(name: str):
+    """While the model `name` loads (seconds, the first time), the visitor's browser fetches
+    and compiles the charts' code: plotly.js, ~4 MB, which a tab fetches only when its first
+    chart arrives, and then compiles for a second or more before drawing it. An empty chart,
+    a few pixels high, stands on the page meanwhile and is removed when the model is there."""
+    if str(name).strip() in _loaded:
+        yield
+        return
+    holder = st.empty()
+    holder.plotly_chart(go.Figure(layout=dict(height=10, margin=dict(l=0, r=0, t=0, b=0),
+                                              xaxis_visible=False, yaxis_visible=False)),
+                        theme=None, config={"staticPlot": True, "displayModeBar": False},
+                        key="_mv_charts_code")
+    try:
+        yield
+    finally:
+        holder.empty()
 
 
 _heap_lock = threading.Lock()

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from .. import checkpoints
 from ..checkpoints.series import BUNDLED_SERIES
+from ..core.folders import kept_folder
 
 APP_DIR = Path(__file__).resolve().parents[2]  # where app.py and pages/ live
 
@@ -28,13 +29,7 @@ def default_model() -> str:
 def prepared_folder() -> Path | None:
     """Where prepared results outlive the server (MHA_VIZ_PREPARED_DIR; "0" or "off" keeps
     them in memory only), by default the user's cache folder: the next start has them."""
-    chosen = os.environ.get("MHA_VIZ_PREPARED_DIR", "").strip()
-    if chosen.lower() in ("0", "off", "none"):
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache"
-    return Path(cache) / "mha-viz" / "prepared"
+    return kept_folder("MHA_VIZ_PREPARED_DIR", "prepared")
 
 
 def ray_cluster() -> tuple[str, int] | None:

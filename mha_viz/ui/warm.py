@@ -68,13 +68,15 @@ def _through_runner(model, text: str, fn: Callable, *args, **kwargs):
 def prepare(model_name: str, text: str, pair: str | None = None,
             max_tokens: int | None = DEFAULT_MAX_TOKENS,
             progress: Callable[[int, int, str], None] | None = None,
-            at_start: bool = False) -> None:
+            at_start: bool = False, after_maps: Callable[[], object] | None = None) -> None:
     """Load the model and compute what the pages compute first for this text: its trace and
     kept run, and what settings.RUNS_ON_OPEN marks warm (the pruning page's score, ablation
     sweep, gradient importance and pruning curve, with its default choices, PRUNING_DEFAULTS;
     for a causal language model the Long range page's needles, sinks, window losses and
     window costs, with LONG_RANGE_DEFAULTS). progress(done, total, what) after each step.
     at_start: the server's own start, which leaves out what takes minutes (OnOpen.at_start).
+    after_maps: called once the maps are ready, before the rest (the server's start waits
+    there for its first visitor's page).
     """
     model = get_model(model_name)
     steps: list[tuple[str, Callable[[], object]]] = []
@@ -89,6 +91,8 @@ def prepare(model_name: str, text: str, pair: str | None = None,
         step()
         if progress is not None:
             progress(done, len(steps), what)
+        if done == 1 and after_maps is not None:
+            after_maps()
 
 
 def _warm(page: str, at_start: bool) -> set[str]:
@@ -171,23 +175,32 @@ def _kept_loss(model, text: str, ids: tuple, window: dict) -> None:
                     **window)
 
 
+# The warm start's work past the default text's maps (the pruning sweep, the long text's
+# studies: seconds of both cores) waits for the first visitor's page run to end, or this long
+# when nobody comes: the first figure is not drawn behind it.
+FIRST_PAGE_WAIT_SECONDS = 15.0
+_page_run_over = threading.Event()
+
+
+def page_run_over() -> None:
+    """A visitor's page run has ended (app.py calls it after each): the warm start goes on."""
+    _page_run_over.set()
+
+
 def prepare_default() -> None:
-    """The default model and example text (what a first visitor sees); a failure is logged,
-    never raised: the pages then compute as usual. MHA_VIZ_WARM_START=0 turns it off."""
+    """The default model and example text (what a first visitor sees), the maps first and the
+    rest after the first visitor's page run; a failure is logged, never raised: the pages then
+    compute as usual. MHA_VIZ_WARM_START=0 turns it off. app.py's lifespan runs it in a
+    thread of its own, the server answering meanwhile."""
     if os.environ.get("MHA_VIZ_WARM_START", "1").strip() == "0":
         return
     try:
         started = time.perf_counter()
         name = default_model()
         model = get_model(name)
-        prepare(name, default_text(model), at_start=True)
+        prepare(name, default_text(model), at_start=True,
+                after_maps=lambda: _page_run_over.wait(FIRST_PAGE_WAIT_SECONDS))
         log.info("prepared %s and the example text in %.1f s", name,
                  time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down
         log.exception("preparing the default model failed; pages will compute on demand")
-
-
-def start_preparing_default() -> threading.Thread:
-    thread = threading.Thread(target=prepare_default, daemon=True, name="mha-viz warm start")
-    thread.start()
-    return thread

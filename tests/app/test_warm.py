@@ -2,6 +2,8 @@
 teacher's text, land under the keys the pages read, with the numbers the library gives."""
 
 import functools
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ pytest.importorskip("streamlit")
 
 from mha_viz import load_model  # noqa: E402
 from mha_viz.analysis import pruning  # noqa: E402
-from mha_viz.ui import jobs, loading, stores, warm  # noqa: E402
+from mha_viz.ui import jobs, loading, stores, traces, warm  # noqa: E402
 from mha_viz.ui.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,3 +184,66 @@ def test_a_failing_warm_start_is_logged_not_raised(monkeypatch, caplog):
     monkeypatch.setattr(warm, "default_model", lambda: "no-such-model-anywhere")
     warm.prepare_default()
     assert "preparing the default model failed" in caplog.text
+
+
+@pytest.fixture
+def small_causal(gpt2_folder, monkeypatch) -> str:
+    monkeypatch.setenv("MHA_VIZ_ALLOWED_DIRS", str(gpt2_folder.parent))
+    return str(gpt2_folder)
+
+
+@pytest.fixture
+def server_start(small_causal, monkeypatch):
+    """prepare_default on a small causal model and TEXT, with what follows the maps replaced
+    by one step that records when it runs; -> (the thread to start, the steps done, in order)."""
+    causal = small_causal
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "1")
+    monkeypatch.setattr(warm, "default_model", lambda: causal)
+    monkeypatch.setattr(warm, "default_text", lambda model: TEXT)
+    monkeypatch.setattr(warm, "_page_run_over", threading.Event())
+    done = []
+    monkeypatch.setattr(warm, "_pruning_steps", lambda model, text, chosen: [
+        ("the rest", lambda: None)])
+    monkeypatch.setattr(warm, "_long_range_steps", lambda model, text, chosen: [])
+    real = warm.prepare
+    monkeypatch.setattr(warm, "prepare", lambda *args, **kwargs: real(
+        *args, progress=lambda n, total, what: done.append(what), **kwargs))
+    return threading.Thread(target=warm.prepare_default, daemon=True), done
+
+
+def wait_for(condition, seconds=120.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_the_server_start_prepares_the_maps_then_waits_for_the_first_page(server_start,
+                                                                           small_causal):
+    """The first visitor's figure is not drawn behind the warm start's long work: past the
+    maps it waits for a page run to end, holding nothing the page needs."""
+    thread, done = server_start
+    thread.start()
+    wait_for(lambda: "the maps" in done)
+    # the page reads the maps the warm start computed (a recomputation would raise), at once
+    model = loading.get_model(small_causal)
+    page_reads = threading.Thread(target=lambda: done.append(traces.cached_trace(
+        small_causal, TEXT, None, DEFAULT_MAX_TOKENS)), daemon=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(model), "trace", refusing(type(model).trace))
+        page_reads.start()
+        page_reads.join(10)
+    assert not page_reads.is_alive() and len(done) == 2 and done[0] == "the maps"
+    time.sleep(0.3)
+    assert "the predictions" not in done and "the rest" not in done
+    warm.page_run_over()
+    thread.join(60)
+    assert done[2:] == ["the predictions", "the rest"]
+
+
+def test_with_no_visitor_the_server_start_goes_on(server_start, monkeypatch):
+    monkeypatch.setattr(warm, "FIRST_PAGE_WAIT_SECONDS", 0.2)
+    thread, done = server_start
+    thread.start()
+    thread.join(60)
+    assert done == ["the maps", "the predictions", "the rest"]

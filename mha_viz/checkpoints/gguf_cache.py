@@ -1,0 +1,238 @@
+"""A GGUF's dequantized tensors and its metadata kept on disk as one safetensors file, so the
+next load reads (memory-mapped) instead of parsing and dequantizing again: the bundled
+SmolLM2's load goes from seconds of numpy to a read of the page cache.
+
+- Where: MHA_VIZ_WEIGHTS_CACHE (a folder; "0" or "off": no cache), by default
+  $XDG_CACHE_HOME/mha-viz/weights (~/.cache/mha-viz/weights). One file per GGUF path.
+- Which source: the file records the GGUF's identity (core.digest of its size, mtime and its
+  first and last MiB), the gguf package's version and this format's; a file made from another
+  source (the GGUF replaced, or re-downloaded) is stale: not used, and rewritten.
+- Damage: every tensor's CRC-32 is in the header and checked on opening; a file that fails any
+  check (truncated, garbled, not safetensors) is refused and rewritten. Written to a temporary
+  name and renamed, so a crash mid-write leaves no half file under the cache's name.
+- Read with safetensors (a header of JSON and raw bytes), never pickle; the tensors are float32
+  as the GGUF's own dequantization gives them, bit for bit.
+- Size: only GGUFs whose float32 tensors take at most MAX_CACHED_BYTES, and only when the disk
+  has room; a cache that cannot be written is skipped (logged), never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import struct
+import threading
+import zlib
+from importlib import metadata as package_metadata
+from pathlib import Path
+
+import torch
+
+from ..core.digest import digest
+from ..core.folders import kept_folder
+from .gguf_file import GGUFFile
+from .weights import LazyTensors, TensorInfo
+
+log = logging.getLogger("mha_viz.checkpoints")
+
+FORMAT = "mha-viz gguf cache 1"  # bump when what is stored or how it is converted changes
+MAX_CACHED_BYTES = 2 << 30
+_HEAD_BYTES = 1 << 20
+_CRC_WIDTH = 8  # hex digits: the header is written once with zeros, then with the sums
+
+
+def cache_folder() -> Path | None:
+    """MHA_VIZ_WEIGHTS_CACHE ("0"/"off": None), by default the user's cache folder."""
+    return kept_folder("MHA_VIZ_WEIGHTS_CACHE", "weights")
+
+
+def source_identity(path: Path) -> str:
+    """What makes the cached tensors: the GGUF (size, mtime, first and last MiB), the
+    dequantizer's version and this cache's format."""
+    stat = path.stat()
+    with open(path, "rb") as file:
+        head = file.read(_HEAD_BYTES)
+        file.seek(max(0, stat.st_size - _HEAD_BYTES))
+        tail = file.read(_HEAD_BYTES)
+    return digest(FORMAT, _gguf_version(), stat.st_size, stat.st_mtime_ns, head, tail)
+
+
+def _gguf_version() -> str:
+    try:
+        return package_metadata.version("gguf")
+    except package_metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def cache_path(folder: Path, path: Path) -> Path:
+    return folder / f"gguf-{digest(str(path.resolve()))}.safetensors"
+
+
+class CachedGGUF(GGUFFile):
+    """A GGUF read back from the cache: the same metadata, tensor types and tokenizer as the
+    file's GGUFFile, its tensors float32 from a memory map."""
+
+    def __init__(self, path: Path, metadata: dict, tensor_types: dict[str, str],
+                 tensors: LazyTensors):
+        self.path = Path(path)
+        self.metadata, self.tensor_types = metadata, tensor_types
+        self._tensors = tensors
+
+    def lazy_tensors(self) -> LazyTensors:
+        return self._tensors
+
+
+def open_gguf(path: Path) -> GGUFFile:
+    """The GGUF at path: from the cache when it holds this very file, else read from the file
+    (and the cache written for the next time)."""
+    folder = cache_folder()
+    if folder is None:
+        return GGUFFile(path)
+    path = Path(path)
+    target = cache_path(folder, path)
+    try:
+        identity = source_identity(path)
+    except OSError:  # unreadable: the GGUF reader says so in its words
+        return GGUFFile(path)
+    cached = read_cache(target, identity, path)
+    if cached is not None:
+        return cached
+    gguf = GGUFFile(path)
+    need = gguf.lazy_tensors().bytes_as(torch.float32)  # refuses what it cannot dequantize
+    if need > MAX_CACHED_BYTES or not _has_room(folder, need):
+        return gguf
+    try:
+        return WritingGGUF(path, target, identity, gguf)
+    except OSError as error:
+        log.warning("the weights cache %s could not be started (%s); loading without it",
+                    target, error)
+        return gguf
+
+
+def _has_room(folder: Path, need: int) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return shutil.disk_usage(folder).free > need + need // 10 + (256 << 20)
+    except OSError:
+        return False
+
+
+def read_cache(target: Path, identity: str, source: Path | None = None) -> CachedGGUF | None:
+    """The cached GGUF (named after source, the GGUF file, in messages), or None when the file
+    is absent, stale (another source) or damaged (then it is removed, to be written again)."""
+    if not target.is_file():
+        return None
+    try:
+        from safetensors import safe_open
+
+        handle = safe_open(str(target), framework="pt")
+        meta = handle.metadata() or {}
+        if meta.get("format") != FORMAT or meta.get("source") != identity:
+            log.info("the weights cache %s is of another source: rewriting it", target.name)
+            return None
+        sums = json.loads(meta["crc32"])
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        if set(sums) != set(tensors):
+            raise ValueError("its checksums do not name its tensors")
+        for name, tensor in tensors.items():
+            if f"{_crc(tensor):0{_CRC_WIDTH}x}" != sums[name]:
+                raise ValueError(f"tensor {name!r} fails its checksum")
+        metadata = json.loads(meta["metadata"])
+        tensor_types = json.loads(meta["tensor_types"])
+    except Exception as error:  # noqa: BLE001 - any damage: refuse the file, rebuild it
+        log.warning("the weights cache %s is damaged (%s: %s): rebuilding it", target.name,
+                    type(error).__name__, error)
+        target.unlink(missing_ok=True)
+        return None
+    infos = {name: TensorInfo(t.dtype, tuple(t.shape)) for name, t in tensors.items()}
+    return CachedGGUF(source or target, metadata, tensor_types, LazyTensors(infos, tensors.__getitem__))
+
+
+def _crc(tensor) -> int:
+    return zlib.crc32(memoryview(tensor.contiguous().numpy()).cast("B"))
+
+
+class WritingGGUF(CachedGGUF):
+    """A GGUF read from its file while its cache is written: each tensor the load reads is
+    dequantized once, handed to the load and written at its place in the cache file; finish()
+    (after the load) writes the tensors it did not read and the header with the checksums, and
+    renames the file into place. The first load costs little more than one without a cache."""
+
+    def __init__(self, path: Path, target: Path, identity: str, gguf: GGUFFile):
+        self._source, self._target = gguf.lazy_tensors(), target
+        super().__init__(path, gguf.metadata, gguf.tensor_types,
+                         LazyTensors(self._source.infos, self._read))
+        self._header, offset = {}, 0
+        for name, info in self._source.infos.items():
+            size = info.numel * 4
+            self._header[name] = {"dtype": "F32", "shape": list(info.shape),
+                                  "data_offsets": [offset, offset + size]}
+            offset += size
+        self._identity = identity
+        self._sums = {name: "0" * _CRC_WIDTH for name in self._header}
+        self._written: set[str] = set()
+        first = self._header_bytes()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._temporary = target.with_name(
+            f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        self._file = open(self._temporary, "wb")
+        self._file.write(struct.pack("<Q", len(first)) + first)
+        self._file.truncate(8 + len(first) + offset)
+        self._data_start, self._header_size = 8 + len(first), len(first)
+
+    def _header_bytes(self) -> bytes:
+        self._header["__metadata__"] = {
+            "format": FORMAT, "source": self._identity, "crc32": json.dumps(self._sums),
+            "metadata": json.dumps(self.metadata), "tensor_types": json.dumps(self.tensor_types)}
+        text = json.dumps(self._header, separators=(",", ":")).encode()
+        return text + b" " * (-len(text) % 8)  # safetensors pads its header with spaces
+
+    def _read(self, name: str) -> torch.Tensor:
+        tensor = self._source[name]
+        if self._file is not None and name not in self._written:
+            try:
+                info = self._source.infos[name]
+                if tuple(tensor.shape) != info.shape or tensor.dtype != info.dtype:
+                    raise OSError(f"tensor {name!r} does not match its header")
+                data = tensor.contiguous().numpy()
+                os.pwrite(self._file.fileno(), memoryview(data).cast("B"),
+                          self._data_start + self._header[name]["data_offsets"][0])
+                self._sums[name] = f"{_crc(tensor):0{_CRC_WIDTH}x}"
+                self._written.add(name)
+            except OSError as error:
+                self._abandon(error)
+        return tensor
+
+    def finish(self) -> None:
+        for name in self._source.infos:
+            if self._file is None:
+                return
+            if name not in self._written:
+                self._read(name)
+        if self._file is None:
+            return
+        try:
+            final = self._header_bytes()
+            if len(final) != self._header_size:  # fixed-width sums: cannot happen
+                raise OSError("the cache's header changed size")
+            os.pwrite(self._file.fileno(), final, 8)
+            self._file.close()
+            self._file = None
+            os.replace(self._temporary, self._target)
+        except OSError as error:
+            self._abandon(error)
+
+    def __del__(self):  # a load that failed before finish(): no temporary file left behind
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+            self._temporary.unlink(missing_ok=True)
+
+    def _abandon(self, error: OSError) -> None:
+        log.warning("the weights cache %s could not be written (%s); loading without it",
+                    self._target, error)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._temporary.unlink(missing_ok=True)

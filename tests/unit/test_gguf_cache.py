@@ -1,0 +1,147 @@
+"""The GGUF weights cache (mha_viz.checkpoints.gguf_cache): a model read back from it is bit for
+bit the model converted from the GGUF with no cache, its tensors are what the gguf package
+itself dequantizes the file's bytes to, and a damaged or stale cache file is never used: it is
+refused and written again. A random Llama GGUF in Q4_1 (quantized: the cache must hold what
+the dequantization gave, not the file's bytes)."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.checkpoints import gguf_cache
+from mha_viz.checkpoints.gguf_file import GGUFFile
+from mha_viz.models.model import load_model
+from mha_viz.testing import make_llama_checkpoint, write_llama_gguf
+
+TEXT = "the cat sat on the mat because it was warm"
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory):
+    folder = make_llama_checkpoint(tmp_path_factory.mktemp("llama"), d_model=64, n_head=4)
+    return write_llama_gguf(folder, tmp_path_factory.mktemp("gguf") / "random.gguf", "Q4_1")
+
+
+@pytest.fixture(scope="module")
+def uncached(gguf_path):
+    """The model converted from the GGUF with the cache off."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MHA_VIZ_WEIGHTS_CACHE", "0")
+        return load_model(gguf_path)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "weights"
+    monkeypatch.setenv("MHA_VIZ_WEIGHTS_CACHE", str(folder))
+    return folder
+
+
+def cached_file(folder, gguf_path):
+    return gguf_cache.cache_path(folder, gguf_path)
+
+
+def assert_same_model(model, reference):
+    ours, theirs = model.network.state_dict(), reference.network.state_dict()
+    assert ours.keys() == theirs.keys()
+    for name in theirs:  # bit for bit: equal values, dtypes and shapes
+        assert ours[name].dtype == theirs[name].dtype, name
+        assert torch.equal(ours[name], theirs[name]), name
+    assert model.tokenizer(TEXT)["input_ids"] == reference.tokenizer(TEXT)["input_ids"]
+    np.testing.assert_array_equal(model.trace(TEXT).attentions,
+                                  reference.trace(TEXT).attentions)
+
+
+def read_without_the_gguf(monkeypatch):
+    """Loading from here on must not parse or dequantize the GGUF."""
+    def refuse(self, path):
+        raise AssertionError("the GGUF was read although the cache holds it")
+
+    monkeypatch.setattr(GGUFFile, "__init__", refuse)
+
+
+def test_a_model_read_from_the_cache_is_the_converted_model(gguf_path, uncached, cache,
+                                                            monkeypatch):
+    assert_same_model(load_model(gguf_path), uncached)  # converts and writes the cache
+    assert cached_file(cache, gguf_path).is_file()
+    read_without_the_gguf(monkeypatch)
+    assert_same_model(load_model(gguf_path), uncached)
+
+
+def test_cached_tensors_are_what_gguf_dequantizes(gguf_path, cache):
+    import gguf
+
+    reader = gguf.GGUFReader(str(gguf_path))
+    identity = gguf_cache.source_identity(gguf_path)
+    load_model(gguf_path)  # the load writes the cache
+    cached = gguf_cache.read_cache(cached_file(cache, gguf_path), identity)
+    assert cached is not None
+    tensors = cached.lazy_tensors()
+    assert set(tensors) == {t.name for t in reader.tensors}
+    quantized = 0
+    for t in reader.tensors:
+        expected = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+            tuple(int(n) for n in reversed(t.shape)))
+        quantized += t.tensor_type.name == "Q4_1"
+        assert tensors[t.name].dtype == torch.float32
+        np.testing.assert_array_equal(tensors[t.name].numpy(), expected.astype(np.float32))
+    assert quantized > 0
+    assert cached.metadata == GGUFFile(gguf_path).metadata
+
+
+@pytest.mark.parametrize("damage", ["flip a weight's byte", "truncate", "garble the header",
+                                    "empty"])
+def test_a_damaged_cache_is_refused_and_rebuilt(gguf_path, uncached, cache, damage):
+    load_model(gguf_path)
+    path = cached_file(cache, gguf_path)
+    data = bytearray(path.read_bytes())
+    if damage == "flip a weight's byte":
+        data[len(data) - 1000] ^= 0x40  # inside the last tensor's bytes
+    elif damage == "truncate":
+        del data[len(data) // 2:]
+    elif damage == "garble the header":
+        data[8:40] = b"\x00" * 32
+    else:
+        data = bytearray()
+    path.write_bytes(bytes(data))
+    assert_same_model(load_model(gguf_path), uncached)
+    identity = gguf_cache.source_identity(gguf_path)
+    assert gguf_cache.read_cache(path, identity) is not None  # written again, whole
+
+
+def test_a_cache_of_another_source_is_not_used(tmp_path, gguf_path, uncached, cache):
+    """The same path holding another GGUF (downloaded again, other weights)."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(gguf_path.read_bytes())
+    assert_same_model(load_model(path), uncached)
+    other = make_llama_checkpoint(tmp_path / "other", d_model=64, n_head=4, seed=1)
+    write_llama_gguf(other, path, "Q4_1")
+    os.utime(path, ns=(1, 1))  # even an old mtime: the identity reads the file's bytes too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MHA_VIZ_WEIGHTS_CACHE", "0")
+        fresh = load_model(path)
+    model = load_model(path)
+    assert_same_model(model, fresh)
+    ours, before = model.network.state_dict(), uncached.network.state_dict()
+    assert any(not torch.equal(ours[name], before[name]) for name in before)
+
+
+def test_the_cache_folder(monkeypatch, tmp_path, gguf_path):
+    monkeypatch.delenv("MHA_VIZ_WEIGHTS_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert gguf_cache.cache_folder() == tmp_path / "mha-viz" / "weights"
+    for off in ("0", "off"):
+        monkeypatch.setenv("MHA_VIZ_WEIGHTS_CACHE", off)
+        assert gguf_cache.cache_folder() is None
+        load_model(gguf_path)
+    assert not (tmp_path / "mha-viz").exists()
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path, monkeypatch, gguf_path, uncached):
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    monkeypatch.setenv("MHA_VIZ_WEIGHTS_CACHE", str(blocked))
+    assert_same_model(load_model(gguf_path), uncached)
+    assert blocked.read_text() == ""
