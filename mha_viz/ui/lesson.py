@@ -39,7 +39,10 @@ export default function(component) {
 # set a little smaller than the page's, and the step's heading sits tight.
 _LESSON_CSS = """<style>
 [data-testid="stMainBlockContainer"] h1, .st-key-_mv_w_lesson {display: none;}
+[data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h1) {display: none;}
 .st-key-_mv_lesson_keys {display: none;}
+.st-key-_mv_lesson_back button, .st-key-_mv_lesson_next button {min-height: 2rem;}
+[data-testid="stLayoutWrapper"]:has(.st-key-_mv_lesson_back) {margin-bottom: -0.5rem;}
 [data-testid="stMainBlockContainer"] {padding-bottom: 0.5rem !important;}
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] p,
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] li {font-size: 0.8rem !important;}
@@ -47,8 +50,10 @@ _LESSON_CSS = """<style>
 .st-key-_mv_lesson_text [data-testid="stCaptionContainer"] {font-size: 0.7rem !important;}
 </style>"""
 # The height a lesson's screen keeps for its own rows: the header, the progress line, the
-# margins. Figures are laid out for what is left (output.figure_screen).
-LESSON_CHROME_PX = 250
+# margins (at 1280x720 presenting: the header to 96 px, the progress row to 156, 12 px under
+# the step, 8 to spare). Figures are laid out for what is left (output.figure_screen).
+LESSON_CHROME_PX = 176
+FIGURE_SHARE = 0.6  # the figures' column of a step beside its words (st.columns([2, 3]))
 _RESERVED = "_mv_reserved_px"  # read by output.figure_screen
 _PLACES = "_mv_lesson_places"  # this run's (text, figures) columns of a lesson's step
 
@@ -111,7 +116,7 @@ def show_steps(steps: list[tuple[str, str, bool]], draw: dict[str, Callable[[], 
                 with st.container(key="_mv_lesson_text"):
                     draw[key]()
             else:
-                text, figures = st.columns([2, 3], gap="medium")
+                text, figures = st.columns([1 - FIGURE_SHARE, FIGURE_SHARE], gap="medium")
                 st.session_state[_PLACES] = (text, figures)
                 with text.container(key="_mv_lesson_text"):
                     draw[key]()

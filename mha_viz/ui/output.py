@@ -217,11 +217,12 @@ def figure_screen(share: float = 1.0) -> fit.Screen | None:
     size = viewport()
     if size is None or size["width"] < 100:
         return None
-    width, height = size["width"], size["height"] - st.session_state.get("_mv_reserved_px", 0)
+    reserved = st.session_state.get("_mv_reserved_px", 0)  # a lesson's own rows
+    width, height = size["width"], size["height"] - reserved
     if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
         width = int(width * share - 16)  # the columns' gap
     return fit.Screen(width=width, height=max(height, 200) if size["height"] else None,
-                      present=presenting())
+                      present=presenting(), fill=bool(reserved))
 
 
 def figure_columns(spec, **kwargs) -> list:

@@ -41,7 +41,16 @@ IDEAS = ["X: what the head reads", "three matrices (attn_q, attn_k, attn_v)",
          "concatenating the heads' outputs", "dL/dW_Q^h = Xᵀ dL/dQ^h", "4 × d_model²",
          "KV cache", "grouped-query (3 K/V heads)", "multi-query (1 K/V head)",
          "of it comes from the key side of L0.H", "K-composition", "induction toy",
-         "what it moves", "Kobayashi et al. 2020"]
+         "what it moves", "Kobayashi et al. 2020", "it is a sink", "differ most"]
+
+
+# Every heat map's plot area (as Plotly drew it), its rows and the row labels it shows.
+MAPS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd.data[0] && gd.data[0].type === 'heatmap')
+  .map(gd => ({title: String((gd.layout.title || {}).text || '').slice(0, 40),
+               height: gd._fullLayout.yaxis._length, rows: gd.calcdata[0][0].z.length,
+               labels: gd.querySelectorAll('.yaxislayer-above .ytick text').length}))"""
+MIN_PLOT_PX = 300  # issue 57: no lesson map under 300 px high on a 1280x720 projector
 
 
 def at_step(tab, k: int) -> None:
@@ -57,7 +66,7 @@ def test_the_lesson_walks_with_the_arrow_keys_and_each_step_fits_the_projector(
     at_step(tab, 1)
     n = int(STEP.search(tab.locator('[data-testid="stProgress"]').inner_text()).group(2))
     assert n >= 12
-    seen, heights, titles, small, headings = [], {}, {}, {}, []
+    seen, heights, titles, small, headings, cramped = [], {}, {}, {}, [], {}
     for k in range(1, n + 1):
         if k > 1:
             tab.mouse.click(WIDTH - 4, HEIGHT // 2)  # the page has the focus, not a widget
@@ -72,10 +81,15 @@ def test_the_lesson_walks_with_the_arrow_keys_and_each_step_fits_the_projector(
         smallest = min([f["smallest"] for f in tab.evaluate(FIGURE_PROBE, [30, 9])] or [99])
         if smallest < 14:
             small[k] = smallest
+        maps = [m for m in tab.evaluate(MAPS) if m["height"] < MIN_PLOT_PX
+                or (m["rows"] <= 40 and m["labels"] < m["rows"])]
+        if maps:  # too low to read, or rows without their labels
+            cramped[k] = maps
         shoot(tab, screenshots, f"lesson_projector_step{k:02d}")
     too_long = {k: h for k, h in heights.items() if h > HEIGHT}
     assert not too_long, too_long  # every step on one screen
     assert not small, small  # no figure text under 14 px on a projector
+    assert not cramped, cramped  # every map >= 300 px high, each of its rows labelled
     # numbered once: the progress line counts the screens, no heading carries a number
     assert not [h for h in headings if re.match(r"\d+[a-z]?\. ", h)], headings
     text = "\n".join(seen)

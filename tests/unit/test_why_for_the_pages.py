@@ -72,5 +72,11 @@ def test_the_first_token_both_ways(gpt2_model):
                               for head in range(trace.n_head)] for layer in range(trace.n_layer)])
         np.testing.assert_allclose(found, expected, rtol=1e-5)
     assert shares.weights_mean == pytest.approx(shares.of_weights.mean())
+    # the lesson's example (issue 57 item 1): the head whose first token takes the most more
+    # of its weight than of what it moves
+    gaps = {(layer, head): float(np.mean(looks.head_map(layer, head)[:, 0])
+                                 - np.mean(moves.head_map(layer, head)[:, 0]))
+            for layer in range(looks.n_layer) for head in range(looks.n_head)}
+    assert shares.widest_gap() == max(gaps, key=gaps.get)
     with pytest.raises(InputError):
         analysis.sink_shares(moves, looks)

@@ -378,16 +378,24 @@ def textbook_text(case, labels: list[str], score: float, parts: list[tuple[str, 
                    f"copies what followed before (Olsson et al. 2022).")
 
 
-def moves_text(name: str, first_token: str, took: float, sent: float) -> str:
-    """This head's first-token share of the weights and of what it moves, and what the
-    difference says."""
-    said = (f"A weight says where {name} looks; what reaches the query is the weight times "
+def moves_text(name: str, first_token: str, took: float, sent: float,
+               chosen: tuple[str, float, float] | None = None) -> str:
+    """The first-token share of the weights and of what it moves of the head shown (the one
+    where they differ most), what the difference says, and the chosen head's (name, took,
+    sent) when it is another."""
+    said = (f"A weight says where a head looks; what reaches the query is the weight times "
             f"the vector the key sends, ‖α_ij · f(x_j)‖ with f the value and output "
-            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes as "
-            f"shares. The first token ('{first_token}') takes {took:.2f} of this head's "
-            f"weight and {sent:.2f} of what it moves")
+            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes "
+            f"as shares. In {name} the first token ('{first_token}') takes {took:.2f} of the "
+            f"weight and {sent:.2f} of what moves")
     if sent < 0.8 * took:
-        return said + (": it is a sink, a place to put weight that sends back little. Where "
-                       "a map of weights is dark at the first token, this head mostly reads "
-                       "nothing.")
-    return said + ": here the two agree."
+        said += (": it is a sink, a place to put weight that sends back little. Where a map "
+                 "of weights is dark at the first token, the head mostly reads nothing.")
+    else:
+        said += ": here the two agree."
+    if chosen is not None:
+        own, own_took, own_sent = chosen
+        said += (f" {name} is the head of this text where the two differ most; {own}, the "
+                 f"head you follow, gives the first token {own_took:.2f} and "
+                 f"{own_sent:.2f}.")
+    return said

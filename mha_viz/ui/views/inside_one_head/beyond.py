@@ -15,6 +15,7 @@ from .... import analysis, plots, ui
 from ....analysis.one_head import blockwise
 from ....analysis.one_head import gradients as head_gradients
 from ....core.errors import MhaVizError
+from ....plots import fit
 from ... import lesson as lesson_mode
 from ...words import inside_one_head as page_words
 from ...words import one_head as words
@@ -133,7 +134,7 @@ def textbook(h: Head) -> None:
             f"{name}'s score at query {case.query} → key {case.key}: its key side",
             "red raises the score, blue lowers it"),
             key="textbook", alt="The induction head's score by key-side source",
-            share=ui.column_share(0.6))
+            share=lesson_mode.FIGURE_SHARE)
 
 
 def moves(h: Head) -> None:
@@ -146,18 +147,21 @@ def moves(h: Head) -> None:
     looks = ui.get_trace(selection)
     moved = ui.get_trace(selection, weights="value")
     shares = ui.memo(analysis.sink_shares, looks, moved)
-    st.markdown(words.moves_text(h.name, looks.display_tokens[0],
-                                 float(shares.of_weights[h.layer, h.head]),
-                                 float(shares.of_moved[h.layer, h.head])))
-    labels = list(looks.display_tokens)
+    layer, head = shares.widest_gap()  # the example where the two views differ
+    name = plots.head_name(layer, head)
+    chosen = None if (layer, head) == (h.layer, h.head) else (
+        h.name, float(shares.of_weights[h.layer, h.head]),
+        float(shares.of_moved[h.layer, h.head]))
+    st.markdown(words.moves_text(name, looks.display_tokens[0],
+                                 float(shares.of_weights[layer, head]),
+                                 float(shares.of_moved[layer, head]), chosen))
+    screen = ui.figure_screen(lesson_mode.FIGURE_SHARE)
+    narrow = screen is not None and screen.width < fit.NARROW_PX  # a phone: stacked
     with lesson_mode.figure_place():
-        places = st.columns(2)
-    for place, trace, title, key, value_name in zip(
-            places, (looks, moved),
-            (f"{h.name}: where it looks (weights)", f"{h.name}: what it moves"),
-            ("moves_weights", "moves_moved"), ("weight", "share moved")):
-        with place:
-            ui.show_figure(plots.head_heatmap(trace.head_map(h.layer, h.head), labels,
-                                              title=title, causal=trace.causal,
-                                              value_name=value_name),
-                           key=key, alt=title, share=0.3)
+        title = f"{name}: where it looks, what it moves"
+        ui.show_figure(plots.head_heatmap_row(
+            [looks.head_map(layer, head), moved.head_map(layer, head)],
+            list(looks.display_tokens), ["weights", "share moved"], causal=looks.causal,
+            title=title, max_ticks=40, per_row=1 if narrow else None,
+            height=int(screen.width + 40) if narrow else 420),
+            key="moves", alt=title, share=lesson_mode.FIGURE_SHARE)

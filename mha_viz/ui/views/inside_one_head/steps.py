@@ -181,7 +181,7 @@ def softmax(h: Head) -> None:
                     f"softmax: the attention weights, {h.t} × {h.s_keys}", "weights",
                     diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
                     col_title="key", on_select=pick("weights"),
-                    share=ui.column_share(0.6) if h.lesson else 1.0)
+                    share=lesson_mode.FIGURE_SHARE if h.lesson else 1.0)
         csv_button(h, h.inside.weights, h.tok, h.key_tok, "weights", "weights")
     if not h.lesson:  # already in a folded section, which cannot hold another
         st.markdown(f"**Follow query {h.query} '{ui.md_escape(h.query_label)}' through "
