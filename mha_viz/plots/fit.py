@@ -414,6 +414,8 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
         _grow_top(layout, title_px)
         if screen.fill and screen.height:  # a lesson's chart: the height its screen has
             layout.height = screen.height
+        if screen.fill and any(t.type == "bar" and t.orientation == "h" for t in fig.data):
+            layout.yaxis.update(tickmode="linear", dtick=1)  # every bar keeps its name
     _narrow_extras(fig, width, font, thin_x=not heatmaps, fill=screen.fill)
     if screen.present and screen.height and layout.height and not cells and not screen.fill:
         layout.height = int(min(layout.height * 1.2, screen.height - 40))

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from .output import drawn_when_opened
-from .state import browser_component, get_value, set_value, synced
+from .state import browser_component, get_value, presenting, set_value, synced
 
 STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
 # Runs in the page itself (st.components.v2): a key moves the lesson unless the reader is
@@ -86,6 +87,29 @@ def lesson_step(titles: list[str]) -> int:
     forward.button("Next →", key="_mv_lesson_next", disabled=current == n, width="stretch",
                    on_click=set_value, args=(STEP, current + 1), type="primary")
     return current
+
+
+def lesson_in_new_tab(label: str, page: str, params: dict[str, str]) -> None:
+    """A button that opens another lesson (page: its URL path, "Inside_One_Head") in a tab
+    of its own: a new session, so this one's model, text and settings stay as they are and
+    closing the tab returns to them (a page link in this tab would replace them). A
+    projector's lesson opens presenting too."""
+    query = {**params, "lesson": "1", **({"present": "1"} if presenting() else {})}
+    st.link_button(label, f"{page}?{urlencode(query)}", icon="↗")
+
+
+@contextlib.contextmanager
+def room_taken(px: int):
+    """Figures laid out inside it leave px of the lesson's screen to what stands above them
+    (output.figure_screen reads the reserve)."""
+    reserved = int(st.session_state.get(_RESERVED) or 0)
+    if reserved:
+        st.session_state[_RESERVED] = reserved + int(px)
+    try:
+        yield
+    finally:
+        if reserved:
+            st.session_state[_RESERVED] = reserved
 
 
 def figure_place():

@@ -40,8 +40,13 @@ IDEAS = ["X: what the head reads", "three matrices (attn_q, attn_k, attn_v)",
          "Chunked attention", "Σⱼ weightⱼ · Vⱼ", "W_O slice of L1.H2",
          "concatenating the heads' outputs", "dL/dW_Q^h = Xᵀ dL/dQ^h", "4 × d_model²",
          "KV cache", "grouped-query (3 K/V heads)", "multi-query (1 K/V head)",
-         "of it comes from the key side of L0.H", "K-composition", "induction toy",
-         "what it moves", "Kobayashi et al. 2020", "it is a sink", "differ most"]
+         "of it comes from the key side", "K-composition", "induction toy",
+         # step 10 on the toy (item 5): both layer-0 heads credited, the query side drawn,
+         # the induction score as the Training page measures it
+         "L0.H0 (+8.5) and L0.H1 (+8.3)", "Q: embed", "on the Training page's probe",
+         "what it moves", "Kobayashi et al. 2020", "it is a sink", "differ most",
+         # the KV cache's screen (item 6): what is kept, in the dtype the model is held in
+         "What is cached, and why", "never read again", "× 4 bytes (float32"]
 
 
 # Every heat map's plot area (as Plotly drew it), its rows and the row labels it shows.
@@ -176,3 +181,33 @@ def test_every_figure_reads_from_the_back_of_the_room(sized_tab, app_server, scr
         shoot(tab, screenshots, f"present_{path}")
     assert not problems, problems
     assert maps_seen >= 8  # the probe saw the layer x head maps it is about
+
+
+@pytest.mark.slow
+def test_the_toy_lesson_opens_in_a_tab_of_its_own(sized_tab, app_server):
+    """Issue 57 item 2: step 10's toy link replaced the session's model and text (the
+    teacher's sentence gone from every page, the toy's Max tokens left on SmolLM2, three
+    Back presses to return). It opens a tab, a session of its own, presenting as this one
+    does; this tab keeps the teacher's model, text and Max tokens, its step and its keys."""
+    from urllib.parse import parse_qs, urlparse
+
+    tab = sized_tab(WIDTH, HEIGHT)
+    own = "My class reads this sentence about a tired animal."
+    tab.goto(f"{app_server.url}/Inside_One_Head?model=smollm2&lesson=1&present=1&lstep=10"
+             f"&max_tokens=100&text={own.replace(' ', '+')}")
+    at_step(tab, 10)
+    with tab.context.expect_page() as opened:
+        tab.get_by_text("Open the lesson on the toy").click()  # the old link, too
+    toy = opened.value
+    toy.set_default_timeout(180_000)
+    toy.wait_for_function(AT_STEP, arg=1, polling=200)
+    asked = parse_qs(urlparse(toy.url).query)
+    assert asked["model"] == ["induction-toy"] and asked["present"] == ["1"], toy.url
+    assert_no_exception(toy, app_server)
+    tab.bring_to_front()
+    tab.mouse.click(WIDTH - 4, HEIGHT // 2)
+    tab.keyboard.press("ArrowLeft")  # this session goes on where it was
+    at_step(tab, 9)
+    kept = parse_qs(urlparse(tab.url).query)
+    assert kept.get("model") == ["smollm2"] and kept.get("text") == [own], tab.url
+    assert kept.get("max_tokens") == ["100"], tab.url

@@ -33,7 +33,7 @@ DRAW = {
     "softmax": steps.softmax, "follow": steps.follow, "context": steps.context,
     "output": steps.output, "contribution": steps.contribution,
     "why": beyond.why, "flash": beyond.flash, "gradients": beyond.gradients,
-    "cost": beyond.cost, "learning": beyond.learning, "textbook": beyond.textbook,
+    "cost": beyond.cost, "kvcache": beyond.kv_cache, "learning": beyond.learning, "textbook": beyond.textbook,
     "moves": beyond.moves,
 }
 
