@@ -123,13 +123,14 @@ def _model_refused(value: str, used: str) -> str:
 
 
 def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.EVERY_SET,
-            explains_mark: bool = True) -> Selection:
+            explains_mark: bool | str = True) -> Selection:
     """The shared sidebar: model, text, the model's continuation of it (Continue, on Home),
     sentence B (BERT), examples, options, a saved trace to open, caveat. Pages that run the
     model themselves (not only read maps) pass shows_saved_traces=False: their Selection
     never carries an opened trace. reads: the sets of maps the page reads (its view's MAPS,
     maps.sets); where the set chosen is not one of them the page says which it reads and
-    stops. explains_mark: say at the top of the page what marks the written tokens (Home
+    stops. explains_mark: say at the top of the page ("sidebar": in the sidebar, out of a
+    lesson's screen) what marks the written tokens (Home
     says it beside them)."""
     bar = st.sidebar
     synced(bar.toggle, "present", "Presentation mode", False,
@@ -245,7 +246,8 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
         st.info(refused)
         st.stop()
     if written is not None and uploaded is None and explains_mark:
-        continuation.explain_mark(written)
+        continuation.explain_mark(written,
+                                  where=st.sidebar if explains_mark == "sidebar" else None)
     return selection
 
 

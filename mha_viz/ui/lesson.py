@@ -13,7 +13,8 @@ import streamlit as st
 from .output import drawn_when_opened
 from .state import browser_component, get_value, presenting, set_value, synced
 
-STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
+STEP = "lstep"
+LEAVE_HELP = "Leave the lesson: the whole page, every step in order"  # the URL's name of the step ("step" is the pruning curve's)
 # Runs in the page itself (st.components.v2): a key moves the lesson unless the reader is
 # typing or working a widget that uses the arrow keys itself.
 _KEYS_JS = """
@@ -43,7 +44,7 @@ _LESSON_CSS = """<style>
 [data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h1) {display: none;}
 .st-key-_mv_lesson_keys {display: none;}
 .st-key-_mv_lesson_back button, .st-key-_mv_lesson_next button {min-height: 2rem;}
-[data-testid="stLayoutWrapper"]:has(.st-key-_mv_lesson_back) {margin-bottom: -0.5rem;}
+[data-testid="stLayoutWrapper"]:has(.st-key-_mv_lesson_back) {margin-bottom: -0.75rem;}
 [data-testid="stMainBlockContainer"] {padding-bottom: 0.5rem !important;}
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] p,
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] li {font-size: 0.8rem !important;}
@@ -51,9 +52,10 @@ _LESSON_CSS = """<style>
 .st-key-_mv_lesson_text [data-testid="stCaptionContainer"] {font-size: 0.7rem !important;}
 </style>"""
 # The height a lesson's screen keeps for its own rows: the header, the progress line, the
-# margins (at 1280x720 presenting: the header to 96 px, the progress row to 156, 12 px under
-# the step, 8 to spare). Figures are laid out for what is left (output.figure_screen).
-LESSON_CHROME_PX = 176
+# margins (at 1280x720 presenting: the header to 96 px, the progress row to 156, the step
+# from 162, 12 px under it, 4 to spare). Figures are laid out for what is left
+# (output.figure_screen).
+LESSON_CHROME_PX = 178
 FIGURE_SHARE = 0.6  # the figures' column of a step beside its words (st.columns([2, 3]))
 _RESERVED = "_mv_reserved_px"  # read by output.figure_screen
 _PLACES = "_mv_lesson_places"  # this run's (text, figures) columns of a lesson's step
@@ -78,9 +80,10 @@ def lesson_step(titles: list[str]) -> int:
     with st.sidebar:  # jumping to a step is for the teacher; the row below is for the class
         current = synced(st.selectbox, STEP, "Lesson step", 1, options=list(range(1, n + 1)),
                          format_func=lambda k: f"{k}. {titles[k - 1]}")
-        st.button("Leave the lesson: the whole page", key="_mv_lesson_leave",
-                  on_click=set_value, args=("lesson", False))
-    back, progress, forward = st.columns([1, 4, 1], vertical_alignment="center")
+    # the way out stays in sight: a folded sidebar (a projector's) would hide it
+    back, progress, forward, leave = st.columns([1, 4, 1, 0.5], vertical_alignment="center")
+    leave.button("✕", key="_mv_lesson_leave", help=LEAVE_HELP, type="tertiary",
+                 on_click=set_value, args=("lesson", False))
     progress.progress(current / n, text=f"Step {current} of {n}: {titles[current - 1]}")
     back.button("← Back", key="_mv_lesson_back", disabled=current == 1, width="stretch",
                 on_click=set_value, args=(STEP, current - 1))

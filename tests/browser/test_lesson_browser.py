@@ -211,3 +211,24 @@ def test_the_toy_lesson_opens_in_a_tab_of_its_own(sized_tab, app_server):
     kept = parse_qs(urlparse(tab.url).query)
     assert kept.get("model") == ["smollm2"] and kept.get("text") == [own], tab.url
     assert kept.get("max_tokens") == ["100"], tab.url
+
+
+@pytest.mark.slow
+def test_after_continue_each_step_still_fits_and_the_way_out_is_in_sight(sized_tab, app_server):
+    """Issue 57 item 7: after Continue (the model's 20 tokens after the text) steps 3, 11 and
+    16 grew to 732-759 px (the line about the written tokens took the screen's rows), and
+    the way out of the lesson was inside the folded sidebar."""
+    tab = sized_tab(WIDTH, HEIGHT)
+    for k in (3, 11, 16):
+        tab.goto(f"{app_server.url}/Inside_One_Head{QUERY}&cont=20&lstep={k}")
+        at_step(tab, k)
+        assert_no_exception(tab, app_server)
+        assert tab.evaluate(SCREEN_HEIGHT) <= HEIGHT, (k, tab.evaluate(SCREEN_HEIGHT))
+    leave = tab.get_by_role("button", name="✕")
+    box = leave.bounding_box()
+    assert box and box["y"] + box["height"] <= HEIGHT and box["x"] + box["width"] <= WIDTH
+    leave.click()
+    tab.wait_for_function("""() => !document.querySelector('[data-testid="stProgress"]')
+        && document.querySelector('[data-testid="stApp"]')
+               .getAttribute('data-test-script-state') === 'notRunning'""", polling=200)
+    assert "lesson=0" in tab.url or "lesson=" not in tab.url, tab.url

@@ -89,7 +89,6 @@ def test_the_lessons_induction_head_is_the_training_pages():
     from pathlib import Path
 
     import mha_viz
-    from mha_viz import load_model
     from mha_viz.analysis.why import key_side_writers
 
     toy = load_model("induction-toy")
