@@ -232,3 +232,27 @@ def test_after_continue_each_step_still_fits_and_the_way_out_is_in_sight(sized_t
         && document.querySelector('[data-testid="stApp"]')
                .getAttribute('data-test-script-state') === 'notRunning'""", polling=200)
     assert "lesson=0" in tab.url or "lesson=" not in tab.url, tab.url
+
+
+@pytest.mark.slow
+def test_a_phone_opening_a_teachers_presenting_link_keeps_its_own_layout(browser, app_server):
+    """Issue 57 item 9: the link a teacher shares carries present=1, which on a phone set
+    the type at 24 px and shrank its map to 170 px for 35 tokens. A phone ignores it."""
+    from tests.support.browser import DEVICES, close_sidebar_on_a_phone
+
+    context = browser.new_context(**DEVICES["phone"])
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(180_000)
+        tab.goto(f"{app_server.url}/Attention_Maps?model=smollm2&present=1")
+        close_sidebar_on_a_phone(tab)
+        tab.wait_for_function("""() => document.querySelectorAll('.js-plotly-plot').length""")
+        wait_fitted(tab)
+        assert_no_exception(tab, app_server)
+        assert tab.evaluate("getComputedStyle(document.documentElement).fontSize") != "24px"
+        widths = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+            .filter(gd => gd.data[0] && gd.data[0].type === 'heatmap')
+            .map(gd => gd._fullLayout.xaxis._length)""")
+        assert widths and max(widths) >= 250, widths  # the phone's map keeps its width
+    finally:
+        context.close()
