@@ -108,6 +108,8 @@ def app_pages(home: Callable[[], None]) -> list:
 def _apply_example(name: str) -> None:
     example = EXAMPLES[name]
     text, pair = example["text"], example["pair"]
+    if name in st.session_state.get("_mv_cut_examples", ()):  # the context would cut it
+        text = example["short"]
     if pair and st.session_state.get("_mv_causal"):
         text, pair = f"{text} {pair}", ""
     set_value("text", text)
@@ -178,6 +180,11 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
         bar.caption(f"{info.model_type.upper()} · {layers} × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
+        # the examples whose text the context would cut (the induction toy's 64 tokens cut
+        # the repeated text before it repeats): their buttons give their short form
+        st.session_state["_mv_cut_examples"] = {
+            name for name, example in EXAMPLES.items() if example.get("short")
+            and model.reads == "text" and model.n_tokens(example["text"]) >= info.max_positions}
     else:
         bar.caption("Model not loaded (see the message on the page).")
 
