@@ -68,11 +68,10 @@ def page_setup(title: str, intro: str | None = None) -> None:
     # "auto": open beside the page on a wide screen, closed on a phone, where an open
     # sidebar covers the whole page after every navigation
     take_incoming_params()
-    present = presenting()
     st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
-                       initial_sidebar_state="collapsed" if present else "auto")
-    st.html(_PAGE_CSS + narrow.CSS + (_PRESENT_CSS if present else ""))
-    _measure_viewport()
+                       initial_sidebar_state="collapsed" if presenting() else "auto")
+    _measure_viewport()  # first: a phone's window, just reported, ignores presenting
+    st.html(_PAGE_CSS + narrow.CSS + (_PRESENT_CSS if presenting() else ""))
     taps_select()
     narrow.fold_after_choosing()
     st.title(title)
