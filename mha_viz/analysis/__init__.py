@@ -31,8 +31,8 @@ from .attribution import (Attribution, attribute_run, attribution_parts, direct_
 from .circuit_tests import CircuitTest, circuit_heads, circuit_test
 from .circuits import Circuit, Edge, EdgeScores, circuit, edge_attribution_patching
 from .distance import mean_attention_distance, uniform_attention_distance
-from .dynamics import (CURVES, HEAD_ARRAYS, TrainingDynamics, checkpoint_statistics,
-                       training_dynamics)
+from .dynamics import (CURVES, HEAD_ARRAYS, ProbeInduction, TrainingDynamics,
+                       checkpoint_statistics, probe_induction, training_dynamics)
 from .encoder_decoder_ablation import (ablation_effects_seq2seq, gradient_importance_seq2seq,
                                        head_shapes, importance_agreement, kept_fractions,
                                        pair_score, pruning_curve_seq2seq, total_heads)
@@ -84,6 +84,7 @@ from .features import (FeatureFiring, FeaturePairs, FeatureScoreAttribution, Fea
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
+    "probe_induction", "ProbeInduction",
     "mean_cross_attention", "strongest_source", "alignment_agreement",
     "ablation_effects_seq2seq",
     "gradient_importance_seq2seq",

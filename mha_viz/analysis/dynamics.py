@@ -174,12 +174,9 @@ def probe_length(max_positions: int, seq_len: int | None = None) -> int:
                                                         (int(max_positions) - 1) // 2)
 
 
-def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
-                          n_seqs: int = PROBE_SEQS, seed: int = 0, early: int | None = None,
-                          late: int | None = None) -> tuple[dict, dict]:
-    """One checkpoint's ({head array: [L, H]}, {curve: float}) (see the module docstring).
-    The texts are truncated to the model's context; seq_len None: probe_length's; the ICL
-    positions: icl_positions within the shortest text (texts_context)."""
+def _probe(model, seq_len: int | None, n_seqs: int, seed: int):
+    """The probe run on one checkpoint: (R's length, its sequences, their offset, their
+    traces, the induction scores [L, H], the mean over the sequences)."""
     info = model.info
     seq_len = probe_length(info.max_positions, seq_len)
     if not info.causal or not info.has_lm_head:
@@ -189,6 +186,47 @@ def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
     traces = [model.trace_ids(ids) for ids in sequences]
     induction = np.mean([induction_pattern_scores(t.attentions, seq_len, offset=offset)
                          for t in traces], axis=0)
+    return seq_len, sequences, offset, traces, induction
+
+
+@dataclass(frozen=True)
+class ProbeInduction:
+    """One checkpoint's induction scores [L, H] on the probe, as the Training page measures
+    every checkpoint (checkpoint_statistics), and the head above layer 0 they name."""
+    scores: np.ndarray
+
+    def head(self) -> tuple[int, int]:
+        """The head above layer 0 with the highest score (layer 0 reads no earlier head);
+        refused for a model of one layer."""
+        if self.scores.shape[0] < 2:
+            raise InputError("an induction head reads an earlier layer: this model has one")
+        above = np.asarray(self.scores, dtype=float).copy()
+        above[0] = -np.inf
+        layer, head = np.unravel_index(int(np.argmax(above)), above.shape)
+        return int(layer), int(head)
+
+    def peers(self, layer: int, head: int, within: float = 0.05) -> list[tuple[int, int]]:
+        """The other heads above layer 0 scoring within ``within`` of (layer, head): heads
+        that do the same job as well (the Training page may follow one of them)."""
+        mine = float(self.scores[layer, head])
+        return [(int(l), int(h)) for l, h in zip(*np.nonzero(
+            np.abs(self.scores - mine) <= within)) if l >= 1 and (l, h) != (layer, head)]
+
+
+def probe_induction(model, seq_len: int | None = None, n_seqs: int = PROBE_SEQS,
+                    seed: int = 0) -> ProbeInduction:
+    """A model's induction scores on the Training page's probe (checkpoint_statistics's,
+    same R, sequences and seed): what the page shows at a checkpoint, for one model."""
+    return ProbeInduction(_probe(model, seq_len, n_seqs, seed)[4])
+
+
+def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
+                          n_seqs: int = PROBE_SEQS, seed: int = 0, early: int | None = None,
+                          late: int | None = None) -> tuple[dict, dict]:
+    """One checkpoint's ({head array: [L, H]}, {curve: float}) (see the module docstring).
+    The texts are truncated to the model's context; seq_len None: probe_length's; the ICL
+    positions: icl_positions within the shortest text (texts_context)."""
+    seq_len, sequences, offset, traces, induction = _probe(model, seq_len, n_seqs, seed)
     losses = np.array([next_token_losses(model, ids) for ids in sequences])
     # loss[:, j] predicts token j + 1: the first copy's tokens after its first (positions
     # offset + 1 .. offset + seq_len - 1), the repeated copy's likewise (its first token

@@ -240,6 +240,13 @@ class SinkShares:
     def moved_mean(self) -> float:
         return float(self.of_moved.mean())
 
+    def widest_gap(self) -> tuple[int, int]:
+        """(layer, head) of the head whose first token takes the most more of its weight
+        than of what it moves: where the two views differ most (the sink)."""
+        gap = np.asarray(self.of_weights) - np.asarray(self.of_moved)
+        layer, head = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        return int(layer), int(head)
+
 
 def sink_shares(weights_trace, moved_trace) -> SinkShares:
     """The first token both ways (Kobayashi et al. 2020): its share of the attention weights

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.placement import parse_dtype
+
 SCORE_NAMES = {
     "next_token_loss": "next-token cross-entropy (nats/token)",
     "mlm_loss": "masked-LM cross-entropy on a fixed 15% of tokens (nats/token)",
@@ -57,6 +59,11 @@ class ModelInfo:
     # what the weights are held in and where they run (engine/placement.py)
     dtype: str = "float32"
     device: str = "cpu"
+
+    @property
+    def bytes_per_value(self) -> int:
+        """Bytes of one number as the model is held (4 in float32, 2 in bfloat16)."""
+        return parse_dtype(self.dtype).itemsize
 
     @property
     def stack_layers(self) -> dict[str, int]:

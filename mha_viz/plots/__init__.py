@@ -38,7 +38,7 @@ from .layer_head import class_mass_by_layer, layer_head_heatmap, per_query_line
 from .lines import line_view
 from .long_range import labelled_bars, needle_grid_figure
 from .maps import grid_point_to_head, head_heatmap, head_heatmap_row, model_view_grid
-from .matrices import matrix_figure, tensor_figure
+from .matrices import kv_cache_figure, matrix_figure, tensor_figure
 from .picking import camera_only, can_pick, cell_of_point, index_of_point
 from .predictions import strip_point_to_token, token_loss_strip
 from .pruning import kept_heads_figure, pruning_curve_figure
@@ -84,7 +84,7 @@ __all__ = [
     "position_patching_map",
     "pruning_curve_figure",
     "kept_heads_figure",
-    "tensor_figure",
+    "tensor_figure", "kv_cache_figure",
     "columns_at_bottom",
     "token_loss_strip",
     "strip_point_to_token",

@@ -15,7 +15,10 @@ the width of the page's main column). ``fit_figure`` then:
 - wraps titles to the figure's width (a map narrower than the screen wraps to its own), so
   they are not cut off at the right edge;
 - in presentation mode enlarges every font (no figure text under 14 px) and keeps each
-  figure within one screen.
+  figure within one screen;
+- on a screen that asks it to fill (a lesson's step: ``Screen.fill``) gives the figure the
+  height it has, sets its tick labels at the smallest legible size so each row of a map
+  keeps its label, and its title a little smaller.
 No Streamlit here: a notebook can call it with any width.
 """
 
@@ -43,6 +46,7 @@ SHORT_BAR_PX = 110  # a grid map lower than this takes its colour bar under it
 SHORT_LABEL = 8  # characters of a tick label on a narrow screen (maps keep 250 px at 400)
 PHONE_PLOT_PX = 250  # on a narrow screen a grid of few columns widens its cells to this
 PRESENT_FONT = 18
+LESSON_LINE = 1.15  # a lesson's tick labels: one every this many font sizes, none dropped
 _MARKUP = r"<[^>]+>|&[a-z#0-9]+;"  # a tag or an escaped character: one glyph at most
 _TAGS = re.compile(_MARKUP)
 _GLYPHS = re.compile(_MARKUP + "|.")
@@ -56,15 +60,25 @@ _BAR_UNDER = dict(orientation="h", len=1.0, x=0.0, xanchor="left", yanchor="top"
 @dataclass(frozen=True)
 class Screen:
     """Where a figure is shown: ``width`` px available to it; the window's ``height`` (used in
-    presentation mode to keep a figure within one screen); presentation mode on or off."""
+    presentation mode to keep a figure within one screen); presentation mode on or off;
+    ``fill``: the figure is the screen's subject (a lesson's step) and takes the height it
+    is given, its labels as small as stays legible so that none is dropped."""
 
     width: int
     height: int | None = None
     present: bool = False
+    fill: bool = False
 
     @property
     def font(self) -> int:
         return PRESENT_FONT if self.present else FONT
+
+    @property
+    def tick_font(self) -> int:
+        """The size of a tick label: on a filled screen the smallest legible one."""
+        if not self.fill:
+            return self.font
+        return PRESENT_MIN_TEXT_PX if self.present else MIN_CELL_TEXT_PX
 
 
 def _text_length(text: object) -> int:
@@ -120,16 +134,17 @@ def _rewrap_title(layout, title: str, width: int, font: int) -> int:
 
 
 def _thin(axis, px_per_category: float, n_categories: int, font: int,
-          numbers=None) -> None:
+          numbers=None, line: float = 1.35) -> None:
     """Keep every k-th tick label when neighbours would print over each other. numbers: the
     position each tick label stands at (a token axis, layout.meta["tick_numbers"]): a kept
     label then says its position ("12 ␣"), or a column of single characters could not be
-    told apart."""
+    told apart. line: the spacing a label needs, in font sizes (a lesson's labels sit
+    closer: every token keeps its own)."""
     values = list(axis.tickvals) if axis.tickvals is not None else []
     if len(values) < 2 or px_per_category <= 0:
         return
     spacing = px_per_category * n_categories / len(values)
-    needed = font * 1.35
+    needed = font * line
     if spacing >= needed:
         return
     step = math.ceil(needed / spacing)
@@ -215,7 +230,8 @@ def _grow_top(layout, title_px: int) -> None:
         layout.height = (layout.height or 450) + grow
 
 
-def _narrow_extras(fig: go.Figure, width: int, font: int, thin_x: bool) -> None:
+def _narrow_extras(fig: go.Figure, width: int, font: int, thin_x: bool,
+                   fill: bool = False) -> None:
     """Charts that are not grid maps, on a narrow screen: the legend and a shared colour bar
     go under the plot (beside it they take half the width), and crowded tick labels thin."""
     layout = fig.layout
@@ -233,7 +249,7 @@ def _narrow_extras(fig: go.Figure, width: int, font: int, thin_x: bool) -> None:
             layout.margin.b = (layout.margin.b or 60) + 22 * rows + int(labels_px)
     # A colour bar shared by a row of maps (a coloraxis) lies under them, as wide as the
     # row: beside them it would be as tall as the figure, not as the maps.
-    if layout.coloraxis.colorscale is not None:
+    if layout.coloraxis.colorscale is not None and not fill:  # filled: beside, not lower
         layout.coloraxis.colorbar.update(_BAR_UNDER, y=-labels_px / plot_h)
         layout.height = height = height + BAR_BELOW_PX
         layout.margin.b = (layout.margin.b or 60) + BAR_BELOW_PX
@@ -266,6 +282,10 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                 note.font.size = max(note.font.size, PRESENT_MIN_TEXT_PX)
         if layout.legend.font.size:
             layout.legend.font.size = max(layout.legend.font.size, PRESENT_MIN_TEXT_PX)
+    tick = screen.tick_font
+    if screen.fill:  # the map is the subject: every label, the title one size down
+        layout.xaxis.tickfont.size = layout.yaxis.tickfont.size = tick
+        layout.title.font.size = font + 2
     title = layout.title.text if layout.title and layout.title.text else ""
     title_px = _wrap_title(layout, width, font)
     heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None
@@ -284,16 +304,18 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                     axis.ticktext = [_shorten(t) for t in axis.ticktext]
         x_ticks = layout.xaxis.ticktext if layout.xaxis.ticktext is not None else ()
         y_ticks = layout.yaxis.ticktext if layout.yaxis.ticktext is not None else ()
-        x_labels_px = GLYPH_WIDTH * font * min(_longest(x_ticks), 16) + font * 2.5
-        left = int(max(margin.l or 0, 0.55 * font * min(_longest(y_ticks), 16)
-                       + font * 2.2))
+        x_labels_px = GLYPH_WIDTH * tick * min(_longest(x_ticks), 16) + tick * 1.5 + font
+        left = int(max(margin.l or 0, 0.55 * tick * min(_longest(y_ticks), 16)
+                       + tick * 1.2 + font))
         shows_bar = any(t.showscale is not False and not t.coloraxis for t in heatmaps)
         right = int(max(margin.r or 0, 10) + (COLOUR_BAR_PX + font if shows_bar else 0))
         labels_on_top = layout.xaxis.side == "top"
         if layout.xaxis.title and layout.xaxis.title.text:
             x_labels_px += font * 1.8
         top = int(title_px + (x_labels_px if labels_on_top else 0))
-        bottom = int(max(margin.b or 0, 20) + (0 if labels_on_top else x_labels_px))
+        # a filled screen's figure keeps no margin of the builder's beyond its labels
+        bottom = int((8 if screen.fill else max(margin.b or 0, 20))
+                     + (0 if labels_on_top else x_labels_px))
         # On a narrow screen a colour bar beside the map would leave the map too little
         # width: it goes under the map, across it; so does the bar of a grid of a row or
         # three, which beside it would be as short as the grid and its labels overprint
@@ -306,13 +328,22 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                 if trace.showscale is not False and not trace.coloraxis:
                     trace.colorbar.update(_BAR_UNDER, lenmode="fraction")
             bottom += BAR_BELOW_PX
+            if screen.fill:  # its tick labels at the labels' size, under them
+                for trace in heatmaps:
+                    trace.colorbar.tickfont.size = tick
         if cells and rows and cols:
             n_rows, n_cols = cells
             across = (width - left - right) / n_cols
             cell = min(PRESENT_CELL_PX if screen.present else CELL_PX, across)
             if screen.present and screen.height:
-                cell = min(cell, (screen.height - top - bottom - 40) / n_rows)
+                cell = min(cell, (screen.height - top - bottom - (0 if screen.fill else 40))
+                           / n_rows)
             cell = max(cell, 0.5)
+            cell_h = cell  # a filled screen's rows: tall enough for their labels, or all
+            if screen.fill:  # the height the screen has
+                cell_h = max(cell, tick * LESSON_LINE)
+                if screen.height:
+                    cell_h = (screen.height - top - bottom) / n_rows
             # On a projector a map takes the width (its height is held to one screen): cells
             # wider than tall, so a layer x head map is not a strip and numbers are legible.
             # On a phone a grid of few columns (2 layers x 4 heads: 136 px) widens to
@@ -332,9 +363,9 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                     bottom -= int(x_labels_px - font * 2.5
                                   - (font * 1.8 if layout.xaxis.title.text else 0))
                     x_labels_px = font * 2.5 + (font * 1.8 if layout.xaxis.title.text else 0)
-            if cell_w > cell:  # a builder's square cells (scaleanchor) would undo it
+            if cell_w > cell or cell_h != cell:  # a builder's square cells would undo it
                 layout.xaxis.scaleanchor = layout.yaxis.scaleanchor = None
-            layout.height = int(cell * n_rows + top + bottom)
+            layout.height = int(cell_h * n_rows + top + bottom)
             layout.margin = dict(l=left, r=right, t=top, b=bottom)
             natural = int(cell_w * n_cols + left + right)
             if natural < width - 4:
@@ -345,9 +376,18 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
                     top += grow
                     layout.height += grow
                     layout.margin.t = top
-            plot_w, plot_h = cell_w * n_cols, cell * n_rows
+            plot_w, plot_h = cell_w * n_cols, cell_h * n_rows
         else:
             _grow_top(layout, title_px)
+            if screen.fill and screen.height:  # all the height the screen has, no more
+                layout.height = screen.height - (BAR_BELOW_PX if bar_below else 0)
+                layout.margin.update(l=left, b=bottom - (BAR_BELOW_PX if bar_below else 0),
+                                     t=title_px + (20 if layout.annotations else 0))
+                if bar_below:
+                    layout.margin.r = right
+                for name in layout:  # maps side by side: cells as tall as the room
+                    if name.startswith("yaxis") and layout[name].scaleanchor:
+                        layout[name].scaleanchor = None
             plot_w = width - left - right
             plot_h = (layout.height or 450) - (layout.margin.t or 0) - (margin.b or 0)
             if bar_below:
@@ -362,16 +402,22 @@ def fit_figure(fig: go.Figure, screen: Screen) -> go.Figure:
             for trace in heatmaps:
                 _cell_values(trace, plot_w / cols, plot_h / rows, screen.present)
             numbers = meta.get("tick_numbers")
-            _thin(layout.xaxis, plot_w / cols, cols, font, numbers)
-            _thin(layout.yaxis, plot_h / rows, rows, font, numbers)
+            line = LESSON_LINE if screen.fill else 1.35
+            # upright labels stand side by side with no leading
+            _thin(layout.xaxis, plot_w / cols, cols, tick, numbers, 1.0 if screen.fill else line)
+            _thin(layout.yaxis, plot_h / rows, rows, tick, numbers, line)
             # token labels wider than their column stand upright rather than slanted
             # (slanted ones still overlap their neighbours' boxes)
-            if GLYPH_WIDTH * font * _longest(layout.xaxis.ticktext or ()) > plot_w / cols:
+            if GLYPH_WIDTH * tick * _longest(layout.xaxis.ticktext or ()) > plot_w / cols:
                 layout.xaxis.tickangle = -90
     else:
         _grow_top(layout, title_px)
-    _narrow_extras(fig, width, font, thin_x=not heatmaps)
-    if screen.present and screen.height and layout.height and not cells:
+        if screen.fill and screen.height:  # a lesson's chart: the height its screen has
+            layout.height = screen.height
+        if screen.fill and any(t.type == "bar" and t.orientation == "h" for t in fig.data):
+            layout.yaxis.update(tickmode="linear", dtick=1)  # every bar keeps its name
+    _narrow_extras(fig, width, font, thin_x=not heatmaps, fill=screen.fill)
+    if screen.present and screen.height and layout.height and not cells and not screen.fill:
         layout.height = int(min(layout.height * 1.2, screen.height - 40))
     # The wrapped title hangs from the top of the figure into the margin made for it.
     # Plotly anchors a title of several lines by its first line alone, whose glyphs then

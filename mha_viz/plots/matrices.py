@@ -148,3 +148,32 @@ def tensor_figure(
     if pickable and can_pick(n_row, n_col):
         add_pickable_cells(fig, cols, rows, z, "%{y} → %{x}", fmt=fmt)
     return fig
+
+
+def kv_cache_figure(roles: np.ndarray, labels: Sequence[str], role_names: Sequence[str],
+                    title: str, colours: Sequence[str]) -> go.Figure:
+    """What a step of generation holds: rows Q, K, V, one column per token, each cell one of
+    three roles (analysis.one_head.kv_cache_size.cache_roles: 0 not kept, 1 read from the
+    cache, 2 computed now) in its colour; the title's note is the key (role_names and
+    colours, in that order)."""
+    r = np.asarray(roles, dtype=np.int64)
+    if r.ndim != 2 or r.shape[0] != 3 or r.size and (r.min() < 0 or r.max() > 2):
+        raise InputError(f"roles must be [3, tokens] of 0, 1 or 2, got shape {r.shape}.")
+    if len(role_names) != 3 or len(colours) != 3:
+        raise InputError("3 role names and 3 colours, one per role.")
+    cols = [_esc(t) for t in _check_labels(labels, r.shape[1], "labels")]
+    if len(set(cols)) < len(cols):  # categories must be unique, or Plotly merges columns
+        cols = [f"{j} {t}" for j, t in enumerate(cols)]
+    names = np.array([_esc(n) for n in role_names], dtype=object)[r]
+    scale = [[0, colours[0]], [1 / 3, colours[0]], [1 / 3, colours[1]], [2 / 3, colours[1]],
+             [2 / 3, colours[2]], [1, colours[2]]]
+    fig = go.Figure(go.Heatmap(z=r, x=cols, y=["Q", "K", "V"], customdata=names, zmin=-0.5,
+                               zmax=2.5, colorscale=scale, showscale=False, xgap=2, ygap=2,
+                               hovertemplate="%{y} of %{x}: %{customdata}<extra></extra>"))
+    key = " · ".join(f"<span style='color:{c}'>■</span> {_esc(n)}"
+                     for n, c in zip(role_names, colours))
+    return _base_layout(fig, _title(title, key), height=300,
+                        meta=dict(cells=[3, int(r.shape[1])]),
+                        xaxis=dict(type="category", title=dict(text="token")),
+                        yaxis=dict(type="category", autorange="reversed"),
+                        plot_bgcolor="white")

@@ -116,7 +116,7 @@ from .controls import (METRIC_LABELS, PageFile, app_pages, head_picker, hide_spe
 from .lesson import lesson_step
 from .messages import GENERIC_ERROR, callback, guard, show_error, without_server_paths
 from .gestures import ask_scroll, scroll_anchor
-from .model_card import attention_cost, model_card
+from .model_card import attention_cost, kv_cache_card, model_card
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_share,
                      download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
@@ -145,7 +145,7 @@ __all__ = [
     "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
-    "kv_sharing_note", "lesson_step", "attention_cost", "figure_columns",
+    "kv_sharing_note", "lesson_step", "attention_cost", "kv_cache_card", "figure_columns",
     "column_share", "drawn_when_opened", "section_open_key", "layer_window",
     "GRID_CELL_PX_PRESENTING", "caveat", "ask_scroll", "scroll_anchor",
     "md_escape",

@@ -270,9 +270,10 @@ def ask_more(name: str, prompt: str, count: int, space: Room) -> str | None:
     return None
 
 
-def explain_mark(generation: Generation) -> None:
-    """What the mark means, once per page (the top of the page)."""
-    st.caption(f"{WRITTEN_MARK} marks the {len(generation.new_ids)} tokens the model wrote "
+def explain_mark(generation: Generation, where=None) -> None:
+    """What the mark means, once per page (the top of the page; where: elsewhere, a lesson's
+    sidebar)."""
+    (where or st).caption(f"{WRITTEN_MARK} marks the {len(generation.new_ids)} tokens the model wrote "
                f"after your text (*Continue*, on Home): this page reads your text and them "
                f"together.")
 

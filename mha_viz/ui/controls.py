@@ -108,6 +108,8 @@ def app_pages(home: Callable[[], None]) -> list:
 def _apply_example(name: str) -> None:
     example = EXAMPLES[name]
     text, pair = example["text"], example["pair"]
+    if name in st.session_state.get("_mv_cut_examples", ()):  # the context would cut it
+        text = example["short"]
     if pair and st.session_state.get("_mv_causal"):
         text, pair = f"{text} {pair}", ""
     set_value("text", text)
@@ -123,13 +125,14 @@ def _model_refused(value: str, used: str) -> str:
 
 
 def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.EVERY_SET,
-            explains_mark: bool = True) -> Selection:
+            explains_mark: bool | str = True) -> Selection:
     """The shared sidebar: model, text, the model's continuation of it (Continue, on Home),
     sentence B (BERT), examples, options, a saved trace to open, caveat. Pages that run the
     model themselves (not only read maps) pass shows_saved_traces=False: their Selection
     never carries an opened trace. reads: the sets of maps the page reads (its view's MAPS,
     maps.sets); where the set chosen is not one of them the page says which it reads and
-    stops. explains_mark: say at the top of the page what marks the written tokens (Home
+    stops. explains_mark: say at the top of the page ("sidebar": in the sidebar, out of a
+    lesson's screen) what marks the written tokens (Home
     says it beside them)."""
     bar = st.sidebar
     synced(bar.toggle, "present", "Presentation mode", False,
@@ -178,6 +181,11 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
         bar.caption(f"{info.model_type.upper()} · {layers} × {heads} · "
                     f"d_model {info.d_model} · context {info.max_positions} tokens")
         st.session_state["_mv_causal"] = info.causal
+        # the examples whose text the context would cut (the induction toy's 64 tokens cut
+        # the repeated text before it repeats): their buttons give their short form
+        st.session_state["_mv_cut_examples"] = {
+            name for name, example in EXAMPLES.items() if example.get("short")
+            and model.reads == "text" and model.n_tokens(example["text"]) >= info.max_positions}
     else:
         bar.caption("Model not loaded (see the message on the page).")
 
@@ -246,7 +254,8 @@ def sidebar(shows_saved_traces: bool = True, reads: Sequence[str] = page_reads.E
         st.info(refused)
         st.stop()
     if written is not None and uploaded is None and explains_mark:
-        continuation.explain_mark(written)
+        continuation.explain_mark(written,
+                                  where=st.sidebar if explains_mark == "sidebar" else None)
     return selection
 
 

@@ -91,14 +91,16 @@ def _wait_showing_progress(job: jobs.Job, key: str, label: str, where,
 
 
 def computed(fn: Callable, *args, label: str, large: bool = False, where=None,
-             restart: bool = False, unit: tuple[str, float] | None = None, **kwargs):
+             restart: bool = False, unit: tuple[str, float] | None = None,
+             hint: str | None = None, **kwargs):
     """``fn(*args, **kwargs)`` computed once (stored under result_key, shared by all
     sessions, as memo is), as a job that outlives this script run. While it runs the page
     shows ``label`` with its progress (when fn takes ``progress``: steps done, time left and
     a Cancel button) or the time so far. Returns the result, or None when this session
     cancelled it (until restart=True: the person asked for it again).
     large=True: kept in the byte-bounded store with the traces (mha_viz.core.budget).
-    unit: (what a step is, tokens per step), to show steps by name and tokens per second."""
+    unit: (what a step is, tokens per step), to show steps by name and tokens per second.
+    hint: a line shown while it runs (how to have it ready next time)."""
     key = result_key(fn, *args, **kwargs)
     store = store_for(large)
     found, value = store.get(key)
@@ -111,7 +113,11 @@ def computed(fn: Callable, *args, label: str, large: bool = False, where=None,
     runner = job_runner()
     job = runner.submit(key, fn, *args, label=label, **kwargs)
     if not job.finished_state:
+        note = (where or st).empty()
+        if hint:
+            note.caption(hint)
         _wait_showing_progress(job, key, label, where, unit)
+        note.empty()
     runner.forget(key, job)
     if job.state == jobs.DONE:
         store.put(key, job.result)
@@ -124,11 +130,11 @@ def computed(fn: Callable, *args, label: str, large: bool = False, where=None,
 
 def run_or_wait(fn: Callable, *args, label: str, auto: bool, button: str,
                 name: str | None = None, large: bool = False, where=None,
-                unit: tuple[str, float] | None = None, **kwargs):
+                unit: tuple[str, float] | None = None, hint: str | None = None, **kwargs):
     """The stored result of ``fn(*args, **kwargs)``, or compute it now: by itself when
     ``auto`` (unless the person cancelled it), else when the button is pressed. None while it
     waits for the button. name: the button's widget key is run_<name> (default: fn's name);
-    large, where, unit: as computed takes them."""
+    large, where, unit, hint: as computed takes them (the hint is shown by the button too)."""
     key = result_key(fn, *args, **kwargs)
     found = peek(key, large)
     if found is not None:
@@ -145,7 +151,9 @@ def run_or_wait(fn: Callable, *args, label: str, auto: bool, button: str,
                                 key=f"run_{name or fn.__name__}")
         if pressed:
             holder.empty()  # the progress and its Cancel button take its place
+        elif hint:
+            st.caption(hint)
     if pressed or started or (auto and not was_cancelled):
         return computed(fn, *args, label=label, large=large, where=where, restart=pressed,
-                        unit=unit, **kwargs)
+                        unit=unit, hint=hint, **kwargs)
     return None

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from .output import drawn_when_opened
-from .state import browser_component, get_value, set_value, synced
+from .state import browser_component, get_value, presenting, set_value, synced
 
-STEP = "lstep"  # the URL's name of the step ("step" is the pruning curve's)
+STEP = "lstep"
+LEAVE_HELP = "Leave the lesson: the whole page, every step in order"  # the URL's name of the step ("step" is the pruning curve's)
 # Runs in the page itself (st.components.v2): a key moves the lesson unless the reader is
 # typing or working a widget that uses the arrow keys itself.
 _KEYS_JS = """
@@ -39,7 +41,10 @@ export default function(component) {
 # set a little smaller than the page's, and the step's heading sits tight.
 _LESSON_CSS = """<style>
 [data-testid="stMainBlockContainer"] h1, .st-key-_mv_w_lesson {display: none;}
+[data-testid="stElementContainer"]:has(> [data-testid="stHeading"] h1) {display: none;}
 .st-key-_mv_lesson_keys {display: none;}
+.st-key-_mv_lesson_back button, .st-key-_mv_lesson_next button {min-height: 2rem;}
+[data-testid="stLayoutWrapper"]:has(.st-key-_mv_lesson_back) {margin-bottom: -0.75rem;}
 [data-testid="stMainBlockContainer"] {padding-bottom: 0.5rem !important;}
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] p,
 .st-key-_mv_lesson_text [data-testid="stMarkdownContainer"] li {font-size: 0.8rem !important;}
@@ -47,8 +52,11 @@ _LESSON_CSS = """<style>
 .st-key-_mv_lesson_text [data-testid="stCaptionContainer"] {font-size: 0.7rem !important;}
 </style>"""
 # The height a lesson's screen keeps for its own rows: the header, the progress line, the
-# margins. Figures are laid out for what is left (output.figure_screen).
-LESSON_CHROME_PX = 250
+# margins (at 1280x720 presenting: the header to 96 px, the progress row to 156, the step
+# from 162, 12 px under it, 4 to spare). Figures are laid out for what is left
+# (output.figure_screen).
+LESSON_CHROME_PX = 178
+FIGURE_SHARE = 0.6  # the figures' column of a step beside its words (st.columns([2, 3]))
 _RESERVED = "_mv_reserved_px"  # read by output.figure_screen
 _PLACES = "_mv_lesson_places"  # this run's (text, figures) columns of a lesson's step
 
@@ -72,15 +80,39 @@ def lesson_step(titles: list[str]) -> int:
     with st.sidebar:  # jumping to a step is for the teacher; the row below is for the class
         current = synced(st.selectbox, STEP, "Lesson step", 1, options=list(range(1, n + 1)),
                          format_func=lambda k: f"{k}. {titles[k - 1]}")
-        st.button("Leave the lesson: the whole page", key="_mv_lesson_leave",
-                  on_click=set_value, args=("lesson", False))
-    back, progress, forward = st.columns([1, 4, 1], vertical_alignment="center")
+    # the way out stays in sight: a folded sidebar (a projector's) would hide it
+    back, progress, forward, leave = st.columns([1, 4, 1, 0.5], vertical_alignment="center")
+    leave.button("✕", key="_mv_lesson_leave", help=LEAVE_HELP, type="tertiary",
+                 on_click=set_value, args=("lesson", False))
     progress.progress(current / n, text=f"Step {current} of {n}: {titles[current - 1]}")
     back.button("← Back", key="_mv_lesson_back", disabled=current == 1, width="stretch",
                 on_click=set_value, args=(STEP, current - 1))
     forward.button("Next →", key="_mv_lesson_next", disabled=current == n, width="stretch",
                    on_click=set_value, args=(STEP, current + 1), type="primary")
     return current
+
+
+def lesson_in_new_tab(label: str, page: str, params: dict[str, str]) -> None:
+    """A button that opens another lesson (page: its URL path, "Inside_One_Head") in a tab
+    of its own: a new session, so this one's model, text and settings stay as they are and
+    closing the tab returns to them (a page link in this tab would replace them). A
+    projector's lesson opens presenting too."""
+    query = {**params, "lesson": "1", **({"present": "1"} if presenting() else {})}
+    st.link_button(label, f"{page}?{urlencode(query)}", icon="↗")
+
+
+@contextlib.contextmanager
+def room_taken(px: int):
+    """Figures laid out inside it leave px of the lesson's screen to what stands above them
+    (output.figure_screen reads the reserve)."""
+    reserved = int(st.session_state.get(_RESERVED) or 0)
+    if reserved:
+        st.session_state[_RESERVED] = reserved + int(px)
+    try:
+        yield
+    finally:
+        if reserved:
+            st.session_state[_RESERVED] = reserved
 
 
 def figure_place():
@@ -111,7 +143,7 @@ def show_steps(steps: list[tuple[str, str, bool]], draw: dict[str, Callable[[], 
                 with st.container(key="_mv_lesson_text"):
                     draw[key]()
             else:
-                text, figures = st.columns([2, 3], gap="medium")
+                text, figures = st.columns([1 - FIGURE_SHARE, FIGURE_SHARE], gap="medium")
                 st.session_state[_PLACES] = (text, figures)
                 with text.container(key="_mv_lesson_text"):
                     draw[key]()

@@ -55,9 +55,10 @@ def model_card(model: Model) -> None:
         kv_cache_card(info)
 
 
-def attention_cost(info) -> None:
+def attention_cost(info, kv_cache: bool = True) -> None:
     """What attention costs, for a lesson: its parameters (4 d_model² for plain multi-head
-    attention, fewer with shared key/value heads) and, for a causal model, the KV cache."""
+    attention, fewer with shared key/value heads) and, for a causal model, the KV cache
+    (unless kv_cache is False: a lesson gives it a screen of its own)."""
     st.markdown(
         f"**Parameters of one attention layer.** W_Q and W_O are d_model × (heads × d_head) = "
         f"{info.d_model} × {info.query_width}; W_K and W_V are d_model × (key/value heads × "
@@ -66,7 +67,7 @@ def attention_cost(info) -> None:
         f"against 4 × d_model² = {info.plain_attention_params:,} for plain "
         f"multi-head attention with d_head = d_model ÷ heads. The whole model has "
         f"{info.n_layer} such layers.")
-    if info.writes_with_kv_cache:
+    if kv_cache and info.writes_with_kv_cache:
         kv_cache_card(info)
 
 
@@ -79,12 +80,15 @@ def kv_cache_card(info) -> None:
                           lengths[-1], options=lengths, valid=lambda v: int(v) in lengths,
                           format_func=lambda n: f"{n:,} tokens",
                           help="While it generates, a causal model keeps every layer's keys "
-                               "and values of every token so far (16-bit numbers here)."))
+                               "and values of every token so far, each number as the model "
+                               f"is held ({info.dtype}: {info.bytes_per_value} bytes)."))
     sizes = kv_cache.kv_cache_by_sharing(info, n_tokens)
-    per_token = kv_cache.kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, 1)
+    per_token = kv_cache.kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, 1,
+                                        info.bytes_per_value)
     st.markdown(
         f"**KV cache** (2 × {info.n_layer} layers × {info.n_kv_head} K/V heads × "
-        f"d_head {info.d_head} × 2 bytes = {kv_cache.bytes_text(per_token)} per token): "
+        f"d_head {info.d_head} × {info.bytes_per_value} bytes ({info.dtype}, as the model is "
+        f"held here) = {kv_cache.bytes_text(per_token)} per token): "
         + "; ".join(f"{md_escape(name)}: **{kv_cache.bytes_text(size)}**"
                     for name, size in sizes.items())
         + f" at {n_tokens:,} tokens. Query heads that share a key/value head share its "

@@ -68,11 +68,10 @@ def page_setup(title: str, intro: str | None = None) -> None:
     # "auto": open beside the page on a wide screen, closed on a phone, where an open
     # sidebar covers the whole page after every navigation
     take_incoming_params()
-    present = presenting()
     st.set_page_config(page_title=f"{title} · {APP_NAME}", layout="wide",
-                       initial_sidebar_state="collapsed" if present else "auto")
-    st.html(_PAGE_CSS + narrow.CSS + (_PRESENT_CSS if present else ""))
-    _measure_viewport()
+                       initial_sidebar_state="collapsed" if presenting() else "auto")
+    _measure_viewport()  # first: a phone's window, just reported, ignores presenting
+    st.html(_PAGE_CSS + narrow.CSS + (_PRESENT_CSS if presenting() else ""))
     taps_select()
     narrow.fold_after_choosing()
     st.title(title)
@@ -217,11 +216,12 @@ def figure_screen(share: float = 1.0) -> fit.Screen | None:
     size = viewport()
     if size is None or size["width"] < 100:
         return None
-    width, height = size["width"], size["height"] - st.session_state.get("_mv_reserved_px", 0)
+    reserved = st.session_state.get("_mv_reserved_px", 0)  # a lesson's own rows
+    width, height = size["width"], size["height"] - reserved
     if share < 1.0 and size["window"] >= STACKED_BELOW_PX:
         width = int(width * share - 16)  # the columns' gap
     return fit.Screen(width=width, height=max(height, 200) if size["height"] else None,
-                      present=presenting())
+                      present=presenting(), fill=bool(reserved))
 
 
 def figure_columns(spec, **kwargs) -> list:

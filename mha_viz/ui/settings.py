@@ -80,6 +80,8 @@ EXAMPLES = {
         "text": ("Mr and Mrs Dursley of number four Privet Drive were proud to say that they "
                  "were perfectly normal. Mr and Mrs Dursley of number four Privet Drive were "
                  "proud to say that they were perfectly normal."),
+        # for a small context (the induction toy's 64 characters): repeated within it
+        "short": "the cat sat on the mat. the cat sat on the mat.",
         "pair": "",
     },
     "ioi": {

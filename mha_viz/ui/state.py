@@ -216,8 +216,16 @@ def get_value(name: str, default: Any = None) -> Any:
     return st.session_state.get(_STATE + name, default)
 
 
+PRESENT_MIN_WINDOW_PX = 640  # narrower windows (a phone) ignore presentation mode
+_VIEWPORT = "_mv_viewport_size"  # the browser's sizes, as output._measure_viewport keeps them
+
+
 def presenting() -> bool:
-    """Presentation mode (the sidebar toggle, or ?present=1 in a link)."""
+    """Presentation mode (the sidebar toggle, or ?present=1 in a link), on a wide screen: a
+    phone opening a teacher's link keeps its own layout (large type would shrink its maps)."""
+    window = (st.session_state.get(_VIEWPORT) or {}).get("window")
+    if isinstance(window, int) and window < PRESENT_MIN_WINDOW_PX:
+        return False
     incoming = (st.session_state.get(_INCOMING) or {}).get("present")
     if incoming is not None:
         try:

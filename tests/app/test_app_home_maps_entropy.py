@@ -162,10 +162,27 @@ def test_example_buttons_fill_the_text(gpt2_folder):
     at = run_page("app.py", folder_params(gpt2_folder))
     at.button(key="_mv_example_induction").click().run()
     text = at.sidebar.text_area[0].value
-    assert text.count("Privet Drive") == 2
+    half = text[:len(text) // 2].strip()  # a passage and its repeat (a short one when the
+    assert len(half) > 10 and text.count(half) == 2, text  # checkpoint's context is small)
     at.button(key="_mv_example_pair").click().run()  # GPT-2: the pair becomes one text
     assert "Where did the cat sleep" in at.sidebar.text_area[0].value
     assert "warm mat" in at.sidebar.text_area[0].value
+    assert not at.exception and not at.error
+
+
+def test_the_repeated_text_example_repeats_within_a_small_context():
+    """Issue 57 item 8: on the induction toy (a 64-token context) the example was cut at 64
+    tokens, before its repeat, so no induction showed."""
+    from mha_viz import analysis, load_model
+
+    at = run_page("app.py", {"model": "induction-toy"})
+    at.button(key="_mv_example_induction").click().run()
+    text = at.sidebar.text_area[0].value
+    toy = load_model("induction-toy")
+    assert len(toy.tokenizer(text)["input_ids"]) < toy.info.max_positions, text  # uncut
+    half = text[:len(text) // 2].strip()
+    assert len(half) > 10 and text.count(half) == 2, text  # a passage, then its repeat
+    analysis.induction_example(toy.trace(text))
     assert not at.exception and not at.error
 
 

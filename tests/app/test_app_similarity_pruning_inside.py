@@ -284,6 +284,8 @@ def test_long_text_waits_for_the_sweep_button(checkpoint_factory):
     at = run_page(PRUNE, folder(long_bert), session={"_mv_state_text": text})
     assert_clean(at, 0)  # every long computation waits for its button
     assert any("waits for the button" in i for i in texts(at.info))
+    # a sweep nobody prepared points to Home's "Prepare every page" (issue 57 item 9)
+    assert any("Prepare every page" in c for c in texts(at.caption)), texts(at.caption)
     at.button(key="run_ablation").click().run()
     assert_clean(at, 1)
     assert chart(at, "when a head is switched off")

@@ -143,3 +143,55 @@ def test_a_maps_title_wraps_to_the_map_not_the_screen(screen):
     assert all(len(line) * 0.6 * size <= fig.layout.width - 20 for line in lines), (
         lines, fig.layout.width)
     assert fig.layout.margin.t >= len(lines) * size * 1.3  # room above the plot for them
+
+
+# A lesson's step on a 1280x720 projector: the figures' column (3/5 of the main column) and
+# the height left under the lesson's header and progress row.
+LESSON_PROJECTOR = Screen(692, height=544, present=True, fill=True)
+TOKENS = [f"{i} ␣word{i}" for i in range(40)]
+
+
+def _plot_height(fig) -> float:
+    m = fig.layout.margin
+    return fig.layout.height - m.t - m.b
+
+
+def _labels_kept(axis) -> int:
+    return len(axis.ticktext if axis.ticktext is not None else axis.tickvals)
+
+
+@pytest.mark.parametrize("n", [13, 15])
+def test_a_lessons_map_fills_the_projectors_height_and_keeps_every_label(n):
+    """Issue 57 item 4: steps 6-8's 15x15 map was 410x130 px with every third query
+    labelled; a lesson's map now has the screen's height (>= 300 px plot area, within it)
+    and a label for every token."""
+    scores = np.random.default_rng(0).normal(0, 6, (n, n))
+    fig = fit_figure(plots.tensor_figure(scores, TOKENS[:n], TOKENS[:n], f"scores: {n} × {n}",
+                                         row_title="query", col_title="key"),
+                     LESSON_PROJECTOR)
+    assert 300 <= _plot_height(fig) and fig.layout.height <= LESSON_PROJECTOR.height
+    assert _labels_kept(fig.layout.yaxis) == n and _labels_kept(fig.layout.xaxis) == n
+    assert fig.layout.yaxis.tickfont.size >= 14  # still legible from the back
+    wide = fit_figure(plots.tensor_figure(scores[:, :4].repeat(16, 1), TOKENS[:n],
+                                          [f"k{j}" for j in range(64)], "Q: 13 × 64"),
+                      Screen(220, height=544, present=True, fill=True))  # one of Q, K, V
+    assert 300 <= _plot_height(wide) and wide.layout.height <= 544
+    assert _labels_kept(wide.layout.yaxis) == n
+
+
+def test_a_lessons_map_of_40_tokens_keeps_every_label_on_a_desk():
+    fig = fit_figure(plots.tensor_figure(np.eye(40), TOKENS, TOKENS, "weights: 40 × 40"),
+                     Screen(720, fill=True))  # 1400 px wide: the figures' column
+    assert _labels_kept(fig.layout.yaxis) == 40 and _labels_kept(fig.layout.xaxis) == 40
+    assert _plot_height(fig) >= 40 * 12 * 1.15  # a row as tall as its label
+
+
+def test_two_maps_side_by_side_fill_a_lessons_screen_with_their_bar_beside_them():
+    """Issue 57 item 1: step 13's two maps had plot areas of 201x18 px, their colour bars
+    over the key labels."""
+    fig = fit_figure(plots.head_heatmap_row([_attention(13), _attention(13)], TOKENS[:13],
+                                            ["weights", "share moved"], title="L1.H2"),
+                     LESSON_PROJECTOR)
+    assert 300 <= _plot_height(fig) and fig.layout.height <= LESSON_PROJECTOR.height
+    assert fig.layout.coloraxis.colorbar.orientation != "h"  # beside, not on the labels
+

@@ -23,12 +23,29 @@ def test_the_size_equals_the_keys_and_values_a_forward_computes(tmp_path):
     hooks = Interventions(capture=["k", "v"])
     with torch.inference_mode():
         run_with_hooks(model.network, torch.tensor([ids]), hooks)
-    held = sum(t.numel() * 2 for t in hooks.captured.values())  # 16-bit numbers
+    # in the dtype the model is held in (issue 57 item 6: the lesson counted 2 bytes a
+    # number while the model was held in float32)
+    held = sum(t.numel() * t.element_size() for t in hooks.captured.values())
     info = model.info
-    assert kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, len(ids)) == held
+    assert info.bytes_per_value == 4 == next(iter(hooks.captured.values())).element_size()
+    assert kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, len(ids),
+                          info.bytes_per_value) == held
+    assert kv_cache_bytes(info.n_layer, info.n_kv_head, info.d_head, len(ids)) == held // 2
     sizes = kv_cache_by_sharing(info, len(ids))
     assert list(sizes.values()) == [2 * held, held, held // 2]  # 4, 2 and 1 K/V heads
     assert "grouped-query (2 K/V heads)" in list(sizes)[1]
     assert bytes_text(3 * 2 ** 20) == "3.0 MiB" and bytes_text(12) == "12 B"
     with pytest.raises(InputError, match="whole numbers"):
         kv_cache_bytes(2, -1, 64, 10)
+
+
+def test_what_the_cache_holds_while_the_last_token_is_written():
+    """Past tokens: K and V cached, Q not kept; the token being written: all three computed."""
+    from mha_viz.analysis.one_head.kv_cache_size import CACHED, COMPUTED_NOW, NOT_KEPT, cache_roles
+
+    roles = cache_roles(5)
+    assert roles.shape == (3, 5)
+    assert (roles[0, :4] == NOT_KEPT).all() and (roles[1:, :4] == CACHED).all()
+    assert (roles[:, 4] == COMPUTED_NOW).all()
+    with pytest.raises(InputError):
+        cache_roles(0)

@@ -72,5 +72,41 @@ def test_the_first_token_both_ways(gpt2_model):
                               for head in range(trace.n_head)] for layer in range(trace.n_layer)])
         np.testing.assert_allclose(found, expected, rtol=1e-5)
     assert shares.weights_mean == pytest.approx(shares.of_weights.mean())
+    # the lesson's example (issue 57 item 1): the head whose first token takes the most more
+    # of its weight than of what it moves
+    gaps = {(layer, head): float(np.mean(looks.head_map(layer, head)[:, 0])
+                                 - np.mean(moves.head_map(layer, head)[:, 0]))
+            for layer in range(looks.n_layer) for head in range(looks.n_head)}
+    assert shares.widest_gap() == max(gaps, key=gaps.get)
     with pytest.raises(InputError):
         analysis.sink_shares(moves, looks)
+
+
+def test_the_lessons_induction_head_is_the_training_pages():
+    """Issue 57 item 5: the lesson named L1.H0 at 0.74 (its own text) while Training showed
+    0.97. The toy's probe scores are the Training page's last checkpoint's (its prepared
+    dynamics, shipped beside the run), and the lesson's case is that head."""
+    from pathlib import Path
+
+    import mha_viz
+    from mha_viz.analysis.why import key_side_writers
+
+    toy = load_model("induction-toy")
+    probe = analysis.probe_induction(toy)
+    shown = analysis.TrainingDynamics.load(
+        Path(mha_viz.__file__).parent / "bundled" / "induction-toy" / "dynamics.npz")
+    np.testing.assert_allclose(probe.scores, shown.heads["induction"][-1], atol=1e-5)
+    above = probe.scores[1:]
+    layer, head = probe.head()
+    assert layer >= 1 and probe.scores[layer, head] == above.max()
+    assert all(abs(probe.scores[p] - probe.scores[layer, head]) <= 0.05 and p[0] >= 1
+               for p in probe.peers(layer, head))
+    case = analysis.induction_example(toy.trace("ab cd ab cd ab"), head=(layer, head))
+    assert (case.layer, case.head) == (layer, head)
+    with pytest.raises(InputError):
+        analysis.induction_example(toy.trace("ab cd ab cd ab"), head=(0, 0))
+    # both layer-0 heads credited when they write nearly as much; a later layer's never
+    parts = [("L0.H0", 8.47), ("L0.H1", 8.34), ("biases", 3.2), ("L0.H3", -0.5),
+             ("L1.H2", 9.0)]
+    assert key_side_writers(parts, 1, 4) == [("L0.H0", 8.47), ("L0.H1", 8.34)]
+    assert key_side_writers([("L0.H0", 8.0), ("L0.H1", 1.0)], 1, 4) == [("L0.H0", 8.0)]

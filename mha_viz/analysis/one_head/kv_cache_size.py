@@ -9,6 +9,8 @@ share its cache.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...core.errors import InputError
 
 BYTES_PER_VALUE = 2  # 16-bit floats, as models are served
@@ -23,11 +25,14 @@ def kv_cache_bytes(n_layer: int, n_kv_head: int, d_head: int, n_tokens: int,
     return 2 * int(n_layer) * int(n_kv_head) * int(d_head) * int(n_tokens) * int(bytes_per_value)
 
 
-def kv_cache_by_sharing(info, n_tokens: int, bytes_per_value: int = BYTES_PER_VALUE
+def kv_cache_by_sharing(info, n_tokens: int, bytes_per_value: int | None = None
                         ) -> dict[str, int]:
     """The cache of n_tokens tokens at this model's shape with one key/value head per query
     head (multi-head), with the model's own key/value heads, and with one shared by all
-    (multi-query)."""
+    (multi-query); each number in bytes_per_value bytes (default: as the model is held,
+    ``info.bytes_per_value``)."""
+    bytes_per_value = info.bytes_per_value if bytes_per_value is None else bytes_per_value
+
     def size(kv: int) -> int:
         return kv_cache_bytes(info.n_layer, kv, info.d_head, n_tokens, bytes_per_value)
 
@@ -36,6 +41,22 @@ def kv_cache_by_sharing(info, n_tokens: int, bytes_per_value: int = BYTES_PER_VA
         out[f"this model: grouped-query ({info.n_kv_head} K/V heads)"] = size(info.n_kv_head)
     out["multi-query (1 K/V head)"] = size(1)
     return out
+
+
+# what a step of generation holds for each past token, and for the one being written
+NOT_KEPT, CACHED, COMPUTED_NOW = 0, 1, 2
+
+
+def cache_roles(n_tokens: int) -> np.ndarray:
+    """[3, n_tokens]: rows Q, K, V, columns the tokens, while the last one is written: its
+    own Q, K and V are computed now (COMPUTED_NOW); every earlier token's K and V are read
+    from the cache (CACHED); an earlier token's Q is never read again (NOT_KEPT)."""
+    if isinstance(n_tokens, bool) or int(n_tokens) < 1:
+        raise InputError("n_tokens must be a whole number >= 1")
+    roles = np.full((3, int(n_tokens)), CACHED, dtype=np.int64)
+    roles[0, :] = NOT_KEPT
+    roles[:, -1] = COMPUTED_NOW
+    return roles
 
 
 def bytes_text(n: int) -> str:

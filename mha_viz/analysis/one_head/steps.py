@@ -52,6 +52,13 @@ class FollowedQuery:
     table: dict  # column -> one value per key, for a table on screen
     strongest: list[tuple[int, float]]  # (key, weight), the largest weights first
 
+    def by_weight(self, key_labels) -> dict:
+        """The table with a "key" column of key_labels first, its rows ordered by weight,
+        the largest first (a screen that cannot show every key shows those that matter)."""
+        order = np.argsort(-np.asarray(self.table["weight"]), kind="stable")
+        columns = {"key": list(key_labels), **self.table}
+        return {name: [list(values)[i] for i in order] for name, values in columns.items()}
+
 
 @dataclass
 class HeadInternals:

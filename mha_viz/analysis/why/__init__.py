@@ -6,13 +6,13 @@ of a training run; induction.py: the textbook case found on a text, an induction
 the previous-token head it reads).
 """
 
-from .induction import InductionExample, induction_example
+from .induction import InductionExample, induction_example, key_side_writers
 from .composition import (CompositionScores, composition_scores, random_baseline,
                           text_composition, weight_composition)
 from .scores import ScoreAttribution, ScoreParts, score_attribution
 from .stream import why_no_split
 from .training import CompositionOverTraining, composition_over_training
 
-__all__ = ["InductionExample", "induction_example", "CompositionOverTraining", "CompositionScores", "ScoreAttribution",
+__all__ = ["InductionExample", "induction_example", "key_side_writers", "CompositionOverTraining", "CompositionScores", "ScoreAttribution",
            "ScoreParts", "composition_over_training", "composition_scores", "random_baseline",
            "score_attribution", "text_composition", "weight_composition", "why_no_split"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import InputError
+from ..heads import head_name
 from ..roles import previous_token_scores, shifted_duplicate_scores
 
 
@@ -27,9 +28,25 @@ class InductionExample:
     previous_score: float
 
 
-def induction_example(trace) -> InductionExample:
-    """The induction head of a text with repeats and its strongest (query, target) pair;
-    refused when the model has one layer or the text repeats no token."""
+def key_side_writers(parts: list[tuple[str, float]], below_layer: int, n_head: int,
+                     share: float = 0.5) -> list[tuple[str, float]]:
+    """Of a score's key-side parts (source, value), strongest first, the heads of the layers
+    below ``below_layer`` (the induction head's) that raise it by at least ``share`` of the
+    largest such part: the previous-token heads it reads, all of them when several write
+    nearly as much."""
+    names = {head_name(layer, head) for layer in range(int(below_layer))
+             for head in range(int(n_head))}
+    heads = [(s, v) for s, v in parts if s in names and v > 0]
+    if not heads:
+        return []
+    top = max(v for _, v in heads)
+    return [(s, v) for s, v in heads if v >= share * top]
+
+
+def induction_example(trace, head: tuple[int, int] | None = None) -> InductionExample:
+    """The induction head of a text with repeats (or ``head``, (layer, head) above layer 0:
+    the one another measure names) and its strongest (query, target) pair; refused when the
+    model has one layer or the text repeats no token."""
     if trace.value_weighted:
         raise InputError("the textbook case reads the attention weights: trace the text "
                          "with weights='attention'")
@@ -44,7 +61,12 @@ def induction_example(trace) -> InductionExample:
                          "repeat a passage")
     induction = shifted_duplicate_scores(trace)
     induction[0] = -np.inf  # layer 0 reads no earlier head
-    layer, head = np.unravel_index(np.argmax(induction), induction.shape)
+    if head is None:
+        layer, head = np.unravel_index(np.argmax(induction), induction.shape)
+    else:
+        layer, head = int(head[0]), int(head[1])
+        if not 1 <= layer < trace.n_layer or not 0 <= head < trace.n_head:
+            raise InputError(f"head {(layer, head)} is not a head above layer 0 of this model")
     rows = trace.head_map(int(layer), int(head))
     query, key = max(targets, key=lambda pair: (rows[pair], pair[0]))
     previous = previous_token_scores(trace)[0]

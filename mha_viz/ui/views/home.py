@@ -61,6 +61,7 @@ SECTIONS = [continue_section, how_to_read, pages_section, about_model]
 
 def show() -> None:
     selection = ui.sidebar(reads=MAPS, explains_mark=False)
+    lesson_link()
     with ui.guard():
         if selection.model is None:
             ui.show_error(selection.model_error)
@@ -142,7 +143,7 @@ def continue_text(selection) -> None:
 
 
 def pages(selection) -> None:
-    """A link to every page with what it shows, the lesson, and "prepare every page"."""
+    """A link to every page with what it shows, and "prepare every page"."""
     st.subheader("Pages")
     files = [page for page in ui.page_files() if page.path != "app.py"]
     per_row = min(3, len(files)) or 1
@@ -153,13 +154,18 @@ def pages(selection) -> None:
             st.page_link(page.path, label=f"**{page.label}**")
             st.caption(ui.md_escape(page.summary))
 
+    prepare_lesson(selection)
+
+
+def lesson_link() -> None:
+    """The lesson, where a teacher finds it: above the text, on the first screen."""
     st.page_link("pages/5_Inside_One_Head.py", icon="🎓", query_params={"lesson": "1"},
                  label="**A lesson: inside one head, one step per screen**",
                  help="Inside one head in lesson mode: X, Q, K, V, scores, mask, softmax, "
                       "W_O, chunked and flash attention, gradients and the KV cache, with "
                       "this model's real numbers for your text. Back / Next or the arrow "
-                      "keys; add &present=1 to the link for a projector.")
-    prepare_lesson(selection)
+                      "keys; add &present=1 to the link for a projector. \"Prepare every "
+                      "page\", under the pages, readies them for your text.")
 
 
 def prepare_lesson(selection) -> None:

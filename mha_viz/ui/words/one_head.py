@@ -353,41 +353,80 @@ MOVES_NOT_HERE = ("What a head moves is computed for encoder-only and decoder-on
 
 
 def textbook_text(case, labels: list[str], score: float, parts: list[tuple[str, float]],
-                  shown_on_toy: bool) -> str:
-    """The induction head's score at its target, and where it comes from (the textbook case
-    when the previous-token head's key side gives the most)."""
+                  shown_on_toy: bool, writers: list[tuple[str, float]], probe_score: float,
+                  peers: list[str]) -> str:
+    """The induction head's score at its target, and where it comes from: the key sides of
+    the previous-token heads it reads (writers: each of them, when several write nearly as
+    much). Its induction score on this text and on the Training page's probe (probe_score;
+    peers: the heads that score as high there)."""
     name = f"L{case.layer}.H{case.head}"
-    before = f"L{case.previous_layer}.H{case.previous_head}"
     q, k = case.query, case.key
     where = ("On this text" if shown_on_toy else
-             "On the bundled **induction toy** (two layers, trained on repeated passages; "
-             "the same computation as every step so far, on a model small enough to read)")
-    said = (f"{where}, **{name}** is an induction head (induction score "
-            f"{case.induction_score:.2f}): at query {q} '{labels[q]}' it puts "
-            f"{case.weight:.2f} of its weight on key {k} '{labels[k]}', the token that "
-            f"followed the earlier '{labels[q]}'. Its score there is {score:+.1f}. ")
-    top, value = parts[0]
-    if top != before:
+             "On the bundled **induction toy** (two layers, trained on repeated passages)")
+    also = (f", as {' and '.join(peers)} {'does' if len(peers) == 1 else 'do'}" if peers
+            else "")
+    said = (f"{where}, **{name}** is an induction head: it scores {probe_score:.2f} on the "
+            f"Training page's probe (repeated random tokens){also}, {case.induction_score:.2f} "
+            f"on this text. At query {q} '{labels[q]}' it puts {case.weight:.2f} of its "
+            f"weight on key {k} '{labels[k]}', the token that followed the earlier "
+            f"'{labels[q]}'. Its score there is {score:+.1f}. ")
+    if not writers:
+        top, value = parts[0]
         return said + (f"The largest part of it comes from the key side of "
                        f"{source_words(top, {})} ({value:+.1f}).")
-    return said + (f"**{value:+.1f} of it comes from the key side of {before}**, the "
-                   f"previous-token head (score {case.previous_score:.2f}): {before} wrote "
-                   f"into key {k} the token before it, '{labels[k - 1]}', and {name}'s query "
-                   f"at '{labels[q]}' asks for exactly that. One head's output read by "
-                   f"another's keys is K-composition (Elhage et al. 2021): the circuit that "
-                   f"copies what followed before (Olsson et al. 2022).")
+    heads = " and ".join(f"{s} ({v:+.1f})" for s, v in writers)
+    total = sum(v for _, v in writers)
+    sides = "the key side of" if len(writers) == 1 else "the key sides of"
+    return said + (f"**{total:+.1f} of it comes from {sides} {heads}**, the layer-0 heads "
+                   f"that wrote into key {k} the token before it, '{labels[k - 1]}' "
+                   f"(the strongest previous-token head, L{case.previous_layer}."
+                   f"H{case.previous_head}, scores {case.previous_score:.2f}); {name}'s query "
+                   f"at '{labels[q]}' asks for exactly that: K-composition (Elhage et al. "
+                   f"2021), the circuit that copies what followed before (Olsson et al. "
+                   f"2022).")
 
 
-def moves_text(name: str, first_token: str, took: float, sent: float) -> str:
-    """This head's first-token share of the weights and of what it moves, and what the
-    difference says."""
-    said = (f"A weight says where {name} looks; what reaches the query is the weight times "
+def side_label(side: str, source_label: str) -> str:
+    """A bar of the textbook figure: "K: L0.H0" (key side), "Q: embed" (query side)."""
+    return f"{side[0].upper()}: {source_label}"
+
+
+def moves_text(name: str, first_token: str, took: float, sent: float,
+               chosen: tuple[str, float, float] | None = None) -> str:
+    """The first-token share of the weights and of what it moves of the head shown (the one
+    where they differ most), what the difference says, and the chosen head's (name, took,
+    sent) when it is another."""
+    said = (f"A weight says where a head looks; what reaches the query is the weight times "
             f"the vector the key sends, ‖α_ij · f(x_j)‖ with f the value and output "
-            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes as "
-            f"shares. The first token ('{first_token}') takes {took:.2f} of this head's "
-            f"weight and {sent:.2f} of what it moves")
+            f"projections (Kobayashi et al. 2020). The second map gives each row those sizes "
+            f"as shares. In {name} the first token ('{first_token}') takes {took:.2f} of the "
+            f"weight and {sent:.2f} of what moves")
     if sent < 0.8 * took:
-        return said + (": it is a sink, a place to put weight that sends back little. Where "
-                       "a map of weights is dark at the first token, this head mostly reads "
-                       "nothing.")
-    return said + ": here the two agree."
+        said += (": it is a sink, a place to put weight that sends back little. Where a map "
+                 "of weights is dark at the first token, the head mostly reads nothing.")
+    else:
+        said += ": here the two agree."
+    if chosen is not None:
+        own, own_took, own_sent = chosen
+        said += (f" {name} is the head of this text where the two differ most; {own}, the "
+                 f"head you follow, gives the first token {own_took:.2f} and "
+                 f"{own_sent:.2f}.")
+    return said
+
+
+# The KV cache's figure (analysis.one_head.kv_cache_size.cache_roles): each cell's role
+CACHE_ROLES = ("not kept", "cached", "computed now")
+CACHE_COLOURS = ("#d9d9d9", "#2f6db5", "#c8102e")  # grey, blue, red: the figure's key
+KV_CACHE_WHAT = ("**What is cached, and why.** A new token's query is scored against the "
+                 "keys of every token so far and mixes their values. Those keys and values "
+                 "do not change, so they are kept instead of recomputed; a past query is "
+                 "never read again: not kept.")
+
+
+def kv_cache_title(new_token: str) -> str:
+    return f"Writing '{new_token}': what each layer holds"
+
+# step 10's link: the toy's lesson, in a tab of its own (this session's model and text stay)
+TOY_LESSON_LINK = "Open the lesson on the toy in a new tab"
+TEXTBOOK_NOTE = "K: key side, Q: query side; red raises it"
+TOKEN_BOXES_PX = 280  # the toy's text in boxes above the figure, on a lesson's screen

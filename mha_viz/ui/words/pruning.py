@@ -180,3 +180,8 @@ def saturated(base: float) -> str:
             f"its softmax is saturated, and derivatives there are tiny even for heads whose "
             f"removal costs nats. Rank by the ablation effect instead, or give a target the "
             f"model finds harder.")
+
+
+# while a sweep nobody prepared runs (issue 57 item 9: 39 s to the first figure in class)
+NOT_PREPARED = ("Not prepared for this text yet: **Prepare every page**, on Home, runs this "
+                "ahead for your text, so that in class the page opens at once.")

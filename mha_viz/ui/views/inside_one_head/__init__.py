@@ -33,15 +33,17 @@ DRAW = {
     "softmax": steps.softmax, "follow": steps.follow, "context": steps.context,
     "output": steps.output, "contribution": steps.contribution,
     "why": beyond.why, "flash": beyond.flash, "gradients": beyond.gradients,
-    "cost": beyond.cost, "learning": beyond.learning, "textbook": beyond.textbook,
+    "cost": beyond.cost, "kvcache": beyond.kv_cache, "learning": beyond.learning, "textbook": beyond.textbook,
     "moves": beyond.moves,
 }
 
 
 def show() -> None:
-    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS)
     lesson = ui.synced(st.toggle, "lesson", "Lesson mode: one step per screen", False,
                        help=words.LESSON_HELP)
+    # a lesson's screen keeps its rows: what marks the written tokens goes to the sidebar
+    selection = ui.sidebar(shows_saved_traces=False, reads=MAPS,
+                           explains_mark="sidebar" if lesson else True)
     if not lesson:  # a lesson's screen is for the step itself
         st.markdown(words.INTRO)
     with ui.guard():

@@ -14,8 +14,12 @@ import streamlit as st
 from .... import analysis, plots, ui
 from ....analysis.one_head import blockwise
 from ....analysis.one_head import gradients as head_gradients
+from ....analysis.one_head import kv_cache_size
+from ....analysis.why import key_side_writers
 from ....core.errors import MhaVizError
+from ....plots import fit
 from ... import lesson as lesson_mode
+from ...token_boxes import token_boxes
 from ...words import inside_one_head as page_words
 from ...words import one_head as words
 from ...words import why as why_words
@@ -40,8 +44,10 @@ def flash(h: Head) -> None:
     the running maximum and sum of the followed query, and the memory each way needs."""
     inside = h.inside
     n_rows, n_keys = inside.masked_scores.shape
+    # a lesson's screen: three blocks, so both tables fit beside the words
+    blocks = 3 if h.lesson else 4
     block = int(ui.synced(st.number_input, "fblock", "Block size (rows, or keys)",
-                          max(1, n_keys // 4), min_value=1, max_value=max(1, n_keys),
+                          max(1, -(-n_keys // blocks)), min_value=1, max_value=max(1, n_keys),
                           valid=lambda v: 1 <= int(v) <= max(1, n_keys),
                           help="Chunked attention takes this many query rows at a time; the "
                                "online softmax this many keys at a time."))
@@ -52,8 +58,7 @@ def flash(h: Head) -> None:
         st.markdown(f"Query {h.query} '{ui.md_escape(h.query_label)}', {block} keys at a time:")
         running = blockwise.running_table(online, h.query, list(inside.columns))
         st.dataframe(running, hide_index=True, width="stretch",
-                     height=min(180, 38 + 35 * len(running)) if lesson_mode.on_lesson_screen()
-                     else "auto")
+                     height="auto")
         memory = blockwise.memory_table(n_rows, n_keys, inside.d_k, block)
         st.dataframe(memory, hide_index=True, width="stretch")
         if not lesson_mode.on_lesson_screen():  # a lesson's screen: the tables and words
@@ -83,7 +88,24 @@ def gradients(h: Head) -> None:
 
 
 def cost(h: Head) -> None:
-    ui.attention_cost(h.model.info)
+    """Parameters and, on the whole page, the KV cache (kv_cache)."""
+    ui.attention_cost(h.model.info, kv_cache=not h.lesson)
+    if h.model.info.writes_with_kv_cache and not h.lesson:
+        kv_cache(h)
+
+
+def kv_cache(h: Head) -> None:
+    """What a model that writes a token at a time keeps, as the text's last token is
+    written: the figure beside the words (a lesson's screen of its own)."""
+    if h.lesson:
+        ui.kv_cache_card(h.model.info)
+    st.markdown(words.KV_CACHE_WHAT)
+    title = words.kv_cache_title(h.labels[-1])
+    with lesson_mode.figure_place():
+        ui.show_figure(plots.kv_cache_figure(kv_cache_size.cache_roles(h.t), h.tok,
+                                             words.CACHE_ROLES, title, words.CACHE_COLOURS),
+                       key="kv_roles", alt=title,
+                       share=lesson_mode.FIGURE_SHARE if h.lesson else 1.0)
 
 
 def learning(h: Head) -> None:
@@ -95,45 +117,58 @@ def learning(h: Head) -> None:
 
 
 def toy_case(selection: ui.Selection):
-    """(selection, its trace, the textbook case) on the toy: the sidebar's own model and
-    text when they are a toy and repeat something, else the toy on TOY_TEXT."""
+    """(selection, its trace, the textbook case, the toy's induction scores on the Training
+    page's probe) on the toy: the sidebar's own model and text when they are a toy and
+    repeat something, else the toy on TOY_TEXT. The case's head is the one the probe
+    names, as the Training page does."""
     if selection.model is not None and selection.model_name == TOY \
             and selection.uploaded is None:
         trace = ui.get_trace(selection)
+        probe = ui.memo(analysis.probe_induction, selection.model)
         try:
-            return selection, trace, ui.memo(analysis.induction_example, trace)
+            return (selection, trace,
+                    ui.memo(analysis.induction_example, trace, probe.head()), probe)
         except MhaVizError:  # the sidebar's text repeats nothing: the toy's own text
             pass
     toy = ui.Selection(model_name=TOY, text=TOY_TEXT, text_pair=None, max_tokens=None,
                        model=ui.get_model(TOY))
     trace = ui.get_trace(toy)
-    return toy, trace, ui.memo(analysis.induction_example, trace)
+    probe = ui.memo(analysis.probe_induction, toy.model)
+    return toy, trace, ui.memo(analysis.induction_example, trace, probe.head()), probe
 
 
 def textbook(h: Head) -> None:
     """The induction head's score at its target, split by source: most of it comes from the
-    key side of the previous-token head (K-composition)."""
-    toy, trace, case = toy_case(h.selection)
+    key side of the previous-token heads (K-composition); the head named as the Training
+    page names it (its probe), the toy's text with positions beside the figure."""
+    toy, trace, case, probe = toy_case(h.selection)
     found = ui.memo(analysis.score_attribution, toy.model, toy.text, case.layer, case.head,
                     case.query, contrast="mean")
-    parts = found.strongest_sources(case.key, "key", k=6)
+    parts = found.strongest_sources(case.key, "key", k=4)
+    asks = found.strongest_sources(case.key, "query", k=3)
     labels = list(trace.display_tokens)
-    st.markdown(words.textbook_text(case, labels, float(found.capped_scores[
-        found.column(case.key)]), parts, shown_on_toy=toy is h.selection))
+    writers = key_side_writers(parts, case.layer, trace.n_head)
+    st.markdown(words.textbook_text(
+        case, labels, float(found.capped_scores[found.column(case.key)]), parts,
+        toy is h.selection, writers, float(probe.scores[case.layer, case.head]),
+        [plots.head_name(*p) for p in probe.peers(case.layer, case.head)]))
     if toy is not h.selection:
-        st.page_link("pages/5_Inside_One_Head.py", icon="▶",
-                     label="Open the lesson on the toy",
-                     query_params={"model": TOY, "text": TOY_TEXT, "lesson": "1",
-                                   "layer": str(case.layer), "head": str(case.head),
-                                   "query": str(case.query), "wk": str(case.key)})
+        lesson_mode.lesson_in_new_tab(
+            words.TOY_LESSON_LINK, "Inside_One_Head",
+            {"model": TOY, "text": TOY_TEXT, "layer": str(case.layer), "head": str(case.head),
+             "query": str(case.query), "wk": str(case.key)})
     with lesson_mode.figure_place():
+        token_boxes(labels)  # the positions the sentence names
         name = plots.head_name(case.layer, case.head)
-        ui.show_figure(plots.source_bars(
-            [why_words.source_label(s) for s, _ in parts], np.array([v for _, v in parts]),
-            f"{name}'s score at query {case.query} → key {case.key}: its key side",
-            "red raises the score, blue lowers it"),
-            key="textbook", alt="The induction head's score by key-side source",
-            share=ui.column_share(0.6))
+        bars = [(words.side_label("key", why_words.source_label(s)), v) for s, v in parts] + \
+            [(words.side_label("query", why_words.source_label(s)), v) for s, v in asks]
+        with lesson_mode.room_taken(words.TOKEN_BOXES_PX):
+            ui.show_figure(plots.source_bars(
+                [label for label, _ in bars], np.array([v for _, v in bars]),
+                f"{name}'s score at query {case.query} → key {case.key}, by source",
+                words.TEXTBOOK_NOTE), key="textbook",
+                alt="The induction head's score by source, key side and query side",
+                share=lesson_mode.FIGURE_SHARE)
 
 
 def moves(h: Head) -> None:
@@ -146,18 +181,21 @@ def moves(h: Head) -> None:
     looks = ui.get_trace(selection)
     moved = ui.get_trace(selection, weights="value")
     shares = ui.memo(analysis.sink_shares, looks, moved)
-    st.markdown(words.moves_text(h.name, looks.display_tokens[0],
-                                 float(shares.of_weights[h.layer, h.head]),
-                                 float(shares.of_moved[h.layer, h.head])))
-    labels = list(looks.display_tokens)
+    layer, head = shares.widest_gap()  # the example where the two views differ
+    name = plots.head_name(layer, head)
+    chosen = None if (layer, head) == (h.layer, h.head) else (
+        h.name, float(shares.of_weights[h.layer, h.head]),
+        float(shares.of_moved[h.layer, h.head]))
+    st.markdown(words.moves_text(name, looks.display_tokens[0],
+                                 float(shares.of_weights[layer, head]),
+                                 float(shares.of_moved[layer, head]), chosen))
+    screen = ui.figure_screen(lesson_mode.FIGURE_SHARE)
+    narrow = screen is not None and screen.width < fit.NARROW_PX  # a phone: stacked
     with lesson_mode.figure_place():
-        places = st.columns(2)
-    for place, trace, title, key, value_name in zip(
-            places, (looks, moved),
-            (f"{h.name}: where it looks (weights)", f"{h.name}: what it moves"),
-            ("moves_weights", "moves_moved"), ("weight", "share moved")):
-        with place:
-            ui.show_figure(plots.head_heatmap(trace.head_map(h.layer, h.head), labels,
-                                              title=title, causal=trace.causal,
-                                              value_name=value_name),
-                           key=key, alt=title, share=0.3)
+        title = f"{name}: where it looks, what it moves"
+        ui.show_figure(plots.head_heatmap_row(
+            [looks.head_map(layer, head), moved.head_map(layer, head)],
+            list(looks.display_tokens), ["weights", "share moved"], causal=looks.causal,
+            title=title, max_ticks=40, per_row=1 if narrow else None,
+            height=int(screen.width + 40) if narrow else 420),
+            key="moves", alt=title, share=lesson_mode.FIGURE_SHARE)

@@ -9,12 +9,13 @@ from ...words.one_head import layout_step
 
 
 def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
-             gradients: bool) -> list[tuple[str, str, bool]]:
+             gradients: bool, kv_cache: bool = False) -> list[tuple[str, str, bool]]:
     """The page's sections in order: (title, key, folded). On the whole page a folded section
     is computed and drawn when opened, so the page opens on the head's input and the list of
     steps; in a lesson each is a screen, and the steps the whole page draws inside another
     (the layout, the followed query, the contribution) get screens of their own. gradients:
-    the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's."""
+    the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's.
+    kv_cache: the model writes a token at a time (a lesson's last screen: its cache)."""
     layout = layout_step(inside) is not None
     return [
         ("The whole head in one line", "overview", False),
@@ -52,9 +53,12 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
           if gradients else []),
         *([("Watch heads learn: induction heads across training", "learning", True)]
           if lesson else []),
-        ("What attention costs: parameters and the KV cache", "cost", True),
+        ("What attention costs: parameters" + ("" if lesson else " and the KV cache"),
+         "cost", True),
+        *([("The KV cache: what a model keeps while it writes", "kvcache", True)]
+          if lesson and kv_cache else []),
     ]
 
 
 # the lesson's screens of words alone (the others: words beside their figures)
-WORDS_ONLY = frozenset({"overview", "layout", "follow", "cost", "learning"})
+WORDS_ONLY = frozenset({"overview", "layout", "cost", "learning"})

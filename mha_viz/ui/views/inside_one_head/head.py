@@ -101,7 +101,8 @@ class Head:
     @cached_property
     def sections(self) -> list[tuple[str, str, bool]]:
         return sections(self.inside, self.lesson, self.query, self.query_label,
-                        gradients=self.seq is None)
+                        gradients=self.seq is None, kv_cache=self.model is not None
+                        and self.model.info.writes_with_kv_cache)
 
     @cached_property
     def numbers(self) -> dict[str, str]:

@@ -83,5 +83,5 @@ def matrix_step(h: Head, number_key: str, step: str, array, rows, cols, title: s
     with lesson_mode.figure_place():
         show_matrix(array, rows, cols, title, key or step, row_title=row_title,
                     col_title=col_title, span=span, on_select=on_select,
-                    share=ui.column_share(0.6) if h.lesson else 1.0)
+                    share=lesson_mode.FIGURE_SHARE if h.lesson else 1.0)
         csv_button(h, array, rows, cols, what, key or step)

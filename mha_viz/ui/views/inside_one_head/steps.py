@@ -181,7 +181,7 @@ def softmax(h: Head) -> None:
                     f"softmax: the attention weights, {h.t} × {h.s_keys}", "weights",
                     diverging=False, colorscale=plots.WEIGHT_SCALE, row_title="query",
                     col_title="key", on_select=pick("weights"),
-                    share=ui.column_share(0.6) if h.lesson else 1.0)
+                    share=lesson_mode.FIGURE_SHARE if h.lesson else 1.0)
         csv_button(h, h.inside.weights, h.tok, h.key_tok, "weights", "weights")
     if not h.lesson:  # already in a folded section, which cannot hold another
         st.markdown(f"**Follow query {h.query} '{ui.md_escape(h.query_label)}' through "
@@ -189,12 +189,17 @@ def softmax(h: Head) -> None:
         follow(h)
 
 
+FOLLOW_TABLE_PX = 520  # a lesson's table of one query: all of 13 keys on a projector
+
+
 def follow(h: Head) -> None:
     followed = h.inside.followed_query(h.query)
     st.markdown(words.followed_text(h.inside, h.query, h.query_label, followed.strongest,
                                     h.ref))
-    st.dataframe({"key": h.key_tok, **followed.table}, hide_index=True,
-                 width="stretch", height=min(300 if h.lesson else 420, 38 + 35 * h.s_keys))
+    with lesson_mode.figure_place():  # a lesson's screen: the whole table beside the words
+        st.dataframe(followed.by_weight(h.key_tok) if h.lesson else
+                     {"key": h.key_tok, **followed.table}, hide_index=True, width="stretch",
+                     height=min(FOLLOW_TABLE_PX if h.lesson else 420, 38 + 35 * h.s_keys))
 
 
 def context(h: Head) -> None:

@@ -62,7 +62,7 @@ class Measured:
                   f"{self.score_tokens} tokens, layer by layer",
             auto=self.runs_on_open()["ablation"],
             button=f"Run the ablation sweep ({self.total_heads} heads × {self.score_tokens} "
-                   f"tokens)")
+                   f"tokens)", hint=words.NOT_PREPARED)
 
     @property
     def backward_refused(self) -> str | None:
