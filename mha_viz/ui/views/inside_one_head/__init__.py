@@ -21,7 +21,7 @@ import streamlit as st
 from .... import ui
 from ... import lesson as lesson_mode
 from ...words import inside_one_head as words
-from . import beyond, steps
+from . import beyond, feature_step, steps
 from .contents import WORDS_ONLY
 from .head import Head, head_of
 
@@ -34,7 +34,7 @@ DRAW = {
     "output": steps.output, "contribution": steps.contribution,
     "why": beyond.why, "flash": beyond.flash, "gradients": beyond.gradients,
     "cost": beyond.cost, "learning": beyond.learning, "textbook": beyond.textbook,
-    "moves": beyond.moves,
+    "moves": beyond.moves, "features": feature_step.induction_feature,
 }
 
 

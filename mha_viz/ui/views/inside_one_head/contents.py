@@ -53,6 +53,9 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
         *([("Watch heads learn: induction heads across training", "learning", True)]
           if lesson else []),
         ("What attention costs: parameters and the KV cache", "cost", True),
+        # last, beyond the head's arithmetic: the induction toy's head read in features
+        *([("Reading a head in features: the induction feature", "features", True)]
+          if lesson else []),
     ]
 
 
