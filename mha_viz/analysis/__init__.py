@@ -78,9 +78,9 @@ from .why import (CompositionOverTraining, CompositionScores, InductionExample,
                   induction_example, score_attribution,
                   text_composition, weight_composition, why_no_split)
 from .features import (FeatureFiring, FeaturePairs, FeatureScoreAttribution, FeatureSources,
-                       HeadFeatures, OutputTokens, feature_firing, feature_heads,
-                       feature_output_tokens, feature_score_attribution, feature_sources,
-                       head_features, train_sae, train_saes)
+                       HeadFeatures, OutputTokens, feature_firing, feature_from_source,
+                       feature_heads, feature_output_tokens, feature_score_attribution,
+                       feature_sources, head_features, train_sae, train_saes)
 
 __all__ = [
     "training_dynamics", "checkpoint_statistics", "TrainingDynamics", "HEAD_ARRAYS", "CURVES",
@@ -136,7 +136,7 @@ __all__ = [
     "CompositionOverTraining", "why_no_split",
     "value_weighted_maps", "value_norms", "context_mixing", "ContextMixing", "why_no_mixing",
     "sink_shares", "SinkShares", "FeatureScoreAttribution", "FeatureSources", "feature_heads",
-    "feature_score_attribution", "feature_sources", "train_sae", "train_saes", "FeatureFiring",
+    "feature_from_source", "feature_score_attribution", "feature_sources", "train_sae", "train_saes", "FeatureFiring",
     "OutputTokens", "feature_firing", "feature_output_tokens", "FeaturePairs", "HeadFeatures",
     "head_features",
     "retrieval_scores", "retrieval_counts", "RetrievalCounts", "RETRIEVAL_THRESHOLD",

@@ -120,7 +120,8 @@ from .model_card import attention_cost, kv_cache_card, model_card
 from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_share,
                      download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
-                     long_input_note, one_pass_is_quick, page_setup, section_open_key,
+                     long_input_note, narrow_screen, one_pass_is_quick, page_setup,
+                     section_open_key,
                      show_figure, too_long_for, trace_notes, viewport)
 from .sections import Folded, show_sections
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
@@ -142,7 +143,7 @@ __all__ = [
     "shown_trace", "weights_switch", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "result_key", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
-    "METRIC_LABELS", "show_figure", "figure_screen", "viewport", "STACKED_BELOW_PX",
+    "METRIC_LABELS", "show_figure", "figure_screen", "narrow_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "lesson_step", "attention_cost", "kv_cache_card", "figure_columns",

@@ -224,6 +224,12 @@ def figure_screen(share: float = 1.0) -> fit.Screen | None:
                       present=presenting(), fill=bool(reserved))
 
 
+def narrow_screen() -> bool:
+    """Whether the page is read on a phone (narrower than fit.NARROW_PX)."""
+    screen = figure_screen()
+    return screen is not None and screen.width < fit.NARROW_PX
+
+
 def figure_columns(spec, **kwargs) -> list:
     """st.columns for figures side by side; in presentation mode they stack, each the whole
     width (a projector's map must be legible from the back). Pass each figure's show_figure

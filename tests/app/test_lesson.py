@@ -97,9 +97,9 @@ def test_a_hostile_step_in_the_link_opens_the_first(step):
     assert back.disabled
 
 
-def test_the_last_step_is_the_cost_of_attention():
-    n = progress_text(lesson_page({})).split(" of ")[1].split(":")[0]
-    at = lesson_page({"lstep": n})
+def test_the_step_before_the_last_is_the_cost_of_attention():
+    n = int(progress_text(lesson_page({})).split(" of ")[1].split(":")[0])
+    at = lesson_page({"lstep": str(n - 1)})
     assert "What attention costs" in progress_text(at)
     shown = " ".join(str(m.value) for m in at.markdown)
     info = load_model("minilm").info
@@ -226,3 +226,40 @@ def test_positions_in_order_inverts_the_order():
     assert [int(positions[i]) for i in order] == [0, 1, 2, 3]
     with pytest.raises(Exception, match="permutation"):
         positions_in_order([0, 0, 1])
+
+
+def test_the_last_step_reads_the_toys_induction_head_in_features():
+    """On any model the last screen is the induction toy's head in its bundled dictionary:
+    the feature its induction target builds most at the textbook case's query, its map by
+    head and source token the terms of feature_sources (direct feature attribution, tested
+    against transformers' hooks in tests/unit/test_features.py), its decoder share on the
+    induction heads feature_heads' (the induction heads found here by their attention)."""
+    from tests.support.app_pages import array, chart
+
+    from mha_viz import load_sae
+    from mha_viz.analysis import feature_heads, feature_sources
+
+    n = progress_text(lesson_page({})).split(" of ")[1].split(":")[0]
+    at = lesson_page({"lstep": n})
+    assert "the induction feature" in progress_text(at)
+    said = " ".join(str(m.value) for m in at.markdown)
+    feature = int(said.split("builds most is **f")[1].split("**")[0])
+    toy = load_model("induction-toy")
+    text = "the cat sat on the mat. the cat sat on the mat."
+    trace = toy.trace(text)
+    ids = np.asarray(trace.token_ids)
+    query = len(ids) - 10  # 'n' of the second "on"; its earlier copy is followed by key 15
+    assert trace.display_tokens[query] == "n" and f"At query {query} 'n'" in said
+    source = [j + 1 for j in range(query - 1) if ids[j] == ids[query]][-1]
+    sae = load_sae("induction-toy/L1.hook_z", model=toy)
+    terms = feature_sources(toy, sae, text, query, feature).terms
+    assert int(np.argmax(terms.sum(0))) == source  # what the page claims of this feature
+    shown = array(chart(at, f"f{feature} at query {query}")["data"][0]["z"])
+    np.testing.assert_allclose(shown[:terms.shape[0], :query + 1], terms[:, :query + 1],
+                               atol=1e-6)
+    on_target = np.array([trace.head_map(1, h)[query, source]  # the heads reading the target
+                          for h in range(trace.maps_shape[1])])
+    induction = np.flatnonzero(on_target > 0.3)
+    share = feature_heads(sae)[feature, induction].sum()
+    assert f"{share:.0%} of its decoder sits on the induction heads" in said
+    assert f"key {source} gives {terms[:, source].sum():+.2f}" in said

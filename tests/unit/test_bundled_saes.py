@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tests.support.hf_reference import capture_input, hooked
+from tests.support.hf_reference import capture_input, capture_output, hooked
 
 from mha_viz import load_model, load_sae
 from mha_viz.analysis import feature_firing, feature_heads, feature_sources
@@ -124,3 +124,37 @@ def test_induction_features_write_through_the_induction_heads(toy, sequences):
     others = [f for f in at_target if f not in induction]
     assert shares[induction].mean() >= 0.6, np.round(np.sort(shares[induction]), 2)
     assert shares[induction].mean() > shares.mean() + 0.1 and len(others) < len(induction)
+
+
+def test_the_feature_a_source_builds_most_is_picked_among_the_active_ones(toy):
+    """feature_from_source against SAELens's encoder and transformers' own attention and
+    values: of the features SAELens finds active at the query, the one whose parts at the
+    source (alpha_qk^h v_k^h . W_enc[h-block, f], summed over heads) are largest; its terms
+    there equal those products."""
+    from mha_viz.analysis import feature_from_source, induction_example
+
+    model, hf = toy
+    text = "the cat sat on the mat. the cat sat on the mat."
+    case = induction_example(model.trace(text))  # where to look: the induction target
+    query, source = case.query, case.key
+    ids = model.encode(text).input_ids
+    theirs = sae_lens.SAE.load_from_disk(str(bundled_saes()["induction-toy/L1.hook_z"]))
+    store = {}
+    attention = hf.gpt_neox.layers[1].attention
+    with torch.no_grad(), hooked([capture_input(attention.dense, store, "z"),
+                                  capture_output(attention.query_key_value, store, "qkv")]):
+        attentions = hf(torch.tensor([ids]), output_attentions=True).attentions[1][0]
+    n_head, d_head = attentions.shape[0], store["z"].shape[-1] // attentions.shape[0]
+    values = store["qkv"][0].view(len(ids), n_head, 3 * d_head)[..., 2 * d_head:]  # [T, H, d]
+    with torch.no_grad():
+        z = store["z"][0, query:query + 1].float().view(1, n_head, d_head)  # hook_z's shape
+        active = torch.nonzero(theirs.encode(z)[0] > 0)
+        w_enc = theirs.W_enc.float().reshape(n_head, d_head, -1)
+    at_source = {int(f): (attentions[:, query, source, None] * values[source]
+                          * w_enc[:, :, int(f)]).sum(-1) for f in active.flatten()}
+    best = max(at_source, key=lambda f: (float(at_source[f].sum()), -f))
+    found = feature_from_source(model, load_sae("induction-toy/L1.hook_z", model=model), ids,
+                                query, source)
+    assert found.feature == best
+    np.testing.assert_allclose(found.terms[:, source], at_source[best].numpy(), atol=1e-4)
+    assert abs(found.terms.sum() + found.bias - found.pre_activation) < 1e-6

@@ -8,7 +8,7 @@ read from the engine by activations.py).
 
 from .dashboard import (FeatureFiring, HeadFeatures, OutputTokens, feature_firing,
                         feature_output_tokens, head_features)
-from .heads import FeatureSources, feature_heads, feature_sources
+from .heads import FeatureSources, feature_from_source, feature_heads, feature_sources
 from .scores import (FeaturePairs, FeatureScoreAttribution, feature_index, feature_name,
                      feature_score_attribution)
 from .training import (Quality, TrainedDictionary, TrainProgress, dictionary_quality, train_sae,
@@ -17,5 +17,5 @@ from .training import (Quality, TrainedDictionary, TrainProgress, dictionary_qua
 __all__ = ["FeatureFiring", "HeadFeatures", "OutputTokens", "feature_firing",
            "feature_output_tokens", "head_features", "FeaturePairs", "FeatureScoreAttribution",
            "feature_index", "feature_name", "feature_score_attribution",
-           "FeatureSources", "feature_heads", "feature_sources", "Quality", "TrainedDictionary",
+           "FeatureSources", "feature_from_source", "feature_heads", "feature_sources", "Quality", "TrainedDictionary",
            "TrainProgress", "dictionary_quality", "train_sae", "train_saes"]

@@ -9,6 +9,8 @@ al. 2024, "Interpreting Attention Layer Outputs with Sparse Autoencoders"; docs/
   affine in z_i (the dictionary's frame frozen at z_i: dictionaries.sae), so it splits
   exactly into terms [h, j] = alpha_ij^h v_j^h . W_enc[h-block, f] (scaled, and centred,
   as the frame says) plus one bias b_enc[f] - b_dec . W_enc[:, f].
+- feature_from_source: of the features active at a query, the one a given source token
+  builds most (an induction head's target: the feature it writes from there).
 """
 
 from __future__ import annotations
@@ -114,7 +116,11 @@ def feature_sources(model, sae, text_or_ids, query: int, feature: int) -> Featur
     feature = check_feature(sae, feature)
     ids, _, tokens = encoded_ids(model, text_or_ids)
     query = check_position(query, len(ids), "query")
-    got = head_values(model, ids, sae.layer)
+    return _sources(sae, head_values(model, ids, sae.layer), query, feature, tokens)
+
+
+def _sources(sae, got: dict, query: int, feature: int, tokens: list[str]) -> FeatureSources:
+    """feature_sources from one forward's pattern, values and z (head_values)."""
     pattern = got["pattern"][:, query].to(WORK)  # [H, T]
     values = got["v"].to(WORK)  # [H, T, d_k]
     z = got["z"][query].to(WORK)  # [d_in]
@@ -133,3 +139,22 @@ def feature_sources(model, sae, text_or_ids, query: int, feature: int) -> Featur
                           pre_activation=pre, activation=activation,
                           heads=[head_name(sae.layer, h) for h in range(values.shape[0])],
                           tokens=tokens)
+
+
+def feature_from_source(model, sae, text_or_ids, query: int, source: int) -> FeatureSources:
+    """Of the features active at `query` (activation > 0), the one the token at `source`
+    builds most: the largest sum over heads of its terms at that source (feature_sources),
+    split as feature_sources splits it. On an induction head's query and target (the token
+    after the earlier copy), the feature the induction heads write from that target
+    (docs/analyses.md). One forward; refused when no feature is active there."""
+    _n_head_of(sae, model)
+    check_model_site(model, sae.site, sae.layer)
+    ids, _, tokens = encoded_ids(model, text_or_ids)
+    query = check_position(query, len(ids), "query")
+    source = check_position(source, query + 1, "source")  # a key the query sees
+    got = head_values(model, ids, sae.layer)
+    active = torch.nonzero(sae.encode(got["z"][query:query + 1])[0] > 0).flatten().tolist()
+    if not active:
+        raise InputError(f"no feature of this dictionary is active at query {query}")
+    found = [_sources(sae, got, query, int(f), tokens) for f in active]
+    return max(found, key=lambda s: (float(s.terms[:, source].sum()), -s.feature))

@@ -15,7 +15,6 @@ from .... import plots, ui
 from ....analysis.features import FeatureFiring, HeadFeatures
 from ....core.errors import MhaVizError
 from ....maps.trace import AttentionTrace
-from ....plots import fit
 from ... import dictionaries
 from ...dictionaries import CHOICE_NAME, FOLDER, FOLDER_NAME, Dictionary
 from ...settings import as_sentence
@@ -96,7 +95,7 @@ def read(selection: ui.Selection) -> Features | Missing:
                           help="Where the feature's pre-activation is split by head and "
                                "source token; a click on a token of the strip picks it."))
     return Features(selection, trace, text, layer, head, chosen, firing, top, feature, query,
-                    narrow_screen())
+                    ui.narrow_screen())
 
 
 @ui.callback
@@ -117,12 +116,6 @@ def default_head(trace: AttentionTrace, layers: list[int]) -> tuple[int, int]:
     if not layers or layer in layers:
         return layer, head
     return layers[-1], 0
-
-
-def narrow_screen() -> bool:
-    """Whether the page is read on a phone (fit.NARROW_PX)."""
-    screen = ui.figure_screen()
-    return screen is not None and screen.width < fit.NARROW_PX
 
 
 def forget_when_changed(name: str, owner: tuple) -> None:

@@ -21,7 +21,7 @@ import streamlit as st
 from .... import ui
 from ... import lesson as lesson_mode
 from ...words import inside_one_head as words
-from . import beyond, steps
+from . import beyond, feature_step, steps
 from .contents import WORDS_ONLY
 from .head import Head, head_of
 
@@ -33,8 +33,9 @@ DRAW = {
     "softmax": steps.softmax, "follow": steps.follow, "context": steps.context,
     "output": steps.output, "contribution": steps.contribution,
     "why": beyond.why, "flash": beyond.flash, "gradients": beyond.gradients,
-    "cost": beyond.cost, "kvcache": beyond.kv_cache, "learning": beyond.learning, "textbook": beyond.textbook,
-    "moves": beyond.moves,
+    "cost": beyond.cost, "kvcache": beyond.kv_cache, "learning": beyond.learning,
+    "textbook": beyond.textbook, "moves": beyond.moves,
+    "features": feature_step.induction_feature,
 }
 
 

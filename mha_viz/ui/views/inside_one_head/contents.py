@@ -15,7 +15,7 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
     steps; in a lesson each is a screen, and the steps the whole page draws inside another
     (the layout, the followed query, the contribution) get screens of their own. gradients:
     the model's W_QKV is fused (GPT-2, BERT, the Llama family), not an encoder-decoder's.
-    kv_cache: the model writes a token at a time (a lesson's last screen: its cache)."""
+    kv_cache: the model writes a token at a time (a lesson's screen of its cache)."""
     layout = layout_step(inside) is not None
     return [
         ("The whole head in one line", "overview", False),
@@ -57,6 +57,9 @@ def sections(inside: HeadInternals, lesson: bool, query: int, query_label: str,
          "cost", True),
         *([("The KV cache: what a model keeps while it writes", "kvcache", True)]
           if lesson and kv_cache else []),
+        # last, beyond the head's arithmetic: the induction toy's head read in features
+        *([("Reading a head in features: the induction feature", "features", True)]
+          if lesson else []),
     ]
 
 
