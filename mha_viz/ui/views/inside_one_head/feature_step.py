@@ -15,19 +15,20 @@ from .beyond import toy_case
 from .head import Head
 
 DICTIONARY = "induction-toy/L1.hook_z"  # bundled beside the toy (dictionaries.bundled_saes)
-INDUCTION = 0.3  # a head putting more than this on the induction targets is an induction head
+INDUCTION = 0.3  # a head scoring more than this on Training's probe is an induction head
 
 
 def induction_feature(h: Head) -> None:
     """The feature the toy's induction heads write from the induction target, and how much
     of its decoder sits on them."""
-    toy, trace, case = toy_case(h.selection)
+    toy, trace, case, probe = toy_case(h.selection)
     sae = dictionaries.load_dictionary(DICTIONARY, toy.model)
     found = ui.memo(analysis.feature_from_source, toy.model, sae, toy.text, case.query,
                     case.key)
     shares = ui.memo(analysis.feature_heads, sae)[found.feature]
-    scores = ui.memo(analysis.shifted_duplicate_scores, trace)[case.layer]
-    induction = [f"L{case.layer}.H{head}" for head in np.flatnonzero(scores > INDUCTION)]
+    # the induction heads as the Training page measures them (its probe)
+    induction = [f"L{case.layer}.H{head}"
+                 for head in np.flatnonzero(probe.scores[case.layer] > INDUCTION)]
     labels = list(trace.display_tokens)
     st.markdown(words.step_text(case, found, labels, shares, induction, DICTIONARY))
     seen = case.query + 1
