@@ -238,7 +238,7 @@ def checkpoint_statistics(model, texts: list[str], seq_len: int | None = None,
     early, late = icl_positions(texts_context(model, texts), early, late)
     entropies, sinks, text_losses, icl = [], [], [], []
     for text in texts:
-        trace = model.trace(text, max_tokens=int(info.max_positions))
+        trace = model.trace(text, max_tokens=int(model.info.max_positions))
         measured = entropy_and_mass(trace)
         entropies.append(measured["entropy"])
         sinks.append(measured["mass"]["first token"])
