@@ -177,7 +177,8 @@ def test_the_steps_shown_on_the_page_and_in_a_lesson(inside, t5_toy):
     lesson = inside_page.sections(inside, True, 7, "it", gradients=True)
     assert [key for _, key, _ in lesson] == [
         "overview", "X", "qkv", "layout", "scores", "mask", "softmax", "follow", "textbook",
-        "flash", "context", "moves", "output", "contribution", "gradients", "learning", "cost"]
+        "flash", "context", "moves", "output", "contribution", "gradients", "learning", "cost",
+        "features"]
     assert ("Follow query 7 'it'", "follow", True) in lesson
     # one numbering on the screen: the page's steps, or the lesson's screens
     numbers = inside_words.step_numbers(inside, lesson, True)
