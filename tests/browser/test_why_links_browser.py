@@ -13,7 +13,8 @@ import re
 from urllib.parse import quote
 
 import pytest
-from tests.support.browser import DEVICES, assert_no_exception, error_texts, shoot, wait_fitted
+from tests.support.browser import (DEVICES, assert_no_exception, click_cell, error_texts, shoot,
+                                   wait_fitted)
 from tests.support.why_browser import (MARKED, TICKS_OVERLAP, TOOLBAR_OVER_TITLE, WHY_OPEN,
                                        cell_point, why_text)
 
@@ -61,7 +62,7 @@ def test_against_a_stronger_key_the_key_loses_and_the_sentence_says_by_how_much(
     tab = device_tab(DEVICES["desk"])
     tab.goto(f"{app_server.url}/{PAGE}")
     wait_fitted(tab)
-    tab.mouse.click(*cell_point(tab, HEAD_MAP, TARGET[0], 14))
+    click_cell(tab, cell_point(tab, HEAD_MAP, TARGET[0], 14), "wk=14")
     says(tab, f"query {TARGET[0]} 'n' → key 14")
     tab.locator('[data-testid="stSelectbox"]').filter(has_text="Against").click()
     tab.keyboard.type(f"key {TARGET[1]}:")  # the list scrolls; typing finds the option

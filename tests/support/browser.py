@@ -255,3 +255,18 @@ def wait_home(page, server=None) -> None:
     page.wait_for_function(READY, arg=0, polling=200)
     page.wait_for_timeout(300)
     page.wait_for_function(READY, arg=0, polling=200)
+
+
+def click_cell(tab, point, wanted: str) -> None:
+    """Click a map's cell until the link holds ``wanted`` (wk=14): a click that lands while
+    the page is still being redrawn (the URL's hand-over, a busy machine) can be lost, and a
+    person would click again."""
+    for _ in range(3):
+        tab.mouse.click(*point)
+        try:
+            tab.wait_for_function("(w) => location.search.includes(w)", arg=wanted,
+                                  timeout=20_000)
+            return
+        except Exception:  # noqa: BLE001 - Playwright's timeout: redrawn, try again
+            wait_fitted(tab)
+    raise AssertionError(f"three clicks on the map did not pick the cell ({wanted})")
