@@ -119,8 +119,10 @@ def feature_sources(model, sae, text_or_ids, query: int, feature: int) -> Featur
     return _sources(sae, head_values(model, ids, sae.layer), query, feature, tokens)
 
 
-def _sources(sae, got: dict, query: int, feature: int, tokens: list[str]) -> FeatureSources:
-    """feature_sources from one forward's pattern, values and z (head_values)."""
+def _sources(sae, got: dict, query: int, feature: int, tokens: list[str],
+             activation: float | None = None) -> FeatureSources:
+    """feature_sources from one forward's pattern, values and z (head_values); activation:
+    the feature's at the query, when the caller has encoded it already."""
     pattern = got["pattern"][:, query].to(WORK)  # [H, T]
     values = got["v"].to(WORK)  # [H, T, d_k]
     z = got["z"][query].to(WORK)  # [d_in]
@@ -133,7 +135,8 @@ def _sources(sae, got: dict, query: int, feature: int, tokens: list[str]) -> Fea
         terms = terms - sums * weight[:, feature].sum() / sae.d_in
     terms = terms * frame.scale_in[0]
     pre = float(frame.apply(z) @ weight[:, feature] + bias[feature])  # the whole, at once
-    activation = float(sae.encode(got["z"][query:query + 1])[0, feature])
+    if activation is None:
+        activation = float(sae.encode(got["z"][query:query + 1])[0, feature])
     return FeatureSources(layer=sae.layer, query=query, feature=feature,
                           terms=terms.cpu().numpy(), bias=float(bias[feature]),
                           pre_activation=pre, activation=activation,
@@ -153,8 +156,9 @@ def feature_from_source(model, sae, text_or_ids, query: int, source: int) -> Fea
     query = check_position(query, len(ids), "query")
     source = check_position(source, query + 1, "source")  # a key the query sees
     got = head_values(model, ids, sae.layer)
-    active = torch.nonzero(sae.encode(got["z"][query:query + 1])[0] > 0).flatten().tolist()
+    activations = sae.encode(got["z"][query:query + 1])[0]  # encoded once, for every feature
+    active = torch.nonzero(activations > 0).flatten().tolist()
     if not active:
         raise InputError(f"no feature of this dictionary is active at query {query}")
-    found = [_sources(sae, got, query, int(f), tokens) for f in active]
+    found = [_sources(sae, got, query, int(f), tokens, float(activations[f])) for f in active]
     return max(found, key=lambda s: (float(s.terms[:, source].sum()), -s.feature))
