@@ -114,7 +114,9 @@ def test_an_empty_series_folder_gets_a_message(sized_tab, app_server, tmp_path):
 # beside the button with whether it is on the screen
 PLAY_STATE = """() => {
     const thumb = document.querySelector('[data-testid="stMain"] [data-testid="stSliderThumbValue"]');
+    // a chart the rerun is about to replace is marked stale: it is not the frame's chart
     const charts = Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(gd => !gd.closest('[data-stale="true"]'))
         .filter(gd => gd.layout && gd.layout.xaxis && gd.layout.xaxis.type === 'log');
     const marks = charts.map(gd => (gd.layout.annotations || []).map(a => String(a.text))
         .filter(t => /^step [0-9,]+$/.test(t)).join(''));
@@ -151,11 +153,14 @@ def test_play_moves_the_slider_and_every_charts_marker_in_view(sized_tab, app_se
     moving = [s for s in frames if s["slider"] not in (None, "3,000")
               and s["status"].startswith(f"Playing: step {s['slider']} ")]
     assert moving, frames[:5]
-    # each line chart marks the slider's step while it plays (a frame can be caught while
-    # its charts are being replaced: most frames, not all)
-    together = [s for s in moving if s["marks"] and all(m == f"step {s['slider']}"
-                                                        for m in s["marks"])]
-    assert len(together) >= len(moving) // 2 and len(together[0]["marks"]) == 4, moving[:5]
+    # each line chart marks the slider's step while it plays: judged per step drawn, since a
+    # frame can be sampled while its charts are being replaced (more often on a busy machine)
+    together = [s for s in moving if len(s["marks"]) == 4
+                and all(m == f"step {s['slider']}" for m in s["marks"])]
+    steps_drawn = {s["slider"] for s in moving}
+    steps_marked = {s["slider"] for s in together}
+    assert len(steps_marked) >= len(steps_drawn) // 2, (sorted(steps_drawn - steps_marked),
+                                                        moving[:5])
     assert all(s["visible"] for s in frames), [s for s in frames if not s["visible"]][:3]
     shoot(tab, screenshots, "training_play_projector")
     settle(tab, N_CHARTS)
