@@ -19,6 +19,7 @@ for a tokenizer without them (GPT-2, Llama).
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -53,9 +54,11 @@ def strip_token_markers(token: str) -> str:
     return text.strip()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_punctuation(token: str) -> bool:
     """True when the stripped token is non-empty and every character is unicode punctuation
-    (general category P*: . , ; : ! ? ' " ( ) - ... but not symbols such as $ + =)."""
+    (general category P*: . , ; : ! ? ' " ( ) - ... but not symbols such as $ + =). Kept per
+    token: a corpus asks again for every segment (a vocabulary's worth at most)."""
     text = strip_token_markers(token)
     return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 

@@ -35,7 +35,9 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
         for layer, maps in model.attention_by_layer(batch, weights):
             for row, (ids, segment) in enumerate(zip(batch, segments)):
                 n = len(ids)
-                segment.update(RowBlock(layer, 0, n, maps[row, :, :n, :n]))
+                # the layer's maps are this batch's own and dropped after: the entropy,
+                # given the block last, may work in it instead of copying it
+                segment.update(RowBlock(layer, 0, n, maps[row, :, :n, :n], owned=True))
     return [{**(segment.result() if from_maps else {}), **_importance(model, ids, stats)}
             for ids, segment in zip(batch, segments)]
 
