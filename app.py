@@ -41,7 +41,8 @@ if __name__ == "__main__":  # a visitor's script run
         home_view.show()
 
     try:  # every page listed: Streamlit folds a list past 12 pages behind "View N more"
-        st.navigation(ui.app_pages(home), expanded=True).run()
+        with ui.profiled_run():  # MHA_VIZ_PROFILE=FOLDER: a profile of each run, else nothing
+            st.navigation(ui.app_pages(home), expanded=True).run()
     finally:
         ui.page_run_over()  # the warm start's longer work waits for the first page's run
 else:  # imported by `streamlit run app.py`, which serves this app
