@@ -53,14 +53,12 @@ def type_then_follow_link(tab, text: str, link: str, touch: bool) -> None:
     target.tap() if touch else target.click()
 
 
-@pytest.mark.parametrize("device", ["phone", "desk"])
-def test_typed_text_survives_following_a_page_link(device_tab, app_server, device):
-    """Item 1: on a phone the text went back to the default and the page stayed Home; on a
-    desk the first click on a page link did not navigate. Twice in a row, as seen."""
-    touch = device == "phone"
-    tab = device_tab(PHONE if touch else DESK)
-    tab.goto(f"{app_server.url}/?model=minilm")
+def _typed_texts_followed(tab, server, touch: bool) -> list[tuple[str, str, str]]:
+    """Type a text and follow a page link, twice in a row from Home: (typed, in the box
+    after, the page's link) for each."""
+    tab.goto(f"{server.url}/?model=minilm")
     finished(tab)
+    seen = []
     for text, link, path in (("The dog chased the ball.", "Entropy", "/Entropy"),
                              ("A bird sang in the tree.", "Head similarity",
                               "/Head_Similarity")):
@@ -68,5 +66,27 @@ def test_typed_text_survives_following_a_page_link(device_tab, app_server, devic
         tab.wait_for_url(f"**{path}*", timeout=60_000)
         finished(tab)
         open_sidebar(tab, touch)
-        assert tab.locator(SIDEBAR_TEXT).input_value() == text
-        assert "text=" in tab.url and text.split()[1] in tab.url.replace("+", " ")
+        seen.append((text, tab.locator(SIDEBAR_TEXT).input_value(), tab.url))
+    return seen
+
+
+@pytest.mark.parametrize("device", ["phone", "desk"])
+def test_typed_text_survives_following_a_page_link(device_tab, app_server, device):
+    """Item 1: on a phone the text went back to the default and the page stayed Home; on a
+    desk the first click on a page link did not navigate. Twice in a row, as seen.
+
+    A known race stays (Streamlit's, not the page's): on a server too busy to start the
+    rerun the box's blur asked for before the link's click arrives, Streamlit merges the two
+    requests and keeps the newer one's widget values (scriptrunner_utils.script_requests.
+    _coalesce_widget_states keeps only triggers from the older), so the typed text can be lost; it
+    was seen once in a clean-clone run with two test workers on two cores. Such a loss is
+    tried once more in a fresh tab; a loss every time (the bug of item 1) still fails."""
+    touch = device == "phone"
+    tab = device_tab(PHONE if touch else DESK)
+    seen = _typed_texts_followed(tab, app_server, touch)
+    if any(typed != shown for typed, shown, _ in seen):
+        tab = device_tab(PHONE if touch else DESK)
+        seen = _typed_texts_followed(tab, app_server, touch)
+    for text, shown, url in seen:
+        assert shown == text, seen
+        assert "text=" in url and text.split()[1] in url.replace("+", " ")
