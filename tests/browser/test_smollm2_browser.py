@@ -126,12 +126,15 @@ def test_click_a_token_to_explain_its_prediction(sized_tab, app_server, screensh
 
 
 # Every change of the app's script state, as the page goes through it.
-RUN_LOG = """(() => { window.__runs = []; let last = null;
-    setInterval(() => {
-        const app = document.querySelector('[data-testid="stApp"]');
-        const state = app ? app.getAttribute('data-test-script-state') : null;
-        if (state !== last) { last = state; window.__runs.push(state); }
-    }, 10); })()"""
+# every value the app's script state takes, in order: a MutationObserver records each change
+# of the attribute (a timer's polling missed a quick run on a busy machine); a value set is
+# the next record's old value, or the attribute's value now for the last record
+RUN_LOG = """(() => { window.__runs = [];
+    new MutationObserver(records => records.forEach((r, i) => window.__runs.push(
+        i + 1 < records.length ? records[i + 1].oldValue
+                               : r.target.getAttribute(r.attributeName))))
+        .observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                            attributeFilter: ['data-test-script-state']}); })()"""
 
 
 def test_a_new_tab_lays_figures_out_on_its_first_run(browser, app_server):
