@@ -121,8 +121,8 @@ def print_profile(folder: Path, top: int = 30) -> None:
     if not files:
         print("    no profile was written")
         return
-    stats = pstats.Stats(*files, stream=open(os.devnull, "w"))  # not a line per file
-    stats.stream = sys.stdout
+    stats = pstats.Stats(*files, stream=sys.stdout)
+    stats.files = []  # print_stats would list every file read first: one line per page run
     print(f"profile of {len(files)} page runs (cProfile: the runs' own threads)")
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
