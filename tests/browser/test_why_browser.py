@@ -100,6 +100,9 @@ def test_the_lessons_textbook_screen_runs_on_the_toy(device_tab, app_server, scr
     tab = device_tab({"viewport": {"width": 1280, "height": 720}})
     tab.goto(f"{app_server.url}/Inside_One_Head?model=induction-toy&lesson=1&present=1"
              f"&text={quote(TEXT)}")
+    # the lesson's row, as the class sees it: a run the browser's first report interrupts
+    # can end before it (wait_fitted has nothing to wait for on a screen without figures)
+    tab.locator('[data-testid="stProgress"]').filter(has_text="Step 1 of").wait_for()
     wait_fitted(tab)
     titles = tab.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
         has_text="Lesson step")
@@ -108,8 +111,10 @@ def test_the_lessons_textbook_screen_runs_on_the_toy(device_tab, app_server, scr
     for k in range(1, 30):
         tab.goto(f"{app_server.url}/Inside_One_Head?model=induction-toy&lesson=1&present=1"
                  f"&text={quote(TEXT)}&lstep={k}")
+        progress = tab.locator('[data-testid="stProgress"]').filter(has_text=f"Step {k} of")
+        progress.wait_for()
         wait_fitted(tab)
-        if "Why an induction head" in tab.locator('[data-testid="stProgress"]').inner_text():
+        if "Why an induction head" in progress.inner_text():
             number = k
             break
     assert number is not None
