@@ -44,6 +44,7 @@ from ..engine.placement import Placement, meta_modules
 from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
+from .gguf_file import TRANSFORMERS_IMPORT_LOCK as _IMPORT_LOCK
 from .weights import LazyTensors, UnreadableTensorError, check_fits, open_weights
 
 SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
@@ -465,19 +466,17 @@ def load(resolved: ResolvedCheckpoint, where: Placement = Placement(), limit: in
     placement.model_memory_limit); a model over it is refused before it is read."""
     with _IMPORT_LOCK:  # both paths build tokenizers with transformers (see load_tokenizer)
         import transformers  # noqa: F401
-        from transformers import AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
+        if resolved.is_gguf:  # not AutoTokenizer: its model registry costs 0.3 s to import
+            from transformers import PreTrainedTokenizerFast  # noqa: F401
+        else:
+            from transformers import AutoTokenizer  # noqa: F401
     if resolved.is_gguf:
         return load_gguf(resolved.path, where, limit)
     return load_folder(resolved.path, where, limit)
 
 
-_IMPORT_LOCK = threading.Lock()
-
-
 def load_tokenizer(folder: Path):
-    # transformers resolves its names lazily, and two threads importing them for the first
-    # time at once can see "cannot import name 'AutoTokenizer'": app sessions load in threads.
-    with _IMPORT_LOCK:
+    with _IMPORT_LOCK:  # see gguf_file.TRANSFORMERS_IMPORT_LOCK
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 

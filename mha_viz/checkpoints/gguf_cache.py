@@ -12,6 +12,9 @@ SmolLM2's load goes from seconds of numpy to a read of the page cache.
   name and renamed, so a crash mid-write leaves no half file under the cache's name.
 - Read with safetensors (a header of JSON and raw bytes), never pickle; the tensors are float32
   as the GGUF's own dequantization gives them, bit for bit.
+- The tokenizer too: the `tokenizers` JSON the GGUF's vocabulary converts to, and its special
+  tokens, so a second load neither converts it (transformers' GGUF converter) nor imports
+  transformers' model registry for it (0.5-0.7 s of a server's start on this machine).
 - Size: only GGUFs whose float32 tensors take at most MAX_CACHED_BYTES, and only when the disk
   has room; a cache that cannot be written is skipped (logged), never an error.
 """
@@ -32,12 +35,13 @@ import torch
 
 from ..core.digest import digest
 from ..core.folders import kept_folder
-from .gguf_file import GGUFFile
+from ..core.errors import CorruptCheckpointError, UnsupportedModelError
+from .gguf_file import GGUFFile, fast_tokenizer
 from .weights import LazyTensors, TensorInfo
 
 log = logging.getLogger("mha_viz.checkpoints")
 
-FORMAT = "mha-viz gguf cache 1"  # bump when what is stored or how it is converted changes
+FORMAT = "mha-viz gguf cache 2"  # 2: the tokenizer kept too  # bump when what is stored or how it is converted changes
 MAX_CACHED_BYTES = 2 << 30
 _HEAD_BYTES = 1 << 20
 _CRC_WIDTH = 8  # hex digits: the header is written once with zeros, then with the sums
@@ -75,13 +79,28 @@ class CachedGGUF(GGUFFile):
     file's GGUFFile, its tensors float32 from a memory map."""
 
     def __init__(self, path: Path, metadata: dict, tensor_types: dict[str, str],
-                 tensors: LazyTensors):
+                 tensors: LazyTensors, tokenizer: dict | None = None):
         self.path = Path(path)
         self.metadata, self.tensor_types = metadata, tensor_types
         self._tensors = tensors
+        self._kept_tokenizer = tokenizer  # {"backend": tokenizers JSON, "special": {...}}
 
     def lazy_tensors(self) -> LazyTensors:
         return self._tensors
+
+    def tokenizer(self):
+        kept = self._kept_tokenizer
+        if kept is not None:
+            from tokenizers import Tokenizer
+
+            try:
+                backend = Tokenizer.from_str(kept["backend"])
+            except Exception as error:  # noqa: BLE001 - a garbled header: convert instead
+                log.warning("the weights cache's tokenizer for %s is unreadable (%s): "
+                            "converting the GGUF's", self.path.name, error)
+            else:
+                return fast_tokenizer(backend, kept["special"])
+        return super().tokenizer()
 
 
 def open_gguf(path: Path) -> GGUFFile:
@@ -141,13 +160,18 @@ def read_cache(target: Path, identity: str, source: Path | None = None) -> Cache
                 raise ValueError(f"tensor {name!r} fails its checksum")
         metadata = json.loads(meta["metadata"])
         tensor_types = json.loads(meta["tensor_types"])
+        tokenizer = json.loads(meta["tokenizer"]) if meta.get("tokenizer") else None
+        if tokenizer is not None and not (isinstance(tokenizer.get("backend"), str)
+                                          and isinstance(tokenizer.get("special"), dict)):
+            raise ValueError("its tokenizer is garbled")
     except Exception as error:  # noqa: BLE001 - any damage: refuse the file, rebuild it
         log.warning("the weights cache %s is damaged (%s: %s): rebuilding it", target.name,
                     type(error).__name__, error)
         target.unlink(missing_ok=True)
         return None
     infos = {name: TensorInfo(t.dtype, tuple(t.shape)) for name, t in tensors.items()}
-    return CachedGGUF(source or target, metadata, tensor_types, LazyTensors(infos, tensors.__getitem__))
+    return CachedGGUF(source or target, metadata, tensor_types,
+                      LazyTensors(infos, tensors.__getitem__), tokenizer)
 
 
 def _crc(tensor) -> int:
@@ -162,8 +186,13 @@ class WritingGGUF(CachedGGUF):
 
     def __init__(self, path: Path, target: Path, identity: str, gguf: GGUFFile):
         self._source, self._target = gguf.lazy_tensors(), target
+        try:  # built now: the header is written once, at its final size
+            self._parts = gguf.tokenizer_parts()
+            kept = {"backend": self._parts[0].to_str(), "special": self._parts[1]}
+        except (CorruptCheckpointError, UnsupportedModelError):  # said by tokenizer(), in turn
+            self._parts, kept = None, None
         super().__init__(path, gguf.metadata, gguf.tensor_types,
-                         LazyTensors(self._source.infos, self._read))
+                         LazyTensors(self._source.infos, self._read), kept)
         self._header, offset = {}, 0
         for name, info in self._source.infos.items():
             size = info.numel * 4
@@ -182,10 +211,16 @@ class WritingGGUF(CachedGGUF):
         self._file.truncate(8 + len(first) + offset)
         self._data_start, self._header_size = 8 + len(first), len(first)
 
+    def tokenizer(self):
+        if self._parts is not None:  # the backend converted for the header, not again
+            return fast_tokenizer(*self._parts)
+        return super().tokenizer()
+
     def _header_bytes(self) -> bytes:
         self._header["__metadata__"] = {
             "format": FORMAT, "source": self._identity, "crc32": json.dumps(self._sums),
-            "metadata": json.dumps(self.metadata), "tensor_types": json.dumps(self.tensor_types)}
+            "metadata": json.dumps(self.metadata), "tensor_types": json.dumps(self.tensor_types),
+            "tokenizer": json.dumps(self._kept_tokenizer) if self._kept_tokenizer else ""}
         text = json.dumps(self._header, separators=(",", ":")).encode()
         return text + b" " * (-len(text) % 8)  # safetensors pads its header with spaces
 

@@ -7,6 +7,7 @@ tokenizer converter, which reads the vocabulary and merges we hand it.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,12 @@ def _reader_class():
             self._plain = np.asarray(value)
 
     return PlainArrayReader
+
+
+# transformers resolves its names lazily, and two threads importing them for the first time at
+# once can see "cannot import name ...": app sessions load models in threads. Every first
+# import of transformers' tokenizer code in this package holds it.
+TRANSFORMERS_IMPORT_LOCK = threading.Lock()
 
 
 class GGUFFile:
@@ -111,10 +118,16 @@ class GGUFFile:
 
     def tokenizer(self):
         """A fast tokenizer built from the file's vocabulary, merges and special tokens."""
+        return fast_tokenizer(*self.tokenizer_parts())
+
+    def tokenizer_parts(self) -> tuple[object, dict]:
+        """(the `tokenizers` backend, PreTrainedTokenizerFast's special-token arguments) that
+        the file's metadata describes: what tokenizer() builds, and what the weights cache
+        keeps so that a second load converts nothing (gguf_cache)."""
         from tokenizers import pre_tokenizers, processors
-        from transformers import PreTrainedTokenizerFast
-        from transformers.integrations.gguf.gguf_tokenizer_mapping import (GGUF_TOKENIZER_MAPPING,
-                                                                           convert_gguf_tokenizer)
+        with TRANSFORMERS_IMPORT_LOCK:
+            from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+                GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer)
 
         meta = self.metadata
         if "tokenizer.ggml.tokens" not in meta:
@@ -147,7 +160,15 @@ class GGUFFile:
         control = [t for t, kind in zip(tokens, meta.get("tokenizer.ggml.token_type") or ())
                    if kind == 3 and backend.token_to_id(t) is not None and t not in (bos, token("eos_token_id"), token("unknown_token_id"),
                                               token("padding_token_id"))]
-        return PreTrainedTokenizerFast(
-            tokenizer_object=backend, bos_token=bos, eos_token=token("eos_token_id"),
-            unk_token=token("unknown_token_id"), pad_token=token("padding_token_id"),
-            additional_special_tokens=control)
+        return backend, dict(bos_token=bos, eos_token=token("eos_token_id"),
+                             unk_token=token("unknown_token_id"),
+                             pad_token=token("padding_token_id"),
+                             additional_special_tokens=control)
+
+
+def fast_tokenizer(backend, special: dict):
+    """transformers' fast tokenizer over a `tokenizers` backend, with these special tokens."""
+    with TRANSFORMERS_IMPORT_LOCK:
+        from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **special)

@@ -91,6 +91,52 @@ def test_cached_tensors_are_what_gguf_dequantizes(gguf_path, cache):
     assert cached.metadata == GGUFFile(gguf_path).metadata
 
 
+ODD_TEXTS = ["the cat sat", "Hello wörld 12345 — 😀\u200b tabs\t\tand  spaces",
+             "ﬁ ligature Ωmega 中文 𝔘", ""]
+
+
+def test_the_tokenizer_read_from_the_cache_is_the_converted_one(gguf_path, uncached, cache,
+                                                               monkeypatch):
+    """A second load reads the tokenizer the first one kept: it converts nothing (transformers'
+    GGUF converter is not called) and tokenizes as the converted one does, offsets included."""
+    load_model(gguf_path)  # converts and writes the cache
+
+    def refuse(self):
+        raise AssertionError("the GGUF's tokenizer was converted although the cache holds it")
+
+    monkeypatch.setattr(GGUFFile, "tokenizer_parts", refuse)
+    ours, theirs = load_model(gguf_path).tokenizer, uncached.tokenizer
+    for text in ODD_TEXTS:
+        got = ours(text, return_offsets_mapping=True)
+        expected = theirs(text, return_offsets_mapping=True)
+        assert got["input_ids"] == expected["input_ids"], text
+        assert got["offset_mapping"] == expected["offset_mapping"], text
+        assert ours.convert_ids_to_tokens(got["input_ids"]) == theirs.convert_ids_to_tokens(
+            expected["input_ids"])
+        assert ours.decode(got["input_ids"]) == theirs.decode(expected["input_ids"])
+    assert ours.all_special_ids == theirs.all_special_ids
+    assert (ours.bos_token, ours.eos_token, ours.unk_token, ours.pad_token) == (
+        theirs.bos_token, theirs.eos_token, theirs.unk_token, theirs.pad_token)
+
+
+def test_an_unreadable_kept_tokenizer_is_converted_again(gguf_path, uncached, cache, caplog):
+    """The header's tokenizer garbled (its checksums cover the tensors only) while the header
+    stays valid JSON: the load converts the GGUF's vocabulary instead, and the reader gets the
+    same model."""
+    load_model(gguf_path)
+    path = cached_file(cache, gguf_path)
+    data = path.read_bytes()
+    # the kept tokenizer's JSON opens with "{": one byte, so the header keeps its length
+    marker = b'\\"backend\\": \\"{'
+    start = data.index(marker) + len(marker) - 1
+    path.write_bytes(data[:start] + b"[" + data[start + 1:])
+    identity = gguf_cache.source_identity(gguf_path)
+    assert gguf_cache.read_cache(path, identity) is not None  # the header itself still reads
+    with caplog.at_level("WARNING", logger="mha_viz.checkpoints"):
+        assert_same_model(load_model(gguf_path), uncached)
+    assert "tokenizer" in caplog.text and "unreadable" in caplog.text, caplog.text
+
+
 @pytest.mark.parametrize("damage", ["flip a weight's byte", "truncate", "garble the header",
                                     "empty"])
 def test_a_damaged_cache_is_refused_and_rebuilt(gguf_path, uncached, cache, damage):
