@@ -1,23 +1,16 @@
-"""mha-viz: the app's entry point and its home page (what the app is, the model card, the
-tokens of the current text).
+"""mha-viz: the app's entry point. Run: streamlit run app.py. `streamlit run` imports this file
+to find ``app`` (an st.App), whose lifespan starts the warm start (mha_viz.ui.warm) in a thread
+while the server answers; each visitor's script run executes it as __main__: the navigation
+(mha_viz.ui.app_pages: Home, then pages/*.py in the order of their numbers)."""
 
-Run: streamlit run app.py
-
-Streamlit's navigation lists the home page (home() below, at the site's root) and every
-pages/*.py in the order of their numbers (mha_viz.ui.app_pages); each page is its title and
-one call to its view (mha_viz/ui/views/), which reads the library.
-
-`streamlit run app.py` first imports this file to find ``app`` (an st.App), whose lifespan
-starts the warm start in a thread: it imports the library (torch, transformers: seconds) and
-prepares the default model and the example text while the server already answers, so a
-visitor's browser loads the page meanwhile. Each visitor's script run then executes this file
-as __main__ and draws the pages (its imports wait for the warm start's, if still running).
-"""
-
+import sys
 import threading
 from contextlib import asynccontextmanager
 
+import plotly.graph_objects as go  # Streamlit has imported it already
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 
 def _warm_start() -> None:
@@ -28,22 +21,40 @@ def _warm_start() -> None:
 
 @asynccontextmanager
 async def prepare_on_start(_app):
+    # Pages run under st.navigation from the first visitor on: until a script has called it,
+    # Streamlit (1.67) runs a link to /Attention_Maps as that file alone, then once more
+    # (ui.output._through_app_navigation): a whole run before the first figure
+    PagesManager.uses_pages_directory = False
     threading.Thread(target=_warm_start, daemon=True, name="mha-viz warm start").start()
     yield
 
 
+def _charts_code_early():
+    """A new session's first run, before the library's import: an empty chart, hidden, so that
+    the tab fetches and compiles plotly.js (~4 MB, a second of a 2-core machine) while the server
+    loads the library and the model. -> its holder (empty it: the tab goes on loading) or None."""
+    if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
+        return None
+    holder = st.sidebar.empty()
+    with holder.container(key="_mv_charts_early"):
+        st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
+        st.plotly_chart(go.Figure(layout=dict(height=10)), theme=None, key="_mv_charts_early_c",
+                        config={"staticPlot": True, "displayModeBar": False})
+    return holder
+
+
 if __name__ == "__main__":  # a visitor's script run
+    early_chart = _charts_code_early()
     from mha_viz import ui
     from mha_viz.ui.views import home as home_view
 
-    def home() -> None:
-        ui.page_setup("mha-viz: look inside multi-head attention", home_view.INTRO)
-        home_view.show()
-
+    if early_chart is not None:
+        early_chart.empty()
     try:  # every page listed: Streamlit folds a list past 12 pages behind "View N more"
         with ui.profiled_run():  # MHA_VIZ_PROFILE=FOLDER: a profile of each run, else nothing
-            st.navigation(ui.app_pages(home), expanded=True).run()
-    finally:
-        ui.page_run_over()  # the warm start's longer work waits for the first page's run
+            st.navigation(ui.app_pages(home_view.home), expanded=True).run()
+    finally:  # a run cut short by a rerun drew no page, the next does (st.stop() ends one drawn)
+        if not isinstance(sys.exc_info()[1], RerunException):
+            ui.page_run_over()  # the warm start's longer work waits for a drawn page
 else:  # imported by `streamlit run app.py`, which serves this app
     app = st.App("app.py", lifespan=prepare_on_start)

@@ -44,7 +44,7 @@ from ..engine.placement import Placement, meta_modules
 from ..engine.transformer import TransformerStack
 from . import families
 from .families import TensorSource
-from .gguf_file import TRANSFORMERS_IMPORT_LOCK as _IMPORT_LOCK
+from .gguf_file import TRANSFORMERS_IMPORT_LOCK as _IMPORT_LOCK, import_tokenizer_code
 from .weights import LazyTensors, UnreadableTensorError, check_fits, open_weights
 
 SUPPORTED_MODEL_TYPES = tuple(families.supported_model_types())
@@ -464,14 +464,17 @@ def load(resolved: ResolvedCheckpoint, where: Placement = Placement(), limit: in
     """A resolved checkpoint -> (TransformerStack, tokenizer), its weights in where.dtype on
     where.device. limit: the bytes the weights may take (default: what the device has free,
     placement.model_memory_limit); a model over it is refused before it is read."""
-    with _IMPORT_LOCK:  # both paths build tokenizers with transformers (see load_tokenizer)
-        import transformers  # noqa: F401
-        if resolved.is_gguf:  # not AutoTokenizer: its model registry costs 0.3 s to import
-            from transformers import PreTrainedTokenizerFast  # noqa: F401
-        else:
-            from transformers import AutoTokenizer  # noqa: F401
     if resolved.is_gguf:
-        return load_gguf(resolved.path, where, limit)
+        # transformers' import (0.5 s of Python on a first load) runs beside the GGUF's read,
+        # whose checksums and copies leave the GIL free; the tokenizer waits for it (the lock)
+        importing = threading.Thread(target=import_tokenizer_code, args=(True,), daemon=True,
+                                     name="mha-viz transformers import")
+        importing.start()
+        try:
+            return load_gguf(resolved.path, where, limit)
+        finally:
+            importing.join()
+    import_tokenizer_code(False)
     return load_folder(resolved.path, where, limit)
 
 

@@ -56,6 +56,18 @@ def _reader_class():
 TRANSFORMERS_IMPORT_LOCK = threading.Lock()
 
 
+def import_tokenizer_code(gguf: bool) -> None:
+    """What both kinds of checkpoint build their tokenizers with, imported (held by the lock);
+    a GGUF's needs only the fast tokenizer class, not AutoTokenizer, whose model registry
+    costs 0.3 s to import."""
+    with TRANSFORMERS_IMPORT_LOCK:
+        import transformers  # noqa: F401
+        if gguf:
+            from transformers import PreTrainedTokenizerFast  # noqa: F401
+        else:
+            from transformers import AutoTokenizer  # noqa: F401
+
+
 class GGUFFile:
     """An opened GGUF: .metadata (key -> Python value) and .tensor_types (name -> type name)."""
 

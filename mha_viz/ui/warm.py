@@ -179,11 +179,20 @@ def _kept_loss(model, text: str, ids: tuple, window: dict) -> None:
 # studies: seconds of both cores) waits for the first visitor's page run to end, or this long
 # when nobody comes: the first figure is not drawn behind it.
 FIRST_PAGE_WAIT_SECONDS = 15.0
+# ...and then this long more: the run has sent its figures, and the visitor's browser, on the
+# same machine as often as not (a teacher's laptop), lays them out and draws them
+BROWSER_DRAWS_SECONDS = 1.0
 _page_run_over = threading.Event()
 
 
+def _after_first_page() -> None:
+    if _page_run_over.wait(FIRST_PAGE_WAIT_SECONDS):
+        time.sleep(BROWSER_DRAWS_SECONDS)
+
+
 def page_run_over() -> None:
-    """A visitor's page run has ended (app.py calls it after each): the warm start goes on."""
+    """A visitor's page run has drawn its page (app.py calls it after each run that ends by
+    itself, not cut short by a rerun): the warm start goes on."""
     _page_run_over.set()
 
 
@@ -199,7 +208,7 @@ def prepare_default() -> None:
         name = default_model()
         model = get_model(name)
         prepare(name, default_text(model), at_start=True,
-                after_maps=lambda: _page_run_over.wait(FIRST_PAGE_WAIT_SECONDS))
+                after_maps=_after_first_page)
         log.info("prepared %s and the example text in %.1f s", name,
                  time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down

@@ -247,3 +247,25 @@ def test_with_no_visitor_the_server_start_goes_on(server_start, monkeypatch):
     thread.start()
     thread.join(60)
     assert done == ["the maps", "the predictions", "the rest"]
+
+
+def test_the_servers_start_runs_every_page_under_the_navigation(monkeypatch):
+    """app.py's lifespan: from the first visitor on, a link straight to a page runs through
+    app.py's st.navigation (Streamlit would otherwise run that page's file alone first, then
+    again through app.py: a whole page run more before the first figure)."""
+    import asyncio
+    import importlib.util
+
+    from streamlit.runtime.pages_manager import PagesManager
+
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
+    monkeypatch.setattr(PagesManager, "uses_pages_directory", None)  # a fresh server
+    spec = importlib.util.spec_from_file_location("mha_viz_served_app", ROOT / "app.py")
+    served = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served)  # as `streamlit run app.py` imports it: not __main__
+
+    async def start_and_look():
+        async with served.prepare_on_start(served.app):
+            return PagesManager.uses_pages_directory
+
+    assert asyncio.run(start_and_look()) is False

@@ -24,6 +24,12 @@ INTRO = ("See what the attention heads of a language model do with your text: fo
          "below, and at the top of the sidebar, each show one view of the same text.")
 
 
+def home() -> None:
+    """The Home page, as app.py's navigation lists it (at the site's root)."""
+    ui.page_setup("mha-viz: look inside multi-head attention", INTRO)
+    show()
+
+
 @dataclass(frozen=True)
 class Home:
     """What Home's sections read: the selection and the trace its download saves."""
