@@ -33,9 +33,9 @@ def _charts_code_early():
     """A new session's first run, before the library's import: an empty chart, hidden, so that
     the tab fetches and compiles plotly.js (~4 MB, a second of a 2-core machine) while the server
     loads the library and the model. -> its holder (empty it: the tab goes on loading) or None."""
+    holder = st.sidebar.empty()  # in every run: the sidebar's elements keep their places
     if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
         return None
-    holder = st.sidebar.empty()
     with holder.container(key="_mv_charts_early"):
         st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
         st.plotly_chart(go.Figure(layout=dict(height=10)), theme=None, key="_mv_charts_early_c",
