@@ -41,7 +41,8 @@ from .weights import LazyTensors, TensorInfo
 
 log = logging.getLogger("mha_viz.checkpoints")
 
-FORMAT = "mha-viz gguf cache 2"  # 2: the tokenizer kept too  # bump when what is stored or how it is converted changes
+# bump when what is stored or how it is converted changes (2: the tokenizer kept too)
+FORMAT = "mha-viz gguf cache 2"
 MAX_CACHED_BYTES = 2 << 30
 _HEAD_BYTES = 1 << 20
 _CRC_WIDTH = 8  # hex digits: the header is written once with zeros, then with the sums

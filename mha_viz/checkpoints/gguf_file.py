@@ -45,7 +45,7 @@ def _reader_class():
         Its arrays are read whole too: gguf makes two numpy views for every string of a
         vocabulary and one for every number of an array (0.8 s of SmolLM2's load); here an
         array of numbers is one view, and a string a slice of a memoryview. What
-        `field.contents()` returns is the same (tests/unit/test_gguf_layout.py)."""
+        `field.contents()` returns is the same (tests/unit/test_gguf_reader.py)."""
 
         @property
         def data(self):
