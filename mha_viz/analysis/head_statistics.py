@@ -50,6 +50,9 @@ class Segment:
     # the tokenizer's special tokens by role (trace.special_tokens), which the token classes
     # read ("[CLS]" is the "cls" token)
     special_tokens: Mapping[str, str] = field(default_factory=dict)
+    # threads the head-to-head comparison may use (None: default_threads()); a corpus batch
+    # that runs its segments on threads of its own gives 1
+    threads: int | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -64,7 +67,7 @@ ACCUMULATORS: dict[str, Callable[[Segment], object]] = {
                                         np.asarray(s.token_ids), TEXT_SCORE_KEYS),
     "attention_distance": lambda s: AttentionDistance(s.n_layer, s.n_head),
     "compared_rows": lambda s: ComparedRows(s.n_layer, s.n_head, s.n_tokens,
-                                            s.similarity_rows),
+                                            s.similarity_rows, n_threads=s.threads),
 }
 
 

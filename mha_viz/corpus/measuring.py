@@ -4,6 +4,8 @@ that every engine (one process, Ray actors, a cluster) calls for its shards."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,26 +22,54 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
                       ) -> list[dict[str, np.ndarray]]:
     """One padded forward for a batch of segments, run a layer at a time: each layer's
     maps (the weights, or value-weighted: weights="value") go to every segment's
-    accumulators while they are fresh, and are dropped; -> each segment's statistics."""
-    from ..maps.streaming import RowBlock
-
+    accumulators while they are fresh, and are dropped; -> each segment's statistics.
+    The segments' statistics run on as many threads as the forward (torch's count), a share
+    of the segments each: numpy works on one core, and a segment's accumulators touch only
+    its own rows, so the numbers do not depend on the threads."""
     info = model.info
     from_maps = [s for s in stats if s in FROM_MAPS]
+    groups = _thread_groups(len(batch))
     segments = []
     for ids in batch:
         tokens, display = model.token_labels(ids)
         segments.append(SegmentStatistics(from_maps, tokens, display, ids, info.n_layer,
                                           info.n_head, info.causal, similarity_rows,
-                                          model.special_tokens))
+                                          model.special_tokens,
+                                          threads=1 if len(groups) > 1 else None))
+    results: list[dict[str, np.ndarray]] = [{} for _ in batch]
     if from_maps:
-        for layer, maps in model.attention_by_layer(batch, weights):
-            for row, (ids, segment) in enumerate(zip(batch, segments)):
-                n = len(ids)
-                # the layer's maps are this batch's own and dropped after: the entropy,
-                # given the block last, may work in it instead of copying it
-                segment.update(RowBlock(layer, 0, n, maps[row, :, :n, :n], owned=True))
-    return [{**(segment.result() if from_maps else {}), **_importance(model, ids, stats)}
-            for ids, segment in zip(batch, segments)]
+        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+            for layer, maps in model.attention_by_layer(batch, weights):
+                list(pool.map(partial(_update_rows, segments, batch, layer, maps), groups))
+            for rows, values in zip(groups, pool.map(partial(_results, segments), groups)):
+                results[rows.start:rows.stop:rows.step] = values
+    return [{**values, **_importance(model, ids, stats)}
+            for ids, values in zip(batch, results)]
+
+
+def _update_rows(segments, batch, layer: int, maps: np.ndarray, rows: range) -> None:
+    """Layer `layer`'s maps of the batch to the accumulators of the segments in rows."""
+    from ..maps.streaming import RowBlock
+
+    for row in rows:
+        n = len(batch[row])
+        # the layer's maps are this batch's own and dropped after: the entropy, given the
+        # block last, may work in it instead of copying it
+        segments[row].update(RowBlock(layer, 0, n, maps[row, :, :n, :n], owned=True))
+
+
+def _results(segments, rows: range) -> list[dict[str, np.ndarray]]:
+    return [segments[row].result() for row in rows]
+
+
+def _thread_groups(n_segments: int) -> list[range]:
+    """The batch's rows shared out to threads (torch's thread count: the forward's own
+    budget, which a Ray actor sets), every n-th row to one: the batch is sorted by length,
+    so each thread gets short and long segments alike."""
+    import torch
+
+    threads = max(1, min(int(torch.get_num_threads()), n_segments))
+    return [range(first, n_segments, threads) for first in range(threads)]
 
 
 def default_batch_size(model, seg_len: int) -> int:

@@ -32,11 +32,12 @@ class SegmentStatistics:
     def __init__(self, stats: Sequence[str], tokens: list[str], display_tokens: list[str],
                  token_ids, n_layer: int, n_head: int, causal: bool,
                  similarity_rows: int | None = SIMILARITY_ROWS,
-                 special_tokens: Mapping[str, str] | None = None):
+                 special_tokens: Mapping[str, str] | None = None,
+                 threads: int | None = None):
         self.stats = tuple(stats)
         self._segment = SegmentAccumulators(stats, Segment(
             list(tokens), list(display_tokens), token_ids, n_layer, n_head, causal,
-            similarity_rows, dict(special_tokens or {})))
+            similarity_rows, dict(special_tokens or {}), threads))
 
     @property
     def accumulators(self) -> list:

@@ -61,6 +61,15 @@ def test_batched_and_unbatched_runs_equal_a_loop_over_segments(family, gpt2_mode
     reference = loop_reference(model, segments)
     assert_matches(corpus.run(model, segments, batch_size=1), reference)
     assert_matches(corpus.run(model, segments, batch_size=5), reference)
+    # a batch's segments are measured on as many threads as torch's: one, or three (the
+    # batch's rows shared unevenly), the same numbers
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 3):
+            torch.set_num_threads(count)
+            assert_matches(corpus.run(model, segments, batch_size=5), reference)
+    finally:
+        torch.set_num_threads(threads)
     # the statistics themselves: the aggregates are not all zero
     assert np.nanmax(reference["entropy"][1]) > 0 and np.nanmax(reference["js_divergence"][0]) > 0
 
