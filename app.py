@@ -1,7 +1,6 @@
-"""mha-viz: the app's entry point. Run: streamlit run app.py. `streamlit run` imports this file
-to find ``app`` (an st.App), whose lifespan starts the warm start (mha_viz.ui.warm) in a thread
-while the server answers; each visitor's script run executes it as __main__: the navigation
-(mha_viz.ui.app_pages: Home, then pages/*.py in the order of their numbers)."""
+"""mha-viz: the app's entry point. Run: streamlit run app.py, which imports this file to find
+``app`` (an st.App: its lifespan starts the warm start, mha_viz.ui.warm, in a thread); each
+visitor's run executes it as __main__: the navigation (ui.app_pages: Home, then pages/*.py)."""
 
 import sys
 import threading
@@ -15,15 +14,13 @@ from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 def _warm_start() -> None:
     from mha_viz.ui import warm  # here, not above: the server answers before the library loads
-
     warm.prepare_default()
 
 
 @asynccontextmanager
 async def prepare_on_start(_app):
-    # Pages run under st.navigation from the first visitor on: until a script has called it,
-    # Streamlit (1.67) runs a link to /Attention_Maps as that file alone, then once more
-    # (ui.output._through_app_navigation): a whole run before the first figure
+    # Pages run under st.navigation from the first visitor on: else Streamlit (1.67) runs a
+    # link to /Attention_Maps as that file alone, then again (a whole run before the figure)
     PagesManager.uses_pages_directory = False
     threading.Thread(target=_warm_start, daemon=True, name="mha-viz warm start").start()
     yield
@@ -56,5 +53,7 @@ if __name__ == "__main__":  # a visitor's script run
     finally:  # a run cut short by a rerun drew no page, the next does (st.stop() ends one drawn)
         if not isinstance(sys.exc_info()[1], RerunException):
             ui.page_run_over()  # the warm start's longer work waits for a drawn page
-else:  # imported by `streamlit run app.py`, which serves this app
-    app = st.App("app.py", lifespan=prepare_on_start)
+else:  # imported by `streamlit run app.py`, which serves this app (Streamlit's own files
+    from mha_viz.server.static_assets import middleware  # from memory, gzipped once)
+    app = st.App("app.py", lifespan=prepare_on_start,
+                 middleware=[middleware(st.__path__[0], st.get_option("server.baseUrlPath"))])
