@@ -64,7 +64,9 @@ What lives here:
   function's qualified name and one digest of its arguments (mha_viz.core.digest: a model or a
   trace names itself by what made it), so one call from two pages is one result. No page
   builds a key. ``RUNS_ON_OPEN`` (settings): what runs by itself on opening, up to which size.
-- ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config.
+- ``show_figure(fig, key, on_select=None)``: st.plotly_chart with the app's config;
+  ``show_built(build, *args, key=..., **kwargs)``: the same for ``build(*args, **kwargs)``,
+  built and laid out once for every session asking it for the same screen and input.
 - ``download_csv``, ``download_bytes``, ``download_trace``: download buttons (pass a callable
   to build big files only when clicked); ``image_format()``: "png" or "svg".
 - ``guard()`` around a page body, ``callback(fn)`` around widget callbacks, ``show_error``.
@@ -121,7 +123,7 @@ from .output import (GRID_CELL_PX_PRESENTING, STACKED_BELOW_PX, caveat, column_s
                      download_bytes, download_csv, download_trace, drawn_when_opened,
                      figure_columns, figure_screen, hidden_note, kv_sharing_note, layer_window,
                      long_input_note, narrow_screen, one_pass_is_quick, page_setup,
-                     section_open_key,
+                     section_open_key, show_built,
                      show_figure, too_long_for, trace_notes, viewport)
 from .sections import Folded, show_sections
 from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, DEFAULT_TEXT,
@@ -144,7 +146,7 @@ __all__ = [
     "shown_trace", "weights_switch", "hidden_note", "long_input_note", "one_pass_is_quick",
     "too_long_for", "opening", "memo", "computed", "run_or_wait", "result_key", "peek",
     "cancelled", "clear", "job_runner", "masked_trace", "target_metric_picker",
-    "METRIC_LABELS", "show_figure", "figure_screen", "narrow_screen", "viewport", "STACKED_BELOW_PX",
+    "METRIC_LABELS", "show_figure", "show_built", "figure_screen", "narrow_screen", "viewport", "STACKED_BELOW_PX",
     "set_figure_meta", "download_bytes", "download_csv", "download_trace", "image_format",
     "show_error", "without_server_paths", "guard", "callback", "model_card", "trace_notes",
     "kv_sharing_note", "lesson_step", "attention_cost", "kv_cache_card", "figure_columns",

@@ -17,6 +17,7 @@ from ..plots import fit
 from ..server import export
 from . import link_notes, narrow
 from .selection import Selection
+from .stores import result_key
 from .traces import cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .gestures import taps_select
@@ -98,18 +99,49 @@ def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stre
     (mha_viz.plots.fit: square cells, numbers and labels only where they fit, presentation mode);
     ``share`` is the fraction of the page's width its column has on a wide screen (columns
     stack on a phone)."""
-    meta = st.session_state.get("_mv_meta")
+    fig, width = _laid_out(fig, figure_screen(share), st.session_state.get("_mv_meta"), width)
+    return _chart(fig, key, width, on_select, selection_mode, alt)
+
+
+def show_built(build: Callable, *args, key: str, on_select: Callable | None = None,
+               selection_mode="points", alt: str | None = None, share: float = 1.0,
+               **kwargs):
+    """show_figure(build(*args, **kwargs), ...) with the figure built and laid out once for
+    every session that asks the same build for the same screen and input (a class opening a
+    page on one text): kept in a store of figures, under the build's result_key, the screen
+    and the run's input, and only read after (st.plotly_chart copies what it sends)."""
+    screen, meta = figure_screen(share), st.session_state.get("_mv_meta")
+    shared = f"{result_key(build, *args, **kwargs)}|{screen}|{sorted((meta or {}).items())}"
+    fig, width = _figure_store().get_or_compute(
+        shared, lambda: _laid_out(build(*args, **kwargs), screen, meta, "stretch"))
+    return _chart(fig, key, width, on_select, selection_mode, alt)
+
+
+@st.cache_resource(show_spinner=False)
+def _figure_store():
+    """The figures show_built laid out: the 48 used last (thirty visitors' maps)."""
+    from ..core import budget
+
+    return budget.ByteLRU(48, size=lambda figure: 1)
+
+
+def _laid_out(fig, screen: fit.Screen | None, meta: dict | None, width):
+    """fig with the run's input in its layout.meta and, once the browser has reported its
+    window, laid out for screen (changed in place) -> (fig, the width to draw it at)."""
     if meta is not None:
         fig.update_layout(meta={**(fig.layout.meta if isinstance(fig.layout.meta, dict)
                                    else {}), **meta})
     elif not isinstance(fig.layout.meta, dict):
         fig.layout.meta = {}
-    screen = figure_screen(share)
     if screen is not None and width == "stretch":
         fit.fit_figure(fig, screen)
         fig.layout.meta["fitted"] = screen.width  # the browser tests wait for this
         if fig.layout.width is not None:
             width = "content"
+    return fig, width
+
+
+def _chart(fig, key: str, width, on_select: Callable | None, selection_mode, alt):
     kwargs = {}
     if on_select is not None:
         kwargs.update(on_select=on_select, selection_mode=selection_mode)

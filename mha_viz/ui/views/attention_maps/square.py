@@ -141,11 +141,11 @@ def grid_section(m: Maps) -> None:
     if thumbs is None:
         st.caption(texts["waiting"])
         return
-    grid = plots.model_view_grid(thumbs[0][first:stop], thumb_size=sizes.GRID_THUMB,
-                                 selected=(m.layer, m.head), cell_px=cell_px, title="All heads",
-                                 first_layer=first, from_tokens=m.n_shown)
-    ui.show_figure(grid, key="grid", on_select=partial(sizes.pick_from_grid, trace.n_head, first),
-                   alt="Grid of every head's attention map")
+    ui.show_built(plots.model_view_grid, thumbs[0][first:stop], thumb_size=sizes.GRID_THUMB,
+                  selected=(m.layer, m.head), cell_px=cell_px, title="All heads",
+                  first_layer=first, from_tokens=m.n_shown, key="grid",
+                  on_select=partial(sizes.pick_from_grid, trace.n_head, first),
+                  alt="Grid of every head's attention map")
 
 
 def one_head_section(m: Maps) -> None:
@@ -169,13 +169,13 @@ def one_head_section(m: Maps) -> None:
         map_and_lines(m, the_map)
 
 
-def line_view(m: Maps, which: str, start: int, stop: int):
+def line_view(m: Maps, which: str, start: int, stop: int, **show) -> None:
     """The layer's rows from start to stop as lines between tokens (which: "one" head's or
-    "all" of the layer's)."""
-    return plots.line_view(m.shown.rows(m.layer, start, stop)[:, :, start:stop],
-                           m.labels[start:stop], heads=None if which == "all" else [m.head],
-                           layer=m.layer, offset=start, title=f"Layer {m.layer}: query → key",
-                           value_name=m.value_name)
+    "all" of the layer's), shown (show: show_figure's key, alt, share)."""
+    ui.show_built(plots.line_view, m.shown.rows(m.layer, start, stop)[:, :, start:stop],
+                  m.labels[start:stop], heads=None if which == "all" else [m.head],
+                  layer=m.layer, offset=start, title=f"Layer {m.layer}: query → key",
+                  value_name=m.value_name, **show)
 
 
 def map_and_lines(m: Maps, the_map) -> None:
@@ -183,13 +183,12 @@ def map_and_lines(m: Maps, the_map) -> None:
     heat_col, line_col = sizes.side_by_side(m.n_shown)
     with heat_col:
         st.caption(words.map_caption(m.moves, m.layer_mean, m.n_shown))
-        heat = plots.head_heatmap(
-            the_map, m.labels, title=words.map_title(m.name, m.moves), causal=m.shown.causal,
-            grey_causal_mask=m.grey, pair_boundary=m.pair_boundary, value_name=m.value_name,
-            pickable=not m.layer_mean, marked=m.marked, **sizes.heatmap_size(m.n_shown))
-        ui.show_figure(heat, key="head", alt=f"Attention map of {m.name}",
-                       share=ui.column_share(0.6),
-                       on_select=None if m.layer_mean else m.pick("head"))
+        ui.show_built(
+            plots.head_heatmap, the_map, m.labels, title=words.map_title(m.name, m.moves),
+            causal=m.shown.causal, grey_causal_mask=m.grey, pair_boundary=m.pair_boundary,
+            value_name=m.value_name, pickable=not m.layer_mean, marked=m.marked,
+            **sizes.heatmap_size(m.n_shown), key="head", alt=f"Attention map of {m.name}",
+            share=ui.column_share(0.6), on_select=None if m.layer_mean else m.pick("head"))
         positions = export.position_labels(m.labels, m.kept)
         ui.download_csv(partial(export.matrix_csv, the_map, positions, positions),
                         export.safe_filename(m.stem, m.name, suffix=".csv"),
@@ -199,11 +198,10 @@ def map_and_lines(m: Maps, the_map) -> None:
         st.caption(words.lines_caption(m.moves))
         which = sizes.lines_for(m.name, m.layer, m.layer_mean)
         start = sizes.line_view_start(m.n_shown)
-        lines = line_view(m, which, start, min(m.n_shown, start + sizes.LINE_WINDOW))
         # laid out for its column like every figure (a fixed 600 px overflowed a phone,
         # and a 40 % column of a laptop's screen)
-        ui.show_figure(lines, key="lines", alt=f"Line view of layer {m.layer}",
-                       share=ui.column_share(0.4))
+        line_view(m, which, start, min(m.n_shown, start + sizes.LINE_WINDOW), key="lines",
+                  alt=f"Line view of layer {m.layer}", share=ui.column_share(0.4))
 
 
 def overview_and_window(m: Maps, the_map) -> None:
@@ -237,8 +235,8 @@ def overview_and_window(m: Maps, the_map) -> None:
     st.subheader("The window as lines between tokens")
     which = sizes.lines_for(m.name, m.layer, m.layer_mean)
     line_stop = min(stop, start + sizes.LINE_WINDOW)
-    ui.show_figure(line_view(m, which, start, line_stop), key="lines",
-                   alt=f"Line view of layer {m.layer}", share=1.0)
+    line_view(m, which, start, line_stop, key="lines", alt=f"Line view of layer {m.layer}",
+              share=1.0)
     st.caption(sizes.window_lines_caption(line_stop - start, m.layer, m.layer_mean))
 
 
