@@ -3,11 +3,10 @@ transformers' LlamaForCausalLM read from the same GGUF, eager attention, with SA
 feature score attribution sums to transformers' pre-softmax scores (1e-3 of the row's
 largest) on the example IOI prompt; and the variance they leave unexplained on English
 prose written for this test (SAELens's encode and decode of transformers' activations,
-position 0 left out as in training) stays where it was measured when they were bundled:
-0.38 (residual) and 0.47 (hook_z). Issue 55 asked for 0.30: they reach 0.29 (residual) and
-0.40 (hook_z) on the held-out texts of their training sources only, trained on the 50k
-tokens this project's shared CPUs could run SmolLM2 on (docs/analyses.md, "Features at the
-head", says how to train them on more)."""
+position 0 left out as in training) is within issue 55's 0.30: measured 0.21 (residual) and
+0.22 (hook_z) when they were bundled (0.17 and 0.20 on the held-out texts of their training
+sources, docs/analyses.md, "Features at the head"). The dictionaries bundled before them
+(1,024 features on 50k tokens) left 0.38 and 0.47 here, and fail this test."""
 
 import numpy as np
 import pytest
@@ -88,6 +87,6 @@ def test_what_the_dictionaries_leave_unexplained_on_prose(smollm2, reference, sa
         x, out = x.double(), out.double()
         found[sae.site] = float((x - out).pow(2).sum() / (x - x.mean(0)).pow(2).sum())
         assert float((acts != 0).sum(-1).double().mean()) <= sae.k
-    assert found["resid_pre"] <= 0.40 and found["hook_z"] <= 0.50, found
+    assert found["resid_pre"] <= 0.30 and found["hook_z"] <= 0.30, found
     assert feature_heads(hook_z).shape == (hook_z.d_sae, 9)
 
