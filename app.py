@@ -1,10 +1,11 @@
-"""mha-viz: the app's entry point. Run: streamlit run app.py, which imports this file to find
-``app`` (an st.App: its lifespan starts the warm start, mha_viz.ui.warm, in a thread); each
-visitor's run executes it as __main__: the navigation (ui.app_pages: Home, then pages/*.py)."""
+"""mha-viz's entry point: `streamlit run app.py` imports it for ``app`` (an st.App whose lifespan
+starts ui.warm in a thread); each visitor's run executes it as __main__: the pages' navigation."""
 
+import runpy
 import sys
 import threading
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import plotly.graph_objects as go  # Streamlit has imported it already
 import streamlit as st
@@ -27,9 +28,8 @@ async def prepare_on_start(_app):
 
 
 def _charts_code_early():
-    """A new session's first run, before the library's import: an empty chart, hidden, so that
-    the tab fetches and compiles plotly.js (~4 MB, a second of a 2-core machine) while the server
-    loads the library and the model. -> its holder (empty it: the tab goes on loading) or None."""
+    """A new session's first run, before the library's import: an empty chart, hidden, so the tab
+    compiles plotly.js (a second) while the library and model load. -> its holder, or None."""
     holder = st.sidebar.empty()  # in every run: the sidebar's elements keep their places
     if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
         return None
@@ -53,7 +53,8 @@ if __name__ == "__main__":  # a visitor's script run
     finally:  # a run cut short by a rerun drew no page, the next does (st.stop() ends one drawn)
         if not isinstance(sys.exc_info()[1], RerunException):
             ui.page_run_over()  # the warm start's longer work waits for a drawn page
-else:  # imported by `streamlit run app.py`, which serves this app (Streamlit's own files
-    from mha_viz.server.static_assets import middleware  # from memory, gzipped once)
-    app = st.App("app.py", lifespan=prepare_on_start,
-                 middleware=[middleware(st.__path__[0], st.get_option("server.baseUrlPath"))])
+else:  # imported by `streamlit run app.py`, which serves this app. Streamlit's own files from
+    # memory: mha_viz/server/static_assets.py run alone (its package would import torch first)
+    assets = runpy.run_path(str(Path(__file__).parent / "mha_viz/server/static_assets.py"))
+    app = st.App("app.py", lifespan=prepare_on_start, middleware=[assets["middleware"](
+        st.__path__[0], st.get_option("server.baseUrlPath"))])

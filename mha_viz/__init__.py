@@ -18,35 +18,13 @@
 from .core.errors import (CheckpointNotFoundError, ClusterError, CorruptCheckpointError,
                           DictionaryFileError, InputError, LoadError, MhaVizError,
                           NotAllowedError, OfflineError, TraceFileError, UnsupportedModelError)
-
-# The rest on first use (PEP 562): `import mha_viz.server.static_assets`, which the server
-# imports as it starts, then does not import torch and the engine (two seconds).
-_LAZY = {
-    ".dictionaries": ("SparseDictionary", "load_sae"),
-    ".maps.ondemand": ("MapsTooLargeError",),
-    ".maps.trace": ("AttentionTrace",),
-    ".models.model": ("Generation", "Model", "ModelInfo", "Predictions", "TargetMetric",
-                      "TracePlan", "load_model"),
-    ".models.seq2seq": ("EncoderDecoderModel", "EncoderDecoderTrace"),
-    ".models.series": ("CheckpointSeries", "SeriesError", "checkpoint_series"),
-}
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
-
-
-def __getattr__(name: str):
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mha_viz' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
-
+from .dictionaries import SparseDictionary, load_sae
+from .maps.ondemand import MapsTooLargeError
+from .maps.trace import AttentionTrace
+from .models.model import (Generation, Model, ModelInfo, Predictions, TargetMetric, TracePlan,
+                           load_model)
+from .models.seq2seq import EncoderDecoderModel, EncoderDecoderTrace
+from .models.series import CheckpointSeries, SeriesError, checkpoint_series
 
 __all__ = [
     "load_model", "Model", "ModelInfo", "AttentionTrace", "Predictions", "TargetMetric", "MhaVizError", "InputError",
