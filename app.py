@@ -33,6 +33,7 @@ def _charts_code_early():
     holder = st.sidebar.empty()  # in every run: the sidebar's elements keep their places
     if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
         return None
+    import pandas  # noqa: F401  plotly reads it if imported: this waits for the warm start's import
     with holder.container(key="_mv_charts_early"):
         st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
         st.plotly_chart(go.Figure(layout=dict(height=10)), theme=None, key="_mv_charts_early_c",
@@ -44,7 +45,6 @@ if __name__ == "__main__":  # a visitor's script run
     early_chart = _charts_code_early()
     from mha_viz import ui
     from mha_viz.ui.views import home as home_view
-
     if early_chart is not None:
         early_chart.empty()
     try:  # every page listed: Streamlit folds a list past 12 pages behind "View N more"
