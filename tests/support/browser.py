@@ -179,15 +179,18 @@ def grow_to_whole_page(tab) -> None:
     tab.wait_for_timeout(1500)
 
 
-# A finished run (no script running, nothing stale) whose figures are all laid out for the
-# browser's width. Counting the figures at any other moment can count a rerun's outgoing
-# ones too, and then wait for more figures than the page draws.
+# A finished run (no script running, nothing stale, the title drawn) whose figures are all
+# drawn and laid out for the browser's width, read in one look at the page: counting the
+# figures first and waiting for that many after could count a rerun's outgoing ones, and
+# then wait (until the timeout) for more figures than the page draws.
 FITTED = """() => {
     const app = document.querySelector('[data-testid="stApp"]');
     if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
     if (document.querySelector('[data-stale="true"]')) return false;
+    const main = document.querySelector('[data-testid="stMain"]');
+    if (!main || !main.querySelector('h1')) return false;
     return Array.from(document.querySelectorAll('.js-plotly-plot')).every(
-        gd => gd.layout && gd.layout.meta && gd.layout.meta.fitted);
+        gd => gd._fullLayout && gd.layout && gd.layout.meta && gd.layout.meta.fitted);
 }"""
 
 
@@ -195,7 +198,8 @@ def wait_fitted(tab) -> None:
     """The browser reports the page's width once per session; the figures are then laid
     out for it (mha_viz.plots.fit) in a second run."""
     tab.wait_for_function(FITTED, polling=200)
-    settle(tab, tab.locator(".js-plotly-plot").count())
+    tab.wait_for_timeout(400)  # let a rerun triggered by the URL hand-over start, if any
+    tab.wait_for_function(FITTED, polling=200)
 
 
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720), "phone": (400, 860)}
