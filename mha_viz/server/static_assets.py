@@ -5,10 +5,11 @@ Every new visitor's browser fetches about 8 MB in 125 files (plotly.js alone is 
 Streamlit serves them from disk, uncompressed, through its whole middleware stack: measured
 with 8 visitors opening one page at once, a quarter of the server's CPU went to those files.
 Here each file is read once, compressed once when a second visitor asks for it (for
-browsers that accept gzip, all of them), kept, and answered without Streamlit's stack. Only the exact files found under Streamlit's
-static folder when the server starts are answered (a dictionary lookup: no path from a URL
-ever reaches the file system); anything else (a page, index.html, an unknown or hostile path,
-a HEAD, a range or a revalidation request) goes on to Streamlit as before.
+browsers that accept gzip, all of them), kept, and answered without Streamlit's stack. Only
+the exact files found under Streamlit's static folder when the server starts are answered (a
+dictionary lookup: no path from a URL ever reaches the file system); anything else (a page,
+index.html, an unknown or hostile path, a HEAD, a range or a revalidation request) goes on to
+Streamlit as before.
 """
 
 from __future__ import annotations

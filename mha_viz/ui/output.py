@@ -17,7 +17,7 @@ from ..plots import fit
 from ..server import export
 from . import link_notes, narrow
 from .selection import Selection
-from .stores import result_key
+from .stores import figure_store, result_key
 from .traces import cached_seq2seq_trace, cached_trace
 from .settings import APP_NAME, CAVEAT, MAX_UPLOAD_BYTES, NUMBERING, md_escape, terms_in
 from .gestures import taps_select
@@ -112,17 +112,9 @@ def show_built(build: Callable, *args, key: str, on_select: Callable | None = No
     and the run's input, and only read after (st.plotly_chart copies what it sends)."""
     screen, meta = figure_screen(share), st.session_state.get("_mv_meta")
     shared = f"{result_key(build, *args, **kwargs)}|{screen}|{sorted((meta or {}).items())}"
-    fig, width = _figure_store().get_or_compute(
+    fig, width = figure_store().get_or_compute(
         shared, lambda: _laid_out(build(*args, **kwargs), screen, meta, "stretch"))
     return _chart(fig, key, width, on_select, selection_mode, alt)
-
-
-@st.cache_resource(show_spinner=False)
-def _figure_store():
-    """The figures show_built laid out: the 48 used last (thirty visitors' maps)."""
-    from ..core import budget
-
-    return budget.ByteLRU(48, size=lambda figure: 1)
 
 
 def _laid_out(fig, screen: fit.Screen | None, meta: dict | None, width):

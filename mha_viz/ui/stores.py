@@ -29,6 +29,13 @@ def _small_store() -> budget.ByteLRU:
 
 
 @st.cache_resource(show_spinner=False)
+def figure_store() -> budget.ByteLRU:
+    """Figures built and laid out for a screen (ui.show_built): the 48 used last (thirty
+    visitors' maps), apart from the results so that they do not push those out."""
+    return budget.ByteLRU(48, size=_one)
+
+
+@st.cache_resource(show_spinner=False)
 def results_store() -> budget.ByteLRU:
     """Traces, runs and results the size of a trace, in one store bounded by bytes (half the
     memory budget; the rest is for the forward passes running)."""
