@@ -172,6 +172,13 @@ import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 _FOLDERS = {"unit", "app", "browser"}
+# A browser test that fails is run once more (pytest-rerunfailures; the summary counts each
+# "rerun"), and fails when it fails twice. They drive a real server and chromium on a CI
+# machine of two cores shared by two test workers, and each of the last three clean-clone
+# runs failed one different test of 478 on a wait that passed alone and in the runs before
+# (two of those were races in the app or the test's helper, since fixed; one is not found).
+# The library's and the app's in-process tests are not rerun.
+BROWSER_RERUN = pytest.mark.flaky(reruns=1, reruns_delay=2)
 _SLOW_SOURCE = re.compile(r"smollm2|\btrain\(", re.IGNORECASE)
 
 
@@ -200,6 +207,8 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
         if folder in _FOLDERS:
             item.add_marker(folder)
+        if folder == "browser":
+            item.add_marker(BROWSER_RERUN)
         if item.get_closest_marker("slow") is None and loads_smollm2_or_trains(item):
             unmarked.append(item.nodeid)
     if unmarked:

@@ -75,18 +75,13 @@ def test_typed_text_survives_following_a_page_link(device_tab, app_server, devic
     """Item 1: on a phone the text went back to the default and the page stayed Home; on a
     desk the first click on a page link did not navigate. Twice in a row, as seen.
 
-    A known race stays (Streamlit's, not the page's): on a server too busy to start the
-    rerun the box's blur asked for before the link's click arrives, Streamlit merges the two
-    requests and keeps the newer one's widget values (scriptrunner_utils.script_requests.
-    _coalesce_widget_states keeps only triggers from the older), so the typed text can be lost; it
-    was seen once in a clean-clone run with two test workers on two cores. Such a loss is
-    tried once more in a fresh tab; a loss every time (the bug of item 1) still fails."""
+    A server too busy to start the rerun the box's blur asked for before the link's click
+    arrives used to lose the typed text (Streamlit folds the two requests and keeps the newer
+    one's widget values; a clean-clone run lost it twice in a row); navigation.py now carries
+    a waiting commit's values over (tests/app/test_navigation.py)."""
     touch = device == "phone"
     tab = device_tab(PHONE if touch else DESK)
     seen = _typed_texts_followed(tab, app_server, touch)
-    if any(typed != shown for typed, shown, _ in seen):
-        tab = device_tab(PHONE if touch else DESK)
-        seen = _typed_texts_followed(tab, app_server, touch)
     for text, shown, url in seen:
         assert shown == text, seen
         assert "text=" in url and text.split()[1] in url.replace("+", " ")
