@@ -10,6 +10,15 @@ the exact files found under Streamlit's static folder when the server starts are
 dictionary lookup: no path from a URL ever reaches the file system); anything else (a page,
 index.html, an unknown or hostile path, a HEAD, a range or a revalidation request) goes on to
 Streamlit as before.
+
+A page's HTML (Streamlit's index.html, answered by Streamlit) gets one short inline script
+at the end of its head that writes the viewport cookie the pages read (ui.output's reporter
+writes the same one, measured, once Streamlit has drawn the page) from the window's size,
+before Streamlit's own script starts: a new visitor's first run is then laid out for the
+screen, instead of drawn once for no screen and again when the reporter has measured (two
+runs of the page per new visitor, issue 59). Where the guess misses (a sidebar the visitor
+resized) the reporter's measure reruns the page as before; a cookie already written is left
+alone.
 """
 
 from __future__ import annotations
@@ -83,6 +92,78 @@ def _accepts_gzip(headers) -> bool:
     return False
 
 
+# The guess of the main column's width, in the reporter's terms (ui/output.py _VIEWPORT_JS:
+# the main block's inner width, the window's height in presentation mode only, each floored
+# to 20 px), from Streamlit's layout (1.67, layout="wide") and the app's CSS as measured in
+# chromium at 360-1920 px windows: the sidebar (300 px) open beside the page on windows wider
+# than 768 px, closed in presentation mode; the page's sides 16 px each, 80 px from a window
+# of 864 px on (measured: 16 at 861, 80 at 866), 50 px in presentation mode (its CSS).
+# Presentation mode is ignored on a window narrower than 640 px (ui.state.presenting).
+# tests/browser/test_first_run_fitted.py checks the guess against the reporter's measure.
+VIEWPORT_COOKIE = "mha_viz_viewport"
+_VIEWPORT_GUESS = f"""<script>(function () {{
+  try {{
+    if (document.cookie.split('; ').some(c => c.startsWith('{VIEWPORT_COOKIE}='))) return;
+    const w = window.innerWidth, h = window.innerHeight;
+    const asked = (new URLSearchParams(location.search).get('present') || '').toLowerCase();
+    const present = w >= 640 && ['1', 'true', 'yes', 'on'].includes(asked);
+    const sidebar = !present && w > 768 ? 300 : 0;
+    const sides = present ? 50 : (w >= 864 ? 80 : 16);
+    const floor = v => Math.floor(v / 20) * 20;
+    document.cookie = '{VIEWPORT_COOKIE}=' + floor(w - sidebar - 2 * sides) + 'x'
+        + (present ? floor(h) : 0) + 'x' + floor(w) + '; path=/; max-age=2592000; SameSite=Strict';
+  }} catch (e) {{}}
+}})();</script>""".encode()
+
+
+def with_viewport_guess(html: bytes) -> bytes | None:
+    """The page's HTML with the viewport script last in its head (None: no </head>): after
+    the viewport meta tag, before which a phone's window is 980 px wide; Streamlit's own
+    scripts are modules, run after the page is parsed."""
+    at = html.lower().rfind(b"</head>")
+    if at < 0:
+        return None
+    return html[:at] + _VIEWPORT_GUESS + html[at:]
+
+
+def _may_be_a_page(path: str) -> bool:
+    """A path Streamlit may answer with index.html: no file name with a dot in its last part
+    (pages are /, /Attention_Maps, ...), not Streamlit's own API."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    return "/_stcore/" not in path + "/" and ("." not in last or last == "index.html")
+
+
+def _guessing_viewport(send):
+    """send, with a 200 text/html response's body (whole) given the viewport script; every
+    other response passes as it is."""
+    start: dict | None = None
+    parts: list[bytes] = []
+
+    async def wrapped(message: dict) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers", ()))
+            if (message.get("status") == 200 and b"content-encoding" not in headers
+                    and headers.get(b"content-type", b"").startswith(b"text/html")):
+                start = message
+                return
+        elif message["type"] == "http.response.body" and start is not None:
+            parts.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            body = b"".join(parts)
+            body = with_viewport_guess(body) or body
+            headers = [(name, value) for name, value in start.get("headers", ())
+                       if name not in (b"content-length", b"etag", b"last-modified")]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send(message)
+
+    return wrapped
+
+
 def _defers_to_streamlit(headers) -> bool:
     """Range and revalidation requests: Streamlit's own handler answers them."""
     return any(name in (b"range", b"if-none-match", b"if-modified-since")
@@ -102,6 +183,12 @@ class StaticAssets:
                        send: Callable[[dict], Awaitable[None]]) -> None:
         asset = self._asset_for(scope)
         if asset is None:
+            if (scope.get("type") == "http" and scope.get("method") == "GET"
+                    and _may_be_a_page(scope.get("path", ""))):
+                # the page's HTML as it is (a few kB): the script goes into plain bytes
+                scope = {**scope, "headers": [(name, value) for name, value in scope["headers"]
+                                              if name != b"accept-encoding"]}
+                send = _guessing_viewport(send)
             await self.app(scope, receive, send)
             return
         if asset.ready:  # from the second visit on: no thread, no file

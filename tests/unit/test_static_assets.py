@@ -1,7 +1,8 @@
 """Streamlit's static assets served from memory (mha_viz.server.static_assets): the bytes of
 Streamlit's own files (from the second request on gzipped for a browser that accepts it, as
-Python's gzip reads them back), and every other request (a page, index.html, an unknown, hostile or traversing path,
-a HEAD, a range or a revalidation) handed to the app behind unchanged."""
+Python's gzip reads them back), and every other request (a page, index.html, an unknown,
+hostile or traversing path, a HEAD, a range or a revalidation) handed to the app behind; a
+page's HTML comes back with the viewport script in its head, every other answer unchanged."""
 
 from __future__ import annotations
 
@@ -105,3 +106,57 @@ def test_a_base_url_path(files):
     url = "/" + files[1].relative_to(STATIC).as_posix()
     assert request(app, "/tools/mha" + url)[2] == files[1].read_bytes()
     assert request(app, url)[0] == 299  # outside the base path: not ours
+
+
+class PageBehind:
+    """The app behind answering like Streamlit's index.html: HTML in two body parts, with
+    its validators; records the request headers that reached it."""
+
+    def __init__(self, status=200, content_type=b"text/html; charset=utf-8", extra=()):
+        self.status, self.content_type, self.extra = status, content_type, list(extra)
+        self.headers = []
+
+    async def __call__(self, scope, receive, send):
+        self.headers.append(dict(scope["headers"]))
+        html = (STATIC / "index.html").read_bytes()
+        await send({"type": "http.response.start", "status": self.status, "headers": [
+            (b"content-type", self.content_type), (b"content-length", str(len(html)).encode()),
+            (b"etag", b'"abc"'), (b"last-modified", b"Sat, 28 Nov 2026 00:00:00 GMT"),
+            *self.extra]})
+        half = len(html) // 2
+        await send({"type": "http.response.body", "body": html[:half], "more_body": True})
+        await send({"type": "http.response.body", "body": html[half:]})
+
+
+def test_a_page_s_html_writes_the_viewport_cookie_first():
+    """Streamlit's own index.html, answered for a page's path, comes back whole with the
+    viewport script as the last thing in its head, its length told again, its validators
+    (those of the file without the script) dropped, and asked of Streamlit uncompressed."""
+    on_disk = (STATIC / "index.html").read_bytes()
+    for path in ("/", "/Attention_Maps", "/index.html"):
+        behind = PageBehind()
+        status, headers, body = request(StaticAssets(behind, STATIC), path,
+                                        headers=[(b"accept-encoding", b"gzip")])
+        assert status == 200
+        head_end = body.index(b"</head>")
+        script = body.rindex(b"<script>", 0, head_end)
+        assert body[script:head_end].endswith(b"</script>") and b"mha_viz_viewport=" in body
+        assert body.index(b'name="viewport"') < script  # a phone's width is known by then
+        assert body[:script] + body[head_end:] == on_disk
+        assert int(headers[b"content-length"]) == len(body)
+        assert b"etag" not in headers and b"last-modified" not in headers
+        assert b"accept-encoding" not in behind.headers[0]
+
+
+@pytest.mark.parametrize("case", ["not modified", "json", "compressed", "stcore", "a file"])
+def test_other_responses_pass_unchanged(case):
+    behind = PageBehind(status=304 if case == "not modified" else 200,
+                        content_type=b"application/json" if case == "json" else b"text/html",
+                        extra=[(b"content-encoding", b"gzip")] if case == "compressed" else ())
+    path = {"stcore": "/_stcore/host-config", "a file": "/favicon.png"}.get(case, "/")
+    status, headers, body = request(StaticAssets(behind, STATIC), path,
+                                    headers=[(b"accept-encoding", b"gzip")])
+    assert body == (STATIC / "index.html").read_bytes()
+    assert headers[b"etag"] == b'"abc"'
+    if case in ("stcore", "a file"):  # not a page: asked of Streamlit as the browser asked
+        assert behind.headers[0][b"accept-encoding"] == b"gzip"
