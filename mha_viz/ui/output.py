@@ -42,7 +42,8 @@ _PAGE_CSS = """
 _PRESENT_CSS = """
 <style>
 html {font-size: 24px;}
-[data-testid="stMainBlockContainer"] {max-width: none; padding: 4rem 2rem 1.5rem;  /* below the header (3.75rem) */}
+[data-testid="stMainBlockContainer"] {max-width: none; padding: 4rem 2rem 1.5rem;  /* below the header (3.75rem) */
+    --mv-present: 1;  /* the viewport reporter measures once this is in force */}
 </style>
 """
 
@@ -169,8 +170,26 @@ export default function(component) {
         document.cookie = `${VIEWPORT_COOKIE}=${size.width}x${size.height}x${size.window}; `
             + 'path=/; max-age=2592000; SameSite=Strict';
     };
-    const later = () => { clearTimeout(timer); timer = setTimeout(measure, 250); };
-    measure();
+    // The first measure waits for the layout to settle: in presentation mode for the page's
+    // own CSS (sent after this reporter), which sets the main block's sides (2 s at most),
+    // then as a resize does, until nothing has moved for 250 ms (the sidebar closing at
+    // presentation mode's start slides). Measured in between, a passing width would rerun
+    // the page for nothing (seen: four runs of a projector's page, on a busy machine).
+    let styled = false, waited = 0, poll = null;
+    const later = () => {
+        if (!styled) return;
+        clearTimeout(timer);
+        timer = setTimeout(measure, 250);
+    };
+    const first = () => {
+        const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+        styled = !present || waited >= 2000 || (!!main && getComputedStyle(main)
+            .getPropertyValue('--mv-present').trim() === '1');
+        if (styled) { later(); return; }
+        waited += 50;
+        poll = setTimeout(first, 50);
+    };
+    first();
     window.addEventListener('resize', later);
     const main = document.querySelector('[data-testid="stMainBlockContainer"]');
     const observer = main ? new ResizeObserver(later) : null;
@@ -179,6 +198,7 @@ export default function(component) {
         window.removeEventListener('resize', later);
         if (observer) observer.disconnect();
         clearTimeout(timer);
+        clearTimeout(poll);
     };
 }
 """
