@@ -5,7 +5,8 @@ window), for each page, model and text length, on a cold server (its first page)
 Targets (issues 13 and 24): warm <= 2 s per page; the cold first page <= 8 s. Warm is measured in a
 new tab of a browser already used (its cookies and cache: the figures are laid out on the
 first run, from the window size the last tab reported) and in a browser never used before
-(one more run once the page has measured the window).
+(it fetches plotly.js; its first run is laid out too, from the size the page's HTML guessed
+from the window: mha_viz/server/static_assets.py).
 
 A page opens as a reader first sees it: the sections it folds below its first screen stay
 folded (no ?open=). A chart counts as drawn only when its code has arrived: a new tab loads
