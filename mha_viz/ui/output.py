@@ -15,6 +15,7 @@ from ..maps.trace import AttentionTrace
 from ..models.model import MAX_TEXT_CHARS
 from ..plots import fit
 from ..server import export
+from ..server.static_assets import VIEWPORT_COOKIE  # its name, also in _VIEWPORT_JS
 from . import link_notes, narrow
 from .selection import Selection
 from .stores import figure_store, result_key
@@ -223,7 +224,6 @@ def _measure_viewport() -> None:
         st.session_state["_mv_viewport_size"] = size
 
 
-VIEWPORT_COOKIE = "mha_viz_viewport"  # also in _VIEWPORT_JS
 _COOKIE_SIZE = re.compile(r"(\d{1,5})x(\d{1,5})x(\d{1,5})")
 
 
