@@ -40,6 +40,8 @@ def cache(tmp_path, monkeypatch):
 
 
 def cached_file(folder, gguf_path):
+    """The cache's file for gguf_path, once the loads before have written it."""
+    gguf_cache.wait_for_writes()  # written by a thread, beside what follows the load
     return gguf_cache.cache_path(folder, gguf_path)
 
 
@@ -191,3 +193,28 @@ def test_a_cache_that_cannot_be_written_is_skipped(tmp_path, monkeypatch, gguf_p
     monkeypatch.setenv("MHA_VIZ_WEIGHTS_CACHE", str(blocked))
     assert_same_model(load_model(gguf_path), uncached)
     assert blocked.read_text() == ""
+
+
+def test_a_write_that_fails_midway_leaves_no_file(gguf_path, uncached, cache, monkeypatch,
+                                                  caplog):
+    """The disk fills while the writer thread writes: the model loaded is whole, the failure
+    is logged, no file (whole or partial) is left, and the next load writes it."""
+    real = gguf_cache.os.pwrite
+    calls = []
+
+    def fill_up(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(gguf_cache.os, "pwrite", fill_up)
+    with caplog.at_level("WARNING", logger="mha_viz.checkpoints"):
+        assert_same_model(load_model(gguf_path), uncached)
+        gguf_cache.wait_for_writes()
+    assert "could not be written" in caplog.text and "No space left" in caplog.text
+    assert list(cache.iterdir()) == []
+    monkeypatch.setattr(gguf_cache.os, "pwrite", real)
+    load_model(gguf_path)
+    identity = gguf_cache.source_identity(gguf_path)
+    assert gguf_cache.read_cache(cached_file(cache, gguf_path), identity) is not None
