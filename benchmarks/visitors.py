@@ -11,6 +11,8 @@ Targets: <= 0.33 s a visitor with different texts, <= 0.1 s with the same text.
 
     python benchmarks/visitors.py [--visitors 30] [--model smollm2] [--rounds 2]
         [--baseline FOLDER]   # an earlier checkout, measured in the same run
+        [--baseline-hide MODULE ...]   # modules its server cannot import (e.g. httptools
+                                       # uvloop: the packages this checkout added)
         [--profile FOLDER]    # then one more round under cProfile, its files kept there
 
 Chromium's own CPU is not counted (it is another process); on two cores the browsers slow
@@ -84,14 +86,23 @@ def one_round(browser, port: int, pid: int, texts: list[str]) -> tuple[float, fl
 
 
 def measure(browser, model: str, visitors: int, rounds: int, root: Path,
-            profile: Path | None = None) -> dict[str, list]:
+            profile: Path | None = None, hide: tuple[str, ...] = ()) -> dict[str, list]:
     """Each round's (CPU a visitor, wall) for different texts and the same text; with
-    profile (a folder), the server writes a cProfile file per page run there."""
+    profile (a folder), the server writes a cProfile file per page run there. hide: modules
+    the server cannot import (a module of that name that raises ImportError, first on its
+    path)."""
     port = free_port()
     out = {name: [] for name in TARGETS}
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "server.log"
         env = {"MHA_VIZ_WEIGHTS_CACHE": str(Path(folder) / "weights")}
+        if hide:
+            stubs = Path(folder) / "hidden"
+            stubs.mkdir()
+            for name in hide:
+                (stubs / f"{name}.py").write_text(f"raise ImportError('{name} hidden')\n")
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(stubs), os.environ.get("PYTHONPATH")) if p)
         if profile is not None:
             env["MHA_VIZ_PROFILE"] = str(profile)
         process, _ = start(port, log, model, False, None, env, root)
@@ -135,6 +146,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", type=Path, default=None,
                         help="an earlier checkout's folder, measured in the same run")
+    parser.add_argument("--baseline-hide", nargs="*", default=[], metavar="MODULE",
+                        help="modules the baseline's server cannot import (packages this "
+                             "checkout added, e.g. httptools uvloop)")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--profile", type=Path, default=None, metavar="FOLDER",
                         help="then a round under cProfile, printed, its files kept in FOLDER "
@@ -144,14 +158,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    checkouts = [("this checkout", ROOT)] + ([("baseline", args.baseline.resolve())]
-                                             if args.baseline else [])
+    checkouts = [("this checkout", ROOT, ())] + (
+        [("baseline", args.baseline.resolve(), tuple(args.baseline_hide))]
+        if args.baseline else [])
     results = {}
     with sync_playwright() as playwright:
         browser = launch(playwright, args.chromium)
         try:
-            for label, root in ([] if args.skip_measure else checkouts):
-                results[label] = measure(browser, args.model, args.visitors, args.rounds, root)
+            for label, root, hide in ([] if args.skip_measure else checkouts):
+                results[label] = measure(browser, args.model, args.visitors, args.rounds, root,
+                                         hide=hide)
             if args.profile is not None:
                 measure(browser, args.model, args.visitors, 1, ROOT, args.profile.resolve())
                 print_profile(args.profile)

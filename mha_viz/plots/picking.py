@@ -36,11 +36,14 @@ def add_pickable_cells(fig: go.Figure, x: Sequence, y: Sequence, values: np.ndar
         if not chosen.any():
             continue
         i, j = rows[chosen], cols[chosen]
-        data = np.stack([i + offset, j + offset], axis=1).tolist()
-        if name == "cells":
-            data = [[a, b, float(v)] for (a, b), v in zip(data, values[chosen])]
+        # numpy arrays, not lists: Plotly keeps them as they are and sends them as typed
+        # arrays, where lists are checked, deep-copied and written to JSON item by item for
+        # every visitor who is sent the figure (most of a shared figure's cost per visitor)
+        columns = [i + offset, j + offset] + ([values[chosen]] if name == "cells" else [])
+        data = np.stack(columns, axis=1).astype(np.float32)  # positions < 2**24: exact
         fig.add_trace(go.Scatter(
-            x=[x[k] for k in j], y=[y[k] for k in i], mode="markers", name=name,
+            x=np.asarray(x, dtype=object)[j], y=np.asarray(y, dtype=object)[i],
+            mode="markers", name=name,
             marker=dict(symbol="square", size=8, color="rgba(0,0,0,0)", line=dict(width=0)),
             customdata=data, hovertemplate=template, showlegend=False))
     for trace in fig.data:
