@@ -181,13 +181,14 @@ def _crc(tensor) -> int:
 
 
 class WritingGGUF(CachedGGUF):
-    """A GGUF read from its file while its cache is written: each tensor the load reads is
-    dequantized once, handed to the load and kept; finish() (after the load) hands them to a
-    thread that writes them, then the tensors the load did not read, then the header with the
-    checksums, and renames the file into place. So the first load costs what one without a
-    cache does: writing SmolLM2's 540 MB of float32 into the page cache took 0.8 s of it here,
-    which now runs beside the first trace. The thread is not a daemon: a command that loads a
-    GGUF and exits still leaves the cache whole. read_cache waits for a write under way."""
+    """A GGUF read from its file, its cache written after the load: finish() hands the file to
+    a thread that dequantizes every tensor again, one at a time, and writes it, then the header
+    with the checksums, and renames the file into place. So the first load costs what one
+    without a cache does (writing SmolLM2's 540 MB of float32 took 0.8 s of it here, which now
+    runs beside the first trace), and what is kept is the GGUF's own dequantization even if
+    the load's tensors, which become the model's weights, were changed in place meanwhile.
+    The thread is not a daemon: a command that loads a GGUF and exits still leaves the cache
+    whole. read_cache waits for a write under way."""
 
     def __init__(self, path: Path, target: Path, identity: str, gguf: GGUFFile):
         self._source = gguf.lazy_tensors()
@@ -196,31 +197,22 @@ class WritingGGUF(CachedGGUF):
             kept = {"backend": self._parts[0].to_str(), "special": self._parts[1]}
         except (CorruptCheckpointError, UnsupportedModelError):  # said by tokenizer(), in turn
             self._parts, kept = None, None
-        super().__init__(path, gguf.metadata, gguf.tensor_types,
-                         LazyTensors(self._source.infos, self._read), kept)
+        super().__init__(path, gguf.metadata, gguf.tensor_types, self._source, kept)
         header = {"format": FORMAT, "source": identity, "metadata": json.dumps(self.metadata),
                   "tensor_types": json.dumps(self.tensor_types),
                   "tokenizer": json.dumps(kept) if kept else ""}
         self._file: _CacheFile | None = _CacheFile(target, self._source.infos, header)
-        self._read_tensors: dict[str, torch.Tensor] = {}
 
     def tokenizer(self):
         if self._parts is not None:  # the backend converted for the header, not again
             return fast_tokenizer(*self._parts)
         return super().tokenizer()
 
-    def _read(self, name: str) -> torch.Tensor:
-        tensor = self._source[name]
-        if self._file is not None:
-            self._read_tensors.setdefault(name, tensor)
-        return tensor
-
     def finish(self) -> None:
         file, self._file = self._file, None
         if file is None:
             return
-        kept, self._read_tensors = self._read_tensors, {}
-        writer = threading.Thread(target=file.write_all, args=(self._source, kept),
+        writer = threading.Thread(target=file.write_all, args=(self._source,),
                                   name=f"mha-viz weights cache {self.path.name}")
         with _WRITERS_LOCK:
             _WRITERS.append(writer)
@@ -279,14 +271,12 @@ class _CacheFile:
         text = json.dumps(self._header, separators=(",", ":")).encode()
         return text + b" " * (-len(text) % 8)  # safetensors pads its header with spaces
 
-    def write_all(self, source: LazyTensors, read: dict[str, torch.Tensor]) -> None:
-        """Every tensor (those the load read, the others from source), the header, the
-        rename; any failure logged and the temporary file removed."""
+    def write_all(self, source: LazyTensors) -> None:
+        """Every tensor of source, the header, the rename; any failure logged and the
+        temporary file removed."""
         try:
             for name, info in self._infos.items():
-                tensor = read.pop(name, None)
-                if tensor is None:
-                    tensor = source[name]
+                tensor = source[name]
                 if tuple(tensor.shape) != info.shape or tensor.dtype != info.dtype:
                     raise OSError(f"tensor {name!r} does not match its header")
                 data = tensor.contiguous().numpy()

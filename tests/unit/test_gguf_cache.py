@@ -218,3 +218,21 @@ def test_a_write_that_fails_midway_leaves_no_file(gguf_path, uncached, cache, mo
     load_model(gguf_path)
     identity = gguf_cache.source_identity(gguf_path)
     assert gguf_cache.read_cache(cached_file(cache, gguf_path), identity) is not None
+
+
+def test_weights_changed_after_the_load_do_not_reach_the_cache(gguf_path, cache):
+    """The load's tensors become the model's weights (assigned, not copied); changed in place
+    at once, while the cache is being written, the cache still holds what gguf dequantizes."""
+    import gguf
+
+    model = load_model(gguf_path)
+    with torch.no_grad():
+        for weight in model.network.state_dict().values():
+            weight.mul_(0.5)
+    cached = gguf_cache.read_cache(cached_file(cache, gguf_path),
+                                   gguf_cache.source_identity(gguf_path))
+    tensors = cached.lazy_tensors()
+    for t in gguf.GGUFReader(str(gguf_path)).tensors:
+        expected = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+            tuple(int(n) for n in reversed(t.shape)))
+        np.testing.assert_array_equal(tensors[t.name].numpy(), expected.astype(np.float32))
