@@ -142,7 +142,6 @@ def _has_room(folder: Path, need: int) -> bool:
 def read_cache(target: Path, identity: str, source: Path | None = None) -> CachedGGUF | None:
     """The cached GGUF (named after source, the GGUF file, in messages), or None when the file
     is absent, stale (another source) or damaged (then it is removed, to be written again)."""
-    wait_for_writes()  # a file this process is writing is read once it is whole
     if not target.is_file():
         return None
     try:
@@ -181,119 +180,95 @@ def _crc(tensor) -> int:
 
 
 class WritingGGUF(CachedGGUF):
-    """A GGUF read from its file, its cache written after the load: finish() hands the file to
-    a thread that dequantizes every tensor again, one at a time, and writes it, then the header
-    with the checksums, and renames the file into place. So the first load costs what one
-    without a cache does (writing SmolLM2's 540 MB of float32 took 0.8 s of it here, which now
-    runs beside the first trace), and what is kept is the GGUF's own dequantization even if
-    the load's tensors, which become the model's weights, were changed in place meanwhile.
-    The thread is not a daemon: a command that loads a GGUF and exits still leaves the cache
-    whole. read_cache waits for a write under way."""
+    """A GGUF read from its file while its cache is written: each tensor the load reads is
+    dequantized once, handed to the load and written at its place in the cache file; finish()
+    (after the load) writes the tensors it did not read and the header with the checksums, and
+    renames the file into place. The first load costs little more than one without a cache."""
 
     def __init__(self, path: Path, target: Path, identity: str, gguf: GGUFFile):
-        self._source = gguf.lazy_tensors()
+        self._source, self._target = gguf.lazy_tensors(), target
         try:  # built now: the header is written once, at its final size
             self._parts = gguf.tokenizer_parts()
             kept = {"backend": self._parts[0].to_str(), "special": self._parts[1]}
         except (CorruptCheckpointError, UnsupportedModelError):  # said by tokenizer(), in turn
             self._parts, kept = None, None
-        super().__init__(path, gguf.metadata, gguf.tensor_types, self._source, kept)
-        header = {"format": FORMAT, "source": identity, "metadata": json.dumps(self.metadata),
-                  "tensor_types": json.dumps(self.tensor_types),
-                  "tokenizer": json.dumps(kept) if kept else ""}
-        self._file: _CacheFile | None = _CacheFile(target, self._source.infos, header)
+        super().__init__(path, gguf.metadata, gguf.tensor_types,
+                         LazyTensors(self._source.infos, self._read), kept)
+        self._header, offset = {}, 0
+        for name, info in self._source.infos.items():
+            size = info.numel * 4
+            self._header[name] = {"dtype": "F32", "shape": list(info.shape),
+                                  "data_offsets": [offset, offset + size]}
+            offset += size
+        self._identity = identity
+        self._sums = {name: "0" * _CRC_WIDTH for name in self._header}
+        self._written: set[str] = set()
+        first = self._header_bytes()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._temporary = target.with_name(
+            f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        self._file = open(self._temporary, "wb")
+        self._file.write(struct.pack("<Q", len(first)) + first)
+        self._file.truncate(8 + len(first) + offset)
+        self._data_start, self._header_size = 8 + len(first), len(first)
 
     def tokenizer(self):
         if self._parts is not None:  # the backend converted for the header, not again
             return fast_tokenizer(*self._parts)
         return super().tokenizer()
 
-    def finish(self) -> None:
-        file, self._file = self._file, None
-        if file is None:
-            return
-        writer = threading.Thread(target=file.write_all, args=(self._source,),
-                                  name=f"mha-viz weights cache {self.path.name}")
-        with _WRITERS_LOCK:
-            _WRITERS.append(writer)
-        writer.start()
-
-    def __del__(self):  # a load that failed before finish(): no temporary file left behind
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.discard()
-
-
-# the cache files being written (WritingGGUF.finish), which read_cache waits for
-_WRITERS: list[threading.Thread] = []
-_WRITERS_LOCK = threading.Lock()
-
-
-def wait_for_writes() -> None:
-    """Returns once every cache file this process has begun writing is written (or given up)."""
-    with _WRITERS_LOCK:
-        writers = list(_WRITERS)
-    for writer in writers:
-        writer.join()
-    with _WRITERS_LOCK:
-        _WRITERS[:] = [w for w in _WRITERS if w.is_alive()]
-
-
-class _CacheFile:
-    """The safetensors file being written under a temporary name: created at its final size,
-    each tensor written at its place, the header (with the checksums) last, then renamed."""
-
-    def __init__(self, target: Path, infos: dict[str, TensorInfo], header: dict):
-        self._target, self._infos = target, infos
-        self._header, offset = {}, 0
-        for name, info in infos.items():
-            size = info.numel * 4
-            self._header[name] = {"dtype": "F32", "shape": list(info.shape),
-                                  "data_offsets": [offset, offset + size]}
-            offset += size
-        self._meta = header
-        self._sums = {name: "0" * _CRC_WIDTH for name in self._header}
-        first = self._header_bytes()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self._temporary = target.with_name(
-            f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        self._file = open(self._temporary, "wb")
-        try:
-            self._file.write(struct.pack("<Q", len(first)) + first)
-            self._file.truncate(8 + len(first) + offset)
-        except OSError:
-            self.discard()
-            raise
-        self._data_start, self._header_size = 8 + len(first), len(first)
-
     def _header_bytes(self) -> bytes:
-        self._header["__metadata__"] = dict(self._meta, crc32=json.dumps(self._sums))
+        self._header["__metadata__"] = {
+            "format": FORMAT, "source": self._identity, "crc32": json.dumps(self._sums),
+            "metadata": json.dumps(self.metadata), "tensor_types": json.dumps(self.tensor_types),
+            "tokenizer": json.dumps(self._kept_tokenizer) if self._kept_tokenizer else ""}
         text = json.dumps(self._header, separators=(",", ":")).encode()
         return text + b" " * (-len(text) % 8)  # safetensors pads its header with spaces
 
-    def write_all(self, source: LazyTensors) -> None:
-        """Every tensor of source, the header, the rename; any failure logged and the
-        temporary file removed."""
-        try:
-            for name, info in self._infos.items():
-                tensor = source[name]
+    def _read(self, name: str) -> torch.Tensor:
+        tensor = self._source[name]
+        if self._file is not None and name not in self._written:
+            try:
+                info = self._source.infos[name]
                 if tuple(tensor.shape) != info.shape or tensor.dtype != info.dtype:
                     raise OSError(f"tensor {name!r} does not match its header")
                 data = tensor.contiguous().numpy()
                 os.pwrite(self._file.fileno(), memoryview(data).cast("B"),
                           self._data_start + self._header[name]["data_offsets"][0])
                 self._sums[name] = f"{_crc(tensor):0{_CRC_WIDTH}x}"
+                self._written.add(name)
+            except OSError as error:
+                self._abandon(error)
+        return tensor
+
+    def finish(self) -> None:
+        for name in self._source.infos:
+            if self._file is None:
+                return
+            if name not in self._written:
+                self._read(name)
+        if self._file is None:
+            return
+        try:
             final = self._header_bytes()
             if len(final) != self._header_size:  # fixed-width sums: cannot happen
                 raise OSError("the cache's header changed size")
             os.pwrite(self._file.fileno(), final, 8)
             self._file.close()
+            self._file = None
             os.replace(self._temporary, self._target)
-        except Exception as error:  # noqa: BLE001 - a cache not written is never an error
-            log.warning("the weights cache %s could not be written (%s); it will be next "
-                        "time", self._target, error)
-            self.discard()
+        except OSError as error:
+            self._abandon(error)
 
-    def discard(self) -> None:
-        self._file.close()
+    def __del__(self):  # a load that failed before finish(): no temporary file left behind
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+            self._temporary.unlink(missing_ok=True)
+
+    def _abandon(self, error: OSError) -> None:
+        log.warning("the weights cache %s could not be written (%s); loading without it",
+                    self._target, error)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self._temporary.unlink(missing_ok=True)

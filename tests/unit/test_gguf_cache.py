@@ -40,8 +40,6 @@ def cache(tmp_path, monkeypatch):
 
 
 def cached_file(folder, gguf_path):
-    """The cache's file for gguf_path, once the loads before have written it."""
-    gguf_cache.wait_for_writes()  # written by a thread, beside what follows the load
     return gguf_cache.cache_path(folder, gguf_path)
 
 
@@ -197,8 +195,8 @@ def test_a_cache_that_cannot_be_written_is_skipped(tmp_path, monkeypatch, gguf_p
 
 def test_a_write_that_fails_midway_leaves_no_file(gguf_path, uncached, cache, monkeypatch,
                                                   caplog):
-    """The disk fills while the writer thread writes: the model loaded is whole, the failure
-    is logged, no file (whole or partial) is left, and the next load writes it."""
+    """The disk fills while the cache is written: the model loaded is whole, the failure is
+    logged, no file (whole or partial) is left, and the next load writes it."""
     real = gguf_cache.os.pwrite
     calls = []
 
@@ -211,7 +209,6 @@ def test_a_write_that_fails_midway_leaves_no_file(gguf_path, uncached, cache, mo
     monkeypatch.setattr(gguf_cache.os, "pwrite", fill_up)
     with caplog.at_level("WARNING", logger="mha_viz.checkpoints"):
         assert_same_model(load_model(gguf_path), uncached)
-        gguf_cache.wait_for_writes()
     assert "could not be written" in caplog.text and "No space left" in caplog.text
     assert list(cache.iterdir()) == []
     monkeypatch.setattr(gguf_cache.os, "pwrite", real)
@@ -222,7 +219,7 @@ def test_a_write_that_fails_midway_leaves_no_file(gguf_path, uncached, cache, mo
 
 def test_weights_changed_after_the_load_do_not_reach_the_cache(gguf_path, cache):
     """The load's tensors become the model's weights (assigned, not copied); changed in place
-    at once, while the cache is being written, the cache still holds what gguf dequantizes."""
+    after the load, the cache still holds what gguf dequantizes."""
     import gguf
 
     model = load_model(gguf_path)
