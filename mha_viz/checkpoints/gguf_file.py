@@ -15,7 +15,6 @@ import numpy as np
 import torch
 
 from ..core.errors import CorruptCheckpointError, UnsupportedModelError
-from . import gguf_blocks
 from .weights import LazyTensors, TensorInfo
 
 # Quantisation types the pinned gguf package dequantizes in numpy (gguf.quants: the legacy
@@ -151,8 +150,6 @@ class GGUFFile:
                 values = np.array(tensor.data, dtype=np.float32)
             elif kind == GGMLQuantizationType.F16:
                 values = np.asarray(tensor.data).astype(np.float32)
-            elif kind.name in gguf_blocks.BLOCK_BYTES:  # torch's, gguf's values (4x faster)
-                return gguf_blocks.dequantize(tensor.data, kind.name).reshape(info.shape)
             else:
                 values = dequantize(tensor.data, kind)
             return torch.from_numpy(np.ascontiguousarray(values.reshape(info.shape),
