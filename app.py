@@ -36,8 +36,8 @@ def _charts_code_early():
     import pandas  # noqa: F401  plotly reads it if imported: this waits for the warm start's import
     with holder.container(key="_mv_charts_early"):
         st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
-        st.plotly_chart(go.Figure(layout=dict(height=10)), theme=None, key="_mv_charts_early_c",
-                        config={"staticPlot": True, "displayModeBar": False})
+        st.plotly_chart(go.Figure(layout=dict(height=10, template="none")),  # no 6.5 kB template
+                        theme=None, key="_mv_charts_early_c", config={"staticPlot": True})
     return holder
 
 

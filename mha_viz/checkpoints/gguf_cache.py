@@ -213,9 +213,10 @@ class WritingGGUF(CachedGGUF):
         self._data_start, self._header_size = 8 + len(first), len(first)
 
     def tokenizer(self):
-        if self._parts is not None:  # the backend converted for the header, not again
-            return fast_tokenizer(*self._parts)
-        return super().tokenizer()
+        parts, self._parts = self._parts, None
+        if parts is not None:  # the backend converted for the header, handed over once
+            return fast_tokenizer(*parts)
+        return super().tokenizer()  # again: from the header's JSON
 
     def _header_bytes(self) -> bytes:
         self._header["__metadata__"] = {

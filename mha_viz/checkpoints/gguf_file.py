@@ -210,8 +210,15 @@ class GGUFFile:
 
 
 def fast_tokenizer(backend, special: dict):
-    """transformers' fast tokenizer over a `tokenizers` backend, with these special tokens."""
+    """transformers' fast tokenizer over a `tokenizers` backend, with these special tokens.
+    The backend is taken over, not copied: callers pass one built for it, used nowhere else.
+    (PreTrainedTokenizerFast(tokenizer_object=...) deep-copies the backend, 0.1 s of a start
+    for SmolLM2's 49k tokens; a backend set before __init__ is what transformers' own
+    tokenizer classes do, and __init__ then configures it as it would the copy.)"""
     with TRANSFORMERS_IMPORT_LOCK:
         from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **special)
+    tokenizer = PreTrainedTokenizerFast.__new__(PreTrainedTokenizerFast)
+    tokenizer._tokenizer = backend
+    tokenizer.__init__(**special)
+    return tokenizer

@@ -233,3 +233,40 @@ def test_weights_changed_after_the_load_do_not_reach_the_cache(gguf_path, cache)
         expected = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
             tuple(int(n) for n in reversed(t.shape)))
         np.testing.assert_array_equal(tensors[t.name].numpy(), expected.astype(np.float32))
+
+
+def test_the_fast_tokenizer_equals_transformers_own_over_the_same_backend(gguf_path, tmp_path):
+    """fast_tokenizer takes the backend over (no deep copy): it must equal the tokenizer
+    transformers builds from a copy of that backend (tokenizer_object=), in what it encodes
+    (ids, offsets, special tokens), decodes, names as special and saves."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from mha_viz.checkpoints.gguf_file import fast_tokenizer
+
+    backend, special = GGUFFile(gguf_path).tokenizer_parts()
+    theirs = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(backend.to_str()),
+                                     **special)
+    ours = fast_tokenizer(backend, special)
+    assert ours.backend_tokenizer is backend  # taken over, not copied
+    texts = [TEXT, "", "  two  spaces\tand a tab\n", "Ünïcödé — 東京 🙂 \u200b", "x" * 300,
+             f"{special['bos_token']} inside {special['eos_token']}", "12345 + 678"]
+    for text in texts:
+        mine = ours(text, return_offsets_mapping=True)
+        reference = theirs(text, return_offsets_mapping=True)
+        assert mine["input_ids"] == reference["input_ids"], text
+        assert mine["offset_mapping"] == reference["offset_mapping"], text
+        assert ours.decode(mine["input_ids"]) == theirs.decode(reference["input_ids"])
+    pair = ours("first part", "second part")["input_ids"]
+    assert pair == theirs("first part", "second part")["input_ids"]
+    assert ours.all_special_ids == theirs.all_special_ids
+    assert ours.special_tokens_map == theirs.special_tokens_map
+    assert (ours.bos_token_id, ours.eos_token_id, ours.unk_token_id, ours.pad_token_id) == (
+        theirs.bos_token_id, theirs.eos_token_id, theirs.unk_token_id, theirs.pad_token_id)
+    assert ours.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str()
+    ours.save_pretrained(tmp_path / "ours")
+    theirs.save_pretrained(tmp_path / "theirs")
+    saved = sorted(p.name for p in (tmp_path / "theirs").iterdir())
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == saved
+    for name in saved:
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "theirs" / name).read_bytes()
