@@ -2,7 +2,8 @@
 Streamlit's own files (from the second request on gzipped for a browser that accepts it, as
 Python's gzip reads them back), and every other request (a page, index.html, an unknown,
 hostile or traversing path, a HEAD, a range or a revalidation) handed to the app behind; a
-page's HTML comes back with the viewport script in its head, every other answer unchanged."""
+page's HTML comes back with the viewport script in its head, every other answer unchanged, and
+is answered from memory the next time its path is asked."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mha_viz.server.static_assets import StaticAssets, middleware
+from mha_viz.server.static_assets import MAX_PAGES, StaticAssets, middleware
 
 pytestmark = pytest.mark.unit
 streamlit = pytest.importorskip("streamlit")
@@ -99,6 +100,19 @@ def test_everything_else_goes_to_streamlit(files):
     assert behind.paths == passed + [js] * 5
 
 
+def test_the_icon_comes_from_memory_and_the_no_cache_files_from_streamlit():
+    """Files at the static folder's top: its icon is an asset like the others; index.html and
+    manifest.json, which Streamlit answers "no-cache", stay Streamlit's."""
+    behind = Behind()
+    app = StaticAssets(behind, STATIC)
+    status, headers, body = request(app, "/favicon.png")
+    assert status == 200 and body == (STATIC / "favicon.png").read_bytes()
+    assert headers[b"content-type"] == b"image/png"
+    for path in ("/index.html", "/manifest.json"):
+        assert request(app, path)[0] == 299, path
+    assert behind.paths == ["/index.html", "/manifest.json"]
+
+
 def test_a_base_url_path(files):
     behind = Behind()
     wrapped = middleware(Path(streamlit.__file__).parent, "/tools/mha/")
@@ -153,10 +167,53 @@ def test_other_responses_pass_unchanged(case):
     behind = PageBehind(status=304 if case == "not modified" else 200,
                         content_type=b"application/json" if case == "json" else b"text/html",
                         extra=[(b"content-encoding", b"gzip")] if case == "compressed" else ())
-    path = {"stcore": "/_stcore/host-config", "a file": "/favicon.png"}.get(case, "/")
+    path = {"stcore": "/_stcore/host-config", "a file": "/manifest.json"}.get(case, "/")
     status, headers, body = request(StaticAssets(behind, STATIC), path,
                                     headers=[(b"accept-encoding", b"gzip")])
     assert body == (STATIC / "index.html").read_bytes()
     assert headers[b"etag"] == b'"abc"'
     if case in ("stcore", "a file"):  # not a page: asked of Streamlit as the browser asked
         assert behind.headers[0][b"accept-encoding"] == b"gzip"
+
+
+class CountingPageBehind(PageBehind):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.paths = []
+
+    async def __call__(self, scope, receive, send):
+        self.paths.append(scope["path"])
+        await super().__call__(scope, receive, send)
+
+
+def test_a_page_s_html_is_answered_from_memory_the_second_time():
+    """The first answer for a page's path reaches Streamlit; the next requests of that exact
+    path get the same status, headers and bytes from memory. Another path, a revalidation, an
+    answer that sets a cookie or is not a 200 are not kept; at most MAX_PAGES paths are."""
+    behind = CountingPageBehind()
+    app = StaticAssets(behind, STATIC)
+    first = request(app, "/Attention_Maps")
+    assert first[0] == 200 and b"mha_viz_viewport=" in first[2]
+    for _ in range(3):
+        assert request(app, "/Attention_Maps", headers=[(b"accept-encoding", b"gzip")]) == first
+    assert behind.paths == ["/Attention_Maps"]
+    assert request(app, "/Entropy") == first  # the same HTML, asked of Streamlit once
+    assert request(app, "/Attention_Maps", headers=[(b"if-none-match", b'"abc"')])[0] == 200
+    assert behind.paths == ["/Attention_Maps", "/Entropy", "/Attention_Maps"]
+    assert request(app, "/Attention_Maps", method="HEAD")[0] == 200  # not a GET: Streamlit's
+    assert len(behind.paths) == 4
+
+    for answer in (dict(extra=[(b"set-cookie", b"mine=1")]), dict(status=404)):
+        behind = CountingPageBehind(**answer)
+        app = StaticAssets(behind, STATIC)
+        request(app, "/")
+        request(app, "/")
+        assert behind.paths == ["/", "/"], answer
+
+    behind = CountingPageBehind()
+    app = StaticAssets(behind, STATIC)
+    paths = [f"/page_{i}" for i in range(MAX_PAGES + 5)]
+    for path in paths * 2:
+        request(app, path)
+    assert len(app.pages) == MAX_PAGES
+    assert behind.paths == paths + paths[MAX_PAGES:]
