@@ -104,12 +104,13 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def _base_layout(fig: go.Figure, title: dict | None = None, **kw) -> go.Figure:
-    """A NEW figure with fig's traces and shapes and the shared layout (plus kw): write
-    ``fig = _base_layout(fig, ...)``, the figure passed in is left as it was.
+    """fig, its layout replaced by the shared one (plus kw, over what fig's layout held: its
+    shapes, annotations...): for the figure a plots function has just built, ``return
+    _base_layout(fig, ...)``.
 
-    Built as go.Figure(data=..., layout=...) in one go: fig.update_layout on a live figure
-    runs Plotly's relayout machinery and cost ~30 ms per figure, this ~5 ms.
-    """
+    The layout is assigned whole: fig.update_layout on a live figure runs Plotly's relayout
+    machinery and cost ~30 ms per figure; a new go.Figure(data=fig.data, layout=...) checked
+    every trace again (1-3 ms of a map's 3-6 ms here)."""
     layout = dict(
         template=TEMPLATE,
         title=title,
@@ -119,8 +120,8 @@ def _base_layout(fig: go.Figure, title: dict | None = None, **kw) -> go.Figure:
     )
     existing = fig.layout.to_plotly_json()
     existing.pop("template", None)
-    layout = _merge(_merge(layout, existing), kw)
-    return go.Figure(data=fig.data, layout=layout)
+    fig.layout = _merge(_merge(layout, existing), kw)
+    return fig
 
 
 def _check_labels(labels: Sequence[str], n: int, what: str = "labels") -> list[str]:
