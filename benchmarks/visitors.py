@@ -14,6 +14,9 @@ Targets: <= 0.33 s a visitor with different texts, <= 0.1 s with the same text.
         [--baseline-hide MODULE ...]   # modules its server cannot import (e.g. httptools
                                        # uvloop: the packages this checkout added)
         [--profile FOLDER]    # then one more round under cProfile, its files kept there
+        [--floor]             # and a page with a title, a text area and one chart
+                              # (benchmarks/floor_app.py), served the same way: what any
+                              # Streamlit page costs a new visitor on this machine
 
 Chromium's own CPU is not counted (it is another process); on two cores the browsers slow
 the wall time, not the server's CPU seconds.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,6 +128,18 @@ def measure(browser, model: str, visitors: int, rounds: int, root: Path,
     return out
 
 
+def floor_checkout(folder: Path) -> Path:
+    """A folder that serves benchmarks/floor_app.py as its app.py, with this checkout's
+    Streamlit configuration and static-files middleware."""
+    (folder / ".streamlit").mkdir(parents=True)
+    (folder / "mha_viz" / "server").mkdir(parents=True)
+    shutil.copy(HERE / "floor_app.py", folder / "app.py")
+    shutil.copy(ROOT / ".streamlit" / "config.toml", folder / ".streamlit" / "config.toml")
+    shutil.copy(ROOT / "mha_viz" / "server" / "static_assets.py",
+                folder / "mha_viz" / "server" / "static_assets.py")
+    return folder
+
+
 def print_profile(folder: Path, top: int = 30) -> None:
     """The page runs' profiles merged: functions by their own time, then by cumulative."""
     import pstats
@@ -155,12 +171,17 @@ def main(argv=None) -> int:
                              "(read them with pstats: callers of what costs)")
     parser.add_argument("--skip-measure", action="store_true",
                         help="only the profiled round (with --profile)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also a page with a title, a text area and one chart, served "
+                             "the same way (benchmarks/floor_app.py)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    floor = Path(tempfile.mkdtemp(prefix="mha-viz-floor-"))
     checkouts = [("this checkout", ROOT, ())] + (
         [("baseline", args.baseline.resolve(), tuple(args.baseline_hide))]
-        if args.baseline else [])
+        if args.baseline else []) + (
+        [("floor", floor_checkout(floor / "app"), ())] if args.floor else [])
     results = {}
     with sync_playwright() as playwright:
         browser = launch(playwright, args.chromium)
@@ -173,6 +194,7 @@ def main(argv=None) -> int:
                 print_profile(args.profile)
         finally:
             browser.close()
+            shutil.rmtree(floor, ignore_errors=True)
     print(f"server CPU per visitor, {args.visitors} visitors at once on Attention maps "
           f"({args.model}), median of {args.rounds} rounds:")
     for label, rows in results.items():
@@ -181,7 +203,10 @@ def main(argv=None) -> int:
             wall = statistics.median(w for _, w in rows[name])
             line = (f"  {label:13s} {name:15s}: {cpu:.3f} s CPU a visitor (target <= "
                     f"{target}), every page drawn after {wall:.1f} s")
-            if label != "this checkout" and "this checkout" in results:
+            if label == "floor":
+                line = (f"  {label:13s} {name:15s}: {cpu:.3f} s CPU a visitor (a title, a "
+                        f"text area and one chart), every page drawn after {wall:.1f} s")
+            elif label != "this checkout" and "this checkout" in results:
                 ours = statistics.median(c for c, _ in results["this checkout"][name])
                 line += f"; this checkout / baseline {ours / cpu:.2f}"
             print(line)
