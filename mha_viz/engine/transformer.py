@@ -123,6 +123,19 @@ class Block(nn.Module):
             memory.kept.append(weights)
         return h + attended if self.pre_ln else self.ln_cross(h + attended)
 
+    def self_attention(self, h, hooks=None, **attention):
+        """The layer's self-attention on h, the stream entering it: -> (h as the hooks left
+        it, the heads' output [B, T, d] before any post-norm, weights). attention: what
+        MultiHeadAttention.forward takes; hooks: see forward (resid_pre, attn_in, the
+        attention's own points)."""
+        attn_in = h
+        if hooks is not None:
+            h = hooks("resid_pre", self.layer, h)
+            attn_in = hooks("attn_in", self.layer, h)
+        attended, weights = self.attn(self.attention_input(attn_in), hooks=hooks,
+                                      layer=self.layer, **attention)
+        return h, attended, weights
+
     def forward(self, h, *, bias=None, head_mask=None, ablation="zero", attention_mask=None,
                 weights_out=None, rotary=None, query_chunk=None, causal=False, hooks=None,
                 past=None, memory=None, head_window=None):
@@ -136,15 +149,10 @@ class Block(nn.Module):
         encoder output and what it needs, a CrossInput; its weights go to memory.kept.
         head_window: this layer's sink + window restriction (windows.HeadWindow) or None."""
         layer = self.layer
-        attn_in = h
-        if hooks is not None:
-            h = hooks("resid_pre", layer, h)
-            attn_in = hooks("attn_in", layer, h)
-        attended, weights = self.attn(
-            self.attention_input(attn_in), bias=bias, head_mask=head_mask, ablation=ablation,
+        h, attended, weights = self.self_attention(
+            h, hooks, bias=bias, head_mask=head_mask, ablation=ablation,
             attention_mask=attention_mask, weights_out=weights_out, rotary=rotary,
-            query_chunk=query_chunk, causal=causal, hooks=hooks, layer=layer, past=past,
-            head_window=head_window)
+            query_chunk=query_chunk, causal=causal, past=past, head_window=head_window)
         if self.post_norms:
             attended = self.ln_attn_out(attended)
         if hooks is not None:
@@ -342,14 +350,22 @@ class TransformerStack(nn.Module):
             k = apply_rotary(k, *rotary)
         return k, v
 
-    def weights_by_layer(self, h, bias, attention_mask):
+    def weights_by_layer(self, h, bias, attention_mask, hooks=None):
         """Every layer on h, yielding (layer, weights [B, H, T, T] numpy) as each is computed:
-        only the hidden state is kept between layers (corpus mode reads maps while fresh)."""
+        only the hidden state is kept between layers (corpus mode reads maps while fresh).
+        The last layer runs its self-attention only: nothing reads what follows (its output
+        projection's result and its MLP, a tenth of a 6-layer model's forward). hooks: as
+        run_layers takes them (value norms read at "v")."""
+        last = self.config.n_layer - 1
         with torch.inference_mode():
-            for layer in range(self.config.n_layer):
-                h, kept = self.run_layers(h, layer, layer + 1, bias,
-                                          attention_mask=attention_mask, keep_attentions=True)
+            for layer in range(last):
+                h, kept = self.run_layers(h, layer, layer + 1, bias, attention_mask=attention_mask,
+                                          keep_attentions=True, hooks=hooks)
                 yield layer, to_numpy(kept[0])
+            _, _, weights = self.blocks[last].self_attention(
+                h, hooks, bias=bias, attention_mask=attention_mask,
+                rotary=self.rotary_rows(0, h.shape[1], last), causal=self.config.causal)
+            yield last, to_numpy(weights)
 
     def run_layers(self, h, start=0, stop=None, bias=None, *, head_mask=None, ablation="zero",
                    attention_mask=None, attentions_out=None, keep_attentions=False,

@@ -106,14 +106,11 @@ def weights_by_layer(network, h, bias, mask, weights: str = "attention"):
         yield from network.weights_by_layer(h, bias, mask)
         return
     norms = ValueNorms(network)
-    with torch.inference_mode():
-        for layer in range(network.config.n_layer):
-            h, kept = network.run_layers(h, layer, layer + 1, bias, attention_mask=mask,
-                                         keep_attentions=True, hooks=norms)
-            found, values = to_numpy(kept[0]), to_numpy(norms.norms.pop(layer))
-            for sequence in range(found.shape[0]):
-                weigh_rows(found[sequence], values[sequence])
-            yield layer, found
+    for layer, found in network.weights_by_layer(h, bias, mask, hooks=norms):
+        values = to_numpy(norms.norms.pop(layer))
+        for sequence in range(found.shape[0]):
+            weigh_rows(found[sequence], values[sequence])
+        yield layer, found
 
 
 def weigh_maps(maps, norms: np.ndarray, normalized: bool = True):
