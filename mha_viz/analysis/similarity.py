@@ -36,12 +36,8 @@ _LN2 = math.log(2.0)
 _TINY = np.float32(np.finfo(np.float32).tiny)
 # Elements per block of head pairs (float32): small enough to stay in cache.
 _PAIR_BLOCK = 1 << 15
-# Elements (rows x kept keys) per chunk of query rows.
+# Kept elements (each row's keys that some head attends to) per chunk of query rows.
 _ROW_BLOCK = 1 << 11
-# A chunk's rows see at least this share of the keys it keeps: a causal row sees its past only,
-# so rows of like widths go together (16 rows of 128 causal tokens, N=270 heads: 0.75x the
-# time of one chunk), while a bidirectional map's rows, all of one width, stay in one chunk.
-_KEPT_SHARE = 0.75
 
 
 def head_labels(n_layer: int, n_head: int) -> list[str]:
@@ -72,9 +68,9 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
     Uses JS(p, q) = 0.5 sum p ln p + 0.5 sum q ln q - sum m ln m, with
     sum m ln m = 0.5 sum u ln u - 0.5 ln 2 sum u, u = p + q, so that the only per-pair work is
     one add, one log and one dot product per element (numpy float32 in cache-sized blocks;
-    the sums over rows and the per-head terms in float64). Keys to which every head gives
-    exactly 0 weight in a chunk of rows (e.g. the masked upper triangle of a causal model) are
-    skipped: there p' = q' = m' = s / n, and such a key adds exactly 0 to JS.
+    the sums over rows and the per-head terms in float64). A row's keys to which every head
+    gives exactly 0 weight (e.g. a causal row's future) are skipped: there p' = q' = m' = s / n,
+    and such a key adds exactly 0 to JS.
     Chunks of rows are shared out to ``n_threads`` Python threads (numpy releases the GIL);
     no OpenMP, so an oversubscribed machine slows down gracefully.
     """
@@ -89,38 +85,29 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
         if not all_keys:
             block = block[:, :, keys]
         nonzero |= (block != 0).any(axis=0)
-    nonzero_counts = np.maximum(nonzero.sum(axis=1), 1)
+    kept_counts = nonzero.sum(axis=1)
 
-    # Chunks of rows: grow until rows x (largest kept key count) reaches _ROW_BLOCK, or until
-    # the next row would leave the chunk's rows seeing less than _KEPT_SHARE of its keys.
+    # Chunks of rows of about _ROW_BLOCK kept elements in all: each row's kept keys are
+    # gathered, so a causal row's masked keys are never read, and a chunk is one flat width.
     chunks, start = [], 0
     while start < len(rows):
-        stop, widest, seen = start, 0, 0
-        while stop < len(rows):
-            width = int(nonzero_counts[stop])
-            grown = max(widest, width)
-            if stop > start and seen + width < _KEPT_SHARE * (stop - start + 1) * grown:
-                break
-            widest, seen, stop = grown, seen + width, stop + 1
-            if (stop - start) * widest >= _ROW_BLOCK:
-                break
-        chunks.append((start, stop))
+        stop, seen = start + 1, int(kept_counts[start])
+        while stop < len(rows) and seen + kept_counts[stop] <= _ROW_BLOCK:
+            seen, stop = seen + int(kept_counts[stop]), stop + 1
+        if seen:
+            chunks.append((start, stop))
         start = stop
 
     def load(chunk):
         start, stop = chunk
-        columns = np.flatnonzero(nonzero[start:stop].any(axis=0))
-        if columns.size == 0:
-            columns = np.arange(1)
         raw = flat[:, rows[start:stop]]
         if renormalize:
             raw = raw[:, :, keys].astype(np.float32)
             sums = raw.sum(axis=-1, keepdims=True)
             np.divide(raw, sums, out=raw, where=sums > 0)
-            raw = raw[:, :, columns]
-        elif columns.size < n_keys:
-            raw = raw[:, :, keys[columns]]
-        p = np.array(raw, dtype=np.float32, order="C")
+        elif not all_keys:
+            raw = raw[:, :, keys]
+        p = np.ascontiguousarray(raw[:, nonzero[start:stop]], dtype=np.float32)  # [N, kept]
         if smoothing:
             p *= np.float32(1.0 - smoothing)
             p += np.float32(smoothing / n_keys)
@@ -138,15 +125,14 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
                 chunk = next(queue, None)
             if chunk is None:
                 return pair_sums, plogp_total, mass_total
-            p = load(chunk)
-            width = p.shape[1] * p.shape[2]
-            plogp_total += _xlogx_sum(p.reshape(n_head, width), exact_zero)
-            mass_total += p.reshape(n_head, width).sum(axis=-1, dtype=np.float64)
+            flat_p = load(chunk)
+            width = flat_p.shape[1]
+            plogp_total += _xlogx_sum(flat_p, exact_zero)
+            mass_total += flat_p.sum(axis=-1, dtype=np.float64)
             per_block = max(1, _PAIR_BLOCK // width)
             size = min(per_block, n_head)
             buf_u = np.empty((size, width), dtype=np.float32)
             buf_l = np.empty((size, width), dtype=np.float32)
-            flat_p = p.reshape(n_head, width)
             for a in range(n_head - 1):
                 pa = flat_p[a]
                 for b0 in range(a + 1, n_head, per_block):
