@@ -2,7 +2,8 @@
 
 Throughput: tokens per second of corpus.run (statistics streamed per segment) against a plain
 batched forward of the same padded batches that keeps nothing, measured in the same process
-one after the other, alternated (the median of --repeats); target ratio >= 0.9. Memory: peak resident memory of a run over 100 and
+one after the other, alternated (the median of --repeats); target ratio >= 0.9. The corpus is
+the demo corpus's paragraphs joined into documents, so that segments are --seg-len tokens long. Memory: peak resident memory of a run over 100 and
 over 1,000 segments, each in a fresh process; target: flat.
 
     python benchmarks/corpus.py [--models minilm smollm2] [--seg-len 128] [--segments 64]
@@ -38,12 +39,26 @@ def plain_forward(model, segments, batch_size: int) -> None:
             model.network(input_ids, attention_mask=mask)
 
 
+def documents(paragraphs: list[str], seg_len: int) -> list[str]:
+    """The demo corpus's paragraphs (about 80 tokens each) joined in order into documents of
+    at least 8 characters a token of seg_len, so that segments are seg_len tokens long, as a
+    corpus of long documents gives them, not a paragraph's length."""
+    out, current = [], []
+    for paragraph in paragraphs:
+        current.append(paragraph)
+        if sum(len(p) + 1 for p in current) >= 8 * seg_len:
+            out.append(" ".join(current))
+            current = []
+    return out + ([" ".join(current)] if current else [])
+
+
 def throughput(name: str, seg_len: int, n_segments: int, stats: list[str],
                repeats: int = 3) -> dict:
     from mha_viz import corpus, load_model
 
     model = load_model(name)
-    segments = corpus.segment(model, corpus.demo_texts(), seg_len, max_segments=n_segments)
+    segments = corpus.segment(model, documents(corpus.demo_texts(), seg_len), seg_len,
+                              max_segments=n_segments)
     batch = corpus.default_batch_size(model, seg_len)
     plain_forward(model, corpus.Segments(segments.ids[:batch], seg_len, 1, 0), batch)  # warm
     rows = {"plain forward": [], "corpus.run": []}
@@ -95,7 +110,8 @@ def main(argv=None) -> int:
         for name in args.models:
             row = throughput(name, args.seg_len, args.segments, stats, args.repeats)
             ratio = row["corpus.run"] / row["plain forward"]
-            print(f"{name}: {row['segments']} segments, {row['tokens']:,} tokens, batch "
+            print(f"{name}: {row['segments']} segments, {row['tokens']:,} tokens "
+                  f"({row['tokens'] / row['segments']:.0f} a segment), batch "
                   f"{row['batch']}: plain forward {row['plain forward']:,.0f} tok/s, "
                   f"corpus.run {row['corpus.run']:,.0f} tok/s, ratio {ratio:.2f} "
                   f"(target >= 0.9, issue 59)", flush=True)
