@@ -3,7 +3,8 @@
 Throughput: tokens per second of corpus.run (statistics streamed per segment) against a plain
 batched forward of the same padded batches that keeps nothing, measured in the same process
 one after the other, alternated (the median of --repeats); target ratio >= 0.9. The corpus is
-the demo corpus's paragraphs joined into documents, so that segments are --seg-len tokens long. Memory: peak resident memory of a run over 100 and
+the demo corpus's paragraphs joined into documents, cut into segments of --seg-len tokens (a
+document's shorter last piece is left out). Memory: peak resident memory of a run over 100 and
 over 1,000 segments, each in a fresh process; target: flat.
 
     python benchmarks/corpus.py [--models minilm smollm2] [--seg-len 128] [--segments 64]
@@ -58,7 +59,7 @@ def throughput(name: str, seg_len: int, n_segments: int, stats: list[str],
 
     model = load_model(name)
     segments = corpus.segment(model, documents(corpus.demo_texts(), seg_len), seg_len,
-                              max_segments=n_segments)
+                              min_len=seg_len, max_segments=n_segments)  # whole ones only
     batch = corpus.default_batch_size(model, seg_len)
     plain_forward(model, corpus.Segments(segments.ids[:batch], seg_len, 1, 0), batch)  # warm
     rows = {"plain forward": [], "corpus.run": []}
