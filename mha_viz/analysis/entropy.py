@@ -37,6 +37,8 @@ __all__ = ["row_entropy", "entropy", "entropy_scales", "uniform_entropy", "max_r
 
 # Elements per chunk of maps (float32 work arrays; chunks are shared out to threads).
 _CHUNK_ELEMENTS = 1 << 22
+# Rows of a causal map's band: each band reads the keys up to its last row only.
+_CAUSAL_BAND = 64
 
 
 def uniform_entropy(n):
@@ -183,8 +185,19 @@ class RowEntropy:
 
         def piece(bounds):
             a, b = bounds
-            return _entropy_block(rows[:, a:b], None if visible_f is None else visible_f[a:b],
-                                  spread[a:b], self.smoothing)
+            if not self.causal or visible_f is None:
+                return _entropy_block(rows[:, a:b],
+                                      None if visible_f is None else visible_f[a:b],
+                                      spread[a:b], self.smoothing)
+            # A causal row sees no key past itself: bands of rows, each reading the keys up to
+            # its last row only, skip most of the masked half (their mass is dropped anyway).
+            parts = []
+            for c in range(a, b, _CAUSAL_BAND):
+                d = min(b, c + _CAUSAL_BAND)
+                keys = min(width, start + d)
+                parts.append(_entropy_block(rows[:, c:d, :keys], visible_f[c:d, :keys],
+                                            spread[c:d], self.smoothing))
+            return np.concatenate(parts, axis=-1)
 
         pieces = row_pieces(stop - start, rows.shape[0] * width, _CHUNK_ELEMENTS)
         for (a, b), values in zip(pieces, thread_map(piece, pieces)):
