@@ -274,7 +274,8 @@ def test_training_again_with_the_seed_gives_the_same_checkpoints(tmp_path):
             if k < len(bundled) - 1:
                 np.testing.assert_allclose(mine, theirs, atol=2e-3, rtol=0, err_msg=name)
             else:
-                drift = np.linalg.norm(mine - theirs) / np.linalg.norm(theirs)
+                size = np.linalg.norm(theirs)  # a bias of zeros: the absolute drift
+                drift = np.linalg.norm(mine - theirs) / (size if size else 1.0)
                 assert drift < 0.15, (name, drift)
     assert again.held_out_texts() == bundled.held_out_texts()
     np.testing.assert_allclose(again.training_loss()[1], bundled.training_loss()[1], atol=0.02)
