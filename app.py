@@ -9,7 +9,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go  # Streamlit has imported it already
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 
@@ -20,33 +19,34 @@ def _warm_start() -> None:
 
 @asynccontextmanager
 async def prepare_on_start(_app):
-    # Pages run under st.navigation from the first visitor on: else Streamlit (1.67) runs a
-    # link to /Attention_Maps as that file alone, then again (a whole run before the figure)
-    PagesManager.uses_pages_directory = False
+    # Streamlit (1.67) as a server: pages under st.navigation from the first visitor on (else a
+    # link to a page ran alone, then again: a whole run before the figure), and no REPL check
+    # once a process (its inspect.stack() read every frame's source: 0.2-0.5 s of a first page)
+    st.runtime.pages_manager.PagesManager.uses_pages_directory = False
+    st.delta_generator._use_warning_has_been_displayed = True
     threading.Thread(target=_warm_start, daemon=True, name="mha-viz warm start").start()
     yield
 
 
 def _charts_code_early():
     """A new session's first run, before the library's import: an empty chart, hidden, so the tab
-    compiles plotly.js (a second) while the library and model load. -> its holder, or None."""
+    compiles plotly.js (a second) while the library and model load. -> what removes it."""
     holder = st.sidebar.empty()  # in every run: the sidebar's elements keep their places
     if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
-        return None
+        return lambda: None
     import pandas  # noqa: F401  plotly reads it if imported: this waits for the warm start's import
     with holder.container(key="_mv_charts_early"):
         st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
         st.plotly_chart(go.Figure(layout=dict(height=10, template="none")),  # no 6.5 kB template
                         theme=None, key="_mv_charts_early_c", config={"staticPlot": True})
-    return holder
+    return holder.empty
 
 
 if __name__ == "__main__":  # a visitor's script run
-    early_chart = _charts_code_early()
+    remove_early_chart = _charts_code_early()
     from mha_viz import ui
     from mha_viz.ui.views import home as home_view
-    if early_chart is not None:
-        early_chart.empty()
+    remove_early_chart()
     try:  # every page listed: Streamlit folds a list past 12 pages behind "View N more"
         with ui.profiled_run():  # MHA_VIZ_PROFILE=FOLDER: a profile of each run, else nothing
             st.navigation(ui.app_pages(home_view.home), expanded=True).run()

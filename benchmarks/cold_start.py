@@ -1,7 +1,8 @@
 """From `streamlit run app.py` to the first figure on Attention maps (issue 59, target <= 5 s):
-a cold start (nothing kept on disk: no weights cache, no prepared results) and a second start
-(what the first one kept), each opened in a new tab of a browser never used before the moment
-the server answers its health check, as shipped (the warm start on, the default model). Then
+a cold start (nothing kept on disk: no weights cache, no prepared results; the modules'
+bytecode compiled, as in the Docker image) and a second start (what the first one kept),
+each opened in a new tab of a browser never used before the moment the server answers its
+health check, as shipped (the warm start on, the default model). Then
 where the seconds go, each step timed in a fresh process of its own: the imports of the server
 and of the first page (`python -X importtime`, summed by top-level package), the default
 model's load (the GGUF dequantized, and read back from the weights cache) and its first trace.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -29,6 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from _browser import free_port, launch, stop_server  # noqa: E402
 from page_open import DONE  # noqa: E402 (every chart drawn and laid out)
+from visitors import cpu_seconds  # noqa: E402
 from warm_start import start  # noqa: E402
 
 # at least one of the page's Plotly figures drawn (its SVG is in the page): a figure of the
@@ -39,9 +42,12 @@ FIRST = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(
           && gd.querySelector('.main-svg'))"""
 
 
-def one_start(browser, model: str, kept: Path, root: Path = ROOT) -> tuple[float, float, float]:
-    """(health, first figure, every figure) in seconds from the server process's start, with
-    the weights cache and the prepared results in kept; the app of the checkout at root."""
+def one_start(browser, model: str, kept: Path,
+              root: Path = ROOT) -> tuple[float, float, float, float]:
+    """(health, first figure, every figure) in seconds from the server process's start, and
+    the server's CPU seconds (every thread) at the first figure, with the weights cache and the
+    prepared results in kept; the app of the checkout at root. The CPU seconds vary less than
+    the wall time on a machine whose two cores the browser shares."""
     port = free_port()
     env = {"MHA_VIZ_WEIGHTS_CACHE": str(kept / "weights")}
     with tempfile.TemporaryDirectory() as folder:
@@ -55,10 +61,11 @@ def one_start(browser, model: str, kept: Path, root: Path = ROOT) -> tuple[float
             tab.goto(f"http://127.0.0.1:{port}/Attention_Maps")
             tab.wait_for_function(FIRST, polling=20)
             first = time.perf_counter() - started
+            cpu = cpu_seconds(process.pid)
             tab.wait_for_function(DONE, polling=50)
             done = time.perf_counter() - started
             context.close()
-            return healthy, first, done
+            return healthy, first, done, cpu
         finally:
             stop_server(process)
 
@@ -70,9 +77,11 @@ def server_starts(model: str, repeats: int, chromium: str, baseline: Path | None
     from playwright.sync_api import sync_playwright
 
     roots = {"this": ROOT} | ({"baseline": baseline} if baseline else {})
+    for root in roots.values():
+        compiled(root)
     print(f"model {model}; {repeats} pair(s) of starts each; seconds from the server "
           f"process's start")
-    print("checkout | start  | health | first figure | every figure")
+    print("checkout | start  | health | first figure | every figure | server CPU at first")
     rows = collections.defaultdict(list)
     with sync_playwright() as playwright:
         browser = launch(playwright, chromium)
@@ -83,17 +92,36 @@ def server_starts(model: str, repeats: int, chromium: str, baseline: Path | None
                         times = one_start(browser, model, Path(kept), root)
                         rows[name, label].append(times)
                         print(f"{name:8} | {label:6} | {times[0]:6.2f} | {times[1]:12.2f} | "
-                              f"{times[2]:12.2f}", flush=True)
+                              f"{times[2]:12.2f} | {times[3]:19.2f}", flush=True)
         browser.close()
     first = {key: statistics.median(r[1] for r in runs) for key, runs in rows.items()}
+    cpu = {key: statistics.median(r[3] for r in runs) for key, runs in rows.items()}
     for name in roots:
         cold, second = first[name, "cold"], first[name, "second"]
         print(f"{name}: median first figure cold {cold:.2f} s, second {second:.2f} s "
-              f"(second/cold {second / cold:.2f})")
+              f"(second/cold {second / cold:.2f}); server CPU at the first figure cold "
+              f"{cpu[name, 'cold']:.2f} s, second {cpu[name, 'second']:.2f} s")
     if baseline:
-        print("this/baseline: " + ", ".join(
-            f"{label} {first['this', label] / first['baseline', label]:.2f}"
-            for label in ("cold", "second")))
+        for what, figures in (("first figure", first), ("server CPU", cpu)):
+            print(f"this/baseline, {what}: " + ", ".join(
+                f"{label} {figures['this', label] / figures['baseline', label]:.2f}"
+                for label in ("cold", "second")))
+
+
+def compiled(root: Path) -> None:
+    """The checkout's modules compiled to bytecode, as the Docker image's are and as any start
+    after the first leaves them, unless PYTHONDONTWRITEBYTECODE is set (as on some machines,
+    where every start compiled the app's ~270 modules again: 0.2-0.4 s, measured nowhere
+    else). Said when it was needed."""
+    missing = [path for folder in ("app.py", "pages", "mha_viz")
+               for path in ([root / folder] if folder.endswith(".py")
+                            else sorted((root / folder).rglob("*.py")))
+               if not Path(importlib.util.cache_from_source(str(path))).is_file()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "app.py", "pages", "mha_viz"],
+                   cwd=root, check=True)  # writes the missing and the stale
+    if missing:
+        print(f"compiled {len(missing)} module(s) of {root} to bytecode (python -m compileall, "
+              f"as the Dockerfile does)")
 
 
 # what `streamlit run app.py` imports before it serves, then what the first page imports

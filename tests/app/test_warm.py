@@ -269,3 +269,32 @@ def test_the_servers_start_runs_every_page_under_the_navigation(monkeypatch):
             return PagesManager.uses_pages_directory
 
     assert asyncio.run(start_and_look()) is False
+
+
+def test_the_servers_first_element_does_not_look_for_a_repl(monkeypatch):
+    """app.py's lifespan: Streamlit's first element of a process checks whether it runs in a
+    REPL with inspect.stack(), which reads the source of every frame (0.2-0.5 s of the first
+    visitor's first page, with torch's modules loaded); a server is never one."""
+    import asyncio
+    import importlib.util
+    import inspect
+
+    from streamlit import delta_generator
+
+    monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
+    stacks = []
+    monkeypatch.setattr(inspect, "stack", lambda *a, **k: stacks.append(1) or [("", "<x>")])
+    delta_generator._maybe_print_use_warning()  # Streamlit's own check, unchanged: it looks
+    assert stacks == [1]
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
+    spec = importlib.util.spec_from_file_location("mha_viz_served_app", ROOT / "app.py")
+    served = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served)
+
+    async def start_and_enqueue():
+        async with served.prepare_on_start(served.app):
+            delta_generator._maybe_print_use_warning()  # what DeltaGenerator._enqueue calls
+
+    asyncio.run(start_and_enqueue())
+    assert stacks == [1]
