@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 import streamlit as st
+from plotly.basedatatypes import BaseFigure
 
 from .. import plots
 from ..maps.trace import AttentionTrace
@@ -108,15 +109,30 @@ def show_figure(fig, key: str, *, on_select: Callable | None = None, width="stre
 def show_built(build: Callable, *args, key: str, on_select: Callable | None = None,
                selection_mode="points", alt: str | None = None, share: float = 1.0,
                **kwargs):
-    """show_figure(build(*args, **kwargs), ...) with the figure built and laid out once for
-    every session that asks the same build for the same screen and input (a class opening a
-    page on one text): kept in a store of figures, under the build's result_key, the screen
-    and the run's input, and only read after (st.plotly_chart copies what it sends)."""
+    """show_figure(build(*args, **kwargs), ...) with the figure built, laid out and turned into
+    what st.plotly_chart sends once for every session that asks the same build for the same
+    screen and input (a class opening a page on one text): kept in a store of figures, under
+    the build's result_key, the screen and the run's input, and only read after."""
     screen, meta = figure_screen(share), st.session_state.get("_mv_meta")
     shared = f"{result_key(build, *args, **kwargs)}|{screen}|{sorted((meta or {}).items())}"
-    fig, width = figure_store().get_or_compute(
-        shared, lambda: _laid_out(build(*args, **kwargs), screen, meta, "stretch"))
+    def built():
+        fig, width = _laid_out(build(*args, **kwargs), screen, meta, "stretch")
+        return _SentFigure(fig), width
+    fig, width = figure_store().get_or_compute(shared, built)
     return _chart(fig, key, width, on_select, selection_mode, alt)
+
+
+class _SentFigure(BaseFigure):
+    """A figure sent as it is to every session that shows it: the dict st.plotly_chart reads
+    of it (to_dict, all Streamlit 1.67 reads) made once. A figure's own to_dict deep-copies it
+    and writes its arrays as base64, for every session: a third of a shared page's run on the
+    server. The dict is never changed after; BaseFigure's __init__ is not run."""
+
+    def __init__(self, fig: BaseFigure):  # noqa: not BaseFigure's, on purpose (see above)
+        self._as_dict = fig.to_dict()
+
+    def to_dict(self) -> dict:
+        return self._as_dict
 
 
 def _laid_out(fig, screen: fit.Screen | None, meta: dict | None, width):

@@ -51,3 +51,28 @@ def test_a_second_visitor_on_the_same_text_reuses_the_figures(counted, monkeypat
     others = {c["layout"]["meta"]["input"] for c in theirs
               if "input" in c["layout"].get("meta", {})}
     assert len(shown) == 1 and len(others) == 1 and shown != others
+
+
+def _both_sent():  # an AppTest script: the figure sent by Streamlit as it is, and as shared
+    import numpy as np
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    from mha_viz.ui import output
+
+    z = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+    fig = go.Figure(go.Heatmap(z=z, x=list("abcdefgh")), layout=dict(meta={"input": "x"}))
+    st.plotly_chart(fig, theme=None, key="own")
+    st.plotly_chart(output._SentFigure(fig), theme=None, key="shared")
+
+
+def test_a_shared_figure_is_sent_as_streamlit_sends_the_figure_itself():
+    """ui.show_built hands st.plotly_chart a figure whose dict was made once; Streamlit's
+    own serialization of the figure itself is the reference (spec and element alike)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_both_sent).run()
+    assert not at.exception, texts(at.exception)
+    own, shared = at.get("plotly_chart")
+    assert own.proto.spec == shared.proto.spec and '"bdata"' in own.proto.spec
+    assert own.proto.config == shared.proto.config
