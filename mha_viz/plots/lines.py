@@ -60,7 +60,11 @@ def line_view(
         raise InputError(f"query {query} is outside the {shown} shown tokens.")
 
     edges = [min_weight] + [e for e in _LINE_BINS if e > min_weight] + [np.inf]
-    traces = []  # one go.Figure(data=traces) at the end: add_trace costs ~2 ms per call
+    esc = [_esc(t) for t in labels[:shown]]
+    # Traces as dicts, checked once by go.Figure(data=traces) at the end: a go.Scatter is
+    # checked when made and copied and checked again by the figure (half of a build), and
+    # add_trace costs ~2 ms per call
+    traces = []
     for k, h in enumerate(ids):
         colour = HEAD_COLOURS[k % len(HEAD_COLOURS)]
         name = head_name(layer, h) if layer is not None else f"H{h}"
@@ -85,12 +89,12 @@ def line_view(
             if qi.size <= 400:  # per-line hover only when it stays cheap
                 hover = []
                 for i, j in zip(qi, kj):
-                    s = (f"{name}: query {i + offset} '{_esc(labels[i])}' → key {j + offset} "
-                         f"'{_esc(labels[j])}': {w[i, j]:.3f}")
+                    s = (f"{name}: query {i + offset} '{esc[i]}' → key {j + offset} "
+                         f"'{esc[j]}': {w[i, j]:.3f}")
                     hover += [s, s, None]
             traces.append(
-                go.Scatter(
-                    x=xs, y=ys,  # NaN breaks the line (connectgaps=False)
+                dict(
+                    type="scatter", x=xs, y=ys,  # NaN breaks the line (connectgaps=False)
                     mode="lines",
                     line=dict(color=colour, width=0.6 + 3.0 * mid),
                     opacity=float(np.clip(0.15 + 0.85 * mid / 0.7, 0.15, 1.0)),
@@ -103,16 +107,15 @@ def line_view(
                 )
             )
         # Legend entry at full opacity (the bins are faint); clicking it toggles the group.
-        traces.append(go.Scatter(x=[None], y=[None], mode="lines", name=name,
-                                 line=dict(color=colour, width=3), legendgroup=name,
-                                 hoverinfo="skip"))
+        traces.append(dict(type="scatter", x=[None], y=[None], mode="lines", name=name,
+                           line=dict(color=colour, width=3), legendgroup=name,
+                           hoverinfo="skip"))
     pos = np.arange(shown)
-    esc = [_esc(t) for t in labels[:shown]]
     for side, x, anchor in (("query", 0.0, "middle left"), ("key", 1.0, "middle right")):
         traces.append(
-            go.Scatter(
-                x=np.full(shown, x), y=pos, mode="text", text=esc, textposition=anchor,
-                customdata=pos + offset,
+            dict(
+                type="scatter", x=np.full(shown, x), y=pos, mode="text", text=esc,
+                textposition=anchor, customdata=pos + offset,
                 hovertext=[f"{side} {i + offset} '{t}'" for i, t in enumerate(esc)],
                 hovertemplate="%{hovertext}<extra></extra>",
                 showlegend=False, name=f"{side} tokens",

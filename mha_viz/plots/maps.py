@@ -247,16 +247,14 @@ def model_view_grid(
     rows_of, heads = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
     rows_of, heads = rows_of.ravel(), heads.ravel()
     layers = rows_of + int(first_layer)
-    fig = go.Figure()
-    fig.add_trace(
-        go.Heatmap(
-            z=image, colorscale=_gap_scale(GRID_SCALE), zmin=0, zmax=255, showscale=False,
-            hoverinfo="skip", name="thumbnails",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=heads * step_c + centre_c,
+    # traces as dicts, checked once by the figure (a go.Heatmap and add_trace check twice)
+    fig = go.Figure(data=[
+        dict(
+            type="heatmap", z=image, colorscale=_gap_scale(GRID_SCALE), zmin=0, zmax=255,
+            showscale=False, hoverinfo="skip", name="thumbnails",
+        ),
+        dict(
+            type="scatter", x=heads * step_c + centre_c,
             y=rows_of * step_r + centre_r,
             mode="markers",
             # Fully transparent but still hoverable and clickable.
@@ -271,8 +269,8 @@ def model_view_grid(
             hovertemplate="%{hovertext}<extra></extra>",
             name="heads",
             showlegend=False,
-        )
-    )
+        ),
+    ])
     if selected is not None:
         sl, sh = selected
         if first_layer == 0 and not (0 <= sl < n_layer and 0 <= sh < n_head):
