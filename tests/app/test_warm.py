@@ -160,17 +160,22 @@ def test_home_prepares_a_teachers_text_with_progress():
     assert stores._small_store().get(stored_key("ablation", "minilm", text))[0]
 
 
-def test_the_server_finds_the_app_and_its_warm_start():
+def _served_app():
+    """app.py imported as `streamlit run app.py` imports it (not __main__: no page is drawn)."""
     import importlib.util
 
+    spec = importlib.util.spec_from_file_location("mha_viz_served_app", ROOT / "app.py")
+    served = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served)
+    return served
+
+
+def test_the_server_finds_the_app_and_its_warm_start():
     from streamlit.web.server.app_discovery import discover_asgi_app
 
     found = discover_asgi_app(ROOT / "app.py")
     assert found.is_asgi_app and found.import_string.endswith(":app")
-    spec = importlib.util.spec_from_file_location("app", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # imported, as `streamlit run` does: no page is drawn
-    assert type(module.app).__name__ == "App"
+    assert type(_served_app().app).__name__ == "App"
 
 
 def test_the_warm_start_can_be_turned_off(monkeypatch):
@@ -254,15 +259,12 @@ def test_the_servers_start_runs_every_page_under_the_navigation(monkeypatch):
     app.py's st.navigation (Streamlit would otherwise run that page's file alone first, then
     again through app.py: a whole page run more before the first figure)."""
     import asyncio
-    import importlib.util
 
     from streamlit.runtime.pages_manager import PagesManager
 
     monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
     monkeypatch.setattr(PagesManager, "uses_pages_directory", None)  # a fresh server
-    spec = importlib.util.spec_from_file_location("mha_viz_served_app", ROOT / "app.py")
-    served = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(served)  # as `streamlit run app.py` imports it: not __main__
+    served = _served_app()
 
     async def start_and_look():
         async with served.prepare_on_start(served.app):
@@ -276,7 +278,6 @@ def test_the_servers_first_element_does_not_look_for_a_repl(monkeypatch):
     REPL with inspect.stack(), which reads the source of every frame (0.2-0.5 s of the first
     visitor's first page, with torch's modules loaded); a server is never one."""
     import asyncio
-    import importlib.util
     import inspect
 
     from streamlit import delta_generator
@@ -288,9 +289,7 @@ def test_the_servers_first_element_does_not_look_for_a_repl(monkeypatch):
     delta_generator._maybe_print_use_warning()  # Streamlit's own check, unchanged: it looks
     assert stacks == [1]
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
-    spec = importlib.util.spec_from_file_location("mha_viz_served_app", ROOT / "app.py")
-    served = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(served)
+    served = _served_app()
 
     async def start_and_enqueue():
         async with served.prepare_on_start(served.app):
