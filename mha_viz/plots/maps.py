@@ -396,46 +396,51 @@ def head_heatmap_row(
     k = len(arrays)
     per_row = max(1, min(per_row or k, k))
     n_rows = -(-k // per_row)
-    fig = make_subplots(rows=n_rows, cols=per_row,
-                        horizontal_spacing=0.03 if per_row > 1 else 0.0,
-                        vertical_spacing=0.3 / n_rows if n_rows > 1 else 0.0,
-                        subplot_titles=[_no_dollar(_esc(t)) for t in titles])
+    # make_subplots' grid laid out here, with its arithmetic (a figure of go.Heatmaps added
+    # one at a time checks every trace twice and relayouts once a map): maps fill the rows
+    # from the top, each cell's axes are numbered in that order, a title sits above each map
+    across = 0.03 if per_row > 1 else 0.0
+    down = 0.3 / n_rows if n_rows > 1 else 0.0
+    widths = [(1.0 - across * (per_row - 1)) / per_row] * per_row
+    heights = [(1.0 - down * (n_rows - 1)) / n_rows] * n_rows
     word = "weight" if f == 1 else "mean weight"
+    traces, layout, annotations = [], {}, []
     for i, z in enumerate(reduced):
-        fig.add_trace(
-            go.Heatmap(
-                z=z, x=np.arange(n), y=np.arange(n), coloraxis="coloraxis",
-                customdata=np.stack(np.broadcast_arrays(hover_labels[:, None],
-                                                        hover_labels[None, :]), axis=-1),
-                hovertemplate=(f"{_esc(titles[i])}<br>query %{{customdata[0]}} → key "
-                               f"%{{customdata[1]}}: %{{z:.3f}}<extra></extra>"),
-                hoverongaps=False, name=_esc(titles[i]),
-            ),
-            row=i // per_row + 1, col=i % per_row + 1,
-        )
+        row, col = divmod(i, per_row)
+        up = n_rows - 1 - row  # rows counted from the bottom, as the paper's y is
+        x0 = sum(widths[:col]) + col * across
+        y0 = sum(heights[:up]) + up * down
+        x_domain, y_domain = [x0, x0 + widths[col]], [y0, y0 + heights[-1 - row]]
         suffix = "" if i == 0 else str(i + 1)
-        first_in_row = i % per_row == 0
-        fig.update_layout({
-            f"xaxis{suffix}": dict(tickmode="array", tickvals=tickvals, ticktext=ticktext,
-                                   tickangle=-90, showgrid=False, zeroline=False,
-                                   range=[-0.5, n - 0.5], constrain="domain",
-                                   title=dict(text="key")),
-            f"yaxis{suffix}": dict(tickmode="array", tickvals=tickvals,
-                                   ticktext=ticktext if first_in_row else [""] * len(tickvals),
-                                   showgrid=False, zeroline=False, range=[n - 0.5, -0.5],
-                                   scaleanchor=f"x{suffix}", constrain="domain",
-                                   title=dict(text="query" if first_in_row else "")),
-        })
+        first_in_row = col == 0
+        traces.append(dict(
+            type="heatmap", z=z, x=np.arange(n), y=np.arange(n), coloraxis="coloraxis",
+            customdata=np.stack(np.broadcast_arrays(hover_labels[:, None],
+                                                    hover_labels[None, :]), axis=-1),
+            hovertemplate=(f"{_esc(titles[i])}<br>query %{{customdata[0]}} → key "
+                           f"%{{customdata[1]}}: %{{z:.3f}}<extra></extra>"),
+            hoverongaps=False, name=_esc(titles[i]), xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+        ))
+        layout[f"xaxis{suffix}"] = dict(
+            anchor=f"y{suffix}", domain=x_domain, tickmode="array", tickvals=tickvals,
+            ticktext=ticktext, tickangle=-90, showgrid=False, zeroline=False,
+            range=[-0.5, n - 0.5], constrain="domain", title=dict(text="key"))
+        layout[f"yaxis{suffix}"] = dict(
+            anchor=f"x{suffix}", domain=y_domain, tickmode="array", tickvals=tickvals,
+            ticktext=ticktext if first_in_row else [""] * len(tickvals), showgrid=False,
+            zeroline=False, range=[n - 0.5, -0.5], scaleanchor=f"x{suffix}",
+            constrain="domain", title=dict(text="query" if first_in_row else ""))
+        if titles[i]:
+            annotations.append(dict(
+                y=y_domain[1], xref="paper", x=sum(x_domain) / 2.0, yref="paper",
+                text=_no_dollar(_esc(titles[i])), showarrow=False, font=dict(size=13),
+                xanchor="center", yanchor="bottom"))
     notes = []
     if f > 1:
         notes.append(f"downsampled {f}× for display (block mean over {f}×{f} cells)")
     if causal:
         notes.append("grey = masked (causal)")
-    layout = fig.layout.to_plotly_json()
-    layout.pop("template", None)
-    for annotation in layout.get("annotations", []):
-        annotation["font"] = dict(size=13)
-    fig = go.Figure(data=fig.data, layout=layout)
+    fig = go.Figure(data=traces)
     if title:
         head = _title(title, "; ".join(notes))
     elif notes:  # a note alone stays small
@@ -446,6 +451,8 @@ def head_heatmap_row(
         fig,
         head,
         height=height * n_rows,
+        annotations=annotations,
+        **layout,
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=0.0, cmax=top if top > 0 else 1.0,
                        colorbar=dict(title=dict(text=word), thickness=14)),
         plot_bgcolor=MASK_GREY if causal else "white",
