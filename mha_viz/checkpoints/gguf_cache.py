@@ -17,7 +17,9 @@ SmolLM2's load goes from seconds of numpy to a read of the page cache.
   as the GGUF's own dequantization gives them, bit for bit.
 - The tokenizer too: the `tokenizers` JSON the GGUF's vocabulary converts to, and its special
   tokens, so a second load neither converts it (transformers' GGUF converter) nor imports
-  transformers' model registry for it (0.5-0.7 s of a server's start on this machine).
+  transformers for it (0.8-1.4 s of a server's start on this machine): it hands out a
+  tokenizer_on_demand.FastTokenizerOnDemand, whose answers were compared with transformers'
+  built tokenizer when the cache was written (a GGUF whose answers differ is not cached).
 - Size: only GGUFs whose float32 tensors take at most MAX_CACHED_BYTES, and only when the disk
   has room; a cache that cannot be written is skipped (logged), never an error.
 """
@@ -40,13 +42,14 @@ from ..core.digest import digest
 from ..core.folders import kept_folder
 from ..core.errors import CorruptCheckpointError, UnsupportedModelError
 from .gguf_file import GGUFFile, fast_tokenizer
+from .tokenizer_on_demand import FastTokenizerOnDemand
 from .weights import LazyTensors, TensorInfo
 
 log = logging.getLogger("mha_viz.checkpoints")
 
 # bump when what is stored or how it is converted changes (2: the tokenizer kept too;
-# 3: word sums in place of CRC-32s)
-FORMAT = "mha-viz gguf cache 3"
+# 3: word sums in place of CRC-32s; 4: a kept tokenizer was checked against transformers')
+FORMAT = "mha-viz gguf cache 4"
 MAX_CACHED_BYTES = 2 << 30
 _HEAD_BYTES = 1 << 20
 _SUM_WIDTH = 16  # hex digits: the header is written once with zeros, then with the sums
@@ -93,6 +96,10 @@ class CachedGGUF(GGUFFile):
     def lazy_tensors(self) -> LazyTensors:
         return self._tensors
 
+    @property
+    def tokenizer_imports_transformers(self) -> bool:
+        return self._kept_tokenizer is None
+
     def tokenizer(self):
         kept = self._kept_tokenizer
         if kept is not None:
@@ -104,7 +111,7 @@ class CachedGGUF(GGUFFile):
                 log.warning("the weights cache's tokenizer for %s is unreadable (%s): "
                             "converting the GGUF's", self.path.name, error)
             else:
-                return fast_tokenizer(backend, kept["special"])
+                return FastTokenizerOnDemand(backend, kept["special"])
         return super().tokenizer()
 
 
@@ -219,11 +226,23 @@ class WritingGGUF(CachedGGUF):
         self._file.truncate(8 + len(first) + offset)
         self._data_start, self._header_size = 8 + len(first), len(first)
 
+    tokenizer_imports_transformers = True  # it converts the GGUF's
+
     def tokenizer(self):
         parts, self._parts = self._parts, None
-        if parts is not None:  # the backend converted for the header, handed over once
-            return fast_tokenizer(*parts)
-        return super().tokenizer()  # again: from the header's JSON
+        if parts is None:
+            return super().tokenizer()  # again: from the header's JSON
+        built = fast_tokenizer(*parts)  # the backend converted for the header, handed over
+        if self._file is not None:  # the next load answers from the kept JSON: as this one?
+            from tokenizers import Tokenizer
+
+            kept = self._kept_tokenizer
+            found = FastTokenizerOnDemand(Tokenizer.from_str(kept["backend"]),
+                                          kept["special"]).differences(built)
+            if found:
+                self._abandon(OSError("its tokenizer would not answer as transformers' does: "
+                                      + "; ".join(found[:3])))
+        return built
 
     def _header_bytes(self) -> bytes:
         self._header["__metadata__"] = {

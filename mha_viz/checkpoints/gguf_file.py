@@ -137,6 +137,9 @@ class GGUFFile:
                  for name, t in by_name.items()}
         return LazyTensors(infos, lambda name: self._dequantized(by_name[name], infos[name]))
 
+    # whether tokenizer() needs transformers (a cached GGUF's does not: gguf_cache)
+    tokenizer_imports_transformers = True
+
     def finish(self) -> None:
         """Called once the load has read the tensors it needs (gguf_cache writes its file)."""
 

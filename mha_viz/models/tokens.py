@@ -39,6 +39,14 @@ class Tokenizing:
         # and truncation is a setting on it: app sessions share one Model, so they take turns.
         self._tokenizer_lock = threading.Lock()
 
+    def build_tokenizer(self) -> None:
+        """A tokenizer built on demand (a cached GGUF's: checkpoints.tokenizer_on_demand) built
+        now, importing transformers, so that no visitor's run waits for that import later;
+        nothing for any other tokenizer."""
+        build = getattr(self.tokenizer, "built", None)
+        if callable(build):
+            build()
+
     def identity(self) -> tuple:
         """What names this model in a stored result's key (core.digest): the checkpoint it
         read and where its weights sit (the same checkpoint in another dtype computes other

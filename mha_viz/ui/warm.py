@@ -91,8 +91,12 @@ def prepare(model_name: str, text: str, pair: str | None = None,
         step()
         if progress is not None:
             progress(done, len(steps), what)
-        if done == 1 and after_maps is not None:
-            after_maps()
+        if done == 1:
+            if after_maps is not None:
+                after_maps()
+            # a cached GGUF's trace needs no transformers; a visitor's later question of its
+            # tokenizer would wait for its import (a second): built now, before the rest
+            model.build_tokenizer()
 
 
 def _warm(page: str, at_start: bool) -> set[str]:
