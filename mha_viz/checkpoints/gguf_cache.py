@@ -12,7 +12,9 @@ SmolLM2's load goes from seconds of numpy to a read of the page cache.
   garbled, not safetensors) is refused and rewritten. A sum, not a CRC: the check is on the
   way to a server's first figure, and the sum runs at the memory's speed (SmolLM2's 540 MB:
   0.07 s on a 2-core machine, zlib's CRC-32 0.21-0.28 s). Written to a temporary
-  name and renamed, so a crash mid-write leaves no half file under the cache's name.
+  name and renamed, so a crash mid-write leaves no half file under the cache's name; the
+  temporary file of a writer killed mid-write is removed by the next write of that cache
+  file, once it is an hour old and its writer is gone.
 - Read with safetensors (a header of JSON and raw bytes), never pickle; the tensors are float32
   as the GGUF's own dequantization gives them, bit for bit.
 - The tokenizer too: the `tokenizers` JSON the GGUF's vocabulary converts to, and its special
@@ -32,6 +34,7 @@ import os
 import shutil
 import struct
 import threading
+import time
 from importlib import metadata as package_metadata
 from pathlib import Path
 
@@ -186,6 +189,36 @@ def read_cache(target: Path, identity: str, source: Path | None = None) -> Cache
                       LazyTensors(infos, tensors.__getitem__), tokenizer)
 
 
+# a write takes seconds: a temporary file this old whose writer is gone was abandoned
+ABANDONED_AFTER_SECONDS = 3600
+
+
+def _remove_abandoned(target: Path) -> None:
+    """The temporary files of target that a process killed mid-write left (no __del__ ran
+    in it), each as large as the cache (SmolLM2's: 540 MB): removed once they are an hour old
+    and their writer (the pid in the name) is not running; a live writer's are left alone."""
+    prefix = f".{target.name}."
+    for found in target.parent.glob(f"{prefix}*.tmp"):
+        try:
+            pid = int(found.name[len(prefix):].split(".")[0])
+            if time.time() - found.stat().st_mtime < ABANDONED_AFTER_SECONDS or _running(pid):
+                continue
+            found.unlink()
+            log.info("removed %s, left by a write that did not finish", found.name)
+        except (ValueError, OSError):  # not ours by its name, or gone meanwhile
+            continue
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's, or not a pid: keep the file
+        return True
+    return True
+
+
 def _word_sum(tensor) -> int:
     """The sum of the tensor's bytes read as 32-bit words, modulo 2^64 (float32 tensors only,
     as this cache keeps)."""
@@ -219,6 +252,7 @@ class WritingGGUF(CachedGGUF):
         self._written: set[str] = set()
         first = self._header_bytes()
         target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(target)
         self._temporary = target.with_name(
             f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         self._file = open(self._temporary, "wb")

@@ -270,3 +270,26 @@ def test_the_fast_tokenizer_equals_transformers_own_over_the_same_backend(gguf_p
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == saved
     for name in saved:
         assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "theirs" / name).read_bytes()
+
+
+def test_temporary_files_a_killed_write_left_are_removed(gguf_path, cache):
+    """A process killed while writing the cache leaves its temporary file (as large as the
+    cache): the next write removes it once it is an hour old and its writer is gone, and
+    leaves a recent one, or a running writer's, alone."""
+    import time
+
+    target = cached_file(cache, gguf_path)
+    cache.mkdir(parents=True)
+    abandoned = target.with_name(f".{target.name}.999999999.1.tmp")  # no such process
+    recent = target.with_name(f".{target.name}.999999998.1.tmp")
+    running = target.with_name(f".{target.name}.{os.getpid()}.7.tmp")  # this very process
+    other = target.with_name(f".{target.name}.x.tmp")  # not named as the cache names them
+    hours_ago = time.time() - 2 * gguf_cache.ABANDONED_AFTER_SECONDS
+    for path in (abandoned, recent, running, other):
+        path.write_bytes(b"half a cache")
+    for path in (abandoned, running, other):
+        os.utime(path, (hours_ago, hours_ago))
+    load_model(gguf_path)  # converts, and writes the cache
+    assert target.is_file()
+    assert not abandoned.exists()
+    assert recent.exists() and running.exists() and other.exists()
