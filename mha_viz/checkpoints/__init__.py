@@ -440,21 +440,6 @@ def load_gguf(path: Path, where: Placement = Placement(), limit: int | None = No
     from .gguf_cache import open_gguf
 
     gguf = open_gguf(path)  # read back from the weights cache when it holds this file
-    importing = None
-    if gguf.tokenizer_imports_transformers:
-        # transformers' import (0.5 s of Python on a first load) runs beside the GGUF's read,
-        # whose checksums and copies leave the GIL free; the tokenizer waits for it (the lock)
-        importing = threading.Thread(target=import_tokenizer_code, args=(True,), daemon=True,
-                                     name="mha-viz transformers import")
-        importing.start()
-    try:
-        return _load_opened_gguf(gguf, path, where, limit)
-    finally:
-        if importing is not None:
-            importing.join()
-
-
-def _load_opened_gguf(gguf, path: Path, where: Placement, limit: int | None):
     family = families.for_gguf_architecture(gguf.architecture)
     if family is None:
         raise UnsupportedModelError(
@@ -481,7 +466,7 @@ def load(resolved: ResolvedCheckpoint, where: Placement = Placement(), limit: in
     placement.model_memory_limit); a model over it is refused before it is read."""
     if resolved.is_gguf:
         return load_gguf(resolved.path, where, limit)
-    import_tokenizer_code(False)
+    import_tokenizer_code()
     return load_folder(resolved.path, where, limit)
 
 

@@ -99,10 +99,6 @@ class CachedGGUF(GGUFFile):
     def lazy_tensors(self) -> LazyTensors:
         return self._tensors
 
-    @property
-    def tokenizer_imports_transformers(self) -> bool:
-        return self._kept_tokenizer is None
-
     def tokenizer(self):
         kept = self._kept_tokenizer
         if kept is not None:
@@ -259,8 +255,6 @@ class WritingGGUF(CachedGGUF):
         self._file.write(struct.pack("<Q", len(first)) + first)
         self._file.truncate(8 + len(first) + offset)
         self._data_start, self._header_size = 8 + len(first), len(first)
-
-    tokenizer_imports_transformers = True  # it converts the GGUF's
 
     def tokenizer(self):
         parts, self._parts = self._parts, None

@@ -87,16 +87,13 @@ def _reader_class():
 TRANSFORMERS_IMPORT_LOCK = threading.Lock()
 
 
-def import_tokenizer_code(gguf: bool) -> None:
-    """What both kinds of checkpoint build their tokenizers with, imported (held by the lock);
-    a GGUF's needs only the fast tokenizer class, not AutoTokenizer, whose model registry
-    costs 0.3 s to import."""
+def import_tokenizer_code() -> None:
+    """What a folder checkpoint builds its tokenizer with (AutoTokenizer), imported, held by
+    the lock. A GGUF's tokenizer imports only the fast tokenizer class, when it builds one
+    (fast_tokenizer, tokenizer_parts): AutoTokenizer's model registry costs 0.3 s more."""
     with TRANSFORMERS_IMPORT_LOCK:
         import transformers  # noqa: F401
-        if gguf:
-            from transformers import PreTrainedTokenizerFast  # noqa: F401
-        else:
-            from transformers import AutoTokenizer  # noqa: F401
+        from transformers import AutoTokenizer  # noqa: F401
 
 
 class GGUFFile:
@@ -136,9 +133,6 @@ class GGUFFile:
         infos = {name: TensorInfo(torch.float32, tuple(int(n) for n in reversed(t.shape)))
                  for name, t in by_name.items()}
         return LazyTensors(infos, lambda name: self._dequantized(by_name[name], infos[name]))
-
-    # whether tokenizer() needs transformers (a cached GGUF's does not: gguf_cache)
-    tokenizer_imports_transformers = True
 
     def finish(self) -> None:
         """Called once the load has read the tensors it needs (gguf_cache writes its file)."""

@@ -99,8 +99,7 @@ class FastTokenizerOnDemand:
 
     @property
     def all_special_tokens(self) -> list[str]:
-        found = [str(self._special[f"{role}_token"]) for role in ROLES
-                 if self._special.get(f"{role}_token") is not None]
+        found = list(self.special_tokens_map.values())
         found += [str(t) for t in self._special.get("additional_special_tokens") or ()]
         return list(dict.fromkeys(found))  # the first of each, in order
 
