@@ -117,7 +117,10 @@ def folder_page(folder) -> object:
     return run_page(PAGE, {**TOY, "sae": "folder", "saedir": str(folder)})
 
 
-def test_folders_that_are_not_a_dictionary_of_this_model_say_why(tmp_path):
+def test_folders_that_are_not_a_dictionary_of_this_model_say_why(tmp_path, monkeypatch):
+    # this test's folder is the one the server allows, wherever the checkout lies (one cloned
+    # under the system's temporary folder is inside the tests' default allowed folder)
+    monkeypatch.setenv("MHA_VIZ_ALLOWED_DIRS", str(tmp_path))
     bundled = bundled_saes()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "readme.txt").write_text("not a dictionary")
@@ -138,7 +141,7 @@ def test_folders_that_are_not_a_dictionary_of_this_model_say_why(tmp_path):
         assert error.startswith("This folder cannot be opened as a dictionary.") and \
             reason in error and str(tmp_path) not in error, error
         assert not at.get("plotly_chart")
-    # outside the server's allowed folders (the tests allow the temporary folder only)
+    # outside the server's allowed folders (this test's folder only)
     at = folder_page(bundled["induction-toy/L1.hook_z"])
     (error,) = texts(at.error)
     assert "not a dictionary folder this server offers" in error
