@@ -33,7 +33,7 @@ from ..core.errors import InputError
 from .distance import AttentionDistance
 from .entropy import RowEntropy, mean_over_rows
 from .roles import TEXT_SCORE_KEYS, TextScores, roles_of
-from .similarity import ComparedRows
+from .similarity import ComparedRows, sampled_rows
 from .token_classes import ClassMass
 
 
@@ -66,8 +66,9 @@ ACCUMULATORS: dict[str, Callable[[Segment], object]] = {
     "text_scores": lambda s: TextScores((s.n_layer, s.n_head), s.n_tokens,
                                         np.asarray(s.token_ids), TEXT_SCORE_KEYS),
     "attention_distance": lambda s: AttentionDistance(s.n_layer, s.n_head),
-    "compared_rows": lambda s: ComparedRows(s.n_layer, s.n_head, s.n_tokens,
-                                            s.similarity_rows, n_threads=s.threads),
+    "compared_rows": lambda s: ComparedRows(
+        s.n_layer, s.n_head, s.n_tokens, n_threads=s.threads,
+        rows=sampled_rows(s.n_tokens, s.similarity_rows, s.token_ids)),
 }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -30,7 +31,7 @@ from ..maps.streaming import MapsSource
 from ..maps.trace import AttentionTrace
 
 __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head_labels",
-           "ComparedRows"]
+           "ComparedRows", "sampled_rows"]
 
 _LN2 = math.log(2.0)
 _TINY = np.float32(np.finfo(np.float32).tiny)
@@ -53,6 +54,24 @@ def _row_selection(n_rows_valid: int, max_rows: int | None) -> np.ndarray:
     if max_rows == 1:
         return np.array([n_rows_valid - 1])
     return np.unique(np.round(np.linspace(0, n_rows_valid - 1, max_rows)).astype(np.int64))
+
+
+def sampled_rows(n_rows: int, max_rows: int | None, token_ids) -> np.ndarray:
+    """The query rows a corpus segment compares its heads on: all of them, or one row drawn
+    at random from each of max_rows consecutive stretches of 0..n_rows-1 of equal length (to
+    one row), by a generator seeded from the segment's token ids (the same segment, the same
+    rows, in any process and any order). Over a corpus every position is drawn as often as
+    any other, so the mean over segments estimates the mean over all of their rows; rows
+    evenly spaced at fixed positions do not (every segment would weigh the first and the last
+    row, whatever the corpus). Sorted, distinct."""
+    if max_rows is None or max_rows >= n_rows:
+        return np.arange(n_rows)
+    if max_rows < 1:
+        raise InputError(f"max_rows must be >= 1, got {max_rows}")
+    seed = zlib.crc32(np.ascontiguousarray(token_ids, dtype=np.int64).tobytes())
+    edges = (np.arange(max_rows + 1) * n_rows) // max_rows  # stretches of equal length
+    offsets = np.random.default_rng(seed).random(max_rows)
+    return edges[:-1] + (offsets * np.diff(edges)).astype(np.int64)
 
 
 def _xlogx_sum(p: np.ndarray, exact_zero: bool) -> np.ndarray:
@@ -312,19 +331,19 @@ def _finish(js: np.ndarray, kind: str) -> np.ndarray:
 
 class ComparedRows:
     """head_distances of one input as an accumulator (mha_viz.maps.streaming): it keeps, from the
-    blocks it is fed, the query rows head_distances compares (all, or max_rows evenly spaced
-    ones) of every head, [L*H, rows, T]; result() compares them. For a source that produces
-    every row anyway (a corpus batch); head_distances itself asks a trace for the compared
-    rows only."""
+    blocks it is fed, the query rows head_distances compares (all, max_rows evenly spaced
+    ones, or the sorted distinct ``rows`` given: a corpus segment's sampled_rows) of every
+    head, [L*H, rows, T]; result() compares them. For a source that produces every row anyway
+    (a corpus batch); head_distances itself asks a trace for the compared rows only."""
 
     in_place = False
 
     def __init__(self, n_layer: int, n_head: int, n_tokens: int,
                  max_rows: int | None = None, smoothing: float = 1e-3,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, rows=None):
         self.n_head, self.n, self.smoothing = n_head, n_tokens, float(smoothing)
         self.threads = default_threads() if n_threads is None else int(n_threads)
-        self.rows = _row_selection(n_tokens, max_rows)
+        self.rows = _row_selection(n_tokens, max_rows) if rows is None else np.asarray(rows)
         self.flat = np.zeros((n_layer * n_head, len(self.rows), n_tokens), dtype=np.float32)
         self.filled = np.zeros((n_layer, len(self.rows)), dtype=bool)
 

@@ -47,7 +47,8 @@ def run(model, segments: Segments | Sequence[Sequence[int]], stats: Sequence[str
         result.info.update({f"{name}_segments": len(sample) for name in stats
                             if not REGISTRY[name].per_segment})
     result.info.update(model=model.info.name, stats=list(stats), seconds=round(
-        time.perf_counter() - started, 3), similarity_rows=similarity_rows, weights=weights)
+        time.perf_counter() - started, 3), similarity_rows=similarity_rows, weights=weights,
+        similarity_sampling="stratified")  # which rows: similarity.sampled_rows
     if isinstance(segments, Segments):
         result.info.update(seg_len=segments.seg_len, n_texts=segments.n_texts,
                            n_dropped=segments.n_dropped)

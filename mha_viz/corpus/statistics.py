@@ -18,9 +18,11 @@ from ..maps.trace import AttentionTrace
 STATS = DEFAULT  # from the maps: the default
 IMPORTANCE = REGISTRY_IMPORTANCE
 ALL_STATS = tuple(REGISTRY)
-# Head-to-head distances per segment on this many evenly spaced query rows (None: all);
-# the pairwise comparison is the costliest statistic, N^2 x rows x T.
-SIMILARITY_ROWS = 16
+# Head-to-head distances per segment on this many query rows (None: all), one drawn from
+# each of as many stretches of the segment (similarity.sampled_rows; docs/analyses.md, "Over
+# a corpus"): the pairwise comparison is the costliest statistic, N^2 x rows x T, and 4
+# sampled rows estimate the all-rows mean better than 16 rows at fixed positions did.
+SIMILARITY_ROWS = 4
 
 
 class SegmentStatistics:

@@ -31,6 +31,8 @@ def test_a_small_demo_run_shows_every_statistic(minilm):
     charts = at.get("plotly_chart")
     assert len(charts) == 8  # entropy, mass, role: mean and std; distances and 2-D map
     assert [m.value for m in at.metric][:1] == ["6"]
+    assert "each on 4 query rows, one drawn at random from each of 4 equal stretches" in \
+        " ".join(texts(at.caption))  # which rows the distances compared, as the run did
     # the same numbers as the library's own run
     segments = corpus.segment(minilm, corpus.demo_texts(), 32, max_segments=6)
     expected = corpus.run(minilm, segments)

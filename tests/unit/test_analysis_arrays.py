@@ -206,6 +206,29 @@ def test_max_rows_uses_evenly_spaced_rows():
     np.testing.assert_allclose(head_distances(a, max_rows=50), head_distances(a), atol=1e-12)
 
 
+def test_a_corpus_segment_compares_one_row_drawn_from_each_stretch():
+    """sampled_rows: one row from each of max_rows stretches of equal length, the same for the
+    same segment, different across segments, and over many segments every position drawn
+    equally often (so the corpus mean estimates the mean over all rows; fixed evenly spaced
+    rows would weigh the first and the last row in every segment)."""
+    from mha_viz.analysis.similarity import sampled_rows
+
+    ids = [5, 17, 3, 99, 42, 8, 1, 0, 7, 64]
+    rows = sampled_rows(10, 3, ids)
+    assert len(rows) == 3 and list(rows) == sorted(set(rows))
+    assert [0 <= rows[0] < 3, 3 <= rows[1] < 6, 6 <= rows[2] < 10] == [True] * 3
+    np.testing.assert_array_equal(sampled_rows(10, 3, list(ids)), rows)  # same segment
+    np.testing.assert_array_equal(sampled_rows(10, None, ids), np.arange(10))
+    np.testing.assert_array_equal(sampled_rows(10, 12, ids), np.arange(10))
+    with pytest.raises(InputError, match="max_rows"):
+        sampled_rows(10, 0, ids)
+    rng = np.random.default_rng(0)
+    draws = np.concatenate([sampled_rows(12, 3, rng.integers(0, 50_000, 12))
+                            for _ in range(3000)])
+    counts = np.bincount(draws, minlength=12)  # each position: 3000 / 4 expected
+    assert counts.sum() == 9000 and (np.abs(counts - 750) < 5 * np.sqrt(750 * 0.75)).all()
+
+
 def test_valid_mask_and_several_inputs():
     n, n_valid = 8, 5
     a = random_maps((2, 2, n, n), seed=4)

@@ -10,6 +10,7 @@ import pytest
 
 from mha_viz import analysis as A
 from mha_viz.analysis.entropy import RowEntropy
+from mha_viz.analysis.similarity import sampled_rows
 from mha_viz.analysis.token_classes import ClassMass, token_class_masks
 from mha_viz.maps import ondemand
 from mha_viz.maps.streaming import MapsSource, RowBlock, accumulate, causal_width, source_of
@@ -192,7 +193,7 @@ def test_corpus_statistics_from_the_forward_equal_the_formulas(long_models, fami
         expected["mass first token"].append(maps[..., :, 0].astype(np.float64).sum(-1) / n)
         expected["mass previous"].append(np.diagonal(maps, -1, -2, -1).sum(-1) / n)
         expected["role previous token"].append(np.diagonal(maps, -1, -2, -1).mean(-1))
-        rows = np.unique(np.round(np.linspace(0, n - 1, 5)).astype(int))
+        rows = sampled_rows(n, 5, ids)  # which rows a segment compares; the JS is the formula's
         js = formula_js(maps, rows)
         np.fill_diagonal(js, 0.0)
         expected["js_divergence"].append(js)

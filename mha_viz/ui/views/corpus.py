@@ -110,6 +110,17 @@ def choice_section(result, statistic, model, stem: str) -> None:
                  stem)
 
 
+def compared_rows(info: dict) -> str:
+    """Which query rows a run compared the heads on, in words (runs saved before rows were
+    drawn said nothing of it: theirs were evenly spaced)."""
+    rows = info.get("similarity_rows")
+    if not rows:
+        return "every query row"
+    if info.get("similarity_sampling") == "stratified":
+        return f"{rows} query rows, one drawn at random from each of {rows} equal stretches"
+    return f"{rows} evenly spaced query rows"
+
+
 def similarity_section(result, statistic, model, stem: str) -> None:
     """Head-to-head distances averaged over segments: clustered and mapped in 2-D."""
     st.subheader("Head similarity over the corpus")
@@ -118,8 +129,8 @@ def similarity_section(result, statistic, model, stem: str) -> None:
     order = ui.memo(A.cluster_order, distances)
     coords = ui.memo(A.mds_2d, distances)
     st.caption(f"The Jensen-Shannon divergence of every pair of heads, averaged over "
-               f"segments (each on {result.info.get('similarity_rows') or 'every'} evenly "
-               f"spaced query rows), then clustered and mapped in 2-D as Clark et al. did.")
+               f"segments (each on {compared_rows(result.info)}), then clustered and mapped "
+               f"in 2-D as Clark et al. did.")
     left, right = ui.figure_columns(2)
     with left:
         ui.show_figure(plots.distance_heatmap(distances, n_head, order=order),
