@@ -318,6 +318,14 @@ class Model(TextInput, Scoring, Predicting, Generating):
         return ForwardRun(self, text, enc, trace, embedded, records, final, last_hidden,
                           None if head_mask is None else np.asarray(head_mask, np.float32))
 
+    def trace_batch(self, requests, weights: str = "attention") -> list[AttentionTrace]:
+        """The traces of several short texts from one padded forward: requests are (text,
+        text_pair, max_tokens); each trace is what trace() gives it with maps held whole, to
+        float rounding (mha_viz.models.batched)."""
+        from .batched import trace_batch
+
+        return trace_batch(self, requests, weights)
+
     def run_with_cache(self, text_or_ids, names=None, ungroup_kv: bool = False,
                        max_bytes: int | None = None):
         """(logits [1, T, vocab], cache): one forward keeping the named activations, read as
