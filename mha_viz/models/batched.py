@@ -17,6 +17,14 @@ from ..maps.value_weighted import check_weights, weights_by_layer
 # Texts longer than this run alone: a batch pads every text to its longest, and a long text's
 # own forward is arithmetic enough to use the machine well.
 BATCH_MAX_TOKENS = 256
+# A batch's texts hold at most this many bytes of maps together (each text's own, before the
+# store takes them): SmolLM2's 270 heads, 40 tokens: 1.7 MB a text; 256 tokens: 71 MB.
+MAPS_BYTES_A_BATCH = 256 << 20
+
+
+def maps_bytes(model, n_tokens: int) -> int:
+    """What a text's maps held whole take: L x H x T^2 float32."""
+    return 4 * model.info.n_layer * model.info.n_head * int(n_tokens) ** 2
 
 
 def batchable(model, n_tokens: int, maps: str = "budget") -> bool:

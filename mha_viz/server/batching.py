@@ -28,10 +28,13 @@ class _Call:
 class Batches:
     """batches(item) -> run_many([item, ...])'s result for item, run with the items queued
     beside it. run_many(items) -> results, in order; turn: a context manager held around each
-    batch (the server's limit on forwards at once), or None."""
+    batch (the server's limit on forwards at once), or None; size(item) and max_size: a batch
+    takes queued items while their sizes add up to at most max_size (always one)."""
 
-    def __init__(self, run_many: Callable[[Sequence], list], max_items: int = 16, turn=None):
+    def __init__(self, run_many: Callable[[Sequence], list], max_items: int = 16, turn=None,
+                 size: Callable | None = None, max_size: float = float("inf")):
         self.run_many, self.max_items, self.turn = run_many, max(1, int(max_items)), turn
+        self.size, self.max_size = size, max_size
         self._lock = threading.Lock()
         self._queue: list[_Call] = []
         self._running = False
@@ -49,10 +52,17 @@ class Batches:
         return call.outcome()
 
     def _run_next(self) -> None:
-        """Runs the queue's first max_items calls (this thread's among them), then hands the
-        next batch to the first call still queued, or marks that nothing runs."""
+        """Runs the queue's first calls (this thread's the first of them; max_items, within
+        max_size), then hands the next batch to the first call still queued, or marks that
+        nothing runs."""
         with self._lock:
-            batch, self._queue = self._queue[:self.max_items], self._queue[self.max_items:]
+            taken, total = 1, 0 if self.size is None else self.size(self._queue[0].item)
+            while taken < min(self.max_items, len(self._queue)):
+                more = 0 if self.size is None else self.size(self._queue[taken].item)
+                if total + more > self.max_size:
+                    break
+                taken, total = taken + 1, total + more
+            batch, self._queue = self._queue[:taken], self._queue[taken:]
         try:
             self._run(batch)
         finally:

@@ -20,7 +20,7 @@ from ..core.errors import MhaVizError
 from ..maps.trace import AttentionTrace
 from ..models.generation import Generation, mark_written
 from ..models.model import ForwardRun
-from ..models.batched import batchable
+from ..models.batched import MAPS_BYTES_A_BATCH, batchable, maps_bytes
 from ..server import jobs as server_jobs
 from ..server.batching import Batches
 from .jobs import computed
@@ -72,7 +72,7 @@ def _forward_cached(kind: str, name: str, text: str, pair: str | None,
         # class pressing Run together: one read of the weights for all of them)
         with st.spinner(f"Running the model on {n_tokens:,} tokens…"):
             return store.get_or_compute(key, lambda: _trace_batches(name, weights)(
-                (model, text, pair, max_tokens)))
+                (model, text, pair, max_tokens, maps_bytes(model, n_tokens))))
     turns = _forward_turns()
     waiting = None
     if not turns.acquire(blocking=False):
@@ -102,16 +102,17 @@ def _trace_batches(name: str, weights: str) -> Batches:
     """The short texts' traces of one model, batched (server.batching), each batch a forward
     turn of its own."""
     return Batches(partial(_trace_together, weights), max_items=TRACES_A_BATCH,
-                   turn=_forward_turns())
+                   turn=_forward_turns(), size=lambda item: item[-1],
+                   max_size=MAPS_BYTES_A_BATCH)
 
 
 def _trace_together(weights: str, items) -> list[AttentionTrace]:
-    """(model, text, pair, max_tokens) items -> their traces from one forward (a model loaded
-    again between two of them: no batch, each runs alone)."""
+    """(model, text, pair, max_tokens, maps' bytes) items -> their traces from one forward (a
+    model loaded again between two of them: no batch, each runs alone)."""
     model = items[0][0]
     if any(item[0] is not model for item in items):
         raise ValueError("the texts of one batch are for different loads of the model")
-    return model.trace_batch([item[1:] for item in items], weights=weights)
+    return model.trace_batch([item[1:4] for item in items], weights=weights)
 
 
 def cached_trace(name: str, text: str, pair: str | None, max_tokens: int | None,

@@ -101,3 +101,20 @@ def test_the_turn_is_held_around_each_batch():
     batches = Batches(run_many, turn=turn)
     assert batches(1) == 1 and batches(2) == 2 and seen == [False, False]
     assert turn.acquire(blocking=False)  # given back after
+
+
+def test_a_batch_takes_queued_items_while_their_sizes_fit():
+    run = Recorder()
+    batches, results = Batches(run, size=len, max_size=4), {}
+    first = call_all(batches, ["a"], results)
+    assert run.first_started.wait(10)
+    rest = call_all(batches, ["bb", "cc", "ddddd", "e"], results)
+    wait_queued(batches, 4)
+    order = [call.item for call in batches._queue]  # the order they queued in
+    run.release.set()
+    for thread in first + rest:
+        thread.join(10)
+    assert results == {x: x * 2 for x in ["a", "bb", "cc", "ddddd", "e"]}
+    sizes = [sum(map(len, batch)) for batch in run.batches[1:]]
+    assert all(size <= 4 or len(batch) == 1 for size, batch in zip(sizes, run.batches[1:]))
+    assert [x for batch in run.batches[1:] for x in batch] == order  # in order, none twice
