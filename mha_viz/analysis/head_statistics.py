@@ -67,8 +67,8 @@ ACCUMULATORS: dict[str, Callable[[Segment], object]] = {
                                         np.asarray(s.token_ids), TEXT_SCORE_KEYS),
     "attention_distance": lambda s: AttentionDistance(s.n_layer, s.n_head),
     "compared_rows": lambda s: ComparedRows(
-        s.n_layer, s.n_head, s.n_tokens, n_threads=s.threads,
-        rows=sampled_rows(s.n_tokens, s.similarity_rows, s.token_ids)),
+        s.n_layer, s.n_head, s.n_tokens,
+        sampled_rows(s.n_tokens, s.similarity_rows, s.token_ids), n_threads=s.threads),
 }
 
 

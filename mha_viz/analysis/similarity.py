@@ -331,19 +331,18 @@ def _finish(js: np.ndarray, kind: str) -> np.ndarray:
 
 class ComparedRows:
     """head_distances of one input as an accumulator (mha_viz.maps.streaming): it keeps, from the
-    blocks it is fed, the query rows head_distances compares (all, max_rows evenly spaced
-    ones, or the sorted distinct ``rows`` given: a corpus segment's sampled_rows) of every
-    head, [L*H, rows, T]; result() compares them. For a source that produces every row anyway
-    (a corpus batch); head_distances itself asks a trace for the compared rows only."""
+    blocks it is fed, the query rows ``rows`` (sorted, distinct; None: all; a corpus
+    segment's sampled_rows) of every head, [L*H, rows, T]; result() compares them. For a
+    source that produces every row anyway (a corpus batch); head_distances itself asks a
+    trace for the compared rows only."""
 
     in_place = False
 
-    def __init__(self, n_layer: int, n_head: int, n_tokens: int,
-                 max_rows: int | None = None, smoothing: float = 1e-3,
-                 n_threads: int | None = None, rows=None):
+    def __init__(self, n_layer: int, n_head: int, n_tokens: int, rows=None,
+                 smoothing: float = 1e-3, n_threads: int | None = None):
         self.n_head, self.n, self.smoothing = n_head, n_tokens, float(smoothing)
         self.threads = default_threads() if n_threads is None else int(n_threads)
-        self.rows = _row_selection(n_tokens, max_rows) if rows is None else np.asarray(rows)
+        self.rows = np.arange(n_tokens) if rows is None else np.asarray(rows)
         self.flat = np.zeros((n_layer * n_head, len(self.rows), n_tokens), dtype=np.float32)
         self.filled = np.zeros((n_layer, len(self.rows)), dtype=bool)
 

@@ -2,17 +2,15 @@
 the server. A forward of a few dozen tokens reads every weight of the model for little
 arithmetic; sixteen texts in one batch read them once (SmolLM2, 23 tokens, one thread: 0.16 s
 a text alone, 0.09 s a text sixteen at once). Each trace equals the text's own
-``model.trace(...)`` to float rounding: the padding is masked, as corpus batches mask it."""
+``model.trace(...)`` to float rounding: the padding is masked, as corpus batches mask it (Model.attention_by_layer)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ..maps.trace import AttentionTrace
-from ..maps.value_weighted import check_weights, weights_by_layer
 
 # Texts longer than this run alone: a batch pads every text to its longest, and a long text's
 # own forward is arithmetic enough to use the machine well.
@@ -39,24 +37,13 @@ def trace_batch(model, requests: Sequence[tuple[str, str | None, int | None]],
     """The traces of (text, text_pair, max_tokens) requests from one padded forward, in order,
     each what model.trace(text, text_pair=..., max_tokens=..., weights=weights) gives with
     its maps held whole."""
-    check_weights(weights)
     encodings = [model.encode(text, pair, max_tokens) for text, pair, max_tokens in requests]
     lengths = [len(enc.input_ids) for enc in encodings]
-    width = max(lengths)
-    net, info = model.network, model.info
-    pad = model.tokenizer.pad_token_id or 0
-
-    def padded(rows, value):
-        return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows],
-                            dtype=torch.long, device=net.device)
-
-    ids = padded([enc.input_ids for enc in encodings], pad)
-    types = padded([enc.token_type_ids for enc in encodings], 0)
-    mask = padded([[1] * n for n in lengths], 0)
+    info = model.info
     maps = [np.empty((info.n_layer, info.n_head, n, n), dtype=np.float32) for n in lengths]
-    with torch.inference_mode():
-        h, bias = net.embed(ids, types), net.attention_bias(width, mask)
-    for layer, found in weights_by_layer(net, h, bias, mask, weights):
+    for layer, found in model.attention_by_layer(
+            [enc.input_ids for enc in encodings], weights,
+            token_types=[enc.token_type_ids for enc in encodings]):
         for row, n in enumerate(lengths):
             maps[row][layer] = found[row, :, :n, :n]
     return [model._make_trace(enc, held, text, pair, weights)

@@ -247,23 +247,28 @@ class Model(TextInput, Scoring, Predicting, Generating):
         attentions, _ = self._run_capture(ids, types, maps=maps, weights=weights)
         return self._make_trace(enc, attentions, "", None, weights)
 
-    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention"):
+    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention",
+                           token_types: list[list[int]] | None = None):
         """Run a batch of pre-tokenized segments (padded, the padding masked, so each
         segment's maps are those it gets alone) one layer at a time, yielding (layer,
         weights [B, H, W, W] float32) as each layer's attention is computed: segment b's own
         maps are weights[b, :, :n_b, :n_b]. Nothing is kept from one layer to the next but
         the hidden state, so a statistic reads the maps while they are fresh and the batch
         never holds [B, L, H, W, W]. weights="value": value-weighted, as trace() gives them
-        (a padded key's weight is 0, so each segment's rows are its own)."""
+        (a padded key's weight is 0, so each segment's rows are its own). token_types: each
+        segment's token type ids (a sentence pair's), else none given."""
         width = max(len(ids) for ids in batch)
-        pad = self.tokenizer.pad_token_id or 0
         net = self.network
-        input_ids = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in batch],
-                                 device=net.device)
-        mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in batch],
-                            device=net.device)
+
+        def padded(rows, value):
+            return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows],
+                                dtype=torch.long, device=net.device)
+
+        input_ids = padded(batch, self.tokenizer.pad_token_id or 0)
+        mask = padded([[1] * len(ids) for ids in batch], 0)
+        types = None if token_types is None else padded(token_types, 0)
         with torch.inference_mode():
-            h, bias = net.embed(input_ids), net.attention_bias(width, mask)
+            h, bias = net.embed(input_ids, types), net.attention_bias(width, mask)
         yield from weights_by_layer(net, h, bias, mask, weights)
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair,
