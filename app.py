@@ -1,20 +1,23 @@
 """mha-viz's entry point: `streamlit run app.py` imports it for ``app`` (an st.App whose lifespan
 starts ui.warm in a thread); each visitor's run executes it as __main__: the pages' navigation."""
 
+import gc
 import runpy
-import sys
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import plotly.graph_objects as go  # Streamlit has imported it already
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 
 def _warm_start() -> None:
-    from mha_viz.ui import warm  # here, not above: the server answers before the library loads
-    warm.prepare_default()
+    gc.disable()  # no full collections over what the start makes: mha_viz.server.startup
+    try:
+        from mha_viz.ui import warm  # here, not above: the server answers before it loads
+        warm.prepare_default()  # which settles the collector once the first page is drawn
+    finally:
+        gc.enable()
 
 
 @asynccontextmanager
@@ -34,7 +37,6 @@ def _charts_code_early():
     holder = st.sidebar.empty()  # in every run: the sidebar's elements keep their places
     if "_mv_run_start" in st.session_state:  # set by every page's first call (ui.page_setup)
         return lambda: None
-    import pandas  # noqa: F401  plotly reads it if imported: this waits for the warm start's import
     with holder.container(key="_mv_charts_early"):
         st.html("<style>.st-key-_mv_charts_early {display: none;}</style>")
         st.plotly_chart(go.Figure(layout=dict(height=10, template="none")),  # no 6.5 kB template
@@ -47,12 +49,8 @@ if __name__ == "__main__":  # a visitor's script run
     from mha_viz import ui
     from mha_viz.ui.views import home as home_view
     remove_early_chart()
-    try:  # every page listed: Streamlit folds a list past 12 pages behind "View N more"
-        with ui.profiled_run():  # MHA_VIZ_PROFILE=FOLDER: a profile of each run, else nothing
-            st.navigation(ui.app_pages(home_view.home), expanded=True).run()
-    finally:  # a run cut short by a rerun drew no page, the next does (st.stop() ends one drawn)
-        if not isinstance(sys.exc_info()[1], RerunException):
-            ui.page_run_over()  # the warm start's longer work waits for a drawn page
+    with ui.page_run():  # every page listed: Streamlit folds a list past 12 behind "View N more"
+        st.navigation(ui.app_pages(home_view.home), expanded=True).run()
 else:  # imported by `streamlit run app.py`, which serves this app. Streamlit's own files from
     # memory: mha_viz/server/static_assets.py run alone (its package would import torch first)
     assets = runpy.run_path(str(Path(__file__).parent / "mha_viz/server/static_assets.py"))

@@ -11,14 +11,6 @@ import plotly.graph_objects as go
 from ..core.errors import InputError
 from ..core.text import visible
 
-try:
-    # Plotly imports pandas lazily, from whichever thread draws a figure first; two sessions'
-    # script threads doing it at once can meet a half-initialised module ("partially
-    # initialized module 'pandas' has no attribute 'Series'"). Import it once, here.
-    import pandas  # noqa: F401
-except ImportError:  # pragma: no cover - Streamlit requires pandas
-    pass
-
 TEMPLATE = "mha_viz"  # plotly_white's look, registered below; see _register_template
 WEIGHT_SCALE = "Blues"
 GRID_SCALE = WEIGHT_SCALE  # thumbnails of attention maps: the same scale as one map

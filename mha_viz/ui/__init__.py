@@ -134,8 +134,7 @@ from .settings import (APP_DIR, APP_NAME, CAVEAT, DEFAULT_MAX_TOKENS, DEFAULT_MO
 from .state import get_value, image_format, presenting, set_value, synced
 from .warm import prepare as prepare_lesson
 from .why import marked_cell, pick_cell, why_body, why_panel, why_section
-from .warm import page_run_over
-from .profiling import profiled_run
+from .runs import as_page_run, page_run
 
 configure_torch()
 
@@ -159,6 +158,6 @@ __all__ = [
     "IMAGE_FORMATS", "MAX_UPLOAD_BYTES", "URL_MAX_CHARS", "ray_cluster", "TERMS", "terms_in",
     "RUNS_ON_OPEN", "OnOpen", "runs_on_open", "pruning_runs_on_open", "PRUNING_DEFAULTS",
     "LONG_RANGE_DEFAULTS", "kept_whole", "long_range_window",
-    "prepare_lesson", "page_run_over", "profiled_run", "pick_cell", "why_body", "why_panel",
+    "prepare_lesson", "page_run", "as_page_run", "pick_cell", "why_body", "why_panel",
     "why_section", "marked_cell", "Folded", "show_sections",
 ]

@@ -20,6 +20,7 @@ from typing import Callable
 from ..analysis import long_range, pruning
 from ..server import jobs
 from ..server.results_on_disk import ResultsOnDisk
+from ..server.startup import PageRuns, settle_heap
 from .jobs import job_runner
 from .loading import get_model
 from .stores import _small_store, result_key
@@ -187,11 +188,36 @@ FIRST_PAGE_WAIT_SECONDS = 15.0
 # same machine as often as not (a teacher's laptop), lays them out and draws them
 BROWSER_DRAWS_SECONDS = 1.0
 _page_run_over = threading.Event()
+# every page run of the app (ui.runs), and between them the import the start puts off
+PAGE_RUNS = PageRuns()
+# past this long with page runs always in flight, pandas is left to the first page needing it
+QUIET_MOMENT_SECONDS = 60.0
+_start_over_once = threading.Lock()
+_start_is_over = False
 
 
 def _after_first_page() -> None:
     if _page_run_over.wait(FIRST_PAGE_WAIT_SECONDS):
         time.sleep(BROWSER_DRAWS_SECONDS)
+    _start_over()
+
+
+def _start_over() -> None:
+    """What the server's start put off for its first figure (mha_viz.server.startup), once:
+    the garbage collector settled and on again, pandas imported between page runs."""
+    global _start_is_over
+    with _start_over_once:
+        if _start_is_over:
+            return
+        _start_is_over = True
+    settle_heap()
+    if not PAGE_RUNS.between_runs(_import_pandas, QUIET_MOMENT_SECONDS):
+        log.info("no moment without a page run in %.0f s: pandas is left to the first page "
+                 "that needs it", QUIET_MOMENT_SECONDS)
+
+
+def _import_pandas() -> None:
+    import pandas  # noqa: F401
 
 
 def page_run_over() -> None:
@@ -205,9 +231,9 @@ def prepare_default() -> None:
     rest after the first visitor's page run; a failure is logged, never raised: the pages then
     compute as usual. MHA_VIZ_WARM_START=0 turns it off. app.py's lifespan runs it in a
     thread of its own, the server answering meanwhile."""
-    if os.environ.get("MHA_VIZ_WARM_START", "1").strip() == "0":
-        return
     try:
+        if os.environ.get("MHA_VIZ_WARM_START", "1").strip() == "0":
+            return
         started = time.perf_counter()
         name = default_model()
         model = get_model(name)
@@ -217,3 +243,5 @@ def prepare_default() -> None:
                  time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - a warm-up must not take the server down
         log.exception("preparing the default model failed; pages will compute on demand")
+    finally:
+        _start_over()  # at the latest: with the warm start off, failed, or done

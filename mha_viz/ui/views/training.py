@@ -276,8 +276,8 @@ def show() -> None:
         # run one frame (a fragment; reruns of the whole script would stack the old charts
         # under the new until the last one ends)
         timed = _PLAYING in st.session_state
-        st.fragment(steps_view, run_every=PLAY_SECONDS if timed else None)(series, dynamics,
-                                                                            timed)
+        st.fragment(ui.as_page_run(steps_view),  # its reruns run without app.py
+                    run_every=PLAY_SECONDS if timed else None)(series, dynamics, timed)
 
 
 @dataclass(frozen=True)
