@@ -60,9 +60,10 @@ _heap_lock = threading.Lock()
 def _freezing_the_heap(load: Callable[[], Model]) -> Model:
     """load(), then the whole live heap moved out of the garbage collector's sight.
 
-    Streamlit runs a full collection after every script run (runner.postScriptGC), holding
-    the GIL, so the server sends nothing meanwhile. With the libraries and a model loaded that
-    heap is ~400k objects and the collection took 0.2-0.5 s of every page's open. Frozen
+    A full collection holds the GIL, so the server sends nothing meanwhile. With the libraries
+    and a model loaded that heap is ~400k objects, and the collection Streamlit ran after every
+    script run (runner.postScriptGC, now off in .streamlit/config.toml) took 0.2-0.5 s of
+    every page's open; Python's own full collections would walk them too. Frozen
     objects are still freed by reference counting; only cycles among them wait: the next load
     unfreezes, collects (a model the cache let go of goes then) and freezes again. With
     nothing frozen yet (the server's first load) it freezes without collecting: nothing frozen
