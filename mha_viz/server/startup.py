@@ -11,8 +11,14 @@ within 5 s of the start), measured on this 2-core machine with benchmarks/cold_s
   does not need (plotly 7 only reads it when it is imported already). It cannot simply be
   imported whenever: plotly reads ``sys.modules["pandas"]`` without importing it, and a module
   being imported is in sys.modules half built (seen: "partially initialized module 'pandas'
-  has no attribute 'Series'"), so it is imported by PageRuns.between_runs, when no page run
-  (the only code that builds figures in a server) is in flight.
+  has no attribute 'Series'"; even an empty figure's template reads it), so it is imported
+  by PAGE_RUNS.between_runs, when no script run (the only code that builds figures in a
+  server) is in flight.
+
+app.py imports this module by its path, under its own name, before the library (its
+package's import would import torch first): every script run, from its first line, holds
+PAGE_RUNS, and the library's later import of this module finds the same one. It imports
+nothing of the library.
 """
 
 from __future__ import annotations
@@ -74,3 +80,8 @@ class PageRuns:
                 self._working = False
                 self._changed.notify_all()
         return True
+
+
+# every script run of the app (app.py; a fragment's reruns: ui.as_page_run), and between
+# them what the start put off
+PAGE_RUNS = PageRuns()

@@ -243,9 +243,33 @@ def image_format() -> str:
 
 @functools.cache
 def browser_component(name: str, js: str):
-    """A component that runs ``js`` in the page and reports back (st.components.v2),
-    registered once per process, on first use: importing the ui must not need a running
-    Streamlit."""
+    """A component that runs ``js`` (whose default export is ``function(component)``) in the
+    page and reports back (st.components.v2), registered once per process, on first use:
+    importing the ui must not need a running Streamlit.
+
+    Its ``data`` (a dict) reaches the js as ``component.data``; it travels wrapped in a list,
+    because Streamlit looks for dataframes among the values of a dict it is given, which
+    imports pandas and pyarrow in the visitor's run: 0.3-0.5 s of a server's first page, in
+    front of its first figure (mha_viz.server.startup imports pandas between runs)."""
     import streamlit.components.v2 as components
 
-    return components.component(name, js=js)
+    own = "export default function(component)"
+    if own not in js:
+        raise ValueError(f"the js of {name} does not begin with {own}")
+    mount = components.component(name, js=js.replace(
+        own, "const mvComponent = function(component)", 1) + _UNWRAPPED_DATA)
+
+    def mounted(*, data: dict | None = None, **kwargs):
+        return mount(data=None if data is None else [data], **kwargs)
+
+    return mounted
+
+
+# the js's own function, handed the component with its data out of the list it travels in
+_UNWRAPPED_DATA = """
+export default function(component) {
+    const data = Array.isArray(component.data) ? component.data[0] : component.data;
+    return mvComponent(new Proxy(component, {
+        get: (target, key) => key === 'data' ? data : target[key]}));
+}
+"""

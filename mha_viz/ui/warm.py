@@ -20,7 +20,7 @@ from typing import Callable
 from ..analysis import long_range, pruning
 from ..server import jobs
 from ..server.results_on_disk import ResultsOnDisk
-from ..server.startup import PageRuns, settle_heap
+from ..server.startup import PAGE_RUNS, settle_heap
 from .jobs import job_runner
 from .loading import get_model
 from .stores import _small_store, result_key
@@ -188,8 +188,6 @@ FIRST_PAGE_WAIT_SECONDS = 15.0
 # same machine as often as not (a teacher's laptop), lays them out and draws them
 BROWSER_DRAWS_SECONDS = 1.0
 _page_run_over = threading.Event()
-# every page run of the app (ui.runs), and between them the import the start puts off
-PAGE_RUNS = PageRuns()
 # past this long with page runs always in flight, pandas is left to the first page needing it
 QUIET_MOMENT_SECONDS = 60.0
 _start_over_once = threading.Lock()
