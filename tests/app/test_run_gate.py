@@ -27,5 +27,7 @@ def test_every_figure_of_a_run_is_built_while_the_run_holds_the_gate(monkeypatch
     monkeypatch.setattr(BaseFigure, "__init__", recording)
     at = run_page("app.py", {"model": "minilm", "text": "The cat sat."})
     assert not at.exception
-    assert len(held) >= 2 and min(held) >= 1, held  # the early chart and Home's
+    # the early chart (a new session's), and the chart standing while a model first loads
+    # when this process has not loaded it yet
+    assert len(held) >= 1 and min(held) >= 1, held
     assert startup.PAGE_RUNS.in_flight == 0
