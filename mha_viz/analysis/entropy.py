@@ -148,7 +148,8 @@ class RowEntropy:
         self.n, self.causal, self.smoothing = n_tokens, bool(causal), float(smoothing)
         self.mask = check_mask(valid_mask, n_tokens)
         self.counts = _visible_counts(n_tokens, self.causal, self.mask)
-        if n_keys is not None and n_keys != n_tokens:  # cross-attention: rows over S keys
+        self.cross = n_keys is not None and n_keys != n_tokens
+        if self.cross:  # cross-attention: rows over S keys
             if self.causal or self.mask is not None:
                 raise InputError("rows over another sequence's keys (cross-attention) are "
                                  "neither causal nor masked here")
@@ -170,6 +171,11 @@ class RowEntropy:
 
     def update(self, block) -> None:
         start, stop, width = block.start, block.stop, block.width
+        summary = block.summary
+        if summary is not None and summary.plogp is not None and self._reads_summaries:
+            self.out[block.layer, :, start:stop] = self._from_summary(summary)
+            self.filled[block.layer, start:stop] = True
+            return
         rows = block.rows if block.owned and block.rows.dtype == np.float32 else np.array(
             block.rows, dtype=np.float32)
         visible_f = None
@@ -203,6 +209,26 @@ class RowEntropy:
         for (a, b), values in zip(pieces, thread_map(piece, pieces)):
             self.out[block.layer, :, start + a:start + b] = values
         self.filled[block.layer, start:stop] = True
+
+    @property
+    def _reads_summaries(self) -> bool:
+        """A summary's sums hold for rows whose hidden keys hold zeros: they give this
+        accumulator's numbers unless it smooths or masks positions, or reads another
+        sequence's keys."""
+        return not self.smoothing and self.mask is None and not self.cross
+
+    def _from_summary(self, summary) -> np.ndarray:
+        """Row entropies [H, r] from the rows' sums of -p ln p and their sums, renormalized
+        as _entropy_block renormalizes (rows of a restricted map that are off 1 by more than
+        1e-6): H(p / s) = H(p) / s + ln s."""
+        values, sums = summary.plogp, summary.row_sums
+        if not self.restricted:
+            return values
+        off = (np.abs(sums - 1.0) > 1e-6) & (sums > 0)
+        if not off.any():
+            return values
+        safe = np.where(off, sums, 1.0)
+        return np.where(off, values / safe + np.log(safe), values)
 
     def merge(self, other: "RowEntropy") -> "RowEntropy":
         taken = np.broadcast_to(other.filled[:, None, :], self.out.shape)

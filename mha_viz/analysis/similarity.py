@@ -36,7 +36,7 @@ __all__ = ["head_distances", "cluster_linkage", "cluster_order", "mds_2d", "head
 _LN2 = math.log(2.0)
 _TINY = np.float32(np.finfo(np.float32).tiny)
 # Elements per block of head pairs (float32): small enough to stay in cache.
-_PAIR_BLOCK = 1 << 15
+_PAIR_BLOCK = 1 << 17
 # Kept elements (each row's keys that some head attends to) per chunk of query rows.
 _ROW_BLOCK = 1 << 11
 
@@ -148,22 +148,26 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
             width = flat_p.shape[1]
             plogp_total += _xlogx_sum(flat_p, exact_zero)
             mass_total += flat_p.sum(axis=-1, dtype=np.float64)
-            per_block = max(1, _PAIR_BLOCK // width)
-            size = min(per_block, n_head)
-            buf_u = np.empty((size, width), dtype=np.float32)
-            buf_l = np.empty((size, width), dtype=np.float32)
-            for a in range(n_head - 1):
-                pa = flat_p[a]
-                for b0 in range(a + 1, n_head, per_block):
-                    b1 = min(n_head, b0 + per_block)
-                    u, logs = buf_u[: b1 - b0], buf_l[: b1 - b0]
-                    np.add(flat_p[b0:b1], pa, out=u)
-                    if exact_zero:
-                        np.maximum(u, _TINY, out=logs)
-                        np.log(logs, out=logs)
-                    else:
-                        np.log(u, out=logs)
-                    pair_sums[a, b0:b1] += np.vecdot(u, logs)
+            # Pairs (a, b > a), a block of heads a against every later b in a few large numpy
+            # calls (one call per head contended for the GIL: two threads ran slower than one)
+            buf_u = np.empty(_PAIR_BLOCK + n_head * width, dtype=np.float32)
+            buf_l = np.empty_like(buf_u)
+            a0 = 0
+            while a0 < n_head - 1:
+                later = n_head - 1 - a0  # heads a0 + 1.. are compared with the block's
+                count = max(1, min(later, _PAIR_BLOCK // (later * width)))
+                u = buf_u[:count * later * width].reshape(count, later, width)
+                logs = buf_l[:u.size].reshape(count, later, width)
+                np.add(flat_p[a0:a0 + count, None, :], flat_p[None, a0 + 1:, :], out=u)
+                if exact_zero:
+                    np.maximum(u, _TINY, out=logs)
+                    np.log(logs, out=logs)
+                else:
+                    np.log(u, out=logs)
+                sums = np.vecdot(u, logs)  # [count, later]; b <= a are not used
+                for i in range(count):
+                    pair_sums[a0 + i, a0 + 1 + i:] += sums[i, i:]
+                a0 += count
 
     threads = max(1, min(n_threads, len(chunks)))
     if threads == 1:

@@ -65,6 +65,21 @@ def is_punctuation(token: str) -> bool:
 
 def token_class_masks(trace) -> dict[str, np.ndarray]:
     """bool [T, T] per class: entry [i, j] says key j is in S(i) for query i."""
+    keys = _key_sets(trace)
+    n = len(keys["first token"])
+    every_row = np.ones((n, 1), dtype=bool)
+    return {
+        **{name: every_row & found[None, :] for name, found in keys.items()},
+        "self": np.eye(n, dtype=bool),
+        "previous": np.eye(n, k=-1, dtype=bool),
+        "next": np.eye(n, k=1, dtype=bool),
+    }
+
+
+def _key_sets(trace) -> dict[str, np.ndarray]:
+    """bool [T] per class whose key set is the same for every query (every class but the
+    diagonals self, previous and next), in TOKEN_CLASSES' order. Built without the [T, T]
+    masks: a corpus builds these for every segment."""
     tokens = list(trace.tokens)
     n = len(tokens)
     display = list(getattr(trace, "display_tokens", None) or tokens)
@@ -76,24 +91,10 @@ def token_class_masks(trace) -> dict[str, np.ndarray]:
     role_keys = {name: np.array([specials.get(role) == t for t in tokens], dtype=bool)
                  for role, name in _ROLE_CLASSES.items()}
     punct_keys = np.array([is_punctuation(d) or is_punctuation(t)
-                           for d, t in zip(display, tokens)])
+                           for d, t in zip(display, tokens)], dtype=bool)
     first_keys = np.zeros(n, dtype=bool)
     first_keys[0] = True
-    every_row = np.ones((n, 1), dtype=bool)
-    return {
-        **{name: every_row & keys[None, :] for name, keys in role_keys.items()},
-        "punctuation": every_row & punct_keys[None, :],
-        "first token": every_row & first_keys[None, :],
-        "self": np.eye(n, dtype=bool),
-        "previous": np.eye(n, k=-1, dtype=bool),
-        "next": np.eye(n, k=1, dtype=bool),
-    }
-
-
-def _key_sets(trace) -> dict[str, np.ndarray]:
-    """bool [T] per class whose key set is the same for every query."""
-    masks = token_class_masks(trace)
-    return {name: masks[name][0] for name in (CLS_CLASS, SEP_CLASS, "punctuation", "first token")}
+    return {**role_keys, "punctuation": punct_keys, "first token": first_keys}
 
 
 def _check_trace(trace, n: int) -> None:
@@ -123,12 +124,19 @@ class ClassMass:
 
     def update(self, block) -> None:
         rows, start, stop, width = block.rows, block.start, block.stop, block.width
-        if rows.size >= _THREADED_ELEMENTS:  # a long input's block: a thread per head
+        summary = block.summary
+        if summary is not None and summary.received is not None:  # measured with the batch
+            sums = summary.received
+        elif rows.size >= _THREADED_ELEMENTS:  # a long input's block: a thread per head
             sums = np.stack(thread_map(lambda h: rows[h].sum(axis=0, dtype=np.float64),
                                        range(rows.shape[0])))
         else:  # a short one: one call (a pool of threads would cost more than the sums)
             sums = rows.sum(axis=1, dtype=np.float64)
         self.received[block.layer, :, :width] += sums
+        if summary is not None and summary.diagonals is not None:
+            for name, offset in _DIAGONALS:
+                self.diagonals[name][block.layer] += summary.diagonals[offset]
+            return
         index = np.arange(start, stop)
         for name, offset in _DIAGONALS:
             keys = index + offset

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..analysis import head_statistics
+from ..maps.summaries import batch_summaries
 from .results import CorpusResult, Moments
 from ..models.segments import corpus_model
 from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats,
@@ -38,24 +39,36 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
                                           threads=1 if len(groups) > 1 else None))
     results: list[dict[str, np.ndarray]] = [{} for _ in batch]
     if from_maps:
+        lengths = [len(ids) for ids in batch]
+        reads = segments[0].reads
         with ThreadPoolExecutor(max_workers=len(groups)) as pool:
             for layer, maps in model.attention_by_layer(batch, weights):
-                list(pool.map(partial(_update_rows, segments, batch, layer, maps), groups))
+                # each row's entropy sums and each key's mass, for the whole batch at once on
+                # torch's threads (maps.summaries); the rest reads each segment's rows
+                summaries = batch_summaries(
+                    maps, lengths, entropy="row_entropy" in reads,
+                    received="class_mass" in reads,
+                    diagonals="class_mass" in reads or "text_scores" in reads)
+                list(pool.map(partial(_update_rows, segments, batch, layer, maps, summaries),
+                              groups))
             for rows, values in zip(groups, pool.map(partial(_results, segments), groups)):
                 results[rows.start:rows.stop:rows.step] = values
     return [{**values, **_importance(model, ids, stats)}
             for ids, values in zip(batch, results)]
 
 
-def _update_rows(segments, batch, layer: int, maps: np.ndarray, rows: range) -> None:
-    """Layer `layer`'s maps of the batch to the accumulators of the segments in rows."""
+def _update_rows(segments, batch, layer: int, maps: np.ndarray, summaries, rows: range
+                 ) -> None:
+    """Layer `layer`'s maps of the batch, and each segment's summary of them, to the
+    accumulators of the segments in rows."""
     from ..maps.streaming import RowBlock
 
     for row in rows:
         n = len(batch[row])
         # the layer's maps are this batch's own and dropped after: the entropy, given the
         # block last, may work in it instead of copying it
-        segments[row].update(RowBlock(layer, 0, n, maps[row, :, :n, :n], owned=True))
+        segments[row].update(RowBlock(layer, 0, n, maps[row, :, :n, :n], owned=True,
+                                      summary=summaries[row]))
 
 
 def _results(segments, rows: range) -> list[dict[str, np.ndarray]]:

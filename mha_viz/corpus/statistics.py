@@ -42,6 +42,11 @@ class SegmentStatistics:
             similarity_rows, dict(special_tokens or {}), threads))
 
     @property
+    def reads(self) -> tuple[str, ...]:
+        """The accumulators' names (head_statistics.ACCUMULATORS) its statistics read."""
+        return tuple(self._segment.by_name)
+
+    @property
     def accumulators(self) -> list:
         """In the order a block goes to them (streaming.ordered: the entropy, which may work
         in the block, last)."""

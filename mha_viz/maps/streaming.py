@@ -54,12 +54,16 @@ def causal_width(stop: int, n_tokens: int) -> int:
 class RowBlock:
     """Rows start..stop-1 of every head's map in one layer: rows [H, stop - start, K]. Keys
     K..T-1 (a causal source's keys after the last row) are zeros. owned: the array is this
-    block's own (an accumulator may work in it); else it is a view of maps held elsewhere."""
+    block's own (an accumulator may work in it); else it is a view of maps held elsewhere.
+    summary: what was measured of these rows already, in one pass over a batch (a
+    summaries.RowSummary, for rows whose hidden keys hold zeros); accumulators that read one
+    take it in place of their own pass."""
     layer: int
     start: int
     stop: int
     rows: np.ndarray
     owned: bool = False
+    summary: object | None = None
 
     @property
     def n_rows(self) -> int:

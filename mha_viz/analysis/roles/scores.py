@@ -211,7 +211,7 @@ class TextScores:
 
     def update(self, block) -> None:
         """A RowBlock of the kept positions' rows."""
-        self.add(block.layer, block.start, block.stop, block.rows)
+        self.add(block.layer, block.start, block.stop, block.rows, block.summary)
 
     def merge(self, other: "TextScores") -> "TextScores":
         for key in self.wanted:
@@ -220,10 +220,17 @@ class TextScores:
                 self.queries[key] |= other.queries[key]
         return self
 
-    def add(self, layer: int, start: int, stop: int, block: np.ndarray) -> None:
+    def add(self, layer: int, start: int, stop: int, block: np.ndarray, summary=None
+            ) -> None:
+        """summary: the block's maps.summaries.RowSummary, whose diagonals are read when it
+        has them."""
         width = block.shape[-1]
         rows = np.arange(start, stop)
+        diagonals = None if summary is None else summary.diagonals
         for key in self.wanted:
+            if key in _DIAGONAL_KEYS and diagonals is not None:
+                self.sums[key][layer] += diagonals[-_DIAGONAL_KEYS[key]]
+                continue
             if key in _DIAGONAL_KEYS:
                 keys = rows - _DIAGONAL_KEYS[key]
                 inside = (keys >= 0) & (keys < min(width, self.n))

@@ -1,0 +1,100 @@
+"""What every row of a batch of maps gives at once, measured as the batch comes out of the
+forward (corpus mode, mha_viz.corpus.measuring): each row's sum of -p ln p and its sum, and
+the mass each key receives. torch computes them a few segments at a time, so that a segment's
+maps are read while they sit in the cache, on the forward's own threads, with a vectorized
+logarithm (numpy's float32 log is scalar where the CPU has no AVX-512: 2.2-2.7 ns an element
+on an AVX2 machine, against torch's ~1.2). Measured on MiniLM's 64 x 12 maps of 128 tokens,
+one layer: 17 ms in one pass here against ~40 ms for numpy's entropy and column sums on two
+threads, a segment each.
+
+A block (mha_viz.maps.streaming.RowBlock) carries its RowSummary; the accumulators that read
+one (analysis.entropy.RowEntropy, analysis.token_classes.ClassMass) take it in place of their
+own pass over the rows. The numbers hold for rows whose hidden keys hold exact zeros, as a
+softmax over masked scores gives them (a model's maps, weights or value-weighted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["RowSummary", "batch_summaries", "DIAGONALS"]
+
+# Elements of maps summarized in one torch call: a few segments of 128 tokens, one of 512
+# (larger chunks leave the cache: 2x slower, measured).
+_CHUNK_ELEMENTS = 1 << 20
+_TINY = float(np.finfo(np.float32).tiny)
+# The diagonals a summary sums (key - query): the token class mass and the role scores read
+# the previous token, the token itself and the next.
+DIAGONALS = (-1, 0, 1)
+
+
+@dataclass(frozen=True)
+class RowSummary:
+    """One segment's rows in one layer, each head's: float64 arrays, or None where not
+    asked for. plogp: sum over keys of -p ln p (0 ln 0 = 0), [H, r]; row_sums: each row's sum
+    [H, r] (a renormalized row's entropy is plogp / s + ln s); received: each key's mass summed
+    over the rows, [H, K]."""
+    plogp: np.ndarray | None
+    row_sums: np.ndarray | None
+    received: np.ndarray | None
+    # offset (key - query: -1 the previous token, 0 itself, 1 the next) -> [H] the weights on
+    # that diagonal summed over the rows
+    diagonals: dict[int, np.ndarray] | None = None
+
+
+def batch_summaries(maps: np.ndarray, lengths: Sequence[int], entropy: bool = True,
+                    received: bool = True, diagonals: bool = True) -> list[RowSummary]:
+    """maps float32 [B, H, W, W], a padded batch whose segment b's own maps are
+    [b, :, :n_b, :n_b] (n_b = lengths[b]) -> each segment's RowSummary over its own rows and
+    keys. entropy, received, diagonals: fill plogp and row_sums, received, diagonals."""
+    tensor = torch.from_numpy(np.asarray(maps))  # a view: nothing is copied
+    per_head = int(tensor.shape[1])
+    out: list[RowSummary] = []
+    buffer = None  # one buffer for every chunk's logarithms: a new one each time page-faults
+    first = 0
+    with torch.inference_mode():
+        while first < len(lengths):
+            n = int(lengths[first])
+            last = first + 1  # segments of one length go together, a chunk at a time
+            while (last < len(lengths) and int(lengths[last]) == n
+                   and (last + 1 - first) * per_head * n * n <= _CHUNK_ELEMENTS):
+                last += 1
+            rows = tensor[first:last, :, :n, :n]
+            plogp = sums = keys = sums_along = None
+            if entropy:
+                if buffer is None:
+                    buffer = torch.empty(max(_CHUNK_ELEMENTS, rows.numel()))
+                plogp = _sums(_plogp(rows, buffer[:rows.numel()].view(rows.shape)), -1)
+                sums = _sums(rows, -1)
+            if received:
+                keys = _sums(rows, -2)
+            if diagonals:
+                sums_along = {offset: _sums(torch.diagonal(rows, offset, -2, -1), -1)
+                              for offset in DIAGONALS}
+            out.extend(RowSummary(None if plogp is None else plogp[i],
+                                  None if sums is None else sums[i],
+                                  None if keys is None else keys[i],
+                                  None if sums_along is None else
+                                  {offset: d[i] for offset, d in sums_along.items()})
+                       for i in range(last - first))
+            first = last
+    return out
+
+
+def _plogp(rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """-p ln p of every element (0 ln 0 = 0), written into out: torch's vectorized log of the
+    rows clamped to the smallest normal float (torch.special.entr and xlogy run a scalar
+    loop: 1.5x slower, measured)."""
+    logs = torch.clamp(rows, min=_TINY, out=out)
+    logs.log_()
+    return logs.mul_(rows).neg_()
+
+
+def _sums(tensor: torch.Tensor, dim: int) -> np.ndarray:
+    """float64 sums along dim, added up in float32 (torch's sums add in cascades, so a row of
+    8k keys stays within a few float32 ulps; converting every element to float64 first costs
+    3-20x more, measured) and returned as float64, as the accumulators hold them."""
+    return tensor.sum(dim).numpy().astype(np.float64)

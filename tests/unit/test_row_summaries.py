@@ -1,0 +1,95 @@
+"""What a corpus batch measures of its maps at once (maps.summaries; issue 59 item 2): each
+segment's sums of -p ln p, row sums, the mass each key receives and the previous / self / next
+diagonals equal the formulas (docs/analyses.md) computed in float64 on transformers' own
+attentions of each text run alone; and the accumulators that read a summary give the entropy
+of renormalized rows as the formula does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.analysis.entropy import RowEntropy
+from mha_viz.maps.streaming import RowBlock
+from mha_viz.maps.summaries import DIAGONALS, batch_summaries
+
+TEXTS = [
+    "The cat sat on the mat, and the cat slept.",
+    "Short one.",
+    "When Mary and John went to the store, John gave a drink to Mary; she thanked him "
+    "and they walked home along the river in the evening.",
+]
+
+
+def plogp(maps: np.ndarray) -> np.ndarray:
+    """sum over keys of -p ln p, 0 ln 0 = 0, float64."""
+    maps = maps.astype(np.float64)
+    logs = np.log(np.where(maps > 0, maps, 1.0))
+    return -(maps * logs).sum(-1)
+
+
+@pytest.fixture(scope="module")
+def hf_bert(bert_folder):
+    from transformers import BertModel
+
+    return BertModel.from_pretrained(bert_folder, attn_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_padded_batchs_summaries_equal_the_formulas_on_transformers_maps(
+        family, gpt2_model, hf_gpt2, bert_model, hf_bert):
+    model, hf = {"gpt2": (gpt2_model, hf_gpt2), "bert": (bert_model, hf_bert)}[family]
+    batch = [list(model.encode(text).input_ids) for text in TEXTS]
+    lengths = [len(ids) for ids in batch]
+    assert len(set(lengths)) == 3  # padded rows and keys in the batch
+    with torch.no_grad():
+        alone = [hf(torch.tensor([ids]), output_attentions=True).attentions for ids in batch]
+    seen = 0
+    for layer, maps in model.attention_by_layer(batch):
+        summaries = batch_summaries(maps, lengths)
+        for b, n in enumerate(lengths):
+            reference = alone[b][layer][0].double().numpy()  # [H, n, n]
+            found = summaries[b]
+            np.testing.assert_allclose(found.plogp, plogp(reference), rtol=3e-6, atol=3e-6)
+            np.testing.assert_allclose(found.row_sums, reference.sum(-1), atol=1e-6)
+            np.testing.assert_allclose(found.received, reference.sum(-2), rtol=3e-6, atol=2e-6)
+            for offset in DIAGONALS:
+                along = np.diagonal(reference, offset, -2, -1).sum(-1)
+                np.testing.assert_allclose(found.diagonals[offset], along, atol=1e-6)
+            seen += 1
+    assert seen == len(TEXTS) * model.info.n_layer
+    # the entropies are not trivial: some rows spread over several keys
+    assert plogp(alone[2][0][0].double().numpy()).max() > 0.5
+
+
+def test_only_what_is_asked_for_is_measured(gpt2_model):
+    batch = [list(gpt2_model.encode(text).input_ids) for text in TEXTS]
+    layer, maps = next(iter(gpt2_model.attention_by_layer(batch)))
+    only = batch_summaries(maps, [len(ids) for ids in batch], entropy=False, received=False)
+    assert all(s.plogp is None and s.row_sums is None and s.received is None for s in only)
+    assert all(set(s.diagonals) == set(DIAGONALS) for s in only)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_entropy_read_from_a_summary_renormalizes_rows_as_the_formula(causal):
+    """Rows whose weights sum below 1 (a model with a learned sink, or rows cut from a longer
+    map): a causal map's rows are renormalized over the keys they see before the entropy,
+    H(p / s); a bidirectional map's rows are taken as they are. The summary's sums give the
+    same numbers as the rows themselves."""
+    rng = np.random.default_rng(3)
+    n_head, n = 3, 9
+    maps = rng.random((n_head, n, n)) ** 4
+    if causal:
+        maps = np.tril(maps)
+    maps = (0.7 * maps / maps.sum(-1, keepdims=True)).astype(np.float32)  # rows sum to 0.7
+    summary = batch_summaries(maps[None], [n])[0]
+    from_summary = RowEntropy(1, n_head, n, causal)
+    from_summary.update(RowBlock(0, 0, n, maps.copy(), owned=True, summary=summary))
+    from_rows = RowEntropy(1, n_head, n, causal)
+    from_rows.update(RowBlock(0, 0, n, maps.copy(), owned=True))
+    sums = maps.astype(np.float64).sum(-1, keepdims=True)
+    expected = plogp(maps / sums) if causal else plogp(maps)
+    np.testing.assert_allclose(from_summary.result()[0], expected, atol=2e-6)
+    np.testing.assert_allclose(from_rows.result()[0], expected, atol=2e-6)
+    assert np.abs(plogp(maps / sums) - plogp(maps)).max() > 0.1  # the renormalization counts
