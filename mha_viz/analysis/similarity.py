@@ -146,12 +146,12 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
                 return pair_sums, plogp_total, mass_total
             flat_p = load(chunk)
             width = flat_p.shape[1]
+            clamp = exact_zero and not flat_p.all()  # u = p + q is 0 only where both are
             plogp_total += _xlogx_sum(flat_p, exact_zero)
             mass_total += flat_p.sum(axis=-1, dtype=np.float64)
             # Pairs (a, b > a), a block of heads a against every later b in a few large numpy
             # calls (one call per head contended for the GIL: two threads ran slower than one)
-            buf_u = np.empty(_PAIR_BLOCK + n_head * width, dtype=np.float32)
-            buf_l = np.empty_like(buf_u)
+            buf_u, buf_l = (np.empty(_PAIR_BLOCK + n_head * width, np.float32) for _ in "ul")
             a0 = 0
             while a0 < n_head - 1:
                 later = n_head - 1 - a0  # heads a0 + 1.. are compared with the block's
@@ -159,7 +159,7 @@ def _js_sum(flat: np.ndarray, rows: np.ndarray, keys: np.ndarray, smoothing: flo
                 u = buf_u[:count * later * width].reshape(count, later, width)
                 logs = buf_l[:u.size].reshape(count, later, width)
                 np.add(flat_p[a0:a0 + count, None, :], flat_p[None, a0 + 1:, :], out=u)
-                if exact_zero:
+                if clamp:
                     np.maximum(u, _TINY, out=logs)
                     np.log(logs, out=logs)
                 else:

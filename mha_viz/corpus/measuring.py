@@ -46,7 +46,7 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
                 # each row's entropy sums and each key's mass, for the whole batch at once on
                 # torch's threads (maps.summaries); the rest reads each segment's rows
                 summaries = batch_summaries(
-                    maps, lengths, entropy="row_entropy" in reads,
+                    maps, lengths, info.causal, entropy="row_entropy" in reads,
                     received="class_mass" in reads,
                     diagonals="class_mass" in reads or "text_scores" in reads)
                 list(pool.map(partial(_update_rows, segments, batch, layer, maps, summaries),

@@ -26,6 +26,8 @@ __all__ = ["RowSummary", "batch_summaries", "DIAGONALS"]
 # (larger chunks leave the cache: 2x slower, measured).
 _CHUNK_ELEMENTS = 1 << 20
 _TINY = float(np.finfo(np.float32).tiny)
+# Rows of a causal map whose logarithms are taken together (each band up to its last key)
+_CAUSAL_BAND = 64
 # The diagonals a summary sums (key - query): the token class mass and the role scores read
 # the previous token, the token itself and the next.
 DIAGONALS = (-1, 0, 1)
@@ -45,11 +47,13 @@ class RowSummary:
     diagonals: dict[int, np.ndarray] | None = None
 
 
-def batch_summaries(maps: np.ndarray, lengths: Sequence[int], entropy: bool = True,
-                    received: bool = True, diagonals: bool = True) -> list[RowSummary]:
+def batch_summaries(maps: np.ndarray, lengths: Sequence[int], causal: bool = False,
+                    entropy: bool = True, received: bool = True, diagonals: bool = True
+                    ) -> list[RowSummary]:
     """maps float32 [B, H, W, W], a padded batch whose segment b's own maps are
     [b, :, :n_b, :n_b] (n_b = lengths[b]) -> each segment's RowSummary over its own rows and
-    keys. entropy, received, diagonals: fill plogp and row_sums, received, diagonals."""
+    keys. causal: the maps give no weight to a later key (a causal model's), which is then
+    not read. entropy, received, diagonals: fill plogp and row_sums, received, diagonals."""
     tensor = torch.from_numpy(np.asarray(maps))  # a view: nothing is copied
     per_head = int(tensor.shape[1])
     out: list[RowSummary] = []
@@ -67,8 +71,7 @@ def batch_summaries(maps: np.ndarray, lengths: Sequence[int], entropy: bool = Tr
             if entropy:
                 if buffer is None:
                     buffer = torch.empty(max(_CHUNK_ELEMENTS, rows.numel()))
-                plogp = _sums(_plogp(rows, buffer[:rows.numel()].view(rows.shape)), -1)
-                sums = _sums(rows, -1)
+                plogp, sums = _entropy_sums(rows, buffer, causal)
             if received:
                 keys = _sums(rows, -2)
             if diagonals:
@@ -82,6 +85,24 @@ def batch_summaries(maps: np.ndarray, lengths: Sequence[int], entropy: bool = Tr
                        for i in range(last - first))
             first = last
     return out
+
+
+def _entropy_sums(rows: torch.Tensor, buffer: torch.Tensor, causal: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of -p ln p, sum) of every row of rows [c, H, n, n]. A causal map's rows go a band
+    at a time, each read up to its last row's key (the later keys hold zeros): 56 % of the
+    logarithms of 512 tokens."""
+    n = rows.shape[-1]
+    band = _CAUSAL_BAND if causal else n
+    plogp = torch.empty(rows.shape[:-1])
+    sums = torch.empty(rows.shape[:-1])
+    for first in range(0, n, band):
+        last = min(n, first + band)
+        piece = rows[:, :, first:last, :last if causal else n]
+        plogp[:, :, first:last] = _plogp(piece, buffer[:piece.numel()].view(piece.shape)
+                                         ).sum(-1)
+        sums[:, :, first:last] = piece.sum(-1)
+    return plogp.numpy().astype(np.float64), sums.numpy().astype(np.float64)
 
 
 def _plogp(rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

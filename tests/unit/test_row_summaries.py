@@ -17,8 +17,9 @@ from mha_viz.maps.summaries import DIAGONALS, batch_summaries
 TEXTS = [
     "The cat sat on the mat, and the cat slept.",
     "Short one.",
+    # over 64 tokens: a causal map's rows are summarized in bands of 64
     "When Mary and John went to the store, John gave a drink to Mary; she thanked him "
-    "and they walked home along the river in the evening.",
+    "and they walked home along the river in the evening. " * 3,
 ]
 
 
@@ -42,12 +43,12 @@ def test_a_padded_batchs_summaries_equal_the_formulas_on_transformers_maps(
     model, hf = {"gpt2": (gpt2_model, hf_gpt2), "bert": (bert_model, hf_bert)}[family]
     batch = [list(model.encode(text).input_ids) for text in TEXTS]
     lengths = [len(ids) for ids in batch]
-    assert len(set(lengths)) == 3  # padded rows and keys in the batch
+    assert len(set(lengths)) == 3 and max(lengths) > 64  # padding; more than one band
     with torch.no_grad():
         alone = [hf(torch.tensor([ids]), output_attentions=True).attentions for ids in batch]
     seen = 0
     for layer, maps in model.attention_by_layer(batch):
-        summaries = batch_summaries(maps, lengths)
+        summaries = batch_summaries(maps, lengths, model.info.causal)
         for b, n in enumerate(lengths):
             reference = alone[b][layer][0].double().numpy()  # [H, n, n]
             found = summaries[b]
@@ -78,12 +79,12 @@ def test_the_entropy_read_from_a_summary_renormalizes_rows_as_the_formula(causal
     H(p / s); a bidirectional map's rows are taken as they are. The summary's sums give the
     same numbers as the rows themselves."""
     rng = np.random.default_rng(3)
-    n_head, n = 3, 9
+    n_head, n = 3, 150  # three bands of a causal map's rows
     maps = rng.random((n_head, n, n)) ** 4
     if causal:
         maps = np.tril(maps)
     maps = (0.7 * maps / maps.sum(-1, keepdims=True)).astype(np.float32)  # rows sum to 0.7
-    summary = batch_summaries(maps[None], [n])[0]
+    summary = batch_summaries(maps[None], [n], causal)[0]
     from_summary = RowEntropy(1, n_head, n, causal)
     from_summary.update(RowBlock(0, 0, n, maps.copy(), owned=True, summary=summary))
     from_rows = RowEntropy(1, n_head, n, causal)
