@@ -15,8 +15,9 @@ SmolLM2's load goes from seconds of numpy to a read of the page cache.
   name and renamed, so a crash mid-write leaves no half file under the cache's name; the
   temporary file of a writer killed mid-write is removed by the next write of that cache
   file, once it is an hour old and its writer is gone.
-- Read with safetensors (a header of JSON and raw bytes), never pickle; the tensors are float32
-  as the GGUF's own dequantization gives them, bit for bit.
+- Read as safetensors (a header of JSON and raw bytes, checked by safetensors), never pickle,
+  the tensors views of one private memory map of the file; they are float32 as the GGUF's own
+  dequantization gives them, bit for bit.
 - The tokenizer too: the `tokenizers` JSON the GGUF's vocabulary converts to, and its special
   tokens, so a second load neither converts it (transformers' GGUF converter) nor imports
   transformers for it (0.8-1.4 s of a server's start on this machine): it hands out a
@@ -163,7 +164,7 @@ def read_cache(target: Path, identity: str, source: Path | None = None) -> Cache
             log.info("the weights cache %s is of another source: rewriting it", target.name)
             return None
         sums = json.loads(meta["sums"])
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        tensors = _mapped(target, handle.keys())
         if set(sums) != set(tensors):
             raise ValueError("its checksums do not name its tensors")
         for name, tensor in tensors.items():
@@ -183,6 +184,26 @@ def read_cache(target: Path, identity: str, source: Path | None = None) -> Cache
     infos = {name: TensorInfo(t.dtype, tuple(t.shape)) for name, t in tensors.items()}
     return CachedGGUF(source or target, metadata, tensor_types,
                       LazyTensors(infos, tensors.__getitem__), tokenizer)
+
+
+def _mapped(target: Path, names) -> dict[str, torch.Tensor]:
+    """The named float32 tensors of the cache file (its header checked by safetensors) as views
+    of one private memory map of the file: tensors it holds side by side are side by side in
+    memory, so a family fuses gate and up (or Q, K, V) into one view, not a copy
+    (families.TensorSource.cat: SmolLM2's 212 MB of gate and up, 0.1-0.2 s of a start)."""
+    with open(target, "rb") as file:
+        header_size = struct.unpack("<Q", file.read(8))[0]
+        header = json.loads(file.read(header_size))
+    data = torch.empty(0, dtype=torch.uint8)
+    data.set_(torch.UntypedStorage.from_file(str(target), False, target.stat().st_size))
+    start, out = 8 + header_size, {}
+    for name in names:
+        entry = header[name]
+        if entry["dtype"] != "F32":
+            raise ValueError(f"tensor {name!r} is {entry['dtype']}, not F32")
+        first, last = (start + int(offset) for offset in entry["data_offsets"])
+        out[name] = data[first:last].view(torch.float32).view(entry["shape"])
+    return out
 
 
 # a write takes seconds: a temporary file this old whose writer is gone was abandoned

@@ -293,3 +293,33 @@ def test_temporary_files_a_killed_write_left_are_removed(gguf_path, cache):
     assert target.is_file()
     assert not abandoned.exists()
     assert recent.exists() and running.exists() and other.exists()
+
+
+def test_a_load_from_the_cache_maps_it_and_changes_stay_in_memory(gguf_path, uncached, cache,
+                                                                   monkeypatch):
+    """A load from the cache maps the file whole: the fused gate and up projection (and
+    every weight taken as it is) is a view of that map, not a copy, and equals the model
+    converted with no cache; weights changed in place after the load change neither the file
+    nor the next load."""
+    import gguf
+
+    load_model(gguf_path)  # writes the cache
+    read_without_the_gguf(monkeypatch)
+    model = load_model(gguf_path)
+    size = cached_file(cache, gguf_path).stat().st_size
+    weights = model.network.state_dict()
+    mapped = {name for name, weight in weights.items()
+              if weight.untyped_storage().nbytes() == size}
+    fused = {name for name in weights if "mlp_in" in name}  # gate and up, fused
+    assert fused and fused <= mapped, (fused, mapped)
+    assert_same_model(model, uncached)
+    with torch.no_grad():
+        for weight in weights.values():
+            weight.mul_(0.5)
+    tensors = gguf_cache.read_cache(cached_file(cache, gguf_path),
+                                    gguf_cache.source_identity(gguf_path)).lazy_tensors()
+    for t in gguf.GGUFReader(str(gguf_path)).tensors:
+        expected = gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+            tuple(int(n) for n in reversed(t.shape)))
+        np.testing.assert_array_equal(tensors[t.name].numpy(), expected.astype(np.float32))
+    assert_same_model(load_model(gguf_path), uncached)

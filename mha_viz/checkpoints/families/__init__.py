@@ -138,4 +138,22 @@ class TensorSource:
         parts = [self.get(name) for name in names]
         if any(part is None for part in parts):
             return None
-        return torch.cat(parts, dim=0)
+        fused = _side_by_side(parts)
+        return torch.cat(parts, dim=0) if fused is None else fused
+
+
+def _side_by_side(parts: list[torch.Tensor]) -> torch.Tensor | None:
+    """The parts' concatenation along dim 0 as one view, when they already lie one after the
+    other in one storage (the weights cache maps its file whole, in the GGUF's order, where
+    gate and up are neighbours); else None."""
+    first = parts[0]
+    storage = first.untyped_storage().data_ptr()
+    offset = first.storage_offset()
+    for part in parts:
+        if (part.untyped_storage().data_ptr() != storage or part.dtype != first.dtype
+                or part.shape[1:] != first.shape[1:] or not part.is_contiguous()
+                or part.storage_offset() != offset):
+            return None
+        offset += part.numel()
+    shape = (sum(part.shape[0] for part in parts), *first.shape[1:])
+    return first.as_strided(shape, first.stride(), first.storage_offset())
