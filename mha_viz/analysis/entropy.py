@@ -142,6 +142,7 @@ class RowEntropy:
     block. It works in the blocks it owns, so the driver gives it each block last."""
 
     in_place = True
+    summary_parts = ("entropy",)  # read from a block's summary (maps.summaries) when it has one
 
     def __init__(self, n_layer: int, n_head: int, n_tokens: int, causal: bool,
                  smoothing: float = 0.0, valid_mask=None, n_keys: int | None = None):

@@ -109,6 +109,7 @@ class ClassMass:
     Memory O(L H T). It only reads the blocks."""
 
     in_place = False
+    summary_parts = ("received", "diagonals")  # read from a block's summary when it has one
 
     def __init__(self, trace, n_layer: int, n_head: int, n_tokens: int):
         self.n = n_tokens

@@ -158,13 +158,13 @@ def read_cache(target: Path, identity: str, source: Path | None = None) -> Cache
     try:
         from safetensors import safe_open
 
-        handle = safe_open(str(target), framework="pt")
-        meta = handle.metadata() or {}
+        with safe_open(str(target), framework="pt") as handle:  # the header checked, closed
+            meta, names = handle.metadata() or {}, list(handle.keys())
         if meta.get("format") != FORMAT or meta.get("source") != identity:
             log.info("the weights cache %s is of another source: rewriting it", target.name)
             return None
         sums = json.loads(meta["sums"])
-        tensors = _mapped(target, handle.keys())
+        tensors = _mapped(target, names)
         if set(sums) != set(tensors):
             raise ValueError("its checksums do not name its tensors")
         for name, tensor in tensors.items():

@@ -40,15 +40,12 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
     results: list[dict[str, np.ndarray]] = [{} for _ in batch]
     if from_maps:
         lengths = [len(ids) for ids in batch]
-        reads = segments[0].reads
+        parts = segments[0].summary_parts
         with ThreadPoolExecutor(max_workers=len(groups)) as pool:
             for layer, maps in model.attention_by_layer(batch, weights):
                 # each row's entropy sums and each key's mass, for the whole batch at once on
                 # torch's threads (maps.summaries); the rest reads each segment's rows
-                summaries = batch_summaries(
-                    maps, lengths, info.causal, entropy="row_entropy" in reads,
-                    received="class_mass" in reads,
-                    diagonals="class_mass" in reads or "text_scores" in reads)
+                summaries = batch_summaries(maps, lengths, info.causal, parts)
                 list(pool.map(partial(_update_rows, segments, batch, layer, maps, summaries),
                               groups))
             for rows, values in zip(groups, pool.map(partial(_results, segments), groups)):

@@ -42,9 +42,10 @@ class SegmentStatistics:
             similarity_rows, dict(special_tokens or {}), threads))
 
     @property
-    def reads(self) -> tuple[str, ...]:
-        """The accumulators' names (head_statistics.ACCUMULATORS) its statistics read."""
-        return tuple(self._segment.by_name)
+    def summary_parts(self) -> set[str]:
+        """What its accumulators read from a block's summary (maps.summaries.PARTS)."""
+        return {part for accumulator in self._segment.accumulators
+                for part in getattr(accumulator, "summary_parts", ())}
 
     @property
     def accumulators(self) -> list:

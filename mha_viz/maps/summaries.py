@@ -15,17 +15,19 @@ softmax over masked scores gives them (a model's maps, weights or value-weighted
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["RowSummary", "batch_summaries", "DIAGONALS"]
+__all__ = ["RowSummary", "batch_summaries", "DIAGONALS", "PARTS"]
 
 # Elements of maps summarized in one torch call: a few segments of 128 tokens, one of 512
 # (larger chunks leave the cache: 2x slower, measured).
 _CHUNK_ELEMENTS = 1 << 20
 _TINY = float(np.finfo(np.float32).tiny)
+# What a summary may hold; an accumulator names those it reads (its summary_parts)
+PARTS = ("entropy", "received", "diagonals")
 # Rows of a causal map whose logarithms are taken together (each band up to its last key)
 _CAUSAL_BAND = 64
 # The diagonals a summary sums (key - query): the token class mass and the role scores read
@@ -48,12 +50,12 @@ class RowSummary:
 
 
 def batch_summaries(maps: np.ndarray, lengths: Sequence[int], causal: bool = False,
-                    entropy: bool = True, received: bool = True, diagonals: bool = True
-                    ) -> list[RowSummary]:
+                    parts: Collection[str] = PARTS) -> list[RowSummary]:
     """maps float32 [B, H, W, W], a padded batch whose segment b's own maps are
     [b, :, :n_b, :n_b] (n_b = lengths[b]) -> each segment's RowSummary over its own rows and
     keys. causal: the maps give no weight to a later key (a causal model's), which is then
-    not read. entropy, received, diagonals: fill plogp and row_sums, received, diagonals."""
+    not read. parts: which of PARTS to measure ("entropy": plogp and row_sums)."""
+    entropy, received, diagonals = (part in parts for part in PARTS)
     tensor = torch.from_numpy(np.asarray(maps))  # a view: nothing is copied
     per_head = int(tensor.shape[1])
     out: list[RowSummary] = []

@@ -255,7 +255,7 @@ def browser_component(name: str, js: str):
 
     own = "export default function(component)"
     if own not in js:
-        raise ValueError(f"the js of {name} does not begin with {own}")
+        raise ValueError(f"the js of {name} has no {own}")
     mount = components.component(name, js=js.replace(
         own, "const mvComponent = function(component)", 1) + _UNWRAPPED_DATA)
 

@@ -208,6 +208,7 @@ class TextScores:
         return found
 
     in_place = False
+    summary_parts = ("diagonals",)  # read from a block's summary when it has one
 
     def update(self, block) -> None:
         """A RowBlock of the kept positions' rows."""
