@@ -17,6 +17,13 @@ Targets: <= 0.33 s a visitor with different texts, <= 0.1 s with the same text.
         [--floor]             # and a page with a title, a text area and one chart
                               # (benchmarks/floor_app.py), served the same way: what any
                               # Streamlit page costs a new visitor on this machine
+        [--no-forward]        # skip the forward reference (below)
+
+Then, as a reference measured in the same run, what one visitor's own forward costs: the
+trace of each round's texts, one at a time, in this process, with the server's torch threads
+(MHA_VIZ_TORCH_THREADS, 1 by default): the part of a visitor with a text of its own that no
+page, figure or sharing can remove (the server batches texts that arrive while a forward
+runs; visitors who arrive one after another are traced one by one, as here).
 
 Chromium's own CPU is not counted (it is another process); on two cores the browsers slow
 the wall time, not the server's CPU seconds.
@@ -128,6 +135,26 @@ def measure(browser, model: str, visitors: int, rounds: int, root: Path,
     return out
 
 
+def forward_cpu(model_name: str, visitors: int) -> float:
+    """The median CPU seconds (this process, every thread) of one visitor's trace: each of a
+    round's different texts traced alone, after one trace to warm up, with the server's
+    torch threads."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from mha_viz import load_model
+
+    torch.set_num_threads(max(1, int(os.environ.get("MHA_VIZ_TORCH_THREADS", "1"))))
+    model = load_model(model_name)
+    model.trace(sentence(visitors + 2, "warm-up"))
+    used = []
+    for v in range(visitors):
+        before = time.process_time()
+        model.trace(sentence(v, "forward"))
+        used.append(time.process_time() - before)
+    return statistics.median(used)
+
+
 def floor_checkout(folder: Path) -> Path:
     """A folder that serves benchmarks/floor_app.py as its app.py, with this checkout's
     Streamlit configuration and static-files middleware."""
@@ -171,6 +198,8 @@ def main(argv=None) -> int:
                              "(read them with pstats: callers of what costs)")
     parser.add_argument("--skip-measure", action="store_true",
                         help="only the profiled round (with --profile)")
+    parser.add_argument("--no-forward", action="store_true",
+                        help="skip the reference: one visitor's forward alone in this process")
     parser.add_argument("--floor", action="store_true",
                         help="also a page with a title, a text area and one chart, served "
                              "the same way (benchmarks/floor_app.py)")
@@ -210,6 +239,19 @@ def main(argv=None) -> int:
                 ours = statistics.median(c for c, _ in results["this checkout"][name])
                 line += f"; this checkout / baseline {ours / cpu:.2f}"
             print(line)
+    if results and not args.no_forward:
+        forward = forward_cpu(args.model, args.visitors)
+        print(f"  reference: one visitor's own forward (the trace of its text, alone, "
+              f"{os.environ.get('MHA_VIZ_TORCH_THREADS', '1')} torch thread(s)): {forward:.3f} s "
+              f"CPU")
+        for label, rows in results.items():
+            if label == "floor":
+                continue
+            different = statistics.median(c for c, _ in rows["different texts"])
+            same = statistics.median(c for c, _ in rows["same text"])
+            print(f"  {label}: a visitor with a text of its own costs {different - same:.3f} s "
+                  f"more than one with a shared text; its forward alone is {forward:.3f} s of "
+                  f"that")
     print_load()
     return 0
 
