@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..analysis import head_statistics
-from ..maps.summaries import batch_summaries
+from ..maps.summaries import ScoreEntropies, batch_summaries
 from .results import CorpusResult, Moments
 from ..models.segments import corpus_model
 from .statistics import (FROM_MAPS, SIMILARITY_ROWS, STATS, SegmentStatistics, _check_stats,
@@ -42,10 +42,14 @@ def _batch_statistics(model, batch: list[list[int]], stats: Sequence[str],
         lengths = [len(ids) for ids in batch]
         parts = segments[0].summary_parts
         with ThreadPoolExecutor(max_workers=len(groups)) as pool:
-            for layer, maps in model.attention_by_layer(batch, weights):
+            # a softmax's rows: their entropies from the scores, as the forward runs
+            scored = ScoreEntropies(info.causal) if (
+                "entropy" in parts and weights == "attention") else None
+            for layer, maps in model.attention_by_layer(batch, weights, hooks=scored):
                 # each row's entropy sums and each key's mass, for the whole batch at once on
                 # torch's threads (maps.summaries); the rest reads each segment's rows
-                summaries = batch_summaries(maps, lengths, info.causal, parts)
+                summaries = batch_summaries(maps, lengths, info.causal, parts, None if (
+                    scored is None) else scored.sums.pop(layer))
                 list(pool.map(partial(_update_rows, segments, batch, layer, maps, summaries),
                               groups))
             for rows, values in zip(groups, pool.map(partial(_results, segments), groups)):

@@ -146,6 +146,7 @@ def scaled_dot_product_attention(
     softcap: float = 0.0,
     *,
     head_window=None,
+    on_scores=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(attention_scores) V with the softmax written out and its weights returned.
 
@@ -153,8 +154,9 @@ def scaled_dot_product_attention(
     group of H / H_kv consecutive query heads shares one key/value head; every query head
     still gets its own map). bias broadcastable to [B, H, T, S] (additive: 0 or -inf/min).
     weights_out, when given, is a [B, H, T, S] tensor the weights are written into, so a
-    caller collecting every layer's maps (a trace) needs no copy afterwards. on_weights, when
-    given, maps the weights to the ones multiplied with V (an intervention on the pattern).
+    caller collecting every layer's maps (a trace) needs no copy afterwards. on_scores and
+    on_weights, when given, map the scores to the ones the softmax reads and the weights to
+    the ones multiplied with V (an intervention on the scores or the pattern).
     rows, window, softcap, head_window: see attention_scores (the causal mask, if any, is in
     bias).
     Returns (context [B, H, T, d_k], weights [B, H, T, S]).
@@ -166,6 +168,8 @@ def scaled_dot_product_attention(
     group = n_head // n_kv_head
     scores = attention_scores(q, k, scale, bias=bias, rows=rows, window=window,
                               softcap=softcap, head_window=head_window)
+    if on_scores is not None:
+        scores = on_scores(scores)
     if weights_out is None:
         weights = torch.softmax(scores, dim=-1)
     else:
@@ -419,9 +423,9 @@ class MultiHeadAttention(nn.Module):
         T, not T squared. bias is then only the padding bias [B, 1, 1, T] (or None), and
         causal says whether to mask future keys.
         hooks: an interventions.Hooks that reads or replaces this layer's named activations
-        (q, k, v before rotation; pattern; z, each head's output before W_O, after the head
-        gate; result, each
-        head's output through its slice of W_O, [B, T, H, d], computed only when asked).
+        (q, k, v before rotation; scores; pattern; z, each head's output before W_O, after
+        the head gate; result, each head's output through its slice of W_O, [B, T, H, d],
+        computed only when asked).
         x may then be per-head input streams [B, 3, H, T, d] (see project_qkv_per_head).
         past: the keys (rotated) and values of the positions before x's, [B, H_kv or H, S,
         d_k], or a kv_cache.LayerCache holding them: x is then positions S.. of the text,
@@ -451,6 +455,8 @@ class MultiHeadAttention(nn.Module):
                                         head_window=head_window)
             weights = weights_out
         else:
+            on_scores = None if hooks is None else (
+                lambda scores: hooks("scores", layer, scores))
             on_weights = None if hooks is None else (
                 lambda pattern: hooks("pattern", layer, pattern))
             rows = None
@@ -460,7 +466,7 @@ class MultiHeadAttention(nn.Module):
             context, weights = scaled_dot_product_attention(
                 q, k, v, bias, self.scale, weights_out, on_weights, rows,
                 0 if memory is not None else self.window, self.softcap,
-                head_window=head_window)
+                head_window=head_window, on_scores=on_scores)
         if head_mask is not None:
             context = gate_heads(context, head_mask, ablation, attention_mask)
         if hooks is not None:

@@ -15,6 +15,9 @@ heads, H_kv key/value heads, d_k head width):
                                      and value as each query head reads them)
                rot_q, rot_k                  queries and keys as scored: after rotary
                                              positions (q and k, in models without them)
+               scores    [B, H, T, T]        what the softmax reads: q k^T scaled, soft-capped
+                                             and masked (-inf, or the dtype's lowest for a
+                                             padded key), float32 at least
                pattern   [B, H, T, T]        the softmax weights, as multiplied with V
                z         [B, H, T, d_k]      each head's output before W_O
                result    [B, T, H, d]        each head's output through its slice of W_O
@@ -24,10 +27,11 @@ heads, H_kv key/value heads, d_k head width):
                mlp_in    [B, T, d]   what the MLP reads (normally resid_mid)
                mlp_out   [B, T, d]
                resid_post [B, T, d]  the stream leaving the layer
-    decoder    cross_q, cross_k, cross_v, cross_pattern, cross_z, cross_result: the same
-    layers     points of the cross-attention sub-layer (queries [B, H, T, d_k] from the
-               decoder stream, keys and values [B, H, S, d_k] from the encoder's output,
-               pattern [B, H, T, S]); cross_out [B, T, d] its output (encoder-decoders)
+    decoder    cross_q, cross_k, cross_v, cross_scores, cross_pattern, cross_z, cross_result:
+    layers     the same points of the cross-attention sub-layer (queries [B, H, T, d_k] from
+               the decoder stream, keys and values [B, H, S, d_k] from the encoder's output,
+               scores and pattern [B, H, T, S]); cross_out [B, T, d] its output
+               (encoder-decoders)
     final      scale     [B, T, 1]   the final norm's scale (computed only when wanted)
 
 Grouped-query models: k and v belong to key/value heads. Replacing key/value head g's k
@@ -43,11 +47,11 @@ from typing import Callable
 
 import torch
 
-LAYER_POINTS = ("resid_pre", "attn_in", "q", "k", "v", "rot_q", "rot_k", "pattern", "z",
-                "result", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+LAYER_POINTS = ("resid_pre", "attn_in", "q", "k", "v", "rot_q", "rot_k", "scores", "pattern",
+                "z", "result", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
 CROSS_PREFIX = "cross_"
-CROSS_POINTS = tuple(CROSS_PREFIX + name for name in ("q", "k", "v", "pattern", "z", "result",
-                                                     "out"))
+CROSS_POINTS = tuple(CROSS_PREFIX + name for name in ("q", "k", "v", "scores", "pattern", "z",
+                                                     "result", "out"))
 FINAL_POINTS = ("scale",)
 # Points the engine computes only when asked (they cost work a plain forward skips).
 OPTIONAL_POINTS = ("result", "cross_result", "scale")
@@ -155,4 +159,5 @@ def point_width(info, name: str, n_tokens: int, ungroup_kv: bool = False) -> int
     return {"q": info.n_head * info.d_head, "z": info.n_head * info.d_head,
             "rot_q": info.n_head * info.d_head, "rot_k": kv * info.d_head,
             "k": kv * info.d_head, "v": kv * info.d_head, "pattern": info.n_head * n_tokens,
+            "scores": info.n_head * n_tokens,
             "result": info.n_head * info.d_model, "scale": 1}.get(name, info.d_model)

@@ -98,14 +98,16 @@ def weigh_rows(rows: np.ndarray, norms: np.ndarray, normalized: bool = True) -> 
     return rows
 
 
-def weights_by_layer(network, h, bias, mask, weights: str = "attention"):
+def weights_by_layer(network, h, bias, mask, weights: str = "attention",
+                     hooks: Hooks | None = None):
     """network.weights_by_layer(h, bias, mask) (a padded batch, one layer at a time: yields
     (layer, [B, H, W, W])), each sequence's rows value-weighted when weights is "value" (a
-    padded key's weight is 0, so every sequence's rows are its own)."""
+    padded key's weight is 0, so every sequence's rows are its own). hooks: the engine's, for
+    the forward (maps.summaries.ScoreEntropies)."""
     if check_weights(weights) == "attention":
-        yield from network.weights_by_layer(h, bias, mask)
+        yield from network.weights_by_layer(h, bias, mask, hooks=hooks)
         return
-    norms = ValueNorms(network)
+    norms = ValueNorms(network, inner=hooks)
     for layer, found in network.weights_by_layer(h, bias, mask, hooks=norms):
         values = to_numpy(norms.norms.pop(layer))
         for sequence in range(found.shape[0]):

@@ -24,17 +24,19 @@ from ..core.errors import InputError
 from ..engine.interventions import FINAL_POINTS, Interventions, point_width, run_with_hooks
 from ..engine.placement import to_numpy
 
-CACHE_POINTS = ("resid_pre", "q", "k", "v", "rot_q", "rot_k", "pattern", "z", "result",
-                "attn_out", "resid_mid", "mlp_out", "resid_post")
-# result is H times the stream's size; rot_q and rot_k repeat q and k but for the rotation
-DEFAULT_POINTS = tuple(p for p in CACHE_POINTS if p not in ("result", "rot_q", "rot_k")) + (
-    "scale",)
+CACHE_POINTS = ("resid_pre", "q", "k", "v", "rot_q", "rot_k", "scores", "pattern", "z",
+                "result", "attn_out", "resid_mid", "mlp_out", "resid_post")
+# result is H times the stream's size; rot_q and rot_k repeat q and k but for the rotation;
+# scores are the pattern before its softmax
+DEFAULT_POINTS = tuple(p for p in CACHE_POINTS
+                       if p not in ("result", "rot_q", "rot_k", "scores")) + ("scale",)
 HOOK_NAMES = {
     "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid",
     "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out",
     "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "z": "attn.hook_z",
     "rot_q": "attn.hook_rot_q", "rot_k": "attn.hook_rot_k",
-    "pattern": "attn.hook_pattern", "result": "attn.hook_result",
+    "scores": "attn.hook_attn_scores", "pattern": "attn.hook_pattern",
+    "result": "attn.hook_result",
 }
 _BY_HOOK = {hook: name for name, hook in HOOK_NAMES.items()}
 # the engine's [B, H, T, d_k] -> TransformerLens's [B, T, H, d_k]

@@ -248,7 +248,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
         return self._make_trace(enc, attentions, "", None, weights)
 
     def attention_by_layer(self, batch: list[list[int]], weights: str = "attention",
-                           token_types: list[list[int]] | None = None):
+                           token_types: list[list[int]] | None = None, hooks=None):
         """Run a batch of pre-tokenized segments (padded, the padding masked, so each
         segment's maps are those it gets alone) one layer at a time, yielding (layer,
         weights [B, H, W, W] float32) as each layer's attention is computed: segment b's own
@@ -256,7 +256,8 @@ class Model(TextInput, Scoring, Predicting, Generating):
         the hidden state, so a statistic reads the maps while they are fresh and the batch
         never holds [B, L, H, W, W]. weights="value": value-weighted, as trace() gives them
         (a padded key's weight is 0, so each segment's rows are its own). token_types: each
-        segment's token type ids (a sentence pair's), else none given."""
+        segment's token type ids (a sentence pair's), else none given. hooks: the engine's
+        (engine.interventions), for the forward (maps.summaries.ScoreEntropies)."""
         width = max(len(ids) for ids in batch)
         net = self.network
 
@@ -269,7 +270,7 @@ class Model(TextInput, Scoring, Predicting, Generating):
         types = None if token_types is None else padded(token_types, 0)
         with torch.inference_mode():
             h, bias = net.embed(input_ids, types), net.attention_bias(width, mask)
-        yield from weights_by_layer(net, h, bias, mask, weights)
+        yield from weights_by_layer(net, h, bias, mask, weights, hooks)
 
     def _make_trace(self, enc: Encoding, attentions, text, text_pair,
                     weights: str = "attention", head_mask=None, ablation: str = "zero",

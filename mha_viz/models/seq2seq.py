@@ -441,11 +441,12 @@ class StackView:
         ids = [int(i) for i in ids]
         return self.model.pieces(ids), self.model.display_tokens(ids)
 
-    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention"):
+    def attention_by_layer(self, batch: list[list[int]], weights: str = "attention",
+                           hooks=None):
         """The encoder's self-attention of a batch of sources, one layer at a time, as
         Model.attention_by_layer gives a decoder-only model's (corpus mode reads an
         encoder-decoder's sources this way): yields (layer, weights [B, H, W, W]);
-        weights="value": value-weighted (maps.value_weighted)."""
+        weights="value": value-weighted (maps.value_weighted); hooks: the engine's."""
         if self.kind != "encoder":
             raise InputError("over a corpus, an encoder-decoder's encoder is read (the texts "
                              "are sources); the decoder would need a target for each text")
@@ -459,7 +460,7 @@ class StackView:
         encoder = self.model.network.encoder
         with torch.inference_mode():
             h, bias = encoder.embed(input_ids), encoder.attention_bias(width, mask)
-        yield from weights_by_layer(encoder, h, bias, mask, weights)
+        yield from weights_by_layer(encoder, h, bias, mask, weights, hooks)
 
     def corpus_model(self) -> "StackView":
         return self

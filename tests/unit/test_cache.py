@@ -8,6 +8,7 @@ import torch
 from tests.support.hf_reference import ids_of
 
 from mha_viz.core.errors import InputError
+from mha_viz.engine.interventions import Interventions, run_with_hooks
 
 TEXT = "the cat sat on the mat and the dog ran"
 
@@ -99,3 +100,48 @@ def test_rotated_queries_and_keys(patch_models):
                               rot_q.transpose(1, 2), atol=1e-5)
         assert torch.allclose(cache["rot_k", layer], rot_k.transpose(1, 2), atol=1e-5)
         assert torch.equal(cache["rot_q", layer][:, 0], cache["q", layer][:, 0])
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2"])
+def test_scores_are_what_transformers_softmax_reads(patch_models, family, monkeypatch):
+    """The scores point holds, at every layer, the numbers transformers' own eager attention
+    hands its softmax (scaled, soft-capped for Gemma 2, masked causally and by Gemma 2's window),
+    read by wrapping torch's softmax during its forward: equal where a key is seen, -inf where
+    it is hidden (transformers adds its dtype's lowest there); and the pattern is their
+    softmax. A replaced score changes the pattern as the softmax of the new scores."""
+    model, hf, _ = patch_models[family]
+    ids = ids_of(model, TEXT)
+    read = []
+    softmax = torch.nn.functional.softmax
+
+    def reading(scores, *args, **kwargs):
+        read.append(scores.detach().clone())
+        return softmax(scores, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "softmax", reading)
+    with torch.no_grad():
+        out = hf(torch.tensor([ids]), output_attentions=True)
+    monkeypatch.undo()
+    n_layer = model.info.n_layer
+    assert len(read) == n_layer  # one softmax a layer, in order
+    _, cache = model.run_with_cache(TEXT, names=["scores", "pattern"])
+    for layer in range(n_layer):
+        ours, theirs = cache["scores", layer], read[layer].float()
+        assert ours.shape == theirs.shape == out.attentions[layer].shape
+        seen = theirs > torch.finfo(theirs.dtype).min / 2
+        assert 0 < int(seen.sum()) < seen.numel()  # some keys hidden: the causal mask
+        assert torch.allclose(ours[seen], theirs[seen], atol=1e-4)
+        assert torch.isneginf(ours[~seen]).all()
+        assert torch.allclose(cache[f"blocks.{layer}.attn.hook_attn_scores"].softmax(-1),
+                              out.attentions[layer], atol=1e-5)
+    if family == "gemma2":  # its window hides more keys on layer 0 than the causal mask does
+        assert int((read[0] > -1e30).sum()) < int((read[1] > -1e30).sum())
+    raised = torch.zeros_like(cache["scores", 1])
+    raised[..., 0] = 3.0  # every row's first key: seen by every query
+    changed = Interventions(capture=["pattern"]).apply("scores", 1,
+                                                       lambda scores: scores + raised)
+    with torch.inference_mode():
+        run_with_hooks(model.network, torch.tensor([ids]), changed)
+    assert torch.allclose(changed.captured["pattern", 1],
+                          (cache["scores", 1] + raised).softmax(-1), atol=1e-6)
+    assert torch.equal(changed.captured["pattern", 0], cache["pattern", 0])

@@ -12,7 +12,8 @@ import torch
 
 from mha_viz.analysis.entropy import RowEntropy
 from mha_viz.maps.streaming import RowBlock
-from mha_viz.maps.summaries import DIAGONALS, batch_summaries
+from mha_viz.maps.summaries import (DIAGONALS, ScoreEntropies, batch_summaries,
+                                    entropy_sums_from_scores)
 
 TEXTS = [
     "The cat sat on the mat, and the cat slept.",
@@ -62,6 +63,55 @@ def test_a_padded_batchs_summaries_equal_the_formulas_on_transformers_maps(
     assert seen == len(TEXTS) * model.info.n_layer
     # the entropies are not trivial: some rows spread over several keys
     assert plogp(alone[2][0][0].double().numpy()).max() > 0.5
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_entropies_measured_from_the_scores_equal_the_formula_on_transformers_maps(
+        family, gpt2_model, hf_gpt2, bert_model, hf_bert):
+    """ScoreEntropies, the engine's hooks during a padded batch's forward (what corpus mode
+    reads), gives each segment's sum of -p ln p and row sums as the formula does on
+    transformers' attentions of each text alone, closer than the logarithms of the maps do;
+    a summary built from them carries them."""
+    model, hf = {"gpt2": (gpt2_model, hf_gpt2), "bert": (bert_model, hf_bert)}[family]
+    batch = [list(model.encode(text).input_ids) for text in TEXTS]
+    lengths = [len(ids) for ids in batch]
+    with torch.no_grad():
+        alone = [hf(torch.tensor([ids]), output_attentions=True).attentions for ids in batch]
+    scored = ScoreEntropies(model.info.causal)
+    for layer, maps in model.attention_by_layer(batch, hooks=scored):
+        sums = scored.sums.pop(layer)
+        summaries = batch_summaries(maps, lengths, model.info.causal, from_scores=sums)
+        for b, n in enumerate(lengths):
+            reference = alone[b][layer][0].double().numpy()
+            expected = plogp(reference)
+            found = sums[0][b, :, :n].double().numpy()
+            np.testing.assert_allclose(found, expected, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(sums[1][b, :, :n].numpy(), reference.sum(-1),
+                                       atol=1e-6)
+            np.testing.assert_array_equal(summaries[b].plogp, found)
+    assert not scored.sums  # each layer's measured once, and let go
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_entropies_from_scores_of_rows_with_hidden_keys_and_large_scores(causal):
+    """Scores with -inf (a causal mask) and the dtype's lowest (padding) where keys are hidden
+    and a sink's large score, rows summing below 1 (a softmax over one more, left-out key):
+    the formula's numbers in float64, no NaN."""
+    gen = torch.Generator().manual_seed(5)
+    heads, n = 3, 150  # three bands of rows
+    scores = torch.randn(2, heads, n, n + 1, generator=gen) * 4
+    scores[..., 0] += 40.0  # a sink
+    scores[..., n] = scores[..., 0] - 1.0  # the left-out key: a quarter of each row
+    scores[1, :, :, n - 10:n] = torch.finfo(torch.float32).min  # padded keys
+    if causal:
+        scores[..., :n].masked_fill_(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    weights = scores.softmax(-1)[..., :n]  # the last key left out: rows sum below 1
+    found, sums = entropy_sums_from_scores(scores[..., :n], weights, causal)
+    reference = weights.double().numpy()
+    assert np.isfinite(found.numpy()).all()
+    np.testing.assert_allclose(found.double().numpy(), plogp(reference), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sums.numpy(), reference.sum(-1), atol=1e-6)
+    assert reference.sum(-1).max() < 0.8
 
 
 def test_only_what_is_asked_for_is_measured(gpt2_model):
