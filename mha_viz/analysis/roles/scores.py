@@ -186,22 +186,20 @@ class TextScores:
         self._cached = 0
 
     def entries(self, key: str, start: int, stop: int, width: int):
-        """(local rows, keys, each row's first entry) of the pattern `key` in rows
-        start..stop-1 and keys < width, row-major; and which of the rows have a pattern."""
+        """(local rows, keys) of the pattern `key`'s entries in rows start..stop-1 and keys <
+        width, row-major; and which of the rows have a pattern."""
         found = self._entries.get((key, start, stop, width))
         if found is not None:
             return found
         if key == "induction (text)":
             # The duplicate pattern moved one key right (j + 1 <= i: always inside).
-            local, keys, firsts, queries = self.entries("duplicate token", start, stop, width)
-            found = local, keys + 1, firsts, queries
+            local, keys, queries = self.entries("duplicate token", start, stop, width)
+            found = local, keys + 1, queries
         else:
             pattern = _duplicate_mask(self.ids, key == "duplicate token (any)", start, stop)
             # Keys past the block's width hold 0: only the pattern's entries inside it count.
             local, keys = (i.astype(np.int32) for i in np.nonzero(pattern[:, :width]))
-            firsts = np.flatnonzero(np.r_[True, local[1:] != local[:-1]]) if local.size \
-                else local
-            found = local, keys, firsts, pattern.any(axis=1)
+            found = local, keys, pattern.any(axis=1)
         if self._cached + found[0].size <= _CACHED_ENTRIES:
             self._entries[key, start, stop, width] = found
             self._cached += found[0].size
@@ -238,13 +236,12 @@ class TextScores:
                 picked = block[:, rows[inside] - start, keys[inside]]
                 self.sums[key][layer] += picked.sum(axis=-1, dtype=np.float64)
                 continue
-            local, keys, firsts, queries = self.entries(key, start, stop, width)
+            local, keys, queries = self.entries(key, start, stop, width)
             self.queries[key][start:stop] = queries
             if not local.size:
                 continue
-            values = block[:, local, keys].astype(np.float64)  # [H, entries], row-major
-            mass = np.add.reduceat(values, firsts, axis=-1)  # [H, rows with an entry]
-            self.sums[key][layer] += mass.sum(axis=-1)
+            # the rows' masses summed: every entry's weight, added in float64
+            self.sums[key][layer] += block[:, local, keys].sum(axis=-1, dtype=np.float64)
 
     def result(self, normalization: str) -> dict:
         """{key: [L, H]}; a pattern score is None ("ours") when no row has the pattern."""
