@@ -120,13 +120,20 @@ def _entropy_sums(rows: torch.Tensor, buffer: torch.Tensor, causal: bool
     n = rows.shape[-1]
     plogp = torch.empty(rows.shape[:-1])
     sums = torch.empty(rows.shape[:-1])
-    for first in range(0, n, _BAND):
-        last = min(n, first + _BAND)
-        piece = rows[:, :, first:last, :last if causal else n]
+    for first, last, width in _bands(n, n, causal):
+        piece = rows[:, :, first:last, :width]
         plogp[:, :, first:last] = _plogp(piece, buffer[:piece.numel()].view(piece.shape)
                                          ).sum(-1)
         sums[:, :, first:last] = piece.sum(-1)
     return plogp.neg_().numpy().astype(np.float64), sums.numpy().astype(np.float64)
+
+
+def _bands(rows: int, keys: int, causal: bool):
+    """(first, last, width) of each band of _BAND rows and the keys it reads: all of them, or a
+    causal band's up to its last row's own (row r of T sees keys up to S - T + r)."""
+    for first in range(0, rows, _BAND):
+        last = min(rows, first + _BAND)
+        yield first, last, min(keys, keys - rows + last) if causal else keys
 
 
 def _plogp(rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -182,9 +189,7 @@ def entropy_sums_from_scores(scores: torch.Tensor, weights: torch.Tensor, causal
                          device=scores.device)
     with torch.inference_mode():
         for b in range(batch):
-            for first in range(0, rows, _BAND):
-                last = min(rows, first + _BAND)
-                width = min(keys, keys - rows + last) if causal else keys
+            for first, last, width in _bands(rows, keys, causal):
                 s = scores[b, :, first:last, :width]
                 p = weights[b, :, first:last, :width]
                 top = s.amax(-1, keepdim=True)
