@@ -17,6 +17,31 @@ PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
          ("Pruning_Impact", 1), ("Inside_One_Head", 9), ("Predictions", 3), ("Head_Roles", 1)]
 
 
+PAGE_LINKS = '[data-testid="stMain"] [data-testid="stPageLink"]'
+LINKS_DRAWN = """([selector, n]) => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-stale="true"]')) return false;
+    return document.querySelectorAll(selector).length >= n;
+}"""
+
+
+def wait_for_links(tab, server, n: int) -> None:
+    """Home's n page links drawn by a finished run. A run that the browser's first report
+    (its viewport) starts can begin after settle() on a loaded machine: a CI run once counted
+    no link at all there, twice, though the page's last section was drawn."""
+    try:
+        tab.wait_for_function(LINKS_DRAWN, arg=[PAGE_LINKS, n], polling=200, timeout=90_000)
+    except Exception as error:  # noqa: BLE001 - Playwright's timeout: say what the page held
+        state = tab.evaluate("""(selector) => [location.pathname + location.search,
+            document.querySelector('[data-testid="stApp"]')?.getAttribute(
+                'data-test-script-state'), document.querySelectorAll(selector).length,
+            document.querySelector('[data-testid="stMain"]')?.innerText.slice(0, 600)]""",
+                             PAGE_LINKS)
+        raise AssertionError(f"{n} page links never drawn: {state}\n{server.log_tail()}") \
+            from error
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("size", list(SIZES))
 def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
@@ -30,7 +55,8 @@ def test_smollm2_every_page(sized_tab, app_server, screenshots, size):
         if path == "":
             assert "share keys and values" in body and "SmolLM2" in body
             # the page links read in order, top to bottom, also when the columns stack
-            links = tab.locator('[data-testid="stMain"] [data-testid="stPageLink"]')
+            wait_for_links(tab, app_server, 13)
+            links = tab.locator(PAGE_LINKS)
             boxes = [(b["y"], b["x"], t) for b, t in zip(
                 (links.nth(i).bounding_box() for i in range(links.count())),
                 links.all_inner_texts())]
