@@ -51,12 +51,17 @@ def test_a_chosen_set_of_heads(llama_pair):
                                             abs=LOSS_TOL)
 
 
-def test_every_head_alone_against_transformers(llama_pair):
-    """Each head restricted alone: the sweep reuses the stream below each layer and runs a
-    layer's heads in batches (4, then the last 2 here)."""
+@pytest.mark.parametrize("length, window", [(500, 24), (None, WINDOW)],
+                         ids=["rows-at-once", "blockwise"])
+def test_every_head_alone_against_transformers(llama_pair, length, window):
+    """Each head restricted alone: the sweep reuses the stream below each layer, runs only
+    the positions from sink + window on (reading the earlier ones' keys and values) and a
+    layer's heads in batches (4, then the last 2 here); past 512 tokens a block of query
+    rows at a time after that past."""
     model, ref = llama_pair
-    text, window = LONG_TEXT[:500], 24  # the blockwise path is the table's test
+    text = LONG_TEXT[:length]
     ids = model.encode(text).input_ids
+    assert (len(ids) - SINK - window > 512) == (length is None)
     got = window_costs(model, text, SINK, window, batch_size=4)
     full = restricted_loss(ref, ids, SINK, window, no_heads(model))
     assert got.full == pytest.approx(full, abs=LOSS_TOL)

@@ -10,6 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from ...core.errors import InputError
+from ...engine.attention import causal_rows_bias
 from ...engine.interventions import Interventions
 from ...engine.transformer import CHUNKED_FROM, QUERY_CHUNK
 
@@ -62,17 +63,22 @@ def check_context(model, n_tokens: int, what: str) -> None:
 
 
 def run_stack(network, h, start: int = 0, head_mask=None, attention_window=None,
-              layer_inputs=None):
+              layer_inputs=None, offset: int = 0, past_kv=None):
     """Layers start.. on h [B, T, d] (the stream entering layer start) as the model's own
-    forward runs them: past CHUNKED_FROM tokens, a block of query rows at a time."""
+    forward runs them: past CHUNKED_FROM tokens, a block of query rows at a time. offset,
+    past_kv: h holds positions offset.. and past_kv[layer] the keys and values of the
+    positions before them (Network.run_layers)."""
     length = h.shape[1]
     if length > CHUNKED_FROM:
         return network.run_layers(h, start, None, None, head_mask=head_mask,
-                                  layer_inputs=layer_inputs,
-                                  query_chunk=QUERY_CHUNK,
-                                  attention_window=attention_window)[0]
-    return network.run_layers(h, start, None, network.attention_bias(length),
-                              head_mask=head_mask, layer_inputs=layer_inputs, attention_window=attention_window)[0]
+                                  layer_inputs=layer_inputs, query_chunk=QUERY_CHUNK,
+                                  attention_window=attention_window, offset=offset,
+                                  past_kv=past_kv)[0]
+    bias = causal_rows_bias(offset, offset + length, device=h.device) if offset else \
+        network.attention_bias(length)
+    return network.run_layers(h, start, None, bias, head_mask=head_mask,
+                              layer_inputs=layer_inputs, attention_window=attention_window,
+                              offset=offset, past_kv=past_kv)[0]
 
 
 def last_hidden(model, ids: list[int], head_mask=None, attention_window=None,
@@ -96,19 +102,27 @@ def predicted(model, hidden: torch.Tensor, rows) -> np.ndarray:
 def next_token_losses(model, hidden: torch.Tensor, ids: list[int]) -> np.ndarray:
     """[B] the mean next-token cross-entropy (nats) of ids under each of B last hidden
     states [B, T, d], the logits made a block of positions at a time."""
+    return (next_token_loss_sums(model, hidden, ids) / (len(ids) - 1)).cpu().numpy()
+
+
+def next_token_loss_sums(model, hidden: torch.Tensor, ids: list[int],
+                         first: int = 0) -> torch.Tensor:
+    """[B] float64: the sum of the next-token cross-entropies (nats) that B last hidden states
+    [B, r, d] of positions first..first + r - 1 of ids give the tokens after them."""
     net = model.network
-    batch, length = hidden.shape[0], hidden.shape[1]
-    targets = torch.tensor(ids[1:], dtype=torch.long, device=hidden.device)
+    batch, length = hidden.shape[0], min(hidden.shape[1], len(ids) - 1 - first)
+    targets = torch.tensor(ids[first + 1:first + 1 + length], dtype=torch.long,
+                           device=hidden.device)
     step = max(1, LOGIT_BYTES // (4 * batch * model.info.vocab_size))
     total = torch.zeros(batch, dtype=torch.float64, device=hidden.device)
     with torch.inference_mode():
-        for start in range(0, length - 1, step):
-            stop = min(start + step, length - 1)
+        for start in range(0, length, step):
+            stop = min(start + step, length)
             logits = net.lm_logits(hidden[:, start:stop]).float()
             total += F.cross_entropy(logits.transpose(1, 2),
                                      targets[start:stop].expand(batch, -1),
                                      reduction="none").sum(1).double()
-    return (total / (length - 1)).cpu().numpy()
+    return total
 
 
 def hidden_and_maps(model, ids: list[int]):

@@ -9,8 +9,10 @@ only (the engine's exact mask, engine/windows.py).
 - window_costs: per head, the loss a sink + window costs when that head alone is
   restricted: the heads that need the whole context stand out (DuoAttention's retrieval
   heads), the rest are streaming heads. A head restricted in layer l changes nothing below
-  it: the stream entering layer l is computed once and reused, and a layer's heads run as
-  one batch (as analysis/pruning.py sweeps heads).
+  it, nor at the positions before sink + window (they read no far key): the full forward's
+  stream entering layer l is reused, only the later positions run again (reading the
+  earlier ones' keys and values), and a layer's heads run as one batch (as
+  analysis/pruning.py sweeps heads).
 - kv_cache_saved: the key/value cache a restriction saves while a model writes n tokens.
   The cache is kept per key/value head, so a key/value head keeps sink + window positions
   only when every query head sharing it is restricted (grouped-query attention); sizes
@@ -27,7 +29,8 @@ from ...core.errors import InputError
 from ...engine.windows import AttentionWindow
 from ..heads import rank_heads
 from ..one_head.kv_cache_size import BYTES_PER_VALUE, kv_cache_bytes
-from .reading import check_causal, last_hidden, next_token_losses, prompt_ids, run_stack
+from .reading import (check_causal, last_hidden, next_token_loss_sums, next_token_losses,
+                      prompt_ids, run_stack)
 
 SINK, WINDOW = 4, 256  # StreamingLLM's four sink tokens; a window well short of the text
 BATCH_BYTES = 512 << 20  # a sweep's batch: its attention blocks and MLP activations
@@ -128,24 +131,36 @@ def window_costs(model, text, sink: int = SINK, window: int = WINDOW,
     info, net = model.info, model.network
     n_layer, n_head = info.n_layer, info.n_head
     layer_inputs = []
-    full = float(next_token_losses(model, last_hidden(model, ids, layer_inputs=layer_inputs),
-                                   ids)[0])
-    batch = int(batch_size or _batch_size(model, len(ids)))
+    hidden = last_hidden(model, ids, layer_inputs=layer_inputs)
+    total = len(ids) - 1
+    full = float(next_token_loss_sums(model, hidden, ids)[0]) / total
+    # Positions before sink + window read no far key: a restricted head changes nothing
+    # there, nor (causal) anything they lead to. Only the later rows run again, reading the
+    # earlier rows' keys and values as the full forward left them.
+    first = int(sink) + int(window)
+    full_rest = next_token_loss_sums(model, hidden[:, first:], ids, first)
+    with torch.inference_mode():
+        prefix_kv = [net.keys_and_values(layer_inputs[layer][:, :first], layer)
+                     for layer in range(n_layer)]
+    batch = int(batch_size or _batch_size(model, len(ids) - first))
     costs = np.zeros((n_layer, n_head))
     steps = n_layer * -(-n_head // batch)
     done = 0
     with torch.inference_mode():
         for layer in range(n_layer):
-            for first in range(0, n_head, batch):
-                chosen = list(range(first, min(first + batch, n_head)))
-                heads = torch.zeros(len(chosen), n_layer, n_head, dtype=torch.bool,
-                                    device=net.device)
-                heads[torch.arange(len(chosen)), layer, torch.tensor(chosen)] = True
-                start = layer_inputs[layer].expand(len(chosen), -1, -1)
-                out = net.finish(run_stack(net, start, layer,
-                                           attention_window=AttentionWindow(int(sink),
-                                                                            int(window), heads)))
-                costs[layer, chosen] = next_token_losses(model, out, ids) - full
+            for start in range(0, n_head, batch):
+                chosen = list(range(start, min(start + batch, n_head)))
+                size = len(chosen)
+                heads = torch.zeros(size, n_layer, n_head, dtype=torch.bool, device=net.device)
+                heads[torch.arange(size), layer, torch.tensor(chosen)] = True
+                past = {later: tuple(t.expand(size, -1, -1, -1) for t in prefix_kv[later])
+                        for later in range(layer, n_layer)}
+                out = net.finish(run_stack(
+                    net, layer_inputs[layer][:, first:].expand(size, -1, -1), layer,
+                    attention_window=AttentionWindow(int(sink), int(window), heads),
+                    offset=first, past_kv=past))
+                rest = next_token_loss_sums(model, out, ids, first)
+                costs[layer, chosen] = ((rest - full_rest) / total).cpu().numpy()
                 done += 1
                 if progress is not None:
                     progress(done, steps)
