@@ -203,9 +203,10 @@ def chunked_attention(
     row i sees keys 0..i (the mask is built per block, and the keys after a block's last
     row, which it cannot see, are not multiplied at all); with more keys than rows, the
     first keys are a past that the rows follow (causal row i is position S - T + i).
-    key_bias: additive [B, 1, 1, S] (padding) shared by every row. weights_out, when given, is a [B, H, T, S] tensor each
-    block's weights are written into (a trace's maps): the maps of a full trace and of an
-    on-demand one come from the same arithmetic. -> context [B, H, T, d_k].
+    key_bias: additive [B, 1, 1, S] (padding) shared by every row. weights_out, when given,
+    is a [B, H, T, S] tensor each block's weights are written into (a trace's maps): the
+    maps of a full trace and of an on-demand one come from the same arithmetic. -> context
+    [B, H, T, d_k].
     """
     batch, n_head, length, d_k = q.shape
     n_kv_head = k.shape[1]
@@ -220,8 +221,7 @@ def chunked_attention(
             q[:, :, start:stop], k[:, :, :keys], scale,
             bias=None if key_bias is None else key_bias[..., :keys],
             rows=torch.arange(first + start, first + stop, device=q.device), causal=causal,
-            window=window,
-            softcap=softcap, head_window=head_window)
+            window=window, softcap=softcap, head_window=head_window)
         weights = torch.softmax(scores, dim=-1)
         if weights_out is not None:
             weights_out[:, :, start:stop, :keys] = weights

@@ -6,8 +6,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from tests.support.browser import (SIZES, assert_no_exception, assert_only_own_host,  # noqa: E402
-                                   click_cell, error_texts, open_page, settle, shoot, wait_fitted)
+from tests.support.browser import (READY, SIZES, assert_no_exception,  # noqa: E402
+                                   assert_only_own_host, click_cell, error_texts, open_page,
+                                   settle, shoot, wait_fitted)
 from tests.support.layout_probe import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -18,12 +19,9 @@ PAGES = [("", 0), ("Attention_Maps", 5), ("Entropy", 5), ("Head_Similarity", 3),
 
 
 PAGE_LINKS = '[data-testid="stMain"] [data-testid="stPageLink"]'
-LINKS_DRAWN = """([selector, n]) => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-    if (document.querySelector('[data-stale="true"]')) return false;
-    return document.querySelectorAll(selector).length >= n;
-}"""
+# a finished run (READY, no chart asked) that drew at least n page links
+LINKS_DRAWN = f"""([selector, n]) => ({READY})(0) &&
+    document.querySelectorAll(selector).length >= n"""
 
 
 def wait_for_links(tab, server, n: int) -> None:

@@ -133,20 +133,19 @@ def window_costs(model, text, sink: int = SINK, window: int = WINDOW,
     layer_inputs = []
     hidden = last_hidden(model, ids, layer_inputs=layer_inputs)
     total = len(ids) - 1
-    full = float(next_token_loss_sums(model, hidden, ids)[0]) / total
     # Positions before sink + window read no far key: a restricted head changes nothing
     # there, nor (causal) anything they lead to. Only the later rows run again, reading the
     # earlier rows' keys and values as the full forward left them.
     first = int(sink) + int(window)
     full_rest = next_token_loss_sums(model, hidden[:, first:], ids, first)
-    with torch.inference_mode():
-        prefix_kv = [net.keys_and_values(layer_inputs[layer][:, :first], layer)
-                     for layer in range(n_layer)]
+    full = float(next_token_loss_sums(model, hidden[:, :first], ids)[0] + full_rest[0]) / total
     batch = int(batch_size or _batch_size(model, len(ids) - first))
     costs = np.zeros((n_layer, n_head))
     steps = n_layer * -(-n_head // batch)
     done = 0
     with torch.inference_mode():
+        prefix_kv = [net.keys_and_values(layer_inputs[layer][:, :first], layer)
+                     for layer in range(n_layer)]
         for layer in range(n_layer):
             for start in range(0, n_head, batch):
                 chosen = list(range(start, min(start + batch, n_head)))
