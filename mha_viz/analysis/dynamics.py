@@ -137,11 +137,11 @@ class TrainingDynamics:
 
 def next_token_losses(model, ids) -> np.ndarray:
     """[T - 1] each token's loss (nats) given the tokens before it, for pre-tokenized ids."""
-    ids = torch.tensor([[int(i) for i in ids]], dtype=torch.long)
+    ids = torch.tensor([[int(i) for i in ids]], dtype=torch.long, device=model.network.device)
     with torch.inference_mode():
         last_hidden, _ = model.network(ids, torch.zeros_like(ids))
         logprobs = F.log_softmax(model.network.lm_logits(last_hidden)[0].float(), dim=-1)
-        return -logprobs[:-1].gather(1, ids[0, 1:, None])[:, 0].numpy().astype(np.float64)
+        return -logprobs[:-1].gather(1, ids[0, 1:, None])[:, 0].cpu().numpy().astype(np.float64)
 
 
 def icl_positions(context: int, early: int | None = None, late: int | None = None

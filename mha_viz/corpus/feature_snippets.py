@@ -77,7 +77,7 @@ def feature_snippets(model, sae, texts: Iterable[str], features: Sequence[int] |
     if int(k) < 1:
         raise InputError(f"k must be at least 1, got {k}")
     result = FeatureSnippets.empty(chosen, int(k))
-    index = torch.tensor(chosen)
+    index = torch.tensor(chosen, device="cpu")  # the dictionary's activations are on the CPU
     batch: list[list[int]] = []
 
     def run(segments: list[list[int]]) -> None:
@@ -86,7 +86,7 @@ def feature_snippets(model, sae, texts: Iterable[str], features: Sequence[int] |
         for segment in segments:
             by_length.setdefault(len(segment), []).append(segment)
         for length, group in by_length.items():
-            ids = torch.tensor(group)
+            ids = torch.tensor(group, device="cpu")
             values = site_activations(model, ids, [(sae.site, sae.layer)])[0]
             acts = sae.encode(values)[..., index].float()  # [B, T, F]
             flat = acts.permute(2, 0, 1).reshape(len(chosen), -1)  # [F, B * T]
@@ -97,7 +97,7 @@ def feature_snippets(model, sae, texts: Iterable[str], features: Sequence[int] |
             part.values[part.values <= 0] = -np.inf  # a feature that did not fire
             rows, positions = top.indices // length, top.indices % length
             padded = torch.nn.functional.pad(ids, (BEFORE, AFTER), value=-1)
-            offsets = torch.arange(BEFORE + 1 + AFTER)
+            offsets = torch.arange(BEFORE + 1 + AFTER, device="cpu")
             part.windows[:, :take] = padded[rows[..., None], positions[..., None]
                                             + offsets].numpy()
             part.n_segments, part.n_tokens = len(group), len(group) * length

@@ -104,7 +104,8 @@ class SparseDictionary:
     def flat(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., d_in], or [..., n_head, d_head] for a hook_z dictionary (SAELens's
         reshape_activations "hook_z" flattens the heads), as [..., d_in] in its dtype."""
-        x = torch.as_tensor(x)
+        # as_tensor would move a tensor to torch's default device: keep the caller's
+        x = x if isinstance(x, torch.Tensor) else torch.as_tensor(x, device="cpu")
         if (self.reshape_activations == "hook_z" and x.ndim >= 2
                 and x.shape[-1] != self.d_in and x.shape[-2] * x.shape[-1] == self.d_in):
             x = x.reshape(*x.shape[:-2], self.d_in)
@@ -153,10 +154,15 @@ class SparseDictionary:
             rows = rows / rows.norm(dim=-1, keepdim=True)
         return rows
 
+    def _held(self, x: torch.Tensor) -> torch.Tensor:
+        """x where the weights are, in their dtype: a model on a GPU hands its activations
+        to a dictionary read onto the CPU, and the results come back there."""
+        return x.to(device=self.W_dec.device, dtype=self.dtype)
+
     def _sae_in(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.flat(x).to(self.dtype)
+        x = self._held(self.flat(x))
         sae_in = self.frame(x).apply(x)
-        return sae_in - self.b_dec * self.apply_b_dec_to_input
+        return sae_in - self.b_dec if self.apply_b_dec_to_input else sae_in
 
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         """[..., d_sae] the pre-activation at x (see pre_weights), computed as SAELens does."""
@@ -187,7 +193,8 @@ class SparseDictionary:
         """The reconstruction [..., d_in] of activations [..., d_sae]. A dictionary that
         normalizes its input undoes that with the input's own numbers: pass x."""
         with torch.no_grad():
-            acts = torch.as_tensor(acts).to(self.dtype)
+            acts = self._held(acts if isinstance(acts, torch.Tensor)
+                              else torch.as_tensor(acts, device="cpu"))
             if self.architecture == "topk" and self.rescale_acts_by_decoder_norm:
                 acts = acts / self.W_dec.norm(dim=-1)
             out = acts @ self.W_dec + self.b_dec
@@ -197,7 +204,7 @@ class SparseDictionary:
                 raise InputError(f"this dictionary normalizes its input "
                                  f"({self.normalize_activations}): decode(acts, x=the input "
                                  f"it encoded) undoes it")
-            frame = self.frame(self.flat(x).to(self.dtype))
+            frame = self.frame(self._held(self.flat(x)))
             return out * frame.scale_out + frame.shift_out
 
     def reconstruct(self, x) -> torch.Tensor:

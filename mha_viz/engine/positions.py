@@ -149,7 +149,8 @@ def relative_position_bucket(relative: torch.Tensor, bidirectional: bool, n_buck
 
 def relative_positions(n_queries: int, n_keys: int, offset: int = 0) -> torch.Tensor:
     """[T, S] key position - query position, queries at positions offset.."""
-    return (torch.arange(n_keys)[None, :] - torch.arange(offset, offset + n_queries)[:, None])
+    keys = torch.arange(n_keys, device="cpu")  # the caller moves the buckets to the bias
+    return keys[None, :] - torch.arange(offset, offset + n_queries, device="cpu")[:, None]
 
 
 def sinusoidal_table(n_positions: int, dim: int) -> torch.Tensor:

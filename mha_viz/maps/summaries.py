@@ -95,7 +95,7 @@ def batch_summaries(maps: np.ndarray, lengths: Sequence[int], causal: bool = Fal
                                for part in from_scores)
             elif entropy:
                 if buffer is None:
-                    buffer = torch.empty(max(_CHUNK_ELEMENTS, rows.numel()))
+                    buffer = torch.empty(max(_CHUNK_ELEMENTS, rows.numel()), device=rows.device)
                 plogp, sums = _entropy_sums(rows, buffer, causal)
             if received:
                 keys = _sums(rows, -2)
@@ -118,8 +118,8 @@ def _entropy_sums(rows: torch.Tensor, buffer: torch.Tensor, causal: bool
     causal map's band is read up to its last row's key (the later keys hold zeros): 56 % of
     the logarithms of 512 tokens."""
     n = rows.shape[-1]
-    plogp = torch.empty(rows.shape[:-1])
-    sums = torch.empty(rows.shape[:-1])
+    plogp = torch.empty(rows.shape[:-1], device=rows.device)
+    sums = torch.empty(rows.shape[:-1], device=rows.device)
     for first, last, width in _bands(n, n, causal):
         piece = rows[:, :, first:last, :width]
         plogp[:, :, first:last] = _plogp(piece, buffer[:piece.numel()].view(piece.shape)

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz import TargetMetric, load_model
+from mha_viz import TargetMetric, corpus, load_model
 from mha_viz.analysis import (ablation_effects, activation_patching, attribution_patching,
                               circuit_test, composition_scores, context_mixing,
                               direct_logit_attribution, gradient_importance, path_patching,
                               pruning_curve, run_with_interventions, score_attribution,
-                              value_weighted_maps)
+                              train_sae, value_weighted_maps)
+from mha_viz.analysis.features import (feature_firing, feature_output_tokens,
+                                       feature_score_attribution, feature_sources)
+from mha_viz.analysis.long_range import sink_scores, window_costs, window_losses
 from mha_viz.analysis.patching import heads_replaced
 from mha_viz.analysis.one_head.steps import inside_one_head
 
@@ -42,8 +45,22 @@ def folders(tmp_path_factory):
                                            n_head=4, n_kv_head=2, d_model=64)}
 
 
-def analyses(model) -> dict[str, np.ndarray]:
-    """Each analysis of the library on one model, as arrays (what the pages read)."""
+@pytest.fixture(scope="module")
+def dictionaries(folders):
+    """Per family, a hook_z and a resid_pre dictionary of layer 1, trained on the CPU: the
+    pages open a dictionary file on the CPU whatever device the model is on."""
+    found = {}
+    for family, folder in folders.items():
+        model = load_model(folder)
+        settings = dict(d_sae=16, k=4, seed=0, seg_len=16, batch_tokens=64, buffer_tokens=256)
+        found[family] = {site: train_sae(model, site, 1, [TEXT, CORRUPTED] * 10,
+                                         **settings).sae for site in ("hook_z", "resid_pre")}
+    return found
+
+
+def analyses(model, saes=None) -> dict[str, np.ndarray]:
+    """Each analysis of the library on one model, as arrays (what the pages read); with
+    saes ({site: dictionary}) the features' analyses too."""
     ids = model.encode(TEXT).input_ids
     target, contrast = ids[-4], ids[2]  # any two tokens: random weights
     metric = TargetMetric(len(ids) - 1, target, contrast)
@@ -91,17 +108,46 @@ def analyses(model) -> dict[str, np.ndarray]:
         "context_mixing": np.stack([mixing.attention, mixing.residual]),
         "generate": np.array(model.generate(TEXT, max_new_tokens=6, trace=False).new_ids),
     }
+    # what issues 58-60 added: heads at long range (the sink + window costs run the later
+    # rows again after a past of keys and values), corpus statistics (entropies from the
+    # engine's scores) and a head in a dictionary's features
+    sinks = sink_scores(model, TEXT)
+    losses = window_losses(model, TEXT, sink=1, window=4)
+    segments = corpus.segment(model, [TEXT * 3, CORRUPTED * 2], seg_len=16)
+    stats = corpus.run(model, segments)
+    found |= {
+        "sinks": np.stack([sinks.natural.first_attention, sinks.repeated.first_attention,
+                           sinks.natural.first_key_norm, sinks.natural.first_cosine]),
+        "window_costs": window_costs(model, TEXT, sink=1, window=4, batch_size=3).costs,
+        "window_losses": np.array([losses.full, losses.sink_window, losses.window_only]),
+        "corpus": np.concatenate([stats.mean(name).ravel() for name in stats.names]),
+    }
+    if saes is not None:
+        query = len(ids) - 1
+        firing = feature_firing(model, saes["hook_z"], TEXT)
+        feature = firing.strongest_features(1)[0][0]
+        sources = feature_sources(model, saes["hook_z"], TEXT, query, feature)
+        outputs = feature_output_tokens(model, saes["hook_z"], feature, k=3)
+        found |= {
+            "feature_firing": firing.acts,
+            "feature_sources": np.append(sources.terms.ravel(), sources.pre_activation),
+            "feature_outputs": np.array([logit for _, logit in outputs.top + outputs.bottom]),
+        }
+        if model.network.device.type != "mps":
+            found["feature_score_terms"] = feature_score_attribution(
+                model, TEXT, 1, 1, query, sae=saes["resid_pre"]).terms
     return {name: np.asarray(value, dtype=np.float64) for name, value in found.items()}
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_every_analysis_gives_the_cpu_numbers_on_each_device(folders, family, device):
-    on_cpu = analyses(load_model(folders[family]))
+def test_every_analysis_gives_the_cpu_numbers_on_each_device(folders, dictionaries, family,
+                                                            device):
+    on_cpu = analyses(load_model(folders[family]), dictionaries[family])
     model = load_model(folders[family], device=device)
     assert model.info.device.startswith(device)
     assert {p.device.type for p in model.network.parameters()} == {device}
-    on_device = analyses(model)
+    on_device = analyses(model, dictionaries[family])
     for name, expected in on_cpu.items():
         # float32 on both: kernels differ in order of summation only
         np.testing.assert_allclose(on_device[name], expected, rtol=1e-4, atol=1e-4,
@@ -109,12 +155,12 @@ def test_every_analysis_gives_the_cpu_numbers_on_each_device(folders, family, de
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_no_analysis_creates_a_tensor_on_the_default_device(folders, family):
+def test_no_analysis_creates_a_tensor_on_the_default_device(folders, dictionaries, family):
     model = load_model(folders[family])
-    expected = analyses(model)
+    expected = analyses(model, dictionaries[family])
     torch.set_default_device("meta")
     try:
-        found = analyses(model)
+        found = analyses(model, dictionaries[family])
     finally:
         torch.set_default_device(None)
     for name, values in expected.items():

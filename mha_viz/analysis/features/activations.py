@@ -82,7 +82,7 @@ def _run_batch(model, segments: list[list[int]], sites, counter):
     for length, group in sorted(by_length.items()):
         if length <= SKIPPED_POSITIONS:
             continue
-        values = site_activations(model, torch.tensor(group), sites)
+        values = site_activations(model, torch.tensor(group, device="cpu"), sites)
         rows = [v[:, SKIPPED_POSITIONS:].reshape(-1, v.shape[-1]) for v in values]
         counter["segments"] += len(group)
         counter["tokens"] += rows[0].shape[0]

@@ -111,7 +111,8 @@ def feature_firing(model, sae, text_or_ids) -> FeatureFiring:
         raise InputError(f"{sae.d_sae:,} features over {len(ids):,} tokens would hold "
                          f"{size_text(need)}, more than this server keeps for one input: use "
                          f"a shorter text")
-    values = site_activations(model, torch.tensor([ids]), [(sae.site, sae.layer)])[0][0]
+    values = site_activations(model, torch.tensor([ids], device="cpu"),
+                             [(sae.site, sae.layer)])[0][0]
     acts = sae.encode(values).float().numpy()
     return FeatureFiring(tokens, acts, sae.hook_name)
 
@@ -138,7 +139,7 @@ def feature_output_tokens(model, sae, feature: int, k: int = 10) -> OutputTokens
     if stack.config.lm_head not in ("tied", "separate"):
         raise InputError("this model has no plain unembedding to read a feature's tokens "
                          "through")
-    row = sae.decoder_rows(torch.float32)[feature]
+    row = sae.decoder_rows(torch.float32)[feature].to(stack.device)  # the model's device
     with torch.no_grad():
         if sae.site == "hook_z":
             attn = stack.blocks[sae.layer].attn

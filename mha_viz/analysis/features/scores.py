@@ -120,7 +120,8 @@ def dictionary_stream(model, sae, ids: list[int], layer: int, positions: np.ndar
         run_with_hooks(stack, torch.tensor([ids], device=stack.device), hooks, stop=layer + 1)
     got = {name: hooks.captured[(name, layer)][0] for name in AT_POINTS}
     resid = got["resid_pre"].to(WORK)  # [T, d]
-    acts = sae.encode(got["resid_pre"].float()).to(WORK)  # [T, d_sae], as the dictionary
+    device = resid.device  # the model's; the dictionary encodes where it is (the CPU)
+    acts = sae.encode(got["resid_pre"].float()).to(device, WORK)  # [T, d_sae], as it does
     active = torch.nonzero(acts[positions].abs().sum(0)).flatten()  # features held
     need = 8 * (len(active) + 3) * n * resid.shape[1]
     if need > ONE_INPUT_SHARE * budget_bytes():
@@ -128,11 +129,11 @@ def dictionary_stream(model, sae, ids: list[int], layer: int, positions: np.ndar
                          f"{size_text(need)}, more than this server keeps for one input: "
                          f"give fewer keys (keys=) or a shorter text")
     frame = sae.frame(resid)
-    rows = sae.decoder_rows(WORK)[active]  # [n_f, d]
+    rows = sae.decoder_rows(WORK)[active.cpu()].to(device)  # [n_f, d]
     parts = torch.empty(len(active) + 3, n, resid.shape[1], dtype=WORK, device=resid.device)
     parts[:len(active)] = (acts[:, active].T[:, :, None] * rows[:, None, :]
                            * frame.scale_out[None])
-    parts[-3] = sae.b_dec.to(WORK) * frame.scale_out + frame.shift_out  # b_dec'
+    parts[-3] = sae.b_dec.to(device, WORK) * frame.scale_out + frame.shift_out  # b_dec'
     parts[-2] = resid - parts[:-2].sum(0)  # the error: x minus the reconstruction
     parts[-1] = 0.0
     names = [feature_name(f) for f in active.tolist()] + [B_DEC, ERROR, BIAS]
@@ -169,7 +170,7 @@ def feature_score_attribution(model, text_or_ids, layer: int, head: int, query: 
     with torch.inference_mode():
         q = projected(stream, head, "q", rows)[0][:, 0]  # [n_parts, d_k]
         k = projected(stream, head, "k")[0][:, held]  # [n_parts, K, d_k]
-        always = torch.arange(len(stream.names)) >= len(stream.names) - 3  # b_dec, error, bias
+        always = torch.arange(len(stream.names), device="cpu") >= len(stream.names) - 3  # b_dec..
         present_q = torch.nonzero(q.abs().sum(-1).cpu().gt(0) | always).flatten()
         present_k = torch.nonzero(k.abs().sum((-1, -2)).cpu().gt(0) | always).flatten()
         terms = attn.scale * torch.einsum("sd,tjd->stj", q[present_q], k[present_k])

@@ -80,7 +80,7 @@ class _QueryKeyStats:
 
     def __init__(self, info, causal: bool):
         shape = (info.n_layer, info.n_head)
-        self.kv = torch.as_tensor(info.kv_heads)
+        self.kv = torch.as_tensor(info.kv_heads, device="cpu")
         self.causal = causal
         self.out = {name: np.zeros(shape) for name in ("first_key_norm", "other_key_norm",
                                                        "first_cosine", "other_cosine")}
@@ -114,7 +114,7 @@ class _QueryKeyStats:
         """[H] the mean over query rows 1.. of each row's mean cosine with the keys 1.. it
         reads (1..i in a causal model, all of them otherwise), a block of rows at a time."""
         n_rows = unit_q.shape[1]
-        sums = torch.zeros(unit_q.shape[0], dtype=torch.float64)
+        sums = torch.zeros(unit_q.shape[0], dtype=torch.float64, device="cpu")
         for start in range(0, n_rows, ROW_BLOCK):
             block = unit_q[:, start:start + ROW_BLOCK] @ unit_k.transpose(1, 2)  # [H, r, T-1]
             if self.causal:  # query row 1 + r reads keys 1..1 + r: the first r + 1 of unit_k

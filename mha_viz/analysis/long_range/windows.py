@@ -151,7 +151,8 @@ def window_costs(model, text, sink: int = SINK, window: int = WINDOW,
                 chosen = list(range(start, min(start + batch, n_head)))
                 size = len(chosen)
                 heads = torch.zeros(size, n_layer, n_head, dtype=torch.bool, device=net.device)
-                heads[torch.arange(size), layer, torch.tensor(chosen)] = True
+                heads[torch.arange(size, device=net.device), layer,
+                      torch.tensor(chosen, device=net.device)] = True
                 past = {later: tuple(t.expand(size, -1, -1, -1) for t in prefix_kv[later])
                         for later in range(layer, n_layer)}
                 out = net.finish(run_stack(
