@@ -25,6 +25,13 @@ SIZES = {"desktop": (1400, 1000), "projector": (1280, 720)}
 TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .map(p => String((p.layout.title || {}).text || ''))"""
 
+# every figure title drawn from now on, in window.titlesSeen (noted at each change of the page)
+NOTE_TITLES = f"""() => {{
+    const seen = new Set(), note = () => ({TITLES})().forEach(t => seen.add(t));
+    window.titlesSeen = [];
+    new MutationObserver(() => {{ note(); window.titlesSeen = Array.from(seen); }})
+        .observe(document.body, {{subtree: true, childList: true, characterData: true}});
+}}"""
 
 # every text Plotly drew in a figure (ticks, titles, legend, labels), with its font size
 FIGURE_TEXTS = """() => Array.from(document.querySelectorAll('.js-plotly-plot svg.main-svg text'))
@@ -60,12 +67,14 @@ def test_the_slider_and_play_walk_the_steps(sized_tab, app_server, screenshots, 
         'Induction score at step 10'))""", polling=200)
     settle(tab, N_CHARTS)
     assert any(probe_map_at("10").match(t) for t in map_titles(tab))
-    # play: the maps pass through the steps in between and stop on the last
+    # play: the maps pass through the steps in between and stop on the last. Every title
+    # drawn is noted as the page changes: a frame shown between two polls counts too.
+    tab.evaluate(NOTE_TITLES)
     tab.get_by_role("button", name="▶ Play").click()
-    tab.wait_for_function(f"""() => ({TITLES})().some(t => t.startsWith(
-        'Induction score at step 757'))""", polling=100)
-    tab.wait_for_function(f"""() => ({TITLES})().some(t => t.startsWith(
+    tab.wait_for_function("""() => window.titlesSeen.some(t => t.startsWith(
         'Induction score at step 3,000'))""", polling=200)
+    seen = tab.evaluate("() => window.titlesSeen")
+    assert any(t.startswith("Induction score at step 757") for t in seen), seen
     settle(tab, N_CHARTS)
     assert_no_exception(tab, app_server)
     overflow = tab.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot'))

@@ -208,6 +208,16 @@ def test_masking_the_top_heads_against_transformers(llama_pair, predicted_right)
     named = retrieval_masking(model, cases, scores, k=4, draws=1, heads=["L1.H2", "L2.H5"])
     assert named.picked_heads == tuple(picked) and named.picked == result.picked
     assert named.random_heads[0] == result.random_heads[0]  # the same seed, the same draw
+    # the accuracy with every head on, known from the study, spares its run
+    runs = []
+    known = retrieval_masking(model, cases, scores, k=4, draws=3, seed=0, heads=picked,
+                              full=needle_study(model, cases).grid.mean,
+                              progress=lambda done, total: runs.append(total))
+    assert known.full == pytest.approx(1.0) and known.top == result.top
+    np.testing.assert_array_equal(known.random, result.random)
+    assert runs[-1] == 5 * len(cases)  # top, three draws and the picked heads
+    with pytest.raises(InputError, match="full is a copy accuracy"):
+        retrieval_masking(model, cases, scores, k=4, full=1.5)
     over = retrieval_counts(model, cases).heads_over(0.2)  # those over 0.2, highest first
     assert sorted(over) == [(l, h) for l, h in np.ndindex(*scores.shape) if scores[l, h] > 0.2]
     assert [scores[l, h] for l, h in over] == sorted((s for s in scores.ravel() if s > 0.2),

@@ -31,7 +31,8 @@ def test_a_minority_of_heads_are_retrieval_heads(needles):
 
 def test_masking_the_top_retrieval_heads_loses_the_needle(smollm2, needles):
     cases, study = needles
-    result = retrieval_masking(smollm2, cases, study.retrieval.scores, draws=3, seed=0)
+    result = retrieval_masking(smollm2, cases, study.retrieval.scores, draws=3, seed=0,
+                               full=study.grid.mean)
     lost_top = result.full - result.top
     lost_random = result.full - result.random_mean
     assert lost_top > 0.2, result

@@ -56,12 +56,14 @@ def _picked(heads, n_layer: int, n_head: int) -> tuple[tuple[int, int], ...]:
 
 
 def retrieval_masking(model, cases, scores, k: int | None = None, draws: int = 5,
-                      seed: int = 0, heads=None, progress=None) -> MaskingResult:
+                      seed: int = 0, heads=None, progress=None,
+                      full: float | None = None) -> MaskingResult:
     """The copy accuracy of needle cases with the k heads of highest retrieval score
     ``scores`` [L, H] switched off, against k heads drawn at random (``draws`` seeded draws,
     from the heads outside the top k), and with ``heads`` ((layer, head) pairs or names
-    such as "L3.H7") switched
-    off when given. k None: the heads scoring over RETRIEVAL_THRESHOLD (at least one).
+    such as "L3.H7") switched off when given. k None: the heads scoring over
+    RETRIEVAL_THRESHOLD (at least one). full: the copy accuracy with every head on when it
+    is known already (needle_study(model, cases).grid.mean), which spares that run.
     progress(done, total) after each case of each run."""
     check_causal(model, "masking heads at long range")
     cases = check_cases(cases)
@@ -77,6 +79,8 @@ def retrieval_masking(model, cases, scores, k: int | None = None, draws: int = 5
                          f"heads), got {k}")
     if int(draws) < 1:
         raise InputError("draws must be at least 1")
+    if full is not None and not 0 <= float(full) <= 1:
+        raise InputError(f"full is a copy accuracy from 0 to 1, got {full}")
     picked = () if heads is None else _picked(heads, n_layer, n_head)
     top = tuple(rank_heads(scores)[:k])
     others = [(l, h) for l in range(n_layer) for h in range(n_head) if (l, h) not in top]
@@ -84,8 +88,8 @@ def retrieval_masking(model, cases, scores, k: int | None = None, draws: int = 5
     drawn = tuple(tuple(sorted(others[i] for i in rng.choice(len(others), min(k, len(others)),
                                                              replace=False)))
                   for _ in range(int(draws)))
-    runs = [(), top, *drawn] + ([picked] if picked else [])
-    accuracies = []
+    runs = ([] if full is not None else [()]) + [top, *drawn] + ([picked] if picked else [])
+    accuracies = [] if full is None else [float(full)]
     for run, switched_off in enumerate(runs):
         report = None if progress is None else (
             lambda done, n, run=run: progress(run * n + done, len(runs) * n))

@@ -118,10 +118,13 @@ def next_token_loss_sums(model, hidden: torch.Tensor, ids: list[int],
     with torch.inference_mode():
         for start in range(0, length, step):
             stop = min(start + step, length)
-            logits = net.lm_logits(hidden[:, start:stop]).float()
-            total += F.cross_entropy(logits.transpose(1, 2),
-                                     targets[start:stop].expand(batch, -1),
-                                     reduction="none").sum(1).double()
+            logits = net.lm_logits(hidden[:, start:stop]).float()  # [B, n, V]
+            # one row per (state, position), the vocabulary contiguous: the log-softmax
+            # across a [B, V, n] view read its numbers strided (1.5x the time)
+            n = stop - start
+            losses = F.cross_entropy(logits.reshape(batch * n, -1),
+                                     targets[start:stop].repeat(batch), reduction="none")
+            total += losses.view(batch, n).sum(1).double()
     return total
 
 
