@@ -357,8 +357,14 @@ def weights_switch(model: Model | None = None, where=None) -> str:
 
 
 def opening(trace: AttentionTrace) -> tuple[int, int, int, int]:
-    """(query, key, layer, head) to open the pages on (analysis.opening_view): one query row
-    of every head is read, cheap enough to recompute on every run."""
+    """(query, key, layer, head) to open the pages on (analysis.opening_view), computed once
+    per trace: it reads one query row of every head, which a long input's maps rebuild
+    layer by layer (each layer's queries and keys projected again: ~3 s of every run at
+    2,048 SmolLM2 tokens, and the layer the page shows pushed out of their cache)."""
+    return memo(_opening_of, trace)
+
+
+def _opening_of(trace: AttentionTrace) -> tuple[int, int, int, int]:
     from ..analysis import opening_view
 
     return opening_view(trace, trace.display_tokens, trace.special_mask)
