@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 N_CHARTS = 6
 SIZES = {"desktop": (1400, 1000), "projector": (1280, 720)}
 TITLES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .map(p => String((p.layout.title || {}).text || ''))"""
+    .map(p => String(((p.layout || {}).title || {}).text || ''))"""
 
 # every figure title drawn from now on, in window.titlesSeen (noted at each change of the page)
 NOTE_TITLES = f"""() => {{

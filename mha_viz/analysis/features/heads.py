@@ -123,10 +123,11 @@ def _sources(sae, got: dict, query: int, feature: int, tokens: list[str],
              activation: float | None = None) -> FeatureSources:
     """feature_sources from one forward's pattern, values and z (head_values); activation:
     the feature's at the query, when the caller has encoded it already."""
-    # on the CPU, where the dictionary is: one query's row, the values and z of one layer
-    pattern = got["pattern"][:, query].to("cpu", WORK)  # [H, T]
-    values = got["v"].to("cpu", WORK)  # [H, T, d_k]
-    z = got["z"][query].to("cpu", WORK)  # [d_in]
+    # where the dictionary is (the CPU, as loaded): one query's row, the values and z
+    held = sae.W_dec.device
+    pattern = got["pattern"][:, query].to(held, WORK)  # [H, T]
+    values = got["v"].to(held, WORK)  # [H, T, d_k]
+    z = got["z"][query].to(held, WORK)  # [d_in]
     frame = sae.frame(z)
     weight, bias = sae.pre_weights(WORK)
     column = weight[:, feature].reshape(values.shape[0], values.shape[2])  # [H, d_k]

@@ -114,7 +114,7 @@ def next_token_loss_sums(model, hidden: torch.Tensor, ids: list[int],
     targets = torch.tensor(ids[first + 1:first + 1 + length], dtype=torch.long,
                            device=hidden.device)
     step = max(1, LOGIT_BYTES // (4 * batch * model.info.vocab_size))
-    total = torch.zeros(batch, dtype=torch.float64, device=hidden.device)
+    total = torch.zeros(batch, dtype=torch.float64, device="cpu")  # MPS has no float64
     with torch.inference_mode():
         for start in range(0, length, step):
             stop = min(start + step, length)
@@ -124,7 +124,7 @@ def next_token_loss_sums(model, hidden: torch.Tensor, ids: list[int],
             n = stop - start
             losses = F.cross_entropy(logits.reshape(batch * n, -1),
                                      targets[start:stop].repeat(batch), reduction="none")
-            total += losses.view(batch, n).sum(1).double()
+            total += losses.view(batch, n).sum(1).cpu().double()
     return total
 
 

@@ -123,7 +123,7 @@ class _QueryKeyStats:
                 block = (block * seen).sum(-1) / seen.sum(-1)
             else:
                 block = block.mean(-1)
-            sums += block.sum(1).double().cpu()
+            sums += block.sum(1).cpu().double()  # float64 on the CPU: MPS has none
         return sums / n_rows
 
 

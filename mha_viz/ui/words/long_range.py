@@ -88,9 +88,10 @@ def costs_button(total_heads: int, n_tokens: int) -> str:
     return f"Restrict each of the {total_heads} heads alone ({n_tokens:,} tokens)"
 
 
-def masking_button(k: int, draws: int, n_cases: int) -> str:
+def masking_button(k: int, draws: int, n_cases: int, picked: bool = False) -> str:
+    """The runs: the top k, each draw and the picked heads (every head on is the study's)."""
     return (f"Switch off the top {k} and {draws} random draws of {k} "
-            f"({(draws + 2) * n_cases} forwards)")
+            f"({(draws + 1 + int(picked)) * n_cases} forwards)")
 
 
 def retrieval_summary(over: int, total: int, counted: int, right: int, tokens: int) -> str:

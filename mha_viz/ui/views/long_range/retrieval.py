@@ -81,9 +81,11 @@ def masking_section(ctx: LongRange) -> None:
                        placeholder="Choose heads, e.g. L0.H1", help=ui.NUMBERING)
     result = ui.run_or_wait(A.retrieval_masking, ctx.model, ctx.cases, counts.scores,
                             k=int(k), draws=int(draws), seed=0, heads=tuple(picked),
-                            full=ctx.study.grid.mean, name="lr_masking", label="Reading the needles with heads off",
+                            full=ctx.study.grid.mean, name="lr_masking",
+                            label="Reading the needles with heads off",
                             auto=ui.runs_on_open("long_range.masking", len(ctx.cases)),
-                            button=words.masking_button(int(k), int(draws), len(ctx.cases)))
+                            button=words.masking_button(int(k), int(draws), len(ctx.cases),
+                                                        bool(picked)))
     if result is None:
         return
     labels = words.masking_labels(result.k, len(result.random), len(result.picked_heads))
