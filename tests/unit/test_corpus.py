@@ -110,17 +110,6 @@ def test_shards_merge_to_the_same_answer_however_split(bert_model):
             np.testing.assert_allclose(other.std(name), whole.std(name), atol=1e-5)
 
 
-@pytest.mark.slow
-def test_two_worker_processes_give_the_same_answer(gpt2_model):
-    segments = corpus.segment(gpt2_model, TEXTS, seg_len=12, min_len=4)
-    one = corpus.run(gpt2_model, segments, stats=("entropy", "roles"))
-    two = corpus.run(gpt2_model, segments, stats=("entropy", "roles"), workers=2)
-    assert two.n_segments == one.n_segments
-    for name in one.names:
-        np.testing.assert_allclose(two.mean(name), one.mean(name), atol=1e-5)
-        np.testing.assert_allclose(two.std(name), one.std(name), atol=1e-5)
-
-
 def test_a_real_model_on_the_demo_corpus(minilm):
     segments = corpus.segment(minilm, corpus.demo_texts(limit=6), seg_len=32,
                               max_segments=6)

@@ -67,6 +67,19 @@ def test_one_two_and_three_workers_equal_one_process(gpt2_model, texts, single, 
         assert_same(found, single)
 
 
+def test_the_list_api_on_two_workers_gives_the_one_process_answer(gpt2_model, texts,
+                                                                 ray_instance):
+    """corpus.run(model, segments, workers=2): the library's first corpus API on Ray (its
+    test in test_corpus.py started Ray and its workers for itself: 95 s of CI)."""
+    segments = corpus.segment(gpt2_model, texts[:6], seg_len=12, min_len=4)
+    one = corpus.run(gpt2_model, segments, stats=("entropy", "roles"))
+    two = corpus.run(gpt2_model, segments, stats=("entropy", "roles"), workers=2)
+    assert two.n_segments == one.n_segments
+    for name in one.names:
+        np.testing.assert_allclose(two.mean(name), one.mean(name), atol=1e-5)
+        np.testing.assert_allclose(two.std(name), one.std(name), atol=1e-5)
+
+
 def test_a_worker_killed_mid_run_costs_only_its_shard(gpt2_model, texts, single, ray_instance):
     from mha_viz.corpus.ray_engine import worker_pids
 
