@@ -305,10 +305,9 @@ def aggregates(m: Maps) -> None:
 def token_pair(m: Maps) -> None:
     """The weight from one token to another in every head."""
     st.caption(words.TOKEN_PAIR)
-    # 'it' and the token it reads most (or the last token and its): analysis.opening_view,
-    # once per trace as shown (a long input's maps rebuild every layer's row for it)
-    query, key_pos = sizes.pick_token_pair(
-        m.labels, ui.memo(analysis.opening_view, m.shown, m.labels, m.shown.special_mask)[:2])
+    # 'it' and the token it reads most (or the last token and its): ui.opening of the trace
+    # as shown, the very result the head picker read when nothing is hidden
+    query, key_pos = sizes.pick_token_pair(m.labels, ui.opening(m.shown)[:2])
     sizes.show_link(ui.memo(m.shown.weights_between, query, key_pos), m.labels, query, key_pos,
                     m.trace.causal, " (rows renormalized over the shown tokens)"
                     if m.keep is not None else "", m.stem)
