@@ -121,3 +121,26 @@ def test_a_model_in_a_type_we_refused_before_loads(tmp_path, tensor_type):
         assert np.array_equal(weights[name].numpy(), values.astype(np.float32)), name
     logits = load_model(path).logits("The cat sat on the mat.")
     assert np.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_0", "Q4_1"])
+def test_types_dequantized_in_torch_are_gguf_bit_for_bit(tmp_path, name):
+    """The types GGUFFile dequantizes in torch rather than with gguf.quants (for speed): many
+    blocks of random bytes (every 4- and 8-bit value, scales of every magnitude, subnormal
+    ones among them), read back equal to gguf's own dequantisation in every bit."""
+    import gguf
+
+    qtype = gguf.GGMLQuantizationType[name]
+    data = random_blocks(qtype, 48, 16, seed=7)
+    path = tmp_path / f"{name}.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w", data, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    expected = gguf.quants.dequantize(data, qtype).astype(np.float32)
+    read = GGUFFile(path).lazy_tensors()["w"]
+    assert read.dtype == torch.float32 and tuple(read.shape) == (48, 16 * 32)
+    assert np.array_equal(read.numpy().view(np.uint32), expected.view(np.uint32))
+    assert len(np.unique(expected)) > 1000  # not a handful of repeated values
