@@ -215,3 +215,29 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "these tests load SmolLM2 or train a model (their source or fixtures say so) but "
             "are not marked slow: add @pytest.mark.slow\n  " + "\n  ".join(unmarked))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _installed_components_scanned_once():
+    """Every AppTest scans every installed distribution's metadata for Streamlit components
+    (streamlit.components.v2.manifest_scanner: 0.37 s an AppTest on this machine, ~700
+    distributions in CI's environment, and hundreds of AppTests); what is installed does not
+    change during a test run, so the scan runs once. A server scans once at its start."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # no Streamlit: no AppTest either
+        yield
+        return
+    scan = manifest_scanner.scan_component_manifests
+    found: list = []
+
+    def scan_once(max_workers=None):
+        if not found:
+            found.append(scan(max_workers))
+        return list(found[0])
+
+    manifest_scanner.scan_component_manifests = scan_once
+    try:
+        yield
+    finally:
+        manifest_scanner.scan_component_manifests = scan
