@@ -29,7 +29,7 @@ if __name__ == "__main__":  # a visitor's script run, kept apart from what the s
         with ui.page_run():  # every page listed: Streamlit folds past 12 under "View N more"
             st.navigation(ui.app_pages(home_view.home), expanded=True).run()
 else:  # imported by `streamlit run app.py`, which serves this app (Streamlit's files from memory)
-    _alone("server", "startup")
+    _alone("server", "startup").skip_installed_components()
     prepare_on_start = _alone("ui", "serving").prepare_on_start
     app = st.App("app.py", lifespan=prepare_on_start, middleware=[_alone(
         "server", "static_assets").middleware(st.__path__[0], st.get_option("server.baseUrlPath"))])

@@ -236,6 +236,7 @@ def _installed_components_scanned_once():
             found.append(scan(max_workers))
         return list(found[0])
 
+    scan_once.__wrapped__ = scan  # what a test of the scan itself asks for
     manifest_scanner.scan_component_manifests = scan_once
     try:
         yield

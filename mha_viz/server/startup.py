@@ -7,6 +7,8 @@ within 5 s of the start), measured on this 2-core machine with benchmarks/cold_s
   app.py turns the collector off before the library's import; settle_heap() freezes what is
   alive (ui.loading froze the heap at the model's load already, and a collection then found
   a few dozen objects: not worth 0.1 s) and turns it on again.
+- Not put off but skipped: Streamlit's scan of installed packages for components
+  (skip_installed_components).
 - pandas (0.3-0.45 s of import once torch and Streamlit are loaded), which the first figure
   does not need (plotly 7 only reads it when it is imported already). It cannot simply be
   imported whenever: plotly reads ``sys.modules["pandas"]`` without importing it, and a module
@@ -27,6 +29,25 @@ import gc
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
+
+
+def skip_installed_components() -> None:
+    """Streamlit's runtime, when a server makes it, scans the metadata of every installed
+    distribution for packaged components (streamlit.components.v2.manifest_scanner: 0.36 s
+    of a start on this machine, 139 distributions, before the server answers). mha-viz's
+    components are its own, declared in its code (st.components.v2, inline HTML and
+    JavaScript); it serves no installed package's, so the server is told there are none."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # another Streamlit: its own way
+        return
+    scan = getattr(manifest_scanner, "scan_component_manifests", None)
+    if callable(scan):
+        def no_packaged_components(max_workers=None) -> list:
+            return []
+
+        no_packaged_components.__wrapped__ = scan  # Streamlit's own, for a test of it
+        manifest_scanner.scan_component_manifests = no_packaged_components
 
 
 def settle_heap() -> None:

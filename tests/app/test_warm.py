@@ -178,6 +178,32 @@ def test_the_server_finds_the_app_and_its_warm_start():
     assert type(_served_app().app).__name__ == "App"
 
 
+def test_the_server_reads_no_installed_distribution_for_components(monkeypatch):
+    """app.py, imported by the server, tells Streamlit there are no packaged components
+    before its runtime looks for them: the runtime's scan (every installed distribution's
+    metadata, 0.36 s of a start and threads beside the warm start) reads nothing."""
+    import importlib.metadata
+
+    from streamlit.components.v2 import manifest_scanner
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    # Streamlit's own scan (tests/conftest.py runs it once for every AppTest), put back after
+    scan = manifest_scanner.scan_component_manifests
+    while hasattr(scan, "__wrapped__"):  # an earlier import of app.py replaced it too
+        scan = scan.__wrapped__
+    monkeypatch.setattr(manifest_scanner, "scan_component_manifests", scan)
+    read = []
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda *a, **k: read.append(1)
+                        or iter(()))
+    manifest_scanner.scan_component_manifests()
+    assert read, "the check itself would not see a scan"
+    read.clear()
+    _served_app()
+    manager = BidiComponentManager()
+    manager.discover_and_register_components(start_file_watching=False)
+    assert read == [] and manifest_scanner.scan_component_manifests() == []
+
+
 def test_the_warm_start_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_WARM_START", "0")
     monkeypatch.setattr(warm, "get_model", lambda name: pytest.fail("it loaded a model"))
