@@ -50,6 +50,19 @@ def test_we_read_exactly_the_types_gguf_dequantises():
     assert sorted(t.name for t in types if dequantizable(t)) == sorted(DEQUANTIZED_TYPES)
 
 
+def write_tensors(path, tensors: dict) -> None:
+    """A GGUF at path holding tensors ({name: (stored bytes or values, gguf type)}) alone."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, (data, qtype) in tensors.items():
+        writer.add_tensor(name, data, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 @pytest.fixture(scope="module")
 def file_of_every_type(tmp_path_factory):
     """(path, {name: (type, the values gguf.quants dequantises the stored bytes to)}): one
@@ -57,8 +70,7 @@ def file_of_every_type(tmp_path_factory):
     import gguf
 
     path = tmp_path_factory.mktemp("quants") / "every_type.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    expected = {}
+    expected, stored = {}, {}
     source = np.random.default_rng(1).standard_normal((3, 256)).astype(np.float32)
     for seed, name in enumerate(DEQUANTIZED_TYPES):
         qtype = gguf.GGMLQuantizationType[name]
@@ -68,11 +80,8 @@ def file_of_every_type(tmp_path_factory):
         except NotImplementedError:  # no quantiser in gguf: blocks built from bytes
             data = random_blocks(qtype, 3, 256 // block_size, seed)
         expected[f"{name}.weight"] = (name, gguf.quants.dequantize(data, qtype))
-        writer.add_tensor(f"{name}.weight", data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+        stored[f"{name}.weight"] = (data, qtype)
+    write_tensors(path, stored)
     return path, expected
 
 
@@ -133,12 +142,7 @@ def test_types_dequantized_in_torch_are_gguf_bit_for_bit(tmp_path, name):
     qtype = gguf.GGMLQuantizationType[name]
     data = random_blocks(qtype, 48, 16, seed=7)
     path = tmp_path / f"{name}.gguf"
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_tensor("w", data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_tensors(path, {"w": (data, qtype)})
     expected = gguf.quants.dequantize(data, qtype).astype(np.float32)
     read = GGUFFile(path).lazy_tensors()["w"]
     assert read.dtype == torch.float32 and tuple(read.shape) == (48, 16 * 32)
